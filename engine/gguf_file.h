@@ -1,0 +1,106 @@
+// A GGUF model file (https://github.com/ggml-org/ggml/blob/master/docs/gguf.md), opened read-only.
+//
+// Open() maps the file and validates everything it reads — header, every metadata key and value
+// (all value types, arrays nested up to kMaxArrayNesting deep), the tensor directory, alignment, and
+// that every tensor's data lies inside the file — with overflow-checked arithmetic. Any problem is an
+// absl::Status (INVALID_ARGUMENT for malformed content, NOT_FOUND for a missing file) whose message
+// names the problem, the key or tensor concerned and the byte offset in the file. After Open()
+// succeeds, nothing in this class can read outside the mapping.
+//
+// A file with metadata and no tensors (a vocabulary-only file) opens fine. Tensors may overlap or
+// share data (only out-of-bounds data is rejected). GGUF versions 2 and 3 are read, little-endian
+// only; version 1 is rejected.
+//
+// Thread-safety: immutable after Open(); all const methods are safe from any thread. The tensor data
+// pointers stay valid for the lifetime of the GgufFile.
+#ifndef BATON_ENGINE_GGUF_FILE_H_
+#define BATON_ENGINE_GGUF_FILE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "engine/gguf_value.h"
+#include "kernels/dtype.h"
+
+namespace baton::engine {
+
+struct GgufTensorInfo {
+  std::string name;
+  // GGML order: dims[0] is the contiguous (fastest-varying) dimension, i.e. the row length.
+  std::vector<int64_t> dims;
+  kernels::DType dtype;
+  uint64_t offset_in_data;   // relative to the start of the tensor data section
+  uint64_t offset_in_file;   // absolute
+  uint64_t n_elements;
+  uint64_t n_bytes;
+  const uint8_t* data;       // points into the mapping; n_bytes long
+
+  int64_t row_length() const { return dims.empty() ? 1 : dims[0]; }
+  int64_t n_rows() const { return dims.empty() ? 1 : static_cast<int64_t>(n_elements / dims[0]); }
+};
+
+class GgufFile {
+ public:
+  // Arrays of arrays deeper than this are rejected (bounds the parser's recursion).
+  static constexpr int kMaxArrayNesting = 8;
+  // GGML_MAX_DIMS.
+  static constexpr int kMaxDims = 4;
+
+  // Maps `path` and parses it. See the header comment for the validation performed.
+  static absl::StatusOr<std::unique_ptr<GgufFile>> Open(const std::string& path);
+  // Parses an in-memory copy of `bytes` (tests, fuzzing). `name` appears in error messages.
+  static absl::StatusOr<std::unique_ptr<GgufFile>> FromBytes(std::string_view bytes,
+                                                             std::string name = "<memory>");
+
+  ~GgufFile();
+  GgufFile(const GgufFile&) = delete;
+  GgufFile& operator=(const GgufFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  uint32_t version() const { return version_; }
+  uint64_t alignment() const { return alignment_; }
+  uint64_t file_size() const { return size_; }
+
+  // Metadata in file order.
+  const std::vector<std::pair<std::string, GgufValue>>& metadata() const { return metadata_; }
+  // nullptr when absent.
+  const GgufValue* Find(std::string_view key) const;
+
+  // Typed getters. NOT_FOUND when absent; INVALID_ARGUMENT (naming the key, expected and actual
+  // type) when present with another type. Integer getters accept any integer type whose value fits.
+  absl::StatusOr<std::string> GetString(std::string_view key) const;
+  absl::StatusOr<uint64_t> GetUint(std::string_view key) const;
+  absl::StatusOr<int64_t> GetInt(std::string_view key) const;
+  absl::StatusOr<double> GetFloat(std::string_view key) const;  // any float or integer type
+  absl::StatusOr<bool> GetBool(std::string_view key) const;
+  absl::StatusOr<const GgufValue::Array*> GetArray(std::string_view key) const;
+
+  const std::vector<GgufTensorInfo>& tensors() const { return tensors_; }
+  // nullptr when absent.
+  const GgufTensorInfo* FindTensor(std::string_view name) const;
+
+ private:
+  GgufFile() = default;
+  friend class GgufParser;
+
+  std::string path_;
+  const uint8_t* base_ = nullptr;  // the mapping (or owned_ copy), size_ bytes
+  uint64_t size_ = 0;
+  void* mapping_ = nullptr;        // non-null when mmapped
+  std::string owned_;              // FromBytes() copy
+  uint32_t version_ = 0;
+  uint64_t alignment_ = 32;
+  std::vector<std::pair<std::string, GgufValue>> metadata_;
+  absl::flat_hash_map<std::string, size_t> metadata_index_;
+  std::vector<GgufTensorInfo> tensors_;
+  absl::flat_hash_map<std::string, size_t> tensor_index_;
+};
+
+}  // namespace baton::engine
+
+#endif  // BATON_ENGINE_GGUF_FILE_H_

@@ -1,0 +1,92 @@
+// The kernel interface: the operations a Llama-architecture forward pass needs, implemented by the
+// CPU backend (kernels/cpu/) and later the CUDA backend (kernels/cuda/). Knows nothing of models.
+//
+// Conventions: activations are f32, row-major; "[a, b]" means a rows of b contiguous values.
+// Weight matrices are [n_rows, n_cols] in any dtype whose rows are stored contiguously.
+// Every operation is batch-invariant: the result for one row of x is bitwise the same whatever the
+// other rows are and however many there are (same reduction order per row).
+//
+// Thread-safety: a Backend is used by one thread at a time (it owns a thread pool that it uses
+// internally); create one per worker loop.
+#ifndef BATON_KERNELS_BACKEND_H_
+#define BATON_KERNELS_BACKEND_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "kernels/dtype.h"
+
+namespace baton::kernels {
+
+// W [n_rows, n_cols] in `dtype`; n_cols is a multiple of the dtype's block size.
+struct WeightMatrix {
+  DType dtype = DType::kF32;
+  int64_t n_rows = 0;  // output features
+  int64_t n_cols = 0;  // input features
+  const void* data = nullptr;
+};
+
+struct RopeParams {
+  int32_t n_dims = 0;          // leading dims of each head that rotate (rope.dimension_count)
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;     // 1 / linear scaling factor
+  bool neox = false;           // NeoX style rotates (i, i + n_dims/2); normal style (2i, 2i+1)
+  const float* freq_factors = nullptr;  // [n_dims / 2] or null (Llama 3 rope scaling)
+};
+
+// One layer of one sequence's paged KV cache. Block b (a physical block id from block_table) holds
+// K at k_base + b * block_stride and V at v_base + b * block_stride, each f16
+// [block_size, n_kv_head, head_dim]. Token t of the sequence is slot t % block_size of block
+// block_table[t / block_size].
+struct KvLayerView {
+  const uint16_t* k_base = nullptr;
+  const uint16_t* v_base = nullptr;
+  int64_t block_stride = 0;  // elements
+  const int32_t* block_table = nullptr;
+  int32_t n_tokens = 0;      // tokens of the sequence present in the cache
+  int32_t block_size = 0;
+  int32_t n_kv_head = 0;
+  int32_t head_dim = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  // y [n, w.n_rows] = x [n, w.n_cols] · Wᵀ
+  virtual void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y) = 0;
+
+  // out [n, w.n_cols] = rows ids[0..n) of W, dequantized (embedding lookup). ids must be in range.
+  virtual void GetRows(const WeightMatrix& w, const int32_t* ids, int64_t n, float* out) = 0;
+
+  // y [n, dim] = x / sqrt(mean(x²) + eps) * weight [dim], per row. y may alias x.
+  virtual void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps,
+                       float* y) = 0;
+
+  // Rotates x [n, n_heads, head_dim] in place; positions [n].
+  virtual void Rope(float* x, int64_t n, int64_t n_heads, int64_t head_dim,
+                    const int32_t* positions, const RopeParams& params) = 0;
+
+  // y [count] = silu(gate) * up. y may alias gate.
+  virtual void SiluMul(const float* gate, const float* up, int64_t count, float* y) = 0;
+
+  // Causal attention of n_q query tokens of one sequence over its cached K/V:
+  // out [n_q, n_head, head_dim] where query i (at position q_positions[i]) attends to the cached
+  // tokens 0..q_positions[i] (all must be < kv.n_tokens). q [n_q, n_head, head_dim];
+  // n_head a multiple of kv.n_kv_head (grouped-query attention). scale is usually 1/sqrt(head_dim).
+  virtual void Attention(const float* q, const int32_t* q_positions, int64_t n_q, int32_t n_head,
+                         const KvLayerView& kv, float scale, float* out) = 0;
+};
+
+struct CpuBackendOptions {
+  int n_threads = 0;        // 0: all cores of the process's CPU affinity mask
+  bool reference = false;   // true: the plain scalar reference kernels (for tests)
+};
+
+std::unique_ptr<Backend> CreateCpuBackend(const CpuBackendOptions& options);
+
+}  // namespace baton::kernels
+
+#endif  // BATON_KERNELS_BACKEND_H_
