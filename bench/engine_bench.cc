@@ -1,0 +1,151 @@
+#include "bench/engine_bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+#include "bench/memory_bandwidth.h"
+#include "engine/kv_cache.h"
+#include "engine/model.h"
+#include "engine/transformer.h"
+#include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/dequantize.h"
+
+namespace baton::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Bytes of weights one decode step streams: every layer matrix and the output projection (the
+// embedding lookup reads one row).
+int64_t WeightBytesPerStep(const engine::ModelWeights& w) {
+  auto bytes = [](const kernels::WeightMatrix& m) {
+    return m.n_rows * kernels::RowBytes(m.dtype, m.n_cols);
+  };
+  int64_t total = bytes(w.output);
+  for (const engine::LayerWeights& l : w.layers) {
+    total += bytes(l.wq) + bytes(l.wk) + bytes(l.wv) + bytes(l.wo) + bytes(l.w_gate) +
+             bytes(l.w_up) + bytes(l.w_down);
+  }
+  return total;
+}
+
+// Deterministic ordinary-text-like token ids (skips the low ids where special tokens live).
+std::vector<engine::TokenId> SyntheticTokens(int32_t n, int32_t n_vocab, uint32_t salt) {
+  std::vector<engine::TokenId> ids(n);
+  uint32_t x = 2463534242u ^ salt;
+  for (int32_t i = 0; i < n; ++i) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    ids[i] = 256 + static_cast<engine::TokenId>(x % static_cast<uint32_t>(n_vocab - 256));
+  }
+  return ids;
+}
+
+engine::TokenId Argmax(const float* row, int32_t n) {
+  return static_cast<engine::TokenId>(std::max_element(row, row + n) - row);
+}
+
+}  // namespace
+
+absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options) {
+  absl::StatusOr<std::unique_ptr<engine::Model>> model = engine::Model::Load(options.model_path);
+  if (!model.ok()) return model.status();
+  const engine::ModelConfig& config = (*model)->config();
+  const int n_threads = options.n_threads > 0
+                            ? options.n_threads
+                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::unique_ptr<kernels::Backend> backend = kernels::CreateCpuBackend({.n_threads = n_threads});
+
+  const int32_t max_batch =
+      *std::max_element(options.batch_sizes.begin(), options.batch_sizes.end());
+  const int32_t tokens_needed =
+      std::max(options.prompt_tokens + 1,
+               std::max(options.decode_tokens + 16, options.batch_decode_steps + 16) * max_batch);
+  constexpr int32_t kBlockSize = 16;
+  absl::StatusOr<std::unique_ptr<engine::KvCache>> cache = engine::KvCache::Create(
+      config, {.block_size = kBlockSize,
+               .n_blocks = tokens_needed / kBlockSize + 2 * max_batch + 1});
+  if (!cache.ok()) return cache.status();
+  engine::Transformer transformer(&config, &(*model)->weights(), backend.get(), cache->get());
+  std::vector<float> logits;
+
+  // Prefill: one prompt of prompt_tokens tokens, best of `repeats`.
+  double prefill_best = 1e30;
+  const std::vector<engine::TokenId> prompt =
+      SyntheticTokens(options.prompt_tokens, config.n_vocab, 1);
+  for (int r = 0; r < options.repeats; ++r) {
+    engine::BlockTable kv;
+    absl::Cleanup free_kv = [&] { (*cache)->Free(kv); };
+    if (absl::Status s = (*cache)->Reserve(kv, options.prompt_tokens); !s.ok()) return s;
+    engine::SequenceInput input{.tokens = prompt, .kv = &kv};
+    const auto start = Clock::now();
+    if (absl::Status s = transformer.Prefill({&input, 1}, logits); !s.ok()) return s;
+    prefill_best = std::min(prefill_best, Seconds(start));
+  }
+
+  // Decode: batches of B sequences, each after a 16-token prompt, `steps` greedy steps.
+  auto decode_rate = [&](int32_t batch, int32_t steps) -> absl::StatusOr<double> {
+    double best = 1e30;
+    for (int r = 0; r < options.repeats; ++r) {
+      std::vector<engine::BlockTable> tables(batch);
+      absl::Cleanup free_kv = [&] {
+        for (auto& t : tables) (*cache)->Free(t);
+      };
+      std::vector<engine::TokenId> next(batch);
+      for (int32_t b = 0; b < batch; ++b) {
+        if (absl::Status s = (*cache)->Reserve(tables[b], 16 + steps); !s.ok()) return s;
+        const std::vector<engine::TokenId> p = SyntheticTokens(16, config.n_vocab, 100 + b);
+        engine::SequenceInput input{.tokens = p, .kv = &tables[b]};
+        if (absl::Status s = transformer.Prefill({&input, 1}, logits); !s.ok()) return s;
+        next[b] = Argmax(logits.data(), config.n_vocab);
+      }
+      std::vector<engine::SequenceInput> inputs(batch);
+      const auto start = Clock::now();
+      for (int32_t step = 0; step < steps; ++step) {
+        for (int32_t b = 0; b < batch; ++b) inputs[b] = {.tokens = {&next[b], 1}, .kv = &tables[b]};
+        if (absl::Status s = transformer.Decode(inputs, logits); !s.ok()) return s;
+        for (int32_t b = 0; b < batch; ++b) {
+          next[b] = Argmax(logits.data() + int64_t{b} * config.n_vocab, config.n_vocab);
+        }
+      }
+      best = std::min(best, Seconds(start));
+    }
+    return batch * steps / best;
+  };
+  absl::StatusOr<double> decode = decode_rate(1, options.decode_tokens);
+  if (!decode.ok()) return decode.status();
+  nlohmann::json batched = nlohmann::json::object();
+  for (int32_t batch : options.batch_sizes) {
+    absl::StatusOr<double> rate = decode_rate(batch, options.batch_decode_steps);
+    if (!rate.ok()) return rate.status();
+    batched[std::to_string(batch)] = *rate;
+  }
+
+  const double bandwidth = MeasureReadBandwidth(n_threads);
+  const int64_t step_bytes = WeightBytesPerStep((*model)->weights());
+  const double roofline = bandwidth / static_cast<double>(step_bytes);
+  return nlohmann::json{
+      {"model", options.model_path},
+      {"isa", kernels::CpuIsaName()},
+      {"threads", n_threads},
+      {"prompt_tokens", options.prompt_tokens},
+      {"prefill_tokens_per_s", options.prompt_tokens / prefill_best},
+      {"decode_tokens", options.decode_tokens},
+      {"decode_tokens_per_s", *decode},
+      {"batched_decode_tokens_per_s", batched},
+      {"memory_read_gb_per_s", bandwidth / 1e9},
+      {"weight_bytes_per_decode_step", step_bytes},
+      {"decode_roofline_tokens_per_s", roofline},
+      {"decode_roofline_fraction", *decode / roofline},
+  };
+}
+
+}  // namespace baton::bench

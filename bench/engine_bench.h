@@ -1,0 +1,33 @@
+// `baton bench engine`: prefill and decode speed of the engine on one model, with the memory
+// bandwidth measured in the same run so that decode can be stated as a fraction of its roofline.
+//
+// Thread-compatible: runs on the calling thread (and the backend's pool).
+#ifndef BATON_BENCH_ENGINE_BENCH_H_
+#define BATON_BENCH_ENGINE_BENCH_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+
+namespace baton::bench {
+
+struct EngineBenchOptions {
+  std::string model_path;
+  int n_threads = 0;                 // 0: every core
+  int32_t prompt_tokens = 512;       // prefill benchmark prompt length
+  int32_t decode_tokens = 128;       // decode benchmark length (one sequence)
+  std::vector<int32_t> batch_sizes = {1, 8, 32};  // batched decode
+  int32_t batch_decode_steps = 32;
+  int repeats = 3;                   // best of
+};
+
+// One JSON object: prefill_tokens_per_s, decode_tokens_per_s, threads, memory_read_gb_per_s,
+// weight_bytes_per_decode_step, decode_roofline_tokens_per_s, decode_roofline_fraction,
+// batched_decode (tokens/s per batch size), model, isa.
+absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options);
+
+}  // namespace baton::bench
+
+#endif  // BATON_BENCH_ENGINE_BENCH_H_

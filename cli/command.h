@@ -1,0 +1,34 @@
+// The `baton` subcommands. Each takes the arguments after its name and returns the process exit
+// code: 0 success, 1 failure at run time (message on stderr), 2 usage error (usage on stderr).
+#ifndef BATON_CLI_COMMAND_H_
+#define BATON_CLI_COMMAND_H_
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "cli/flags.h"
+
+namespace baton::cli {
+
+using Args = std::vector<std::string>;
+
+int RunInfo(const Args& args);
+int RunTokenize(const Args& args);
+int RunGenerate(const Args& args);
+int RunPerplexity(const Args& args);
+int RunBench(const Args& args);
+
+// Prints "baton COMMAND: MESSAGE" and the usage to stderr; returns 2.
+int UsageError(std::string_view command, const absl::Status& status, const std::string& usage);
+// Prints "baton COMMAND: MESSAGE" to stderr; returns 1.
+int RunError(std::string_view command, const absl::Status& status);
+
+// --model's default: $BATON_MODEL, else the default model under the source tree's models/ (found
+// relative to the binary, build/bin/baton), else models/ under the working directory.
+std::string DefaultModelPath();
+
+}  // namespace baton::cli
+
+#endif  // BATON_CLI_COMMAND_H_

@@ -1,0 +1,98 @@
+// baton info --model PATH: what a GGUF file holds.
+#include <iostream>
+#include <map>
+
+#include "absl/strings/str_format.h"
+#include "cli/command.h"
+#include "engine/chat_template.h"
+#include "engine/gguf_file.h"
+#include "engine/model_config.h"
+#include "engine/vocab.h"
+#include "kernels/cpu/cpu_isa.h"
+
+namespace baton::cli {
+
+int RunInfo(const Args& args) {
+  const std::vector<FlagSpec> specs = {
+      {"model", "PATH", "GGUF file (default: the default model)"},
+      {"metadata", "", "also list every metadata key"},
+      {"help", "", "show this help"},
+  };
+  const std::string usage = Usage("info", "[--model PATH] [--metadata]", specs);
+  absl::StatusOr<Flags> flags = Flags::Parse(args, specs);
+  if (!flags.ok()) return UsageError("info", flags.status(), usage);
+  if (flags->Has("help")) {
+    std::cout << usage;
+    return 0;
+  }
+  const std::string path = flags->GetOr("model", DefaultModelPath());
+  absl::StatusOr<std::unique_ptr<engine::GgufFile>> file = engine::GgufFile::Open(path);
+  if (!file.ok()) return RunError("info", file.status());
+  const engine::GgufFile& f = **file;
+
+  std::cout << absl::StrFormat("file: %s (%d bytes, GGUF v%d, alignment %d)\n", path, f.file_size(),
+                               f.version(), f.alignment());
+  std::cout << "cpu kernels: " << kernels::CpuIsaName() << "\n";
+  if (f.tensors().empty()) {
+    std::cout << "tensors: 0 (vocabulary only)\n";
+  } else {
+    absl::StatusOr<engine::ModelConfig> config = engine::ReadModelConfig(f);
+    if (!config.ok()) {
+      std::cout << "model: " << config.status().message() << "\n";
+    } else {
+      const engine::ModelConfig& c = *config;
+      std::cout << absl::StrFormat(
+          "model: %s (%s)\n  layers %d, embedding %d, heads %d (kv %d), head dim %d, ffn %d\n"
+          "  context %d, vocab %d, rope base %g dims %d %s, rms eps %g\n"
+          "  KV cache: %d bytes per token (f16)\n",
+          c.architecture, c.name, c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_ff,
+          c.n_ctx_train, c.n_vocab, c.rope_freq_base, c.rope_n_dims,
+          c.rope_neox ? "neox" : "normal", c.rms_eps, c.kv_bytes_per_token());
+    }
+    std::map<std::string, std::pair<int, uint64_t>> by_type;
+    uint64_t total_bytes = 0;
+    uint64_t total_elements = 0;
+    for (const engine::GgufTensorInfo& t : f.tensors()) {
+      auto& [count, bytes] = by_type[std::string(kernels::DTypeName(t.dtype))];
+      ++count;
+      bytes += t.n_bytes;
+      total_bytes += t.n_bytes;
+      total_elements += t.n_elements;
+    }
+    std::cout << absl::StrFormat("tensors: %d, %d parameters, %d bytes\n", f.tensors().size(),
+                                 total_elements, total_bytes);
+    for (const auto& [type, count_bytes] : by_type) {
+      std::cout << absl::StrFormat("  %-6s %4d tensors, %d bytes\n", type, count_bytes.first,
+                                   count_bytes.second);
+    }
+  }
+  absl::StatusOr<engine::Vocab> vocab = engine::LoadVocab(f);
+  if (!vocab.ok()) {
+    std::cout << "tokenizer: " << vocab.status().message() << "\n";
+  } else {
+    const engine::Vocab& v = *vocab;
+    std::cout << absl::StrFormat(
+        "tokenizer: %s, pre '%s', %d tokens, %d merges, bos %d, eos %d, add_bos %s\n",
+        v.model == engine::TokenizerModel::kBytePairGpt2 ? "byte-level BPE (gpt2)"
+                                                         : "SentencePiece BPE (llama)",
+        v.pre, v.size(), v.merges.size(), v.bos_id, v.eos_id, v.add_bos ? "true" : "false");
+    if (v.chat_template.empty()) {
+      std::cout << "chat template: none\n";
+    } else {
+      absl::StatusOr<engine::ChatTemplateKind> kind = engine::DetectChatTemplate(v.chat_template);
+      std::cout << "chat template: "
+                << (kind.ok() ? std::string(engine::ChatTemplateName(*kind))
+                              : std::string(kind.status().message()))
+                << "\n";
+    }
+  }
+  if (flags->Has("metadata")) {
+    std::cout << "metadata:\n";
+    for (const auto& [key, value] : f.metadata()) {
+      std::cout << "  " << key << " = " << value.DebugString() << "\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace baton::cli

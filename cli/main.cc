@@ -1,0 +1,42 @@
+// The `baton` binary: one entry point, one subcommand per job.
+#include <iostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cli/command.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "usage: baton COMMAND [FLAGS]\n"
+    "commands:\n"
+    "  info        describe a GGUF model file (architecture, tensors, tokenizer, template)\n"
+    "  tokenize    print the token ids of UTF-8 text read from stdin\n"
+    "  generate    generate text from a prompt or a chat message\n"
+    "  perplexity  perplexity of a model on a text file\n"
+    "  bench       benchmarks (bench engine)\n"
+    "Run 'baton COMMAND --help' for a command's flags.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << kUsage;
+    return 2;
+  }
+  std::string_view command = argv[1];
+  std::vector<std::string> args(argv + 2, argv + argc);
+  using namespace baton::cli;
+  if (command == "info") return RunInfo(args);
+  if (command == "tokenize") return RunTokenize(args);
+  if (command == "generate") return RunGenerate(args);
+  if (command == "perplexity") return RunPerplexity(args);
+  if (command == "bench") return RunBench(args);
+  if (command == "help" || command == "--help" || command == "-h") {
+    std::cout << kUsage;
+    return 0;
+  }
+  std::cerr << "baton: unknown command '" << command << "'\n" << kUsage;
+  return 2;
+}

@@ -1,0 +1,42 @@
+// A loaded model: the mapped GGUF file, its config, weights and tokenizer, together.
+//
+// Thread-safety: immutable after Load(); share it freely between threads.
+#ifndef BATON_ENGINE_MODEL_H_
+#define BATON_ENGINE_MODEL_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "engine/gguf_file.h"
+#include "engine/model_config.h"
+#include "engine/model_weights.h"
+#include "engine/tokenizer.h"
+
+namespace baton::engine {
+
+class Model {
+ public:
+  // Opens and validates the file, its hyperparameters, every weight and the tokenizer.
+  static absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& path);
+
+  const GgufFile& file() const { return *file_; }
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  // Identifies the exact weights: a 128-bit hash (hex) of the file's size, config and tensor
+  // directory (cheap: reads no tensor data). Workers compare it before exchanging KV.
+  const std::string& fingerprint() const { return fingerprint_; }
+
+ private:
+  Model() = default;
+  std::unique_ptr<GgufFile> file_;
+  ModelConfig config_;
+  ModelWeights weights_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::string fingerprint_;
+};
+
+}  // namespace baton::engine
+
+#endif  // BATON_ENGINE_MODEL_H_

@@ -1,0 +1,54 @@
+// The immutable hyperparameters of a Llama-architecture decoder, read from GGUF metadata.
+//
+// Supported architectures: llama (Llama 2/3, SmolLM2, Mistral), qwen2 (adds QKV bias, NeoX RoPE).
+// Thread-safety: a plain value type.
+#ifndef BATON_ENGINE_MODEL_CONFIG_H_
+#define BATON_ENGINE_MODEL_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace baton::engine {
+
+class GgufFile;
+
+struct ModelConfig {
+  std::string architecture;   // general.architecture
+  std::string name;           // general.name, may be empty
+  int32_t n_vocab = 0;
+  int32_t n_ctx_train = 0;    // {arch}.context_length
+  int32_t n_embd = 0;         // {arch}.embedding_length
+  int32_t n_layer = 0;        // {arch}.block_count
+  int32_t n_head = 0;         // {arch}.attention.head_count
+  int32_t n_head_kv = 0;      // {arch}.attention.head_count_kv (grouped-query attention)
+  int32_t head_dim = 0;       // n_embd / n_head unless {arch}.attention.key_length says otherwise
+  int32_t n_ff = 0;           // {arch}.feed_forward_length
+  float rms_eps = 1e-5f;      // {arch}.attention.layer_norm_rms_epsilon
+
+  // RoPE
+  int32_t rope_n_dims = 0;    // {arch}.rope.dimension_count (defaults to head_dim)
+  float rope_freq_base = 10000.0f;
+  float rope_freq_scale = 1.0f;  // 1 / {arch}.rope.scaling.factor for linear scaling
+  bool rope_neox = false;        // qwen2: true; llama: false
+  // Llama 3 rope scaling, when the file has rope_freqs.weight: per-frequency divisors
+  // [rope_n_dims / 2], loaded with the weights.
+
+  bool qkv_bias = false;         // qwen2
+  std::string file_type;         // dominant weight type, informative ("Q4_1")
+
+  int32_t q_dim() const { return n_head * head_dim; }
+  int32_t kv_dim() const { return n_head_kv * head_dim; }
+  // Bytes of f16 KV cache per token (K and V, all layers).
+  int64_t kv_bytes_per_token() const { return int64_t{2} * n_layer * kv_dim() * 2; }
+};
+
+// Reads and validates the hyperparameters: every required key present and positive, n_head a
+// multiple of n_head_kv, head_dim even, rope dims <= head_dim. The error names the key.
+absl::StatusOr<ModelConfig> ReadModelConfig(const GgufFile& file);
+
+}  // namespace baton::engine
+
+#endif  // BATON_ENGINE_MODEL_CONFIG_H_

@@ -1,0 +1,53 @@
+// The weights of a Llama-architecture decoder, as views into a mapped GGUF file.
+//
+// Shapes use the math convention [rows, cols]; a WeightMatrix row is one output feature.
+// Thread-safety: immutable after LoadModelWeights(); safe to share between threads. The views
+// point into the GgufFile, which must outlive the weights.
+#ifndef BATON_ENGINE_MODEL_WEIGHTS_H_
+#define BATON_ENGINE_MODEL_WEIGHTS_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/model_config.h"
+#include "kernels/backend.h"
+
+namespace baton::engine {
+
+class GgufFile;
+
+struct LayerWeights {
+  const float* attn_norm = nullptr;  // f32 [n_embd]
+  kernels::WeightMatrix wq;          // [q_dim, n_embd]
+  kernels::WeightMatrix wk;          // [kv_dim, n_embd]
+  kernels::WeightMatrix wv;          // [kv_dim, n_embd]
+  const float* bq = nullptr;         // f32 [q_dim], qwen2 only
+  const float* bk = nullptr;         // f32 [kv_dim], qwen2 only
+  const float* bv = nullptr;         // f32 [kv_dim], qwen2 only
+  kernels::WeightMatrix wo;          // [n_embd, q_dim]
+  const float* ffn_norm = nullptr;   // f32 [n_embd]
+  kernels::WeightMatrix w_gate;      // [n_ff, n_embd]
+  kernels::WeightMatrix w_up;        // [n_ff, n_embd]
+  kernels::WeightMatrix w_down;      // [n_embd, n_ff]
+};
+
+struct ModelWeights {
+  kernels::WeightMatrix token_embd;   // [n_vocab, n_embd]
+  std::vector<LayerWeights> layers;   // [n_layer]
+  const float* output_norm = nullptr; // f32 [n_embd]
+  kernels::WeightMatrix output;       // [n_vocab, n_embd]; token_embd when tied
+  bool tied_output = false;
+  const float* rope_freq_factors = nullptr;  // f32 [rope_n_dims / 2] or null (Llama 3 scaling)
+
+  // f32 copies of small vectors stored in another float type (f16/bf16 norms, biases).
+  std::vector<std::unique_ptr<float[]>> owned;
+};
+
+// Finds every tensor the config calls for and checks its dtype (dequantizable) and dims. Errors
+// name the tensor, the expected and the actual shape.
+absl::StatusOr<ModelWeights> LoadModelWeights(const GgufFile& file, const ModelConfig& config);
+
+}  // namespace baton::engine
+
+#endif  // BATON_ENGINE_MODEL_WEIGHTS_H_

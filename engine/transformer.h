@@ -1,0 +1,85 @@
+// The forward pass of a Llama-architecture decoder over a batch of sequences.
+//
+// Prefill runs whole prompts: every layer's projections are matrix-matrix products over all prompt
+// tokens of all sequences, attention is causal within each sequence. Decode runs one new token per
+// sequence: the same products with one row per sequence, attention over the cached K/V. Both write
+// the KV cache and, because every kernel is batch-invariant, give bitwise the same logits for the
+// same token at the same position.
+//
+// Thread-safety: one thread at a time (it owns per-step scratch buffers); the weights and config
+// it reads are shared and immutable.
+#ifndef BATON_ENGINE_TRANSFORMER_H_
+#define BATON_ENGINE_TRANSFORMER_H_
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/kv_cache.h"
+#include "engine/model_config.h"
+#include "engine/model_weights.h"
+#include "engine/vocab.h"
+#include "kernels/backend.h"
+
+namespace baton::engine {
+
+// One sequence's share of a forward batch: `tokens` at positions kv->n_tokens, kv->n_tokens + 1, ...
+// The table must already hold blocks for kv->n_tokens + tokens.size() tokens (KvCache::Reserve);
+// Forward advances kv->n_tokens.
+struct SequenceInput {
+  std::span<const TokenId> tokens;
+  BlockTable* kv = nullptr;
+  bool all_logits = false;  // logits for every new token, not only the last (perplexity)
+};
+
+// Called after layer `layer` has written the K/V of every sequence in the batch: the hand-off can
+// ship that layer while the next one computes.
+using LayerDoneCallback = std::function<void(int32_t layer)>;
+
+class Transformer {
+ public:
+  // All pointers must outlive the Transformer.
+  Transformer(const ModelConfig* config, const ModelWeights* weights, kernels::Backend* backend,
+              KvCache* cache);
+
+  // Logits [n_out, n_vocab], n_out = sum over sequences of (all_logits ? tokens : 1), in order.
+  // INVALID_ARGUMENT for an empty sequence, a token id out of range, a position past the model's
+  // context or a table without room; nothing is written then.
+  absl::Status Prefill(std::span<const SequenceInput> sequences, std::vector<float>& logits,
+                       const LayerDoneCallback& on_layer_done = nullptr);
+  // As Prefill, but every sequence brings exactly one token.
+  absl::Status Decode(std::span<const SequenceInput> sequences, std::vector<float>& logits);
+
+  const ModelConfig& config() const { return config_; }
+
+ private:
+  absl::Status Validate(std::span<const SequenceInput> sequences) const;
+  absl::Status Forward(std::span<const SequenceInput> sequences, std::vector<float>& logits,
+                       const LayerDoneCallback& on_layer_done);
+  void ResizeScratch(int64_t n_tokens);
+
+  const ModelConfig& config_;
+  const ModelWeights& weights_;
+  kernels::Backend& backend_;
+  KvCache& cache_;
+  kernels::RopeParams rope_;
+
+  // Per-step scratch, [n_tokens, ...] for the tokens of the current batch.
+  std::vector<int32_t> token_ids_;   // [n]
+  std::vector<int32_t> positions_;   // [n]
+  std::vector<float> x_;             // f32 [n, n_embd] residual stream
+  std::vector<float> xb_;            // f32 [n, n_embd] normed input / projection output
+  std::vector<float> q_;             // f32 [n, q_dim]
+  std::vector<float> k_;             // f32 [n, kv_dim]
+  std::vector<float> v_;             // f32 [n, kv_dim]
+  std::vector<float> attn_;          // f32 [n, q_dim]
+  std::vector<float> gate_;          // f32 [n, n_ff]
+  std::vector<float> up_;            // f32 [n, n_ff]
+  std::vector<float> out_rows_;      // f32 [n_out, n_embd]
+};
+
+}  // namespace baton::engine
+
+#endif  // BATON_ENGINE_TRANSFORMER_H_

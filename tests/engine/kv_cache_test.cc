@@ -1,0 +1,82 @@
+#include "engine/kv_cache.h"
+
+#include "gtest/gtest.h"
+#include "kernels/half.h"
+
+namespace baton::engine {
+namespace {
+
+ModelConfig SmallConfig() {
+  ModelConfig c;
+  c.n_layer = 3;
+  c.n_head = 4;
+  c.n_head_kv = 2;
+  c.head_dim = 8;
+  c.n_embd = 32;
+  return c;
+}
+
+TEST(KvCacheTest, ReserveGrowsByWholeBlocksAndFreeReturnsAll) {
+  auto cache = KvCache::Create(SmallConfig(), {.block_size = 4, .n_blocks = 5});
+  ASSERT_TRUE(cache.ok());
+  BlockTable t;
+  EXPECT_EQ((*cache)->BlocksNeeded(t, 9), 3);
+  ASSERT_TRUE((*cache)->Reserve(t, 9).ok());
+  EXPECT_EQ(t.blocks.size(), 3u);
+  ASSERT_TRUE((*cache)->Reserve(t, 12).ok());  // still fits in 3 blocks
+  EXPECT_EQ(t.blocks.size(), 3u);
+  EXPECT_EQ((*cache)->pool().n_free(), 2);
+  (*cache)->Free(t);
+  EXPECT_TRUE(t.blocks.empty());
+  EXPECT_EQ((*cache)->pool().n_free(), 5);
+}
+
+TEST(KvCacheTest, FailedReserveLeavesTableAndPoolUnchanged) {
+  auto cache = KvCache::Create(SmallConfig(), {.block_size = 4, .n_blocks = 3});
+  ASSERT_TRUE(cache.ok());
+  BlockTable t;
+  ASSERT_TRUE((*cache)->Reserve(t, 4).ok());
+  const std::vector<BlockId> before = t.blocks;
+  absl::Status s = (*cache)->Reserve(t, 20);  // needs 5 blocks, 4 more
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(t.blocks, before);
+  EXPECT_EQ((*cache)->pool().n_free(), 2);
+}
+
+TEST(KvCacheTest, WriteLandsInTheLayerBlockKThenV) {
+  const ModelConfig c = SmallConfig();
+  auto cache = KvCache::Create(c, {.block_size = 4, .n_blocks = 4});
+  ASSERT_TRUE(cache.ok());
+  BlockTable t;
+  ASSERT_TRUE((*cache)->Reserve(t, 8).ok());
+  std::vector<float> k(c.kv_dim()), v(c.kv_dim());
+  for (int i = 0; i < c.kv_dim(); ++i) {
+    k[i] = static_cast<float>(i);
+    v[i] = -static_cast<float>(i);
+  }
+  (*cache)->Write(/*layer=*/2, t, /*position=*/5, k.data(), v.data());
+  // Position 5 is slot 1 of the table's second block.
+  const uint16_t* block = (*cache)->LayerBlock(2, t.blocks[1]);
+  const int64_t block_elements = int64_t{4} * c.kv_dim();
+  for (int i = 0; i < c.kv_dim(); ++i) {
+    EXPECT_EQ(kernels::F16ToF32(block[c.kv_dim() + i]), k[i]);
+    EXPECT_EQ(kernels::F16ToF32(block[block_elements + c.kv_dim() + i]), v[i]);
+  }
+  const kernels::KvLayerView view = (*cache)->LayerView(2, t, 6);
+  EXPECT_EQ(view.k_base + t.blocks[1] * view.block_stride, block);
+  EXPECT_EQ(view.v_base + t.blocks[1] * view.block_stride, block + block_elements);
+  EXPECT_EQ(view.n_tokens, 6);
+  EXPECT_EQ(view.n_kv_head, 2);
+  EXPECT_EQ(view.head_dim, 8);
+  // Another layer's block of the same id is untouched.
+  const uint16_t* other = (*cache)->LayerBlock(1, t.blocks[1]);
+  EXPECT_EQ(kernels::F16ToF32(other[c.kv_dim() + 3]), 0.0f);
+}
+
+TEST(KvCacheTest, RejectsBadOptions) {
+  EXPECT_FALSE(KvCache::Create(SmallConfig(), {.block_size = 0, .n_blocks = 4}).ok());
+  EXPECT_FALSE(KvCache::Create(SmallConfig(), {.block_size = 16, .n_blocks = 0}).ok());
+}
+
+}  // namespace
+}  // namespace baton::engine

@@ -1,0 +1,92 @@
+// The engine against llama.cpp itself on the default model. The expected values were produced by
+// scripts/reference/make_engine_fixtures.py (llama-cpp-python) and are committed as data.
+#include <cmath>
+#include <fstream>
+
+#include "engine/generator.h"
+#include "engine/model.h"
+#include "engine/perplexity.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/test_paths.h"
+
+namespace baton::engine {
+namespace {
+
+nlohmann::json ReadJson(const std::string& rel) {
+  std::ifstream in(test_support::SourcePath(rel));
+  EXPECT_TRUE(in) << "missing fixture " << rel;
+  return nlohmann::json::parse(in);
+}
+
+class LlamaCppAgreementTest : public testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(test_support::DefaultModelPath());
+    ASSERT_TRUE(model.ok()) << model.status() << " (scripts/setup.sh fetches the model)";
+    model_ = model->release();
+    absl::StatusOr<std::unique_ptr<Generator>> g =
+        Generator::Create(model_, {.n_threads = 2, .max_context = 4096});
+    ASSERT_TRUE(g.ok()) << g.status();
+    generator_ = g->release();
+  }
+  static void TearDownTestSuite() {
+    delete generator_;
+    delete model_;
+  }
+  static Model* model_;
+  static Generator* generator_;
+};
+Model* LlamaCppAgreementTest::model_ = nullptr;
+Generator* LlamaCppAgreementTest::generator_ = nullptr;
+
+TEST_F(LlamaCppAgreementTest, TeacherForcedArgmaxAndPerplexity) {
+  const nlohmann::json fixture = ReadJson("tests/data/engine/smollm2_teacher_forced.json");
+  const std::vector<TokenId> tokens = fixture["tokens"].get<std::vector<TokenId>>();
+  const std::vector<TokenId> expected_argmax = fixture["argmax"].get<std::vector<TokenId>>();
+  const double expected_ppl = fixture["perplexity"].get<double>();
+  ASSERT_GE(expected_argmax.size(), 2000u);
+
+  // Our tokenizer gives llama.cpp's tokens for the text.
+  std::ifstream in(test_support::SourcePath(fixture["text_file"].get<std::string>()));
+  const std::string text(std::istreambuf_iterator<char>(in), {});
+  const Tokenizer& tok = model_->tokenizer();
+  EXPECT_EQ(tok.Encode(text, {.add_bos = tok.vocab().add_bos}), tokens);
+
+  absl::StatusOr<PerplexityResult> result =
+      ComputePerplexity(*generator_, tokens, static_cast<int32_t>(tokens.size()));
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->argmax.size(), expected_argmax.size());
+  int agree = 0;
+  for (size_t i = 0; i < expected_argmax.size(); ++i) agree += result->argmax[i] == expected_argmax[i];
+  const double agreement = static_cast<double>(agree) / expected_argmax.size();
+  RecordProperty("argmax_agreement", std::to_string(agreement));
+  RecordProperty("perplexity", std::to_string(result->perplexity));
+  std::cout << "argmax agreement " << agree << "/" << expected_argmax.size() << " = " << agreement
+            << "; perplexity " << result->perplexity << " vs llama.cpp " << expected_ppl << "\n";
+  EXPECT_GE(agreement, 0.99);
+  EXPECT_LT(std::fabs(result->perplexity / expected_ppl - 1.0), 0.01);
+}
+
+TEST_F(LlamaCppAgreementTest, GreedyGenerationMatches) {
+  const nlohmann::json fixture = ReadJson("tests/data/engine/smollm2_greedy.json");
+  ASSERT_EQ(fixture.size(), 10u);
+  int identical = 0;
+  for (const nlohmann::json& item : fixture) {
+    const std::vector<TokenId> prompt = item["prompt_tokens"].get<std::vector<TokenId>>();
+    const std::vector<TokenId> expected = item["output_tokens"].get<std::vector<TokenId>>();
+    SamplingParams params{.temperature = 0, .max_tokens = 32, .ignore_eos = true};
+    absl::StatusOr<GenerationResult> result = generator_->Generate(prompt, params);
+    ASSERT_TRUE(result.ok()) << result.status();
+    ASSERT_EQ(result->output_tokens.size(), 32u);
+    const bool same = result->output_tokens == expected;
+    identical += same;
+    if (!same) std::cout << "differs: " << item["prompt"].get<std::string>() << "\n";
+  }
+  std::cout << "greedy: " << identical << "/10 prompts identical for 32 tokens\n";
+  EXPECT_GE(identical, 9);
+  EXPECT_EQ(generator_->kv_cache().pool().n_free(), generator_->kv_cache().pool().n_blocks());
+}
+
+}  // namespace
+}  // namespace baton::engine

@@ -1,0 +1,193 @@
+#include "engine/transformer.h"
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "engine/model.h"
+#include "gtest/gtest.h"
+#include "tests/support/synthetic_model.h"
+
+namespace baton::engine {
+namespace {
+
+using test_support::SyntheticModelOptions;
+
+struct Engine {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<kernels::Backend> backend;
+  std::unique_ptr<KvCache> cache;
+  std::unique_ptr<Transformer> transformer;
+};
+
+Engine MakeEngine(const SyntheticModelOptions& options, bool reference = false) {
+  const std::string path = test_support::TempPath(
+      "transformer-" + options.architecture + "-" + std::to_string(options.seed) + "-" +
+      std::to_string(static_cast<int>(options.weight_dtype)) + ".gguf");
+  absl::Status written = test_support::WriteSyntheticModel(path, options);
+  EXPECT_TRUE(written.ok()) << written;
+  Engine e;
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(path);
+  EXPECT_TRUE(model.ok()) << model.status();
+  e.model = std::move(*model);
+  e.backend = kernels::CreateCpuBackend({.n_threads = 2, .reference = reference});
+  e.cache = *KvCache::Create(e.model->config(), {.block_size = 4, .n_blocks = 64});
+  e.transformer = std::make_unique<Transformer>(&e.model->config(), &e.model->weights(),
+                                                e.backend.get(), e.cache.get());
+  return e;
+}
+
+std::vector<TokenId> Tokens(int n, int salt) {
+  std::vector<TokenId> t(n);
+  for (int i = 0; i < n; ++i) t[i] = (i * 37 + salt * 11 + 5) % 256;
+  return t;
+}
+
+std::vector<float> Row(const std::vector<float>& logits, int64_t row, int32_t n_vocab) {
+  return std::vector<float>(logits.begin() + row * n_vocab, logits.begin() + (row + 1) * n_vocab);
+}
+
+void ExpectClose(const std::vector<float>& a, const std::vector<float>& b, float tolerance) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(a[i]) && std::isfinite(b[i])) << "at " << i;
+    ASSERT_NEAR(a[i], b[i], tolerance * (1 + std::fabs(b[i]))) << "at " << i;
+  }
+}
+
+class TransformerTest : public testing::TestWithParam<std::string> {};
+
+TEST_P(TransformerTest, PrefillThenDecodeMatchesOnePrefill) {
+  Engine e = MakeEngine({.architecture = GetParam()});
+  const int32_t n_vocab = e.model->config().n_vocab;
+  const std::vector<TokenId> tokens = Tokens(21, 1);
+
+  BlockTable whole;
+  ASSERT_TRUE(e.cache->Reserve(whole, 21).ok());
+  std::vector<float> all;
+  SequenceInput in{.tokens = tokens, .kv = &whole, .all_logits = true};
+  ASSERT_TRUE(e.transformer->Prefill({&in, 1}, all).ok());
+  ASSERT_EQ(all.size(), 21u * n_vocab);
+  EXPECT_EQ(whole.n_tokens, 21);
+
+  BlockTable split;
+  ASSERT_TRUE(e.cache->Reserve(split, 21).ok());
+  std::vector<float> logits;
+  SequenceInput head{.tokens = {tokens.data(), 13}, .kv = &split};
+  ASSERT_TRUE(e.transformer->Prefill({&head, 1}, logits).ok());
+  ExpectClose(logits, Row(all, 12, n_vocab), 1e-5f);
+  for (int i = 13; i < 21; ++i) {
+    SequenceInput step{.tokens = {&tokens[i], 1}, .kv = &split};
+    ASSERT_TRUE(e.transformer->Decode({&step, 1}, logits).ok());
+    ExpectClose(logits, Row(all, i, n_vocab), 1e-5f);
+  }
+  e.cache->Free(whole);
+  e.cache->Free(split);
+  EXPECT_EQ(e.cache->pool().n_free(), 64);
+}
+
+TEST_P(TransformerTest, DecodeIsBatchInvariant) {
+  Engine e = MakeEngine({.architecture = GetParam(), .seed = 7});
+  const int32_t n_vocab = e.model->config().n_vocab;
+  std::vector<BlockTable> tables(4);
+  std::vector<std::vector<TokenId>> prompts;
+  std::vector<float> logits;
+  for (int s = 0; s < 4; ++s) {
+    ASSERT_TRUE(e.cache->Reserve(tables[s], 16).ok());
+    prompts.push_back(Tokens(3 + 2 * s, s));
+  }
+  // Sequence 0 alone, on a copy of its state...
+  BlockTable alone;
+  ASSERT_TRUE(e.cache->Reserve(alone, 16).ok());
+  SequenceInput a{.tokens = prompts[0], .kv = &alone};
+  ASSERT_TRUE(e.transformer->Prefill({&a, 1}, logits).ok());
+  const TokenId next = 42;
+  SequenceInput a_step{.tokens = {&next, 1}, .kv = &alone};
+  ASSERT_TRUE(e.transformer->Decode({&a_step, 1}, logits).ok());
+  const std::vector<float> alone_logits = logits;
+
+  // ...and inside a batch of four prompts of different lengths, prefilled together.
+  std::vector<SequenceInput> batch;
+  for (int s = 0; s < 4; ++s) batch.push_back({.tokens = prompts[s], .kv = &tables[s]});
+  ASSERT_TRUE(e.transformer->Prefill(batch, logits).ok());
+  ASSERT_EQ(logits.size(), 4u * n_vocab);
+  std::vector<TokenId> nexts = {next, 7, 8, 9};
+  for (int s = 0; s < 4; ++s) batch[s] = {.tokens = {&nexts[s], 1}, .kv = &tables[s]};
+  ASSERT_TRUE(e.transformer->Decode(batch, logits).ok());
+  const std::vector<float> batched = Row(logits, 0, n_vocab);
+  EXPECT_EQ(0, std::memcmp(batched.data(), alone_logits.data(), n_vocab * sizeof(float)))
+      << "a sequence's logits changed when other sequences shared its batch";
+}
+
+TEST_P(TransformerTest, FastKernelsAgreeWithReference) {
+  Engine fast = MakeEngine({.architecture = GetParam(), .seed = 3});
+  Engine ref = MakeEngine({.architecture = GetParam(), .seed = 3}, /*reference=*/true);
+  const std::vector<TokenId> tokens = Tokens(9, 2);
+  std::vector<float> a, b;
+  BlockTable ta, tb;
+  ASSERT_TRUE(fast.cache->Reserve(ta, 9).ok());
+  ASSERT_TRUE(ref.cache->Reserve(tb, 9).ok());
+  SequenceInput ia{.tokens = tokens, .kv = &ta, .all_logits = true};
+  SequenceInput ib{.tokens = tokens, .kv = &tb, .all_logits = true};
+  ASSERT_TRUE(fast.transformer->Prefill({&ia, 1}, a).ok());
+  ASSERT_TRUE(ref.transformer->Prefill({&ib, 1}, b).ok());
+  // F32 weights: the fast path quantizes nothing, so only summation order differs.
+  ExpectClose(a, b, 1e-3f);
+}
+
+INSTANTIATE_TEST_SUITE_P(Architectures, TransformerTest, testing::Values("llama", "qwen2"));
+
+TEST(TransformerWeightTypesTest, QuantizedAndHalfWeightsRun) {
+  for (kernels::DType dtype :
+       {kernels::DType::kF16, kernels::DType::kBF16, kernels::DType::kQ8_0}) {
+    Engine e = MakeEngine({.seed = 5, .weight_dtype = dtype, .tied_output = false});
+    BlockTable t;
+    ASSERT_TRUE(e.cache->Reserve(t, 8).ok());
+    const std::vector<TokenId> tokens = Tokens(8, 0);
+    std::vector<float> logits;
+    SequenceInput in{.tokens = tokens, .kv = &t};
+    ASSERT_TRUE(e.transformer->Prefill({&in, 1}, logits).ok()) << kernels::DTypeName(dtype);
+    for (float x : logits) ASSERT_TRUE(std::isfinite(x)) << kernels::DTypeName(dtype);
+  }
+}
+
+TEST(TransformerValidationTest, RejectsBadInputWithoutTouchingTheCache) {
+  Engine e = MakeEngine({});
+  BlockTable t;
+  ASSERT_TRUE(e.cache->Reserve(t, 4).ok());
+  std::vector<float> logits;
+  const std::vector<TokenId> bad_id = {1, 2, 100000};
+  SequenceInput in{.tokens = bad_id, .kv = &t};
+  absl::Status s = e.transformer->Prefill({&in, 1}, logits);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("100000"), std::string::npos) << s;
+  EXPECT_EQ(t.n_tokens, 0);
+
+  const std::vector<TokenId> too_long = Tokens(5, 0);  // 4 tokens of room
+  in.tokens = too_long;
+  s = e.transformer->Prefill({&in, 1}, logits);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("room"), std::string::npos) << s;
+
+  const std::vector<TokenId> two = Tokens(2, 0);
+  in.tokens = two;
+  s = e.transformer->Decode({&in, 1}, logits);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(t.n_tokens, 0);
+}
+
+TEST(TransformerCallbackTest, ReportsEachLayerInOrder) {
+  Engine e = MakeEngine({.n_layer = 3});
+  BlockTable t;
+  ASSERT_TRUE(e.cache->Reserve(t, 4).ok());
+  std::vector<int32_t> layers;
+  std::vector<float> logits;
+  const std::vector<TokenId> tokens = Tokens(4, 0);
+  SequenceInput in{.tokens = tokens, .kv = &t};
+  ASSERT_TRUE(
+      e.transformer->Prefill({&in, 1}, logits, [&](int32_t l) { layers.push_back(l); }).ok());
+  EXPECT_EQ(layers, (std::vector<int32_t>{0, 1, 2}));
+}
+
+}  // namespace
+}  // namespace baton::engine
