@@ -1,0 +1,238 @@
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/log/check.h"
+
+namespace baton::engine {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
+
+// The SplitMix64 output function: a bijective 64-bit mixer with full avalanche.
+uint64_t Mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 27;
+  x *= 0x94D049BB133111EBull;
+  x ^= x >> 31;
+  return x;
+}
+
+// NaN -> -inf (masked), +inf -> the largest float (certain, yet arithmetic stays finite).
+float Sanitize(float logit) {
+  if (std::isnan(logit)) return kNegInf;
+  if (logit == std::numeric_limits<float>::infinity()) return std::numeric_limits<float>::max();
+  return logit;
+}
+
+bool PenaltiesOff(const SamplingParams& params) {
+  return params.penalty_last_n == 0 ||
+         (params.repetition_penalty == 1.0f && params.frequency_penalty == 0.0f &&
+          params.presence_penalty == 0.0f);
+}
+
+// `window` is scratch; on return it holds the sorted penalty window.
+void ApplyPenaltiesImpl(const SamplingParams& params, std::span<const int32_t> previous_tokens,
+                        std::span<float> logits, std::vector<int32_t>& window) {
+  if (PenaltiesOff(params) || previous_tokens.empty()) return;
+  size_t n_window = previous_tokens.size();
+  if (params.penalty_last_n > 0) {
+    n_window = std::min(n_window, static_cast<size_t>(params.penalty_last_n));
+  }
+  const auto recent = previous_tokens.last(n_window);
+  window.assign(recent.begin(), recent.end());
+  std::sort(window.begin(), window.end());
+  const int64_t n_vocab = static_cast<int64_t>(logits.size());
+  for (size_t i = 0; i < window.size();) {
+    const int32_t id = window[i];
+    size_t j = i;
+    while (j < window.size() && window[j] == id) ++j;
+    const int64_t count = static_cast<int64_t>(j - i);
+    i = j;
+    if (id < 0 || id >= n_vocab) continue;
+    float& logit = logits[id];
+    logit = logit > 0.0f ? logit / params.repetition_penalty : logit * params.repetition_penalty;
+    logit -= static_cast<float>(count) * params.frequency_penalty + params.presence_penalty;
+  }
+}
+
+// Orders by logit, highest first; the lower id first among equal logits. Candidates hold no NaN.
+template <typename T>
+bool Before(const T& a, const T& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+
+}  // namespace
+
+double CounterUniform(uint64_t seed, int64_t position) {
+  // SplitMix64's stream for a mixed seed, evaluated at index `position` directly.
+  const uint64_t state = Mix64(seed) + (static_cast<uint64_t>(position) + 1) * kGolden;
+  return static_cast<double>(Mix64(state) >> 11) * 0x1.0p-53;
+}
+
+void ApplyPenalties(const SamplingParams& params, std::span<const int32_t> previous_tokens,
+                    std::span<float> logits) {
+  std::vector<int32_t> window;
+  ApplyPenaltiesImpl(params, previous_tokens, logits, window);
+}
+
+int32_t Sampler::Sample(const SamplingParams& params, std::span<const float> logits,
+                        std::span<const int32_t> previous_tokens, int64_t position) {
+  CHECK(!logits.empty()) << "Sampler::Sample needs at least one logit";
+  const int32_t n_vocab = static_cast<int32_t>(logits.size());
+
+  // Penalties first, then Sanitize (a penalty can turn a huge logit into +inf).
+  logits_.assign(logits.begin(), logits.end());
+  ApplyPenaltiesImpl(params, previous_tokens, logits_, window_);
+  const float* const penalized = logits_.data();
+
+  // Greedy: the first index of the maximum; token 0 when everything is masked.
+  if (params.temperature == 0.0f || params.top_k == 1) {
+    int32_t best = 0;
+    float best_logit = Sanitize(penalized[0]);
+    for (int32_t i = 1; i < n_vocab; ++i) {
+      const float logit = Sanitize(penalized[i]);
+      if (logit > best_logit) {
+        best = i;
+        best_logit = logit;
+      }
+    }
+    return best;
+  }
+
+  candidates_.resize(n_vocab);
+  Candidate* const all = candidates_.data();
+  int32_t n_candidates = 0;
+  for (int32_t i = 0; i < n_vocab; ++i) {
+    const float logit = Sanitize(penalized[i]);
+    all[n_candidates] = {i, logit};
+    n_candidates += logit != kNegInf;
+  }
+  candidates_.resize(n_candidates);
+  if (candidates_.empty()) return 0;
+
+  const auto before = [](const Candidate& a, const Candidate& b) { return Before(a, b); };
+  const auto begin = candidates_.begin();
+  // candidates_[0, n_sorted) are the best n_sorted candidates, in order.
+  size_t n_sorted = 0;
+
+  // Top-k: select the k best in O(n), then order just those.
+  if (params.top_k > 0 && static_cast<size_t>(params.top_k) < candidates_.size()) {
+    std::nth_element(begin, begin + (params.top_k - 1), candidates_.end(), before);
+    candidates_.resize(params.top_k);
+    std::sort(candidates_.begin(), candidates_.end(), before);
+    n_sorted = candidates_.size();
+  }
+
+  // Top-p: the shortest most-likely prefix whose probability reaches top_p (at temperature 1).
+  // The nucleus is usually small, so the best candidates are selected and ordered a batch at a
+  // time (64, then 4x more each round) rather than sorting the whole vocabulary.
+  if (params.top_p < 1.0f && candidates_.size() > 1) {
+    float max = kNegInf;
+    for (const Candidate& c : candidates_) max = std::max(max, c.logit);
+    double sum = 0.0;
+    for (const Candidate& c : candidates_) sum += std::exp(c.logit - max);
+    const double target = static_cast<double>(params.top_p) * sum;
+    double cumulative = 0.0;
+    size_t keep = 0;  // stays 0 when rounding leaves the target unreached: keep all
+    for (size_t i = 0, batch = 64; i < candidates_.size() && keep == 0; batch *= 4) {
+      const size_t end = std::min(candidates_.size(), std::max(n_sorted, i + batch));
+      if (end > n_sorted) {
+        if (end < candidates_.size()) {
+          std::nth_element(begin + n_sorted, begin + (end - 1), candidates_.end(), before);
+        }
+        std::sort(begin + n_sorted, begin + end, before);
+        n_sorted = end;
+      }
+      for (; i < end && keep == 0; ++i) {
+        cumulative += std::exp(candidates_[i].logit - max);
+        if (cumulative >= target) keep = i + 1;
+      }
+    }
+    if (keep > 0) candidates_.resize(keep);
+    n_sorted = std::min(n_sorted, keep);
+  }
+
+  // Min-p: p >= min_p * p_max  <=>  logit - max_logit >= log(min_p). Order is preserved.
+  if (params.min_p > 0.0f && candidates_.size() > 1) {
+    double max = candidates_.front().logit;
+    if (n_sorted == 0) {
+      for (const Candidate& c : candidates_) max = std::max(max, static_cast<double>(c.logit));
+    }
+    const double log_min_p = std::log(static_cast<double>(params.min_p));
+    std::erase_if(candidates_, [&](const Candidate& c) {
+      return static_cast<double>(c.logit) - max < log_min_p;
+    });
+  }
+
+  if (candidates_.size() == 1) return candidates_.front().id;
+
+  // Temperature, softmax and one draw. Weights are exp((logit - max) / T) <= 1, so a tiny
+  // temperature underflows to 0 instead of overflowing; they are summed in double.
+  float max = kNegInf;
+  for (const Candidate& c : candidates_) max = std::max(max, c.logit);
+  const float inv_temperature = 1.0f / params.temperature;  // +inf for a subnormal temperature
+  weights_.resize(candidates_.size());
+  double sum = 0.0;
+  for (size_t i = 0; i < candidates_.size(); ++i) {
+    const float scaled = candidates_[i].logit == max ? 0.0f
+                                                     : (candidates_[i].logit - max) * inv_temperature;
+    weights_[i] = std::exp(scaled);
+    sum += weights_[i];
+  }
+  const double target = CounterUniform(params.seed, position) * sum;
+  double cumulative = 0.0;
+  size_t last_positive = 0;
+  for (size_t i = 0; i < candidates_.size(); ++i) {
+    if (weights_[i] == 0.0f) continue;
+    cumulative += weights_[i];
+    last_positive = i;
+    if (target < cumulative) return candidates_[i].id;
+  }
+  // Only reached when rounding puts `target` at the very top of the range.
+  return candidates_[last_positive].id;
+}
+
+int32_t Sample(const SamplingParams& params, std::span<const float> logits,
+               std::span<const int32_t> previous_tokens, int64_t position) {
+  Sampler sampler;
+  return sampler.Sample(params, logits, previous_tokens, position);
+}
+
+std::vector<TokenLogprob> TopLogprobs(std::span<const float> logits, int32_t k) {
+  const int32_t n_vocab = static_cast<int32_t>(logits.size());
+  k = std::clamp(k, 0, n_vocab);
+  if (k == 0) return {};
+
+  std::vector<TokenLogprob> all(n_vocab);
+  double max = kNegInf;
+  for (int32_t i = 0; i < n_vocab; ++i) {
+    // `logprob` holds the sanitized logit until the normalizer is known.
+    all[i] = {i, Sanitize(logits[i])};
+    max = std::max(max, static_cast<double>(all[i].logprob));
+  }
+  double log_normalizer = std::numeric_limits<double>::infinity();  // everything masked
+  if (max != kNegInf) {
+    double sum = 0.0;
+    for (const TokenLogprob& t : all) sum += std::exp(static_cast<double>(t.logprob) - max);
+    log_normalizer = max + std::log(sum);
+  }
+
+  struct ByLogit {
+    bool operator()(const TokenLogprob& a, const TokenLogprob& b) const {
+      return a.logprob > b.logprob || (a.logprob == b.logprob && a.id < b.id);
+    }
+  };
+  std::partial_sort(all.begin(), all.begin() + k, all.end(), ByLogit());
+  all.resize(k);
+  for (TokenLogprob& t : all) {
+    t.logprob = static_cast<float>(static_cast<double>(t.logprob) - log_normalizer);
+  }
+  return all;
+}
+
+}  // namespace baton::engine

@@ -1,0 +1,72 @@
+#include "engine/sampling_params.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace baton::engine {
+namespace {
+
+absl::Status Invalid(const char* field, const char* requirement, float value) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("sampling parameter ", field, " must be ", requirement, ", got ", value));
+}
+
+absl::Status Invalid(const char* field, const char* requirement, int64_t value) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("sampling parameter ", field, " must be ", requirement, ", got ", value));
+}
+
+}  // namespace
+
+absl::Status ValidateSamplingParams(const SamplingParams& params, int32_t n_vocab) {
+  if (n_vocab <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("n_vocab must be > 0, got ", n_vocab));
+  }
+  // NaN fails every comparison, so each check below is written to reject it.
+  if (!(params.temperature >= 0.0f) || std::isinf(params.temperature)) {
+    return Invalid("temperature", "finite and >= 0", params.temperature);
+  }
+  if (params.top_k < 0) return Invalid("top_k", ">= 0 (0 = off)", int64_t{params.top_k});
+  if (!(params.top_p > 0.0f && params.top_p <= 1.0f)) {
+    return Invalid("top_p", "in (0, 1]", params.top_p);
+  }
+  if (!(params.min_p >= 0.0f && params.min_p <= 1.0f)) {
+    return Invalid("min_p", "in [0, 1]", params.min_p);
+  }
+  if (!(params.repetition_penalty > 0.0f) || std::isinf(params.repetition_penalty)) {
+    return Invalid("repetition_penalty", "finite and > 0", params.repetition_penalty);
+  }
+  if (!(params.frequency_penalty >= kMinPenalty && params.frequency_penalty <= kMaxPenalty)) {
+    return Invalid("frequency_penalty", "in [-2, 2]", params.frequency_penalty);
+  }
+  if (!(params.presence_penalty >= kMinPenalty && params.presence_penalty <= kMaxPenalty)) {
+    return Invalid("presence_penalty", "in [-2, 2]", params.presence_penalty);
+  }
+  if (params.penalty_last_n < -1) {
+    return Invalid("penalty_last_n", ">= -1 (-1 = whole context)", int64_t{params.penalty_last_n});
+  }
+  if (params.max_tokens < 1) return Invalid("max_tokens", ">= 1", int64_t{params.max_tokens});
+  for (size_t i = 0; i < params.stop_token_ids.size(); ++i) {
+    const int32_t id = params.stop_token_ids[i];
+    if (id < 0 || id >= n_vocab) {
+      return absl::InvalidArgumentError(absl::StrCat("sampling parameter stop_token_ids[", i,
+                                                     "] must be in [0, ", n_vocab, "), got ", id));
+    }
+  }
+  if (params.stop_strings.size() > kMaxStopStrings) {
+    return absl::InvalidArgumentError(absl::StrCat("sampling parameter stop_strings has ",
+                                                   params.stop_strings.size(),
+                                                   " entries, at most ", kMaxStopStrings,
+                                                   " are allowed"));
+  }
+  for (size_t i = 0; i < params.stop_strings.size(); ++i) {
+    if (params.stop_strings[i].empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sampling parameter stop_strings[", i, "] must not be empty"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace baton::engine

@@ -1,0 +1,70 @@
+// The per-request settings that control how the next token is chosen from the model's logits
+// (see engine/sampler.h for the order they are applied in) and when generation ends.
+//
+// Field meanings follow llama.cpp's sampler settings and the OpenAI API: the same request sent
+// to baton and to either of those means the same thing. A request's SamplingParams are checked
+// once, at intake, with ValidateSamplingParams(); the sampler assumes they passed.
+//
+// Thread-safety: a plain value type.
+#ifndef BATON_ENGINE_SAMPLING_PARAMS_H_
+#define BATON_ENGINE_SAMPLING_PARAMS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace baton::engine {
+
+// Limits that ValidateSamplingParams enforces.
+inline constexpr int32_t kMaxStopStrings = 16;
+inline constexpr float kMinPenalty = -2.0f;  // frequency/presence penalty range (OpenAI's)
+inline constexpr float kMaxPenalty = 2.0f;
+// The default seed. A request that sets none is therefore reproducible too; a server that wants
+// unseeded requests to differ draws a fresh seed per request before sampling.
+inline constexpr uint64_t kDefaultSamplingSeed = 0xBA70;
+
+struct SamplingParams {
+  // Divides the logits after filtering. 0 = greedy (argmax, lowest id wins ties).
+  float temperature = 1.0f;
+  // Keep only the k highest logits. 0 = off. 1 = greedy. Values above n_vocab act as off.
+  int32_t top_k = 0;
+  // Nucleus: keep the smallest set of highest-probability tokens whose probabilities (at
+  // temperature 1) add up to at least top_p. 1 = off. In (0, 1].
+  float top_p = 1.0f;
+  // Keep only tokens whose probability (at temperature 1) is at least min_p times the most likely
+  // token's. 0 = off. In [0, 1].
+  float min_p = 0.0f;
+  // llama.cpp's repetition penalty on tokens seen in the penalty window: positive logits are
+  // divided by it, negative ones multiplied. 1 = off. > 0.
+  float repetition_penalty = 1.0f;
+  // OpenAI's penalties on tokens seen in the penalty window: the logit loses
+  // frequency_penalty * count + presence_penalty * (count > 0). 0 = off. In [-2, 2].
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
+  // How many of the most recent tokens (prompt + generated) the penalties look at.
+  // -1 = the whole context, 0 = penalties off.
+  int32_t penalty_last_n = 64;
+  // Key of the counter-based random stream: the token drawn at a position depends only on
+  // (seed, position, logits, previous tokens, the settings above).
+  uint64_t seed = kDefaultSamplingSeed;
+  // Generated tokens at most (the stop token, when one ends generation, counts). >= 1.
+  int32_t max_tokens = 256;
+  // Generation stops after any of these tokens (in addition to end-of-generation tokens unless
+  // ignore_eos). Each in [0, n_vocab).
+  std::vector<int32_t> stop_token_ids = {};
+  // Generation stops when the text contains any of these; the stop string is not returned
+  // (engine/stop_matcher.h). At most kMaxStopStrings, none empty.
+  std::vector<std::string> stop_strings = {};
+  // Keep generating past the model's end-of-generation tokens (benchmarks).
+  bool ignore_eos = false;
+};
+
+// OK when `params` is usable with a model of `n_vocab` tokens; otherwise INVALID_ARGUMENT whose
+// message names the first offending field and its value, e.g. "top_p must be in (0, 1], got 0".
+absl::Status ValidateSamplingParams(const SamplingParams& params, int32_t n_vocab);
+
+}  // namespace baton::engine
+
+#endif  // BATON_ENGINE_SAMPLING_PARAMS_H_
