@@ -54,8 +54,13 @@ struct Vocab {
 };
 
 // Reads and validates the tokenizer.ggml.* keys of `file`: array lengths agree with the token
-// count, special ids are in range, the model and pre-tokenizer are known. Defaults follow
-// llama.cpp where a key is absent.
+// count, special ids are in range, the model and pre-tokenizer are known, token texts are
+// distinct. Defaults follow llama.cpp where a key is absent: gpt2 BOS/EOS 11 and no BOS added
+// (except llama3-style pre-tokenizers), llama BOS 1, EOS 2, UNK 0, BOS and space prefix added; a
+// default id outside the vocabulary means none; eot_id is found by its text (<|eot_id|>,
+// <|im_end|>, ...) when the key is absent. As in llama.cpp, an empty token text becomes
+// "[EMPTY_<id>]". A negative special id in the file means none. Errors are INVALID_ARGUMENT
+// naming the file and the key.
 absl::StatusOr<Vocab> LoadVocab(const GgufFile& file);
 
 }  // namespace baton::engine

@@ -1,0 +1,172 @@
+#include "engine/tokenizer_bpe.h"
+
+#include <queue>
+
+#include "absl/hash/hash.h"
+#include "engine/unicode.h"
+
+namespace baton::engine {
+namespace {
+
+struct Symbol {
+  int32_t prev;
+  int32_t next;
+  uint32_t start;  // byte offset in the word
+  uint32_t size;   // bytes; 0 once merged into the symbol on its left
+};
+
+struct Bigram {
+  int32_t left;
+  int32_t right;
+  int32_t rank;
+  uint32_t size;  // left.size + right.size when queued: a stale entry no longer matches
+};
+
+// Orders the queue so that top() is the lowest rank, then the leftmost pair.
+struct BigramAfter {
+  bool operator()(const Bigram& a, const Bigram& b) const {
+    return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
+  }
+};
+
+bool IsSurrogateLead(const std::string& s, size_t i) {
+  return static_cast<uint8_t>(s[i]) == 0xED && i + 1 < s.size() &&
+         static_cast<uint8_t>(s[i + 1]) >= 0xA0;
+}
+
+}  // namespace
+
+size_t BpeEncoder::MergeHash::operator()(MergeKey key) const {
+  return absl::HashOf(absl::string_view(key.first.data(), key.first.size()),
+                      absl::string_view(key.second.data(), key.second.size()));
+}
+
+absl::StatusOr<std::unique_ptr<BpeEncoder>> BpeEncoder::Create(const Vocab& vocab,
+                                                               const VocabIndex* index) {
+  absl::StatusOr<PreTokenizerKind> kind = PreTokenizerKindFromName(vocab.pre);
+  if (!kind.ok()) return kind.status();
+  std::unique_ptr<BpeEncoder> encoder(new BpeEncoder());
+  encoder->index_ = index;
+  encoder->ignore_merges_ = PreTokenizerIgnoresMerges(*kind);
+  absl::StatusOr<std::unique_ptr<PreTokenizer>> pre = PreTokenizer::Create(*kind);
+  if (!pre.ok()) return pre.status();
+  encoder->pre_ = std::move(*pre);
+
+  // As llama.cpp: split at the first space after the first byte; the first rank of a pair wins.
+  encoder->merge_storage_.reserve(vocab.merges.size());  // keys view into it: no reallocation
+  for (const std::string& merge : vocab.merges) {
+    const size_t space = merge.find(' ', 1);
+    if (space == std::string::npos) continue;
+    encoder->merge_storage_.emplace_back(merge.substr(0, space), merge.substr(space + 1));
+  }
+  encoder->ranks_.reserve(encoder->merge_storage_.size());
+  int32_t rank = 0;
+  size_t stored = 0;
+  for (const std::string& merge : vocab.merges) {
+    if (merge.find(' ', 1) != std::string::npos) {
+      const auto& [left, right] = encoder->merge_storage_[stored++];
+      encoder->ranks_.emplace(MergeKey(left, right), rank);
+    }
+    ++rank;
+  }
+  return encoder;
+}
+
+int32_t BpeEncoder::Rank(std::string_view left, std::string_view right) const {
+  auto it = ranks_.find(MergeKey(left, right));
+  return it == ranks_.end() ? -1 : it->second;
+}
+
+void BpeEncoder::Encode(std::string_view text, std::vector<TokenId>* out) const {
+  std::vector<uint32_t> cpts;
+  unicode::DecodeUtf8Lenient(text, &cpts);
+  std::string clean;
+  clean.reserve(text.size() + 16);
+  bool has_surrogate = false;
+  for (uint32_t cpt : cpts) {
+    unicode::AppendUtf8(cpt, &clean);
+    has_surrogate |= cpt >= 0xD800 && cpt <= 0xDFFF;
+  }
+  // PCRE2 needs well-formed UTF-8. llama.cpp keeps surrogates (decoded from ED A0..BF xx), whose
+  // class is "other"; a private-use character of the same length and class stands in for them.
+  std::string stand_in;
+  std::string_view subject = clean;
+  if (has_surrogate) {
+    stand_in = clean;
+    for (size_t i = 0; i < stand_in.size(); ++i) {
+      if (IsSurrogateLead(stand_in, i)) stand_in.replace(i, 3, "\xEE\x80\x80");  // U+E000
+    }
+    subject = stand_in;
+  }
+
+  std::vector<PreTokenizer::Range> words;
+  pre_->Split(subject, &words);
+  std::string word;
+  for (const auto& [begin, end] : words) {
+    word.clear();
+    for (size_t i = begin; i < end; ++i) {
+      word += unicode::ByteToUnicode(static_cast<uint8_t>(clean[i]));
+    }
+    EncodeWord(word, out);
+  }
+}
+
+void BpeEncoder::EncodeWord(std::string_view word, std::vector<TokenId>* out) const {
+  const auto& text_to_id = index_->text_to_id;
+  if (ignore_merges_) {
+    if (auto it = text_to_id.find(word); it != text_to_id.end()) {
+      out->push_back(it->second);
+      return;
+    }
+  }
+
+  std::vector<Symbol> symbols;
+  symbols.reserve(word.size());
+  for (size_t offset = 0; offset < word.size();) {
+    const size_t size = std::min(
+        word.size() - offset, unicode::Utf8LengthFromLeadByte(static_cast<uint8_t>(word[offset])));
+    const int32_t i = static_cast<int32_t>(symbols.size());
+    symbols.push_back({i - 1, offset + size == word.size() ? -1 : i + 1,
+                       static_cast<uint32_t>(offset), static_cast<uint32_t>(size)});
+    offset += size;
+  }
+  auto view = [&](int32_t i) { return word.substr(symbols[i].start, symbols[i].size); };
+
+  std::priority_queue<Bigram, std::vector<Bigram>, BigramAfter> queue;
+  auto add_bigram = [&](int32_t left, int32_t right) {
+    if (left < 0 || right < 0) return;
+    const int32_t rank = Rank(view(left), view(right));
+    if (rank < 0) return;
+    queue.push({left, right, rank, symbols[left].size + symbols[right].size});
+  };
+  for (int32_t i = 1; i < static_cast<int32_t>(symbols.size()); ++i) add_bigram(i - 1, i);
+
+  while (!queue.empty()) {
+    const Bigram bigram = queue.top();
+    queue.pop();
+    Symbol& left = symbols[bigram.left];
+    Symbol& right = symbols[bigram.right];
+    if (left.size == 0 || right.size == 0 || left.size + right.size != bigram.size) continue;
+    left.size += right.size;
+    right.size = 0;
+    left.next = right.next;
+    if (right.next >= 0) symbols[right.next].prev = bigram.left;
+    add_bigram(left.prev, bigram.left);
+    add_bigram(bigram.left, left.next);
+  }
+
+  for (int32_t i = symbols.empty() ? -1 : 0; i != -1; i = symbols[i].next) {
+    const std::string_view piece = view(i);
+    if (auto it = text_to_id.find(piece); it != text_to_id.end()) {
+      out->push_back(it->second);
+      continue;
+    }
+    for (size_t j = 0; j < piece.size(); ++j) {
+      if (auto it = text_to_id.find(piece.substr(j, 1)); it != text_to_id.end()) {
+        out->push_back(it->second);
+      }
+    }
+  }
+}
+
+}  // namespace baton::engine

@@ -1,0 +1,63 @@
+// Byte-level BPE (tokenizer.ggml.model = "gpt2") for one piece of plain text, as llama.cpp's
+// llm_tokenizer_bpe_session does it:
+//  1. decode the text leniently (each invalid byte becomes U+FFFD), re-encode it as UTF-8;
+//  2. split it into words with the pre-tokenizer;
+//  3. map every byte of a word to the GPT-2 byte alphabet;
+//  4. merge adjacent symbols, lowest merge rank first (leftmost on ties), starting from single
+//     characters; with ignore_merges (llama3) a word that is a token is taken whole;
+//  5. look up each final symbol; one that is not a token falls back to its single bytes that are.
+//
+// Thread-safety: immutable after Create(); Encode() is safe from any thread.
+#ifndef BATON_ENGINE_TOKENIZER_BPE_H_
+#define BATON_ENGINE_TOKENIZER_BPE_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "engine/tokenizer_pre.h"
+#include "engine/vocab.h"
+#include "engine/vocab_index.h"
+
+namespace baton::engine {
+
+class BpeEncoder {
+ public:
+  // `index` must outlive the encoder.
+  static absl::StatusOr<std::unique_ptr<BpeEncoder>> Create(const Vocab& vocab,
+                                                            const VocabIndex* index);
+
+  // Appends the ids of `text` (plain text: special tokens are already split off) to `out`.
+  void Encode(std::string_view text, std::vector<TokenId>* out) const;
+
+ private:
+  using MergeKey = std::pair<std::string_view, std::string_view>;
+  struct MergeHash {
+    using is_transparent = void;
+    size_t operator()(MergeKey key) const;
+  };
+  struct MergeEq {
+    using is_transparent = void;
+    bool operator()(MergeKey a, MergeKey b) const { return a == b; }
+  };
+
+  BpeEncoder() = default;
+  // Appends the ids of one byte-level encoded word.
+  void EncodeWord(std::string_view word, std::vector<TokenId>* out) const;
+  int32_t Rank(std::string_view left, std::string_view right) const;
+
+  const VocabIndex* index_ = nullptr;
+  std::unique_ptr<PreTokenizer> pre_;
+  bool ignore_merges_ = false;
+  // (left, right) -> rank; the strings live in merge_storage_.
+  std::vector<std::pair<std::string, std::string>> merge_storage_;
+  absl::flat_hash_map<MergeKey, int32_t, MergeHash, MergeEq> ranks_;
+};
+
+}  // namespace baton::engine
+
+#endif  // BATON_ENGINE_TOKENIZER_BPE_H_

@@ -1,0 +1,132 @@
+// libFuzzer target: arbitrary bytes through the tokenizer of the default model (SmolLM2, byte-level
+// BPE) and, when the shared test vectors are present, a SentencePiece vocabulary. Encodes with and
+// without special-token parsing, decodes, and streams through IncrementalDetokenizer. Aborts when
+// an id is out of range, when a streamed chunk is not valid UTF-8, when streaming and Decode()
+// disagree on valid output, or when valid UTF-8 plain text does not decode back to itself.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/gguf_file.h"
+#include "engine/tokenizer.h"
+#include "engine/unicode.h"
+#include "engine/vocab.h"
+#include "tests/support/test_paths.h"
+
+namespace {
+
+using baton::engine::EncodeOptions;
+using baton::engine::IncrementalDetokenizer;
+using baton::engine::TokenId;
+using baton::engine::Tokenizer;
+namespace unicode = baton::engine::unicode;
+
+void Check(bool ok, const char* what) {
+  if (!ok) {
+    std::fprintf(stderr, "tokenizer_fuzz: %s\n", what);
+    std::abort();
+  }
+}
+
+std::unique_ptr<Tokenizer> Load(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<baton::engine::GgufFile>> file =
+      baton::engine::GgufFile::Open(path);
+  if (!file.ok()) return nullptr;
+  absl::StatusOr<baton::engine::Vocab> vocab = baton::engine::LoadVocab(**file);
+  if (!vocab.ok()) return nullptr;
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::Create(std::move(*vocab));
+  return tokenizer.ok() ? std::move(*tokenizer) : nullptr;
+}
+
+struct Tokenizers {
+  std::unique_ptr<Tokenizer> smollm2;
+  std::unique_ptr<Tokenizer> spm;  // may be null
+  // Bytes that have a byte-level token in smollm2 (some control bytes have none, and their
+  // characters are dropped, as llama.cpp drops them).
+  std::array<bool, 256> smollm2_has_byte{};
+};
+
+const Tokenizers& Get() {
+  static const Tokenizers* const tokenizers = [] {
+    auto* t = new Tokenizers();
+    t->smollm2 = Load(baton::test_support::DefaultModelPath());
+    if (t->smollm2 == nullptr) {
+      std::fprintf(stderr, "tokenizer_fuzz: cannot load %s\n",
+                   baton::test_support::DefaultModelPath().c_str());
+      std::abort();
+    }
+    std::map<std::string, int> byte_of_text;
+    for (int b = 0; b < 256; ++b) byte_of_text[unicode::ByteToUnicode(static_cast<uint8_t>(b))] = b;
+    for (const std::string& token : t->smollm2->vocab().tokens) {
+      if (auto it = byte_of_text.find(token); it != byte_of_text.end()) {
+        t->smollm2_has_byte[it->second] = true;
+      }
+    }
+    for (const char* rel : {"../shared/tokenizer-vectors", "shared/tokenizer-vectors"}) {
+      const std::string path = baton::test_support::SourcePath(rel) + "/ggml-vocab-llama-spm.gguf";
+      if (std::filesystem::exists(path)) {
+        t->spm = Load(path);
+        break;
+      }
+    }
+    return t;
+  }();
+  return *tokenizers;
+}
+
+// Streams `ids`; every chunk must be valid UTF-8. Returns the whole text.
+std::string Stream(const Tokenizer& t, const std::vector<TokenId>& ids, bool render_special) {
+  IncrementalDetokenizer detokenizer(t, render_special);
+  std::string out;
+  for (TokenId id : ids) {
+    const std::string chunk = detokenizer.Add(id);
+    Check(unicode::IsValidUtf8(chunk), "IncrementalDetokenizer::Add returned invalid UTF-8");
+    out += chunk;
+  }
+  const std::string tail = detokenizer.Flush();
+  Check(unicode::IsValidUtf8(tail), "IncrementalDetokenizer::Flush returned invalid UTF-8");
+  return out + tail;
+}
+
+void Exercise(const Tokenizer& t, std::string_view text, bool has_all_bytes,
+              bool expect_round_trip) {
+  const bool valid = unicode::IsValidUtf8(text);
+  for (bool parse_special : {false, true}) {
+    const std::vector<TokenId> ids = t.Encode(text, {.parse_special = parse_special});
+    for (TokenId id : ids) Check(id >= 0 && id < t.vocab().size(), "id out of range");
+    if (has_all_bytes) Check(text.empty() == ids.empty(), "no ids for non-empty text");
+    const std::string decoded = t.Decode(ids, /*render_special=*/parse_special);
+    const std::string streamed = Stream(t, ids, /*render_special=*/parse_special);
+    if (unicode::IsValidUtf8(decoded)) Check(streamed == decoded, "stream differs from Decode");
+    if (expect_round_trip && valid) Check(decoded == text, "valid UTF-8 does not round-trip");
+  }
+  const std::vector<TokenId> with_bos = t.Encode(text, {.add_bos = true, .add_eos = true});
+  if (t.vocab().bos_id != baton::engine::kNoToken) {
+    Check(!with_bos.empty() && with_bos.front() == t.vocab().bos_id, "BOS missing");
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const Tokenizers& t = Get();
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  // Byte-level BPE gives back valid UTF-8 text made of bytes it has tokens for (a byte without a
+  // token is dropped, as in llama.cpp). SentencePiece has byte fallback for every byte but does not
+  // round-trip ("▁" decodes as a space).
+  bool all_bytes = true;
+  for (char c : text) all_bytes &= t.smollm2_has_byte[static_cast<uint8_t>(c)];
+  Exercise(*t.smollm2, text, /*has_all_bytes=*/all_bytes, /*expect_round_trip=*/all_bytes);
+  if (t.spm != nullptr) {
+    Exercise(*t.spm, text, /*has_all_bytes=*/true, /*expect_round_trip=*/false);
+  }
+  return 0;
+}
