@@ -1,0 +1,304 @@
+#include "kernels/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/log/check.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/dequantize.h"
+#include "kernels/cpu/isa_kernels.h"
+#include "kernels/cpu/reference_kernels.h"
+#include "kernels/cpu/thread_pool.h"
+#include "kernels/dtype.h"
+
+namespace baton::kernels {
+namespace {
+
+// Weight rows per ParallelFor task: a multiple of every tile width.
+constexpr int64_t kRowGrain = 16;
+// Below this many elements an elementwise operation runs on the calling thread alone.
+constexpr int64_t kMinParallelElements = 16384;
+
+void CheckMatMulShape(const WeightMatrix& w) {
+  const DTypeTraits& t = Traits(w.dtype);
+  CHECK(t.can_dequantize) << "MatMul: weights of type " << t.name << " are not supported";
+  CHECK(w.n_cols % t.block_size == 0)
+      << "MatMul: " << w.n_cols << " columns is not a multiple of the " << t.name << " block size";
+}
+
+class ReferenceCpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu-reference"; }
+
+  void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y) override {
+    CheckMatMulShape(w);
+    reference::MatMul(w, x, n, y);
+  }
+  void GetRows(const WeightMatrix& w, const int32_t* ids, int64_t n, float* out) override {
+    reference::GetRows(w, ids, n, out);
+  }
+  void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps,
+               float* y) override {
+    reference::RmsNorm(x, weight, n, dim, eps, y);
+  }
+  void Rope(float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* positions,
+            const RopeParams& params) override {
+    reference::Rope(x, n, n_heads, head_dim, positions, params);
+  }
+  void SiluMul(const float* gate, const float* up, int64_t count, float* y) override {
+    reference::SiluMul(gate, up, count, y);
+  }
+  void Attention(const float* q, const int32_t* q_positions, int64_t n_q, int32_t n_head,
+                 const KvLayerView& kv, float scale, float* out) override {
+    reference::Attention(q, q_positions, n_q, n_head, kv, scale, out);
+  }
+};
+
+class FastCpuBackend final : public Backend {
+ public:
+  FastCpuBackend(const CpuBackendOptions& options, CpuIsa isa)
+      : kernels_(KernelsFor(isa)), pool_(ThreadPoolOptions{.n_threads = options.n_threads}) {}
+
+  std::string name() const override {
+    return "cpu-" + std::string(CpuIsaName(kernels_.isa));
+  }
+
+  void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y) override {
+    CheckMatMulShape(w);
+    if (n <= 0 || w.n_rows <= 0) return;
+    const int64_t n_tasks = (w.n_rows + kRowGrain - 1) / kRowGrain;
+    const MatMulRowsFn kernel = MatMulKernelFor(kernels_, w.dtype);
+    if (kernel == nullptr) {
+      pool_.ParallelFor(n_tasks, [&](int64_t begin, int64_t end, int) {
+        reference::MatMulRows(w, x, n, y, begin * kRowGrain, std::min(end * kRowGrain, w.n_rows));
+      });
+      return;
+    }
+    MatMulArgs args;
+    args.w = static_cast<const uint8_t*>(w.data);
+    args.row_bytes = RowBytes(w.dtype, w.n_cols);
+    args.n_rows = w.n_rows;
+    args.n_cols = w.n_cols;
+    args.n = n;
+    args.y = y;
+    args.x = PrepareActivations(ActivationFormatFor(w.dtype), x, n, w.n_cols);
+    pool_.ParallelFor(n_tasks, [&](int64_t begin, int64_t end, int) {
+      kernel(args, begin * kRowGrain, std::min(end * kRowGrain, w.n_rows));
+    });
+  }
+
+  void GetRows(const WeightMatrix& w, const int32_t* ids, int64_t n, float* out) override {
+    ForRows(n, w.n_cols, [&](int64_t begin, int64_t end) {
+      reference::GetRows(w, ids + begin, end - begin, out + begin * w.n_cols);
+    });
+  }
+
+  void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps,
+               float* y) override {
+    ForRows(n, dim, [&](int64_t begin, int64_t end) {
+      reference::RmsNorm(x + begin * dim, weight, end - begin, dim, eps, y + begin * dim);
+    });
+  }
+
+  void Rope(float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* positions,
+            const RopeParams& params) override {
+    // Per token, angles then rotation: as cheap as it gets without tables, and exactly the
+    // reference's arithmetic.
+    ForRows(n, n_heads * head_dim * 8, [&](int64_t begin, int64_t end) {
+      reference::Rope(x + begin * n_heads * head_dim, end - begin, n_heads, head_dim,
+                      positions + begin, params);
+    });
+  }
+
+  void SiluMul(const float* gate, const float* up, int64_t count, float* y) override {
+    if (kernels_.silu_mul == nullptr) {
+      ForRows(count, 1, [&](int64_t begin, int64_t end) {
+        reference::SiluMul(gate + begin, up + begin, end - begin, y + begin);
+      });
+      return;
+    }
+    ForRows(count, 1, [&](int64_t begin, int64_t end) {
+      kernels_.silu_mul(gate + begin, up + begin, end - begin, y + begin);
+    });
+  }
+
+  void Attention(const float* q, const int32_t* q_positions, int64_t n_q, int32_t n_head,
+                 const KvLayerView& kv, float scale, float* out) override {
+    CHECK(kv.n_kv_head > 0 && n_head % kv.n_kv_head == 0)
+        << "Attention: " << n_head << " heads over " << kv.n_kv_head << " kv heads";
+    int32_t max_pos = 0;
+    for (int64_t i = 0; i < n_q; ++i) {
+      CHECK(q_positions[i] >= 0 && q_positions[i] < kv.n_tokens)
+          << "Attention: query " << i << " at position " << q_positions[i]
+          << " outside the cache of " << kv.n_tokens << " tokens";
+      max_pos = std::max(max_pos, q_positions[i]);
+    }
+    if (n_q <= 0) return;
+    const int32_t group = n_head / kv.n_kv_head;
+    const int64_t d = kv.head_dim;
+    const bool vectorized = kernels_.attention_partial != nullptr && d % 8 == 0 &&
+                            d <= kAttentionMaxHeadDim;
+    // Queries in the order 0, n-1, 1, n-2, ...: with the static split, every thread gets a
+    // similar share of a causal prefill's work.
+    auto query = [n_q](int64_t k) { return k % 2 == 0 ? k / 2 : n_q - 1 - k / 2; };
+    if (!vectorized) {
+      pool_.ParallelFor(n_q * kv.n_kv_head, [&](int64_t begin, int64_t end, int) {
+        for (int64_t task = begin; task < end; ++task) {
+          const int64_t i = query(task / kv.n_kv_head);
+          const int32_t kv_h = static_cast<int32_t>(task % kv.n_kv_head);
+          for (int32_t g = 0; g < group; ++g) {
+            const int64_t offset = (i * n_head + kv_h * group + g) * d;
+            reference::AttentionHead(q + offset, q_positions[i], kv_h * group + g, n_head, kv,
+                                     scale, out + offset);
+          }
+        }
+      });
+      return;
+    }
+    const int64_t partial_size = group * AttentionPartialSize(kv.head_dim);
+    const int32_t max_segments = max_pos / kAttentionSegment + 1;
+    if (n_q * kv.n_kv_head >= 2 * pool_.n_threads() || max_segments == 1) {
+      // Enough (query, kv head) pairs to share out: each folds its segments in order itself.
+      pool_.ParallelFor(n_q * kv.n_kv_head, [&](int64_t begin, int64_t end, int) {
+        std::vector<float> partial(partial_size), state(partial_size);
+        for (int64_t task = begin; task < end; ++task) {
+          const int64_t i = query(task / kv.n_kv_head);
+          const int32_t kv_h = static_cast<int32_t>(task % kv.n_kv_head);
+          const int64_t offset = (i * n_head + kv_h * group) * d;
+          const int32_t n_ctx = q_positions[i] + 1;
+          AttentionInitState(group, kv.head_dim, state.data());
+          for (int32_t t0 = 0; t0 < n_ctx; t0 += kAttentionSegment) {
+            kernels_.attention_partial(q + offset, kv_h, group, t0,
+                                       std::min(n_ctx, t0 + kAttentionSegment), kv, scale,
+                                       partial.data());
+            kernels_.attention_fold(partial.data(), group, kv.head_dim, state.data());
+          }
+          kernels_.attention_finish(state.data(), group, kv.head_dim, out + offset);
+        }
+      });
+      return;
+    }
+    // Few queries over a long context (decode): the segments of every (query, kv head) pair are
+    // shared out, then each pair folds its partials in segment order (the same arithmetic).
+    const int64_t n_pairs = n_q * kv.n_kv_head;
+    attention_scratch_.resize(static_cast<size_t>(n_pairs * max_segments * partial_size));
+    float* scratch = attention_scratch_.data();
+    pool_.ParallelFor(n_pairs * max_segments, [&](int64_t begin, int64_t end, int) {
+      for (int64_t task = begin; task < end; ++task) {
+        const int64_t pair = task / max_segments;
+        const int32_t segment = static_cast<int32_t>(task % max_segments);
+        const int64_t i = pair / kv.n_kv_head;
+        const int32_t kv_h = static_cast<int32_t>(pair % kv.n_kv_head);
+        const int32_t n_ctx = q_positions[i] + 1;
+        const int32_t t0 = segment * kAttentionSegment;
+        if (t0 >= n_ctx) continue;
+        kernels_.attention_partial(q + (i * n_head + kv_h * group) * d, kv_h, group, t0,
+                                   std::min(n_ctx, t0 + kAttentionSegment), kv, scale,
+                                   scratch + task * partial_size);
+      }
+    });
+    pool_.ParallelFor(n_pairs, [&](int64_t begin, int64_t end, int) {
+      std::vector<float> state(partial_size);
+      for (int64_t pair = begin; pair < end; ++pair) {
+        const int64_t i = pair / kv.n_kv_head;
+        const int32_t kv_h = static_cast<int32_t>(pair % kv.n_kv_head);
+        const int32_t n_segments = q_positions[i] / kAttentionSegment + 1;
+        AttentionInitState(group, kv.head_dim, state.data());
+        for (int32_t segment = 0; segment < n_segments; ++segment) {
+          kernels_.attention_fold(scratch + (pair * max_segments + segment) * partial_size, group,
+                                  kv.head_dim, state.data());
+        }
+        kernels_.attention_finish(state.data(), group, kv.head_dim,
+                                  out + (i * n_head + kv_h * group) * d);
+      }
+    });
+  }
+
+ private:
+  // Runs fn(begin, end) over [0, n) rows of `row_cost` elements each, on the pool when the total
+  // is worth it.
+  template <typename Fn>
+  void ForRows(int64_t n, int64_t row_cost, const Fn& fn) {
+    if (n <= 0) return;
+    if (n * row_cost < kMinParallelElements || pool_.n_threads() == 1) {
+      fn(0, n);
+      return;
+    }
+    pool_.ParallelFor(n, [&](int64_t begin, int64_t end, int) { fn(begin, end); });
+  }
+
+  // Quantizes x [n, n_cols] into the scratch buffers (or passes f32 through).
+  MatMulActivations PrepareActivations(ActivationFormat format, const float* x, int64_t n,
+                                       int64_t n_cols) {
+    MatMulActivations a;
+    if (format == ActivationFormat::kF32) {
+      a.f32 = x;
+      return a;
+    }
+    const int64_t ss = ActivationScaleStride(format, n_cols);
+    a.scale_stride = ss;
+    // Rows up to a multiple of 16 are readable (AMX tiles load 16 rows); the extra rows' scales
+    // are zero, their values unspecified.
+    const int64_t n_padded = (n + 15) / 16 * 16;
+    x_qs_.resize(static_cast<size_t>(n_padded * n_cols));
+    x_d_.resize(static_cast<size_t>(n_padded * ss));
+    std::fill(x_d_.begin() + n * ss, x_d_.end(), 0.0f);
+    int8_t* qs = x_qs_.data();
+    float* d = x_d_.data();
+    if (format == ActivationFormat::kQ8_1) {
+      x_s_.resize(static_cast<size_t>(n * ss));
+      float* s = x_s_.data();
+      const int64_t nb = n_cols / kQ8_1BlockSize;
+      ForRows(n, n_cols, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          kernels_.quantize_q8_1(x + i * n_cols, n_cols, qs + i * n_cols, d + i * ss, s + i * ss);
+          std::fill(s + i * ss + nb, s + (i + 1) * ss, 0.0f);
+          std::fill(d + i * ss + nb, d + (i + 1) * ss, 0.0f);
+        }
+      });
+      a.s = s;
+    } else {
+      const int64_t n_bsums = n_cols / 16;
+      x_bsums_.resize(static_cast<size_t>(n * n_bsums));
+      int16_t* bsums = x_bsums_.data();
+      const int64_t nb = n_cols / kQ8_KBlockSize;
+      ForRows(n, n_cols, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          kernels_.quantize_q8_k(x + i * n_cols, n_cols, qs + i * n_cols, d + i * ss,
+                                 bsums + i * n_bsums);
+          std::fill(d + i * ss + nb, d + (i + 1) * ss, 0.0f);
+        }
+      });
+      a.bsums = bsums;
+    }
+    a.qs = qs;
+    a.d = d;
+    return a;
+  }
+
+  const IsaKernels& kernels_;
+  ThreadPool pool_;
+  // Scratch for quantized activations, grown as needed.
+  std::vector<int8_t> x_qs_;
+  std::vector<float> x_d_;
+  std::vector<float> x_s_;
+  std::vector<int16_t> x_bsums_;
+  std::vector<float> attention_scratch_;  // partial results of attention segments
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> CreateCpuBackendForIsa(const CpuBackendOptions& options, CpuIsa isa) {
+  return std::make_unique<FastCpuBackend>(options, isa);
+}
+
+std::unique_ptr<Backend> CreateCpuBackend(const CpuBackendOptions& options) {
+  if (options.reference) return std::make_unique<ReferenceCpuBackend>();
+  return std::make_unique<FastCpuBackend>(options, DetectCpuIsa());
+}
+
+}  // namespace baton::kernels

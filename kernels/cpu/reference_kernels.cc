@@ -1,0 +1,139 @@
+#include "kernels/cpu/reference_kernels.h"
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "absl/log/check.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/dequantize.h"
+#include "kernels/half.h"
+
+namespace baton::kernels::reference {
+
+void MatMulRows(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t row_begin,
+                int64_t row_end) {
+  const int64_t row_bytes = RowBytes(w.dtype, w.n_cols);
+  std::vector<float> row(static_cast<size_t>(w.n_cols));
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    DequantizeRow(w.dtype, static_cast<const uint8_t*>(w.data) + r * row_bytes, row.data(),
+                  w.n_cols);
+    for (int64_t i = 0; i < n; ++i) {
+      const float* xi = x + i * w.n_cols;
+      double sum = 0.0;
+      for (int64_t k = 0; k < w.n_cols; ++k) sum += static_cast<double>(xi[k]) * row[k];
+      y[i * w.n_rows + r] = static_cast<float>(sum);
+    }
+  }
+}
+
+void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y) {
+  MatMulRows(w, x, n, y, 0, w.n_rows);
+}
+
+void GetRows(const WeightMatrix& w, const int32_t* ids, int64_t n, float* out) {
+  const int64_t row_bytes = RowBytes(w.dtype, w.n_cols);
+  for (int64_t i = 0; i < n; ++i) {
+    CHECK(ids[i] >= 0 && ids[i] < w.n_rows) << "GetRows: id " << ids[i] << " out of range";
+    DequantizeRow(w.dtype, static_cast<const uint8_t*>(w.data) + ids[i] * row_bytes,
+                  out + i * w.n_cols, w.n_cols);
+  }
+}
+
+void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float* xi = x + i * dim;
+    float* yi = y + i * dim;
+    double sum_sq = 0.0;
+    for (int64_t j = 0; j < dim; ++j) sum_sq += static_cast<double>(xi[j]) * xi[j];
+    const double inv = 1.0 / std::sqrt(sum_sq / static_cast<double>(dim) + eps);
+    for (int64_t j = 0; j < dim; ++j) yi[j] = static_cast<float>(xi[j] * inv * weight[j]);
+  }
+}
+
+void RopeToken(float* x, int64_t n_heads, int64_t head_dim, int32_t pos,
+               const RopeParams& params) {
+  const int64_t half = params.n_dims / 2;
+  CHECK(params.n_dims >= 0 && params.n_dims % 2 == 0 && params.n_dims <= head_dim)
+      << "Rope: n_dims " << params.n_dims << " with head_dim " << head_dim;
+  // cos/sin of theta_i for i < half (n_dims <= head_dim, so a head's worth of room suffices).
+  std::vector<double> cos_sin(static_cast<size_t>(2 * half));
+  for (int64_t i = 0; i < half; ++i) {
+    double theta = static_cast<double>(pos) * params.freq_scale *
+                   std::pow(static_cast<double>(params.freq_base),
+                            -2.0 * static_cast<double>(i) / params.n_dims);
+    if (params.freq_factors != nullptr) theta /= params.freq_factors[i];
+    cos_sin[2 * i] = std::cos(theta);
+    cos_sin[2 * i + 1] = std::sin(theta);
+  }
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* xh = x + h * head_dim;
+    for (int64_t i = 0; i < half; ++i) {
+      const int64_t i0 = params.neox ? i : 2 * i;
+      const int64_t i1 = params.neox ? i + half : 2 * i + 1;
+      const double c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
+      const double x0 = xh[i0], x1 = xh[i1];
+      xh[i0] = static_cast<float>(x0 * c - x1 * s);
+      xh[i1] = static_cast<float>(x0 * s + x1 * c);
+    }
+  }
+}
+
+void Rope(float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* positions,
+          const RopeParams& params) {
+  for (int64_t t = 0; t < n; ++t) {
+    RopeToken(x + t * n_heads * head_dim, n_heads, head_dim, positions[t], params);
+  }
+}
+
+void SiluMul(const float* gate, const float* up, int64_t count, float* y) {
+  for (int64_t i = 0; i < count; ++i) {
+    const double g = gate[i];
+    y[i] = static_cast<float>(g / (1.0 + std::exp(-g)) * up[i]);
+  }
+}
+
+void AttentionHead(const float* q_head, int32_t pos, int32_t h, int32_t n_head,
+                   const KvLayerView& kv, float scale, float* out_head) {
+  CHECK(pos >= 0 && pos < kv.n_tokens) << "Attention: position " << pos << " not in the cache of "
+                                       << kv.n_tokens << " tokens";
+  const int32_t kv_h = h / (n_head / kv.n_kv_head);
+  const int32_t d = kv.head_dim;
+  auto offset = [&](int32_t t) {
+    return kv.block_table[t / kv.block_size] * kv.block_stride +
+           (static_cast<int64_t>(t % kv.block_size) * kv.n_kv_head + kv_h) * d;
+  };
+  std::vector<double> scores(static_cast<size_t>(pos) + 1);
+  double max_score = -INFINITY;
+  for (int32_t t = 0; t <= pos; ++t) {
+    const uint16_t* k = kv.k_base + offset(t);
+    double dot = 0.0;
+    for (int32_t j = 0; j < d; ++j) dot += static_cast<double>(q_head[j]) * F16ToF32(k[j]);
+    scores[t] = dot * scale;
+    if (scores[t] > max_score) max_score = scores[t];
+  }
+  std::vector<double> acc(static_cast<size_t>(d), 0.0);
+  double sum = 0.0;
+  for (int32_t t = 0; t <= pos; ++t) {
+    const double p = std::exp(scores[t] - max_score);
+    sum += p;
+    const uint16_t* v = kv.v_base + offset(t);
+    for (int32_t j = 0; j < d; ++j) acc[j] += p * F16ToF32(v[j]);
+  }
+  for (int32_t j = 0; j < d; ++j) out_head[j] = static_cast<float>(acc[j] / sum);
+}
+
+void Attention(const float* q, const int32_t* q_positions, int64_t n_q, int32_t n_head,
+               const KvLayerView& kv, float scale, float* out) {
+  CHECK(kv.n_kv_head > 0 && n_head % kv.n_kv_head == 0)
+      << "Attention: " << n_head << " heads over " << kv.n_kv_head << " kv heads";
+  const int64_t d = kv.head_dim;
+  for (int64_t i = 0; i < n_q; ++i) {
+    for (int32_t h = 0; h < n_head; ++h) {
+      AttentionHead(q + (i * n_head + h) * d, q_positions[i], h, n_head, kv, scale,
+                    out + (i * n_head + h) * d);
+    }
+  }
+}
+
+}  // namespace baton::kernels::reference

@@ -1,0 +1,46 @@
+// The scalar reference implementations of the Backend operations (kernels/backend.h): plain loops
+// that are obviously correct, accumulating in double. They define what the fast kernels must
+// compute and back the fast backend for whatever it does not vectorize. Each function documents
+// its arguments only where they differ from the Backend method of the same name.
+//
+// Thread-safety: pure functions of their arguments; callers may run disjoint output ranges
+// concurrently.
+#ifndef BATON_KERNELS_CPU_REFERENCE_KERNELS_H_
+#define BATON_KERNELS_CPU_REFERENCE_KERNELS_H_
+
+#include <cstdint>
+
+#include "kernels/backend.h"
+
+namespace baton::kernels::reference {
+
+// Output columns [row_begin, row_end) of y [n, w.n_rows] = x [n, w.n_cols] · Wᵀ: each weight row is
+// dequantized (DequantizeRow) and dotted with each row of x in double.
+void MatMulRows(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t row_begin,
+                int64_t row_end);
+void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y);
+
+void GetRows(const WeightMatrix& w, const int32_t* ids, int64_t n, float* out);
+
+void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* y);
+
+// Rotates one token's heads x [n_heads, head_dim] in place at position `pos`. The angles are
+// computed once per token in double: theta_i = pos * freq_scale * freq_base^(-2i / n_dims) /
+// freq_factors[i] for i < n_dims / 2; pairs (2i, 2i+1) (normal) or (i, i + n_dims/2) (NeoX) of
+// each head rotate by theta_i, the dims from n_dims on stay as they are.
+void RopeToken(float* x, int64_t n_heads, int64_t head_dim, int32_t pos, const RopeParams& params);
+void Rope(float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* positions,
+          const RopeParams& params);
+
+void SiluMul(const float* gate, const float* up, int64_t count, float* y);
+
+// One query token and one head: out [head_dim] = softmax(q·Kᵀ * scale) · V over cached tokens
+// 0..pos, reading the kv head h / (n_head / kv.n_kv_head).
+void AttentionHead(const float* q_head, int32_t pos, int32_t h, int32_t n_head,
+                   const KvLayerView& kv, float scale, float* out_head);
+void Attention(const float* q, const int32_t* q_positions, int64_t n_q, int32_t n_head,
+               const KvLayerView& kv, float scale, float* out);
+
+}  // namespace baton::kernels::reference
+
+#endif  // BATON_KERNELS_CPU_REFERENCE_KERNELS_H_

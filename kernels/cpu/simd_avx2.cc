@@ -1,0 +1,118 @@
+// The AVX2 + FMA + F16C level of the CPU kernels (see isa_kernels.h): the MatMul tiles of
+// matmul_tiles.inc with u8 x s8 dot products on vpmaddubsw + vpmaddwd, and the activation
+// quantizers. Compiled for that instruction set with a target pragma; only called after run-time
+// detection (cpu_isa.h).
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/isa_kernels.h"
+
+// Everything below may use AVX2, FMA and F16C. All headers are included above, so no inline
+// function with external linkage is compiled for this target.
+#pragma GCC target("avx2,fma,f16c")
+
+namespace baton::kernels {
+namespace {
+
+// 16 ymm registers: tiles of 4 x 2 (panel: 2 x 4) accumulators + operands + temporaries.
+constexpr int kTileA = 4;
+constexpr int kTileW = 2;
+constexpr int kDecodeW = 4;
+constexpr int kPanelA = 2;
+constexpr int kPanelW = 4;
+
+inline __m256i DotU8S8(__m256i u, __m256i s) {
+  // Pairs of u8 * s8 products summed into int16 (no saturation for the magnitudes used here:
+  // |u| <= 128 with |s| <= 127, or u <= 63), then pairs of those into int32.
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+
+#include "kernels/cpu/matmul_tiles.inc"
+
+inline float HorizontalMax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+inline int32_t HorizontalSumI32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// Quantizes 32 * n_groups values (n_groups of 4 vectors of 8) with one scale; writes the int8
+// values, returns d and the sum of q; per-16 sums into bsums when not null. Bit-identical to
+// QuantizeRowQ8_*Scalar: max |x| is exact, d and 1/d are the same scalar divisions, x * (1/d) the
+// same multiplication and the conversion rounds to nearest even.
+inline float QuantizeSpan(const float* x, int n_groups, int8_t* qs, int32_t* sum,
+                          int16_t* bsums) {
+  const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 amax = _mm256_setzero_ps();
+  for (int k = 0; k < 8 * 4 * n_groups; k += 8) {
+    amax = _mm256_max_ps(amax, _mm256_and_ps(_mm256_loadu_ps(x + k), abs_mask));
+  }
+  const float d = HorizontalMax(amax) / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const __m256 idv = _mm256_set1_ps(id);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  __m256i total = _mm256_setzero_si256();
+  for (int g = 0; g < n_groups; ++g) {
+    const float* xg = x + 32 * g;
+    const __m256i q0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xg), idv));
+    const __m256i q1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xg + 8), idv));
+    const __m256i q2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xg + 16), idv));
+    const __m256i q3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xg + 24), idv));
+    const __m256i s01 = _mm256_add_epi32(q0, q1);
+    const __m256i s23 = _mm256_add_epi32(q2, q3);
+    if (bsums != nullptr) {
+      bsums[2 * g] = static_cast<int16_t>(HorizontalSumI32(s01));
+      bsums[2 * g + 1] = static_cast<int16_t>(HorizontalSumI32(s23));
+    }
+    total = _mm256_add_epi32(total, _mm256_add_epi32(s01, s23));
+    const __m256i p16 = _mm256_packs_epi16(_mm256_packs_epi32(q0, q1), _mm256_packs_epi32(q2, q3));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(qs + 32 * g),
+                        _mm256_permutevar8x32_epi32(p16, order));
+  }
+  *sum = HorizontalSumI32(total);
+  return d;
+}
+
+void QuantizeRowQ8_1Avx2(const float* x, int64_t n_cols, int8_t* qs, float* d, float* s) {
+  for (int64_t b = 0; b < n_cols / 32; ++b) {
+    int32_t sum;
+    d[b] = QuantizeSpan(x + 32 * b, 1, qs + 32 * b, &sum, nullptr);
+    s[b] = d[b] * static_cast<float>(sum);
+  }
+}
+
+void QuantizeRowQ8_KAvx2(const float* x, int64_t n_cols, int8_t* qs, float* d, int16_t* bsums) {
+  for (int64_t b = 0; b < n_cols / 256; ++b) {
+    int32_t sum;
+    d[b] = QuantizeSpan(x + 256 * b, 8, qs + 256 * b, &sum, bsums + 16 * b);
+  }
+}
+
+}  // namespace
+
+void FillAvx2Kernels(IsaKernels* k) {
+  k->isa = CpuIsa::kAvx2;
+  k->matmul_f32 = MatMulRows<FloatKernel<FormatF32>>;
+  k->matmul_f16 = MatMulRows<FloatKernel<FormatF16>>;
+  k->matmul_bf16 = MatMulRows<FloatKernel<FormatBF16>>;
+  k->matmul_q4_0 = PanelMatMulRows<Block32Kernel<FormatQ4_0>>;
+  k->matmul_q4_1 = PanelMatMulRows<Block32Kernel<FormatQ4_1>>;
+  k->matmul_q8_0 = PanelMatMulRows<Block32Kernel<FormatQ8_0>>;
+  k->matmul_q4_k = MatMulRows<Q4KKernel>;
+  k->matmul_q6_k = MatMulRows<Q6KKernel>;
+  k->quantize_q8_1 = QuantizeRowQ8_1Avx2;
+  k->quantize_q8_k = QuantizeRowQ8_KAvx2;
+  FillAvx2AttentionKernels(k);
+}
+
+}  // namespace baton::kernels

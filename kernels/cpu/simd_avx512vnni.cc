@@ -1,0 +1,47 @@
+// The AVX-512 VNNI level of the CPU kernels (see isa_kernels.h): the AVX2 table with the MatMul
+// tiles of matmul_tiles.inc recompiled to use vpdpbusd (AVX512-VNNI on 256-bit vectors, AVX512-VL)
+// for the u8 x s8 dot products and the 32 vector registers of AVX-512 for bigger tiles. Only
+// called after run-time detection (cpu_isa.h).
+#include <immintrin.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/isa_kernels.h"
+
+// Everything below may use AVX-512 F/BW/VL/DQ/VNNI besides AVX2, FMA and F16C. All headers are
+// included above, so no inline function with external linkage is compiled for this target.
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
+
+namespace baton::kernels {
+namespace {
+
+// 32 ymm registers: tiles of 4 x 4 accumulators + operands + temporaries.
+constexpr int kTileA = 4;
+constexpr int kTileW = 4;
+constexpr int kDecodeW = 4;
+constexpr int kPanelA = 4;
+constexpr int kPanelW = 4;
+
+inline __m256i DotU8S8(__m256i u, __m256i s) {
+  return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
+}
+
+#include "kernels/cpu/matmul_tiles.inc"
+
+}  // namespace
+
+void FillAvx512VnniKernels(IsaKernels* k) {
+  k->isa = CpuIsa::kAvx512Vnni;
+  k->matmul_f32 = MatMulRows<FloatKernel<FormatF32>>;
+  k->matmul_f16 = MatMulRows<FloatKernel<FormatF16>>;
+  k->matmul_bf16 = MatMulRows<FloatKernel<FormatBF16>>;
+  k->matmul_q4_0 = PanelMatMulRows<Block32Kernel<FormatQ4_0>>;
+  k->matmul_q4_1 = PanelMatMulRows<Block32Kernel<FormatQ4_1>>;
+  k->matmul_q8_0 = PanelMatMulRows<Block32Kernel<FormatQ8_0>>;
+  k->matmul_q4_k = MatMulRows<Q4KKernel>;
+  k->matmul_q6_k = MatMulRows<Q6KKernel>;
+}
+
+}  // namespace baton::kernels

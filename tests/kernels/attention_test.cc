@@ -1,0 +1,209 @@
+// Attention of every CPU backend variant over a paged f16 KV cache with a random, non-contiguous
+// block table, against a dense double-precision softmax(q·kᵀ·scale)·v computed from the same
+// K/V before paging; grouped-query heads; prefill-shaped (all positions, causal) and
+// decode-shaped (one query at the last position); per-query batch invariance (which also checks
+// that a long context split over threads by key segments gives the same bits as one thread
+// doing every segment).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/backend.h"
+#include "kernels/half.h"
+#include "tests/kernels/backend_params.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace baton::kernels {
+namespace {
+
+using testing::GuardedBuffer;
+using testing::Impl;
+using testing::ImplName;
+using testing::ImplSupported;
+using testing::MakeBackend;
+using testing::RandomFloats;
+
+struct CacheShape {
+  int32_t n_tokens;
+  int32_t n_head;
+  int32_t n_kv_head;
+  int32_t head_dim;
+  int32_t block_size;
+};
+
+// A sequence's K/V, dense [n_tokens, n_kv_head, head_dim] (as f16 values), and the same data in a
+// paged cache whose blocks are a random subset of a larger pool, in random order.
+class PagedKv {
+ public:
+  PagedKv(const CacheShape& s, uint64_t seed) : s_(s) {
+    const int64_t per_token = static_cast<int64_t>(s.n_kv_head) * s.head_dim;
+    const std::vector<float> k = RandomFloats(s.n_tokens * per_token, seed, 1.0f);
+    const std::vector<float> v = RandomFloats(s.n_tokens * per_token, seed + 1, 1.0f);
+    for (size_t i = 0; i < k.size(); ++i) {
+      k_dense_.push_back(F16ToF32(F32ToF16(k[i])));
+      v_dense_.push_back(F16ToF32(F32ToF16(v[i])));
+    }
+    const int32_t n_blocks = (s.n_tokens + s.block_size - 1) / s.block_size;
+    const int32_t pool_blocks = 2 * n_blocks + 3;
+    std::vector<int32_t> ids(pool_blocks);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::mt19937 rng(static_cast<uint32_t>(seed));
+    std::shuffle(ids.begin(), ids.end(), rng);
+    table_.assign(ids.begin(), ids.begin() + n_blocks);
+    block_stride_ = s.block_size * per_token;
+    // Unused slots hold NaN: reading them would poison the result.
+    k_pool_.assign(pool_blocks * block_stride_, F32ToF16(NAN));
+    v_pool_.assign(pool_blocks * block_stride_, F32ToF16(NAN));
+    for (int32_t t = 0; t < s.n_tokens; ++t) {
+      const int64_t dst = table_[t / s.block_size] * block_stride_ + (t % s.block_size) * per_token;
+      for (int64_t e = 0; e < per_token; ++e) {
+        k_pool_[dst + e] = F32ToF16(k_dense_[t * per_token + e]);
+        v_pool_[dst + e] = F32ToF16(v_dense_[t * per_token + e]);
+      }
+    }
+  }
+
+  KvLayerView view() const {
+    return KvLayerView{.k_base = k_pool_.data(),
+                       .v_base = v_pool_.data(),
+                       .block_stride = block_stride_,
+                       .block_table = table_.data(),
+                       .n_tokens = s_.n_tokens,
+                       .block_size = s_.block_size,
+                       .n_kv_head = s_.n_kv_head,
+                       .head_dim = s_.head_dim};
+  }
+
+  // out [n_q, n_head, head_dim] in double from the dense K/V.
+  std::vector<double> DenseAttention(const float* q, const std::vector<int32_t>& positions,
+                                     float scale) const {
+    const int32_t d = s_.head_dim, group = s_.n_head / s_.n_kv_head;
+    std::vector<double> out(positions.size() * s_.n_head * d);
+    for (size_t i = 0; i < positions.size(); ++i) {
+      for (int32_t h = 0; h < s_.n_head; ++h) {
+        const float* qh = q + (i * s_.n_head + h) * d;
+        const int32_t kv_h = h / group;
+        std::vector<double> scores(positions[i] + 1);
+        for (int32_t t = 0; t <= positions[i]; ++t) {
+          const float* k = &k_dense_[(static_cast<int64_t>(t) * s_.n_kv_head + kv_h) * d];
+          double dot = 0.0;
+          for (int32_t j = 0; j < d; ++j) dot += static_cast<double>(qh[j]) * k[j];
+          scores[t] = dot * scale;
+        }
+        const double max_score = *std::max_element(scores.begin(), scores.end());
+        double sum = 0.0;
+        for (double& sc : scores) sum += (sc = std::exp(sc - max_score));
+        for (int32_t t = 0; t <= positions[i]; ++t) {
+          const float* v = &v_dense_[(static_cast<int64_t>(t) * s_.n_kv_head + kv_h) * d];
+          for (int32_t j = 0; j < d; ++j) out[(i * s_.n_head + h) * d + j] += scores[t] / sum * v[j];
+        }
+      }
+    }
+    return out;
+  }
+
+ private:
+  CacheShape s_;
+  std::vector<float> k_dense_, v_dense_;
+  std::vector<uint16_t> k_pool_, v_pool_;
+  std::vector<int32_t> table_;
+  int64_t block_stride_ = 0;
+};
+
+double Tolerance(Impl impl) { return impl == Impl::kReference ? 1e-6 : 2e-5; }
+
+using AttentionParam = std::tuple<Impl, CacheShape>;
+
+class AttentionTest : public ::testing::TestWithParam<AttentionParam> {
+ protected:
+  void Check(const std::vector<int32_t>& positions, uint64_t seed) {
+    const auto [impl, s] = GetParam();
+    if (!ImplSupported(impl)) GTEST_SKIP() << ImplName(impl) << " not supported by this CPU";
+    const PagedKv kv(s, seed);
+    const int64_t n_q = static_cast<int64_t>(positions.size());
+    const int64_t q_size = n_q * s.n_head * s.head_dim;
+    // Sharp enough softmax to matter: |q·k| ~ sqrt(head_dim) * 2.
+    const std::vector<float> q = RandomFloats(q_size, seed + 7, 2.0f);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+    const std::vector<double> want = kv.DenseAttention(q.data(), positions, scale);
+
+    GuardedBuffer out(q_size, NAN);
+    MakeBackend(impl)->Attention(q.data(), positions.data(), n_q, s.n_head, kv.view(), scale,
+                                 out.data());
+    EXPECT_TRUE(out.CanariesIntact()) << "Attention wrote outside its output";
+    ASSERT_TRUE(testing::AllFinite(out.data(), q_size)) << "NaN/Inf or unwritten outputs";
+    double max_err = 0.0;
+    for (int64_t e = 0; e < q_size; ++e) max_err = std::max(max_err, std::fabs(out[e] - want[e]));
+    // Outputs are convex combinations of values ~N(0, 1).
+    EXPECT_LE(max_err, Tolerance(impl));
+  }
+};
+
+TEST_P(AttentionTest, PrefillCausal) {
+  const int32_t n = std::get<1>(GetParam()).n_tokens;
+  std::vector<int32_t> positions(n);
+  std::iota(positions.begin(), positions.end(), 0);
+  Check(positions, 1);
+}
+
+TEST_P(AttentionTest, DecodeLastPosition) {
+  Check({std::get<1>(GetParam()).n_tokens - 1}, 2);
+}
+
+TEST_P(AttentionTest, ChunkOfLaterPositions) {
+  // A second prefill chunk: queries at the last few positions, out of order.
+  const int32_t n = std::get<1>(GetParam()).n_tokens;
+  Check({n - 1, std::max(0, n - 5), std::max(0, n - 3), n / 2}, 3);
+}
+
+TEST_P(AttentionTest, QueryResultDoesNotDependOnBatch) {
+  const auto [impl, s] = GetParam();
+  if (!ImplSupported(impl)) GTEST_SKIP() << ImplName(impl) << " not supported by this CPU";
+  const PagedKv kv(s, 4);
+  std::vector<int32_t> positions(s.n_tokens);
+  std::iota(positions.begin(), positions.end(), 0);
+  const int64_t per_q = static_cast<int64_t>(s.n_head) * s.head_dim;
+  const std::vector<float> q = RandomFloats(s.n_tokens * per_q, 9);
+  const float scale = 0.125f;
+  auto backend = MakeBackend(impl);
+  std::vector<float> all(s.n_tokens * per_q), one(per_q);
+  backend->Attention(q.data(), positions.data(), s.n_tokens, s.n_head, kv.view(), scale,
+                     all.data());
+  for (int32_t i : {0, s.n_tokens / 2, s.n_tokens - 1}) {
+    backend->Attention(q.data() + i * per_q, &positions[i], 1, s.n_head, kv.view(), scale,
+                       one.data());
+    EXPECT_EQ(0, std::memcmp(one.data(), all.data() + i * per_q, per_q * sizeof(float)))
+        << "query " << i;
+  }
+}
+
+std::string AttentionName(const ::testing::TestParamInfo<AttentionParam>& info) {
+  const auto& [impl, s] = info.param;
+  return ImplName(impl) + "_t" + std::to_string(s.n_tokens) + "_h" + std::to_string(s.n_head) +
+         "_kv" + std::to_string(s.n_kv_head) + "_d" + std::to_string(s.head_dim) + "_b" +
+         std::to_string(s.block_size);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    All, AttentionTest,
+    ::testing::Combine(::testing::ValuesIn(testing::AllImpls()),
+                       ::testing::Values(CacheShape{45, 9, 3, 64, 16},   // SmolLM2-135M heads
+                                         CacheShape{1, 9, 3, 64, 16},    // a single token
+                                         CacheShape{100, 4, 4, 32, 16},  // multi-head, d=32
+                                         CacheShape{70, 8, 1, 128, 32},  // multi-query
+                                         CacheShape{33, 20, 2, 64, 8},   // group of 10 > 8
+                                         CacheShape{19, 6, 3, 12, 16},   // head_dim % 8 != 0
+                                         CacheShape{600, 9, 3, 64, 16},  // 3 segments of keys
+                                         CacheShape{300, 8, 2, 256, 32},  // largest SIMD head
+                                         CacheShape{40, 4, 2, 320, 16})),  // above: reference
+    AttentionName);
+
+}  // namespace
+}  // namespace baton::kernels

@@ -1,0 +1,348 @@
+// Test-only helpers for the kernel tests and benchmarks: deterministic random data, a small
+// quantizer for every weight type the CPU kernels support (simple round-to-nearest, not GGML's
+// search for the best scales: the tests need valid blocks, not optimal ones), buffers with canary
+// values around them, and error norms. Header-only.
+//
+// Thread-safety: free functions on their arguments.
+#ifndef BATON_TESTS_KERNELS_KERNEL_TEST_UTIL_H_
+#define BATON_TESTS_KERNELS_KERNEL_TEST_UTIL_H_
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/dequantize.h"
+#include "kernels/dtype.h"
+#include "kernels/half.h"
+
+namespace baton::kernels::testing {
+
+inline std::vector<float> RandomFloats(int64_t n, uint64_t seed, float scale = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& f : v) f = dist(rng);
+  return v;
+}
+
+namespace internal {
+
+inline void PutF16(uint8_t* p, float f) {
+  const uint16_t h = F32ToF16(f);
+  std::memcpy(p, &h, sizeof h);
+}
+
+inline int Clamp(int v, int lo, int hi) { return std::min(hi, std::max(lo, v)); }
+
+inline int Round(float f) { return static_cast<int>(std::nearbyint(f)); }
+
+inline void QuantizeQ8_0(const float* x, int64_t n, uint8_t* out) {
+  for (int64_t b = 0; b < n / 32; ++b, x += 32, out += 34) {
+    float amax = 0.0f;
+    for (int k = 0; k < 32; ++k) amax = std::max(amax, std::fabs(x[k]));
+    PutF16(out, amax / 127.0f);
+    const float d = F16ToF32(F32ToF16(amax / 127.0f));
+    for (int k = 0; k < 32; ++k) {
+      out[2 + k] = static_cast<uint8_t>(static_cast<int8_t>(
+          d == 0.0f ? 0 : Clamp(Round(x[k] / d), -127, 127)));
+    }
+  }
+}
+
+// Q4_0 (min == false) and Q4_1 (min == true). Element k < 16 is the low nibble of qs[k],
+// element k + 16 the high nibble.
+inline void QuantizeQ4(const float* x, int64_t n, uint8_t* out, bool with_min) {
+  const int bytes = with_min ? 20 : 18;
+  for (int64_t b = 0; b < n / 32; ++b, x += 32, out += bytes) {
+    int q[32];
+    if (with_min) {
+      float lo = x[0], hi = x[0];
+      for (int k = 0; k < 32; ++k) lo = std::min(lo, x[k]), hi = std::max(hi, x[k]);
+      PutF16(out, (hi - lo) / 15.0f);
+      PutF16(out + 2, lo);
+      const float d = F16ToF32(F32ToF16((hi - lo) / 15.0f));
+      const float m = F16ToF32(F32ToF16(lo));
+      for (int k = 0; k < 32; ++k) q[k] = d == 0.0f ? 0 : Clamp(Round((x[k] - m) / d), 0, 15);
+    } else {
+      float amax = 0.0f;
+      for (int k = 0; k < 32; ++k) amax = std::max(amax, std::fabs(x[k]));
+      PutF16(out, amax / 7.0f);
+      const float d = F16ToF32(F32ToF16(amax / 7.0f));
+      for (int k = 0; k < 32; ++k) q[k] = d == 0.0f ? 8 : Clamp(Round(x[k] / d) + 8, 0, 15);
+    }
+    uint8_t* qs = out + (with_min ? 4 : 2);
+    for (int k = 0; k < 16; ++k) qs[k] = static_cast<uint8_t>(q[k] | (q[k + 16] << 4));
+  }
+}
+
+inline void QuantizeQ4_K(const float* x, int64_t n, uint8_t* out) {
+  for (int64_t b = 0; b < n / 256; ++b, x += 256, out += 144) {
+    float scale[8], min[8];  // per sub-block: value ~ scale * q - min, min >= 0
+    float max_scale = 0.0f, max_min = 0.0f;
+    for (int s = 0; s < 8; ++s) {
+      float lo = 0.0f, hi = x[32 * s];
+      for (int k = 0; k < 32; ++k) lo = std::min(lo, x[32 * s + k]), hi = std::max(hi, x[32 * s + k]);
+      scale[s] = (hi - lo) / 15.0f;
+      min[s] = -lo;
+      max_scale = std::max(max_scale, scale[s]);
+      max_min = std::max(max_min, min[s]);
+    }
+    PutF16(out, max_scale / 63.0f);
+    PutF16(out + 2, max_min / 63.0f);
+    const float d = F16ToF32(F32ToF16(max_scale / 63.0f));
+    const float dmin = F16ToF32(F32ToF16(max_min / 63.0f));
+    int sc[8], mn[8];
+    for (int s = 0; s < 8; ++s) {
+      sc[s] = d == 0.0f ? 0 : Clamp(Round(scale[s] / d), 0, 63);
+      mn[s] = dmin == 0.0f ? 0 : Clamp(Round(min[s] / dmin), 0, 63);
+    }
+    uint8_t* packed = out + 4;
+    for (int j = 0; j < 4; ++j) {
+      packed[j] = static_cast<uint8_t>(sc[j] | ((sc[j + 4] >> 4) << 6));
+      packed[j + 4] = static_cast<uint8_t>(mn[j] | ((mn[j + 4] >> 4) << 6));
+      packed[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0x0f) | ((mn[j + 4] & 0x0f) << 4));
+    }
+    int q[256];
+    for (int s = 0; s < 8; ++s) {
+      const float ds = d * static_cast<float>(sc[s]);
+      const float ms = dmin * static_cast<float>(mn[s]);
+      for (int k = 0; k < 32; ++k) {
+        q[32 * s + k] = ds == 0.0f ? 0 : Clamp(Round((x[32 * s + k] + ms) / ds), 0, 15);
+      }
+    }
+    uint8_t* qs = out + 16;
+    for (int g = 0; g < 4; ++g) {
+      for (int l = 0; l < 32; ++l) {
+        qs[32 * g + l] = static_cast<uint8_t>(q[64 * g + l] | (q[64 * g + 32 + l] << 4));
+      }
+    }
+  }
+}
+
+inline void QuantizeQ6_K(const float* x, int64_t n, uint8_t* out) {
+  for (int64_t b = 0; b < n / 256; ++b, x += 256, out += 210) {
+    float scale[16];
+    float max_scale = 0.0f;
+    for (int s = 0; s < 16; ++s) {
+      float amax = 0.0f;
+      for (int k = 0; k < 16; ++k) amax = std::max(amax, std::fabs(x[16 * s + k]));
+      scale[s] = amax / 31.0f;
+      max_scale = std::max(max_scale, scale[s]);
+    }
+    PutF16(out + 208, max_scale / 127.0f);
+    const float d = F16ToF32(F32ToF16(max_scale / 127.0f));
+    int8_t* sc = reinterpret_cast<int8_t*>(out + 192);
+    int q[256];
+    for (int s = 0; s < 16; ++s) {
+      sc[s] = static_cast<int8_t>(d == 0.0f ? 0 : Clamp(Round(scale[s] / d), -127, 127));
+      const float ds = d * static_cast<float>(sc[s]);
+      for (int k = 0; k < 16; ++k) {
+        q[16 * s + k] = ds == 0.0f ? 32 : Clamp(Round(x[16 * s + k] / ds) + 32, 0, 63);
+      }
+    }
+    for (int h = 0; h < 2; ++h) {
+      uint8_t* ql = out + 64 * h;
+      uint8_t* qh = out + 128 + 32 * h;
+      const int* qq = q + 128 * h;
+      for (int l = 0; l < 32; ++l) {
+        ql[l] = static_cast<uint8_t>((qq[l] & 0x0f) | ((qq[l + 64] & 0x0f) << 4));
+        ql[l + 32] = static_cast<uint8_t>((qq[l + 32] & 0x0f) | ((qq[l + 96] & 0x0f) << 4));
+        qh[l] = static_cast<uint8_t>((qq[l] >> 4) | ((qq[l + 32] >> 4) << 2) |
+                                     ((qq[l + 64] >> 4) << 4) | ((qq[l + 96] >> 4) << 6));
+      }
+    }
+  }
+}
+
+}  // namespace internal
+
+// Whether QuantizeRow below handles dtype.
+inline bool CanQuantizeForTest(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ8_0:
+    case DType::kQ4_K:
+    case DType::kQ6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// out [RowBytes(dtype, n)] = x [n] in dtype (round to nearest).
+inline void QuantizeRow(DType dtype, const float* x, int64_t n, uint8_t* out) {
+  switch (dtype) {
+    case DType::kF32:
+      std::memcpy(out, x, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case DType::kF16:
+      for (int64_t k = 0; k < n; ++k) internal::PutF16(out + 2 * k, x[k]);
+      return;
+    case DType::kBF16:
+      for (int64_t k = 0; k < n; ++k) {
+        const uint16_t h = F32ToBF16(x[k]);
+        std::memcpy(out + 2 * k, &h, sizeof h);
+      }
+      return;
+    case DType::kQ4_0:
+      return internal::QuantizeQ4(x, n, out, false);
+    case DType::kQ4_1:
+      return internal::QuantizeQ4(x, n, out, true);
+    case DType::kQ8_0:
+      return internal::QuantizeQ8_0(x, n, out);
+    case DType::kQ4_K:
+      return internal::QuantizeQ4_K(x, n, out);
+    case DType::kQ6_K:
+      return internal::QuantizeQ6_K(x, n, out);
+    default:
+      std::abort();
+  }
+}
+
+// Random bytes with every f16 scale field replaced by a sane random scale: exercises all bit
+// patterns of the quantized values (negative Q6_K scales, extreme nibbles) that round-to-nearest
+// quantization of smooth data rarely produces. Plain types get quantized random floats.
+inline void RandomBitsRow(DType dtype, int64_t n, std::mt19937_64& rng, uint8_t* out) {
+  const int64_t bytes = RowBytes(dtype, n);
+  std::uniform_real_distribution<float> scale(0.001f, 0.05f);
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (int64_t k = 0; k < bytes; ++k) out[k] = static_cast<uint8_t>(byte(rng));
+  const DTypeTraits& t = Traits(dtype);
+  for (int64_t b = 0; b < n / t.block_size; ++b) {
+    uint8_t* block = out + b * t.block_bytes;
+    switch (dtype) {
+      case DType::kQ4_0:
+      case DType::kQ8_0:
+        internal::PutF16(block, scale(rng));
+        break;
+      case DType::kQ4_1:
+        internal::PutF16(block, scale(rng));
+        internal::PutF16(block + 2, -8.0f * scale(rng));
+        break;
+      case DType::kQ4_K:
+        internal::PutF16(block, scale(rng) / 16.0f);
+        internal::PutF16(block + 2, scale(rng) / 16.0f);
+        break;
+      case DType::kQ6_K:
+        internal::PutF16(block + 208, scale(rng) / 64.0f);
+        break;
+      default: {
+        const std::vector<float> v = RandomFloats(n, rng());
+        QuantizeRow(dtype, v.data(), n, out);
+        return;
+      }
+    }
+  }
+}
+
+// A weight matrix owning its bytes.
+struct TestWeights {
+  DType dtype = DType::kF32;
+  int64_t n_rows = 0;
+  int64_t n_cols = 0;
+  std::vector<uint8_t> bytes;
+
+  WeightMatrix matrix() const {
+    return WeightMatrix{.dtype = dtype, .n_rows = n_rows, .n_cols = n_cols, .data = bytes.data()};
+  }
+  // The dequantized values [n_rows, n_cols].
+  std::vector<float> Dequantized() const {
+    std::vector<float> out(static_cast<size_t>(n_rows * n_cols));
+    const int64_t row_bytes = RowBytes(dtype, n_cols);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      DequantizeRow(dtype, bytes.data() + r * row_bytes, out.data() + r * n_cols, n_cols);
+    }
+    return out;
+  }
+};
+
+// Rows of random normal values (scale `scale`) quantized to dtype, or random bits (see above).
+inline TestWeights MakeWeights(DType dtype, int64_t n_rows, int64_t n_cols, uint64_t seed,
+                               bool random_bits = false, float scale = 0.05f) {
+  TestWeights w{.dtype = dtype, .n_rows = n_rows, .n_cols = n_cols, .bytes = {}};
+  const int64_t row_bytes = RowBytes(dtype, n_cols);
+  w.bytes.resize(static_cast<size_t>(n_rows * row_bytes));
+  std::mt19937_64 rng(seed);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    if (random_bits) {
+      RandomBitsRow(dtype, n_cols, rng, w.bytes.data() + r * row_bytes);
+    } else {
+      const std::vector<float> v = RandomFloats(n_cols, rng(), scale);
+      QuantizeRow(dtype, v.data(), n_cols, w.bytes.data() + r * row_bytes);
+    }
+  }
+  return w;
+}
+
+// A float buffer with kGuard canary values on each side of the `size` usable ones.
+class GuardedBuffer {
+ public:
+  static constexpr int64_t kGuard = 64;
+  static constexpr float kCanary = -1234.5678f;
+
+  explicit GuardedBuffer(int64_t size, float fill = kCanary)
+      : size_(size), storage_(static_cast<size_t>(size + 2 * kGuard), kCanary) {
+    std::fill(data(), data() + size, fill);
+  }
+  float* data() { return storage_.data() + kGuard; }
+  const float* data() const { return storage_.data() + kGuard; }
+  int64_t size() const { return size_; }
+  float operator[](int64_t i) const { return data()[i]; }
+  // Whether the values around the usable range are untouched.
+  bool CanariesIntact() const {
+    for (int64_t i = 0; i < kGuard; ++i) {
+      if (!SameBits(storage_[i], kCanary) ||
+          !SameBits(storage_[storage_.size() - 1 - i], kCanary)) {
+        return false;
+      }
+    }
+    return true;
+  }
+  std::vector<float> ToVector() const { return std::vector<float>(data(), data() + size_); }
+
+ private:
+  static bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
+  int64_t size_;
+  std::vector<float> storage_;
+};
+
+inline bool AllFinite(const float* v, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    if (!std::isfinite(v[i])) return false;
+  }
+  return true;
+}
+
+// ||a - b||_2 / ||b||_2 over n values (||a - b||_2 when b is all zero).
+inline double RelativeL2Error(const float* a, const float* b, int64_t n) {
+  double err = 0.0, norm = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double d = static_cast<double>(a[i]) - b[i];
+    err += d * d;
+    norm += static_cast<double>(b[i]) * b[i];
+  }
+  return norm > 0.0 ? std::sqrt(err / norm) : std::sqrt(err);
+}
+
+// max |a - b| / rms(b) over n values.
+inline double MaxErrorOverRms(const float* a, const float* b, int64_t n) {
+  double max_err = 0.0, norm = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    max_err = std::max(max_err, std::fabs(static_cast<double>(a[i]) - b[i]));
+    norm += static_cast<double>(b[i]) * b[i];
+  }
+  const double rms = std::sqrt(norm / std::max<int64_t>(n, 1));
+  return rms > 0.0 ? max_err / rms : max_err;
+}
+
+}  // namespace baton::kernels::testing
+
+#endif  // BATON_TESTS_KERNELS_KERNEL_TEST_UTIL_H_

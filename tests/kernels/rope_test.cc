@@ -1,0 +1,102 @@
+// Rope of every CPU backend variant against values computed by hand (Python, double precision),
+// normal and NeoX pairing, partial rotation (n_dims < head_dim), freq_scale and freq_factors;
+// position 0 is the identity; tokens rotate independently of each other.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/backend.h"
+#include "tests/kernels/backend_params.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace baton::kernels {
+namespace {
+
+using testing::Impl;
+using testing::ImplName;
+using testing::ImplSupported;
+using testing::MakeBackend;
+
+class RopeTest : public ::testing::TestWithParam<Impl> {
+ protected:
+  void SetUp() override {
+    if (!ImplSupported(GetParam())) GTEST_SKIP() << ImplName(GetParam()) << " not supported";
+    backend_ = MakeBackend(GetParam());
+  }
+  void ExpectNear(const std::vector<float>& got, const std::vector<float>& want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 2e-6) << "element " << i;
+  }
+  std::unique_ptr<Backend> backend_;
+};
+
+// x = [1, 2, 3, 4] at position 3, base 10000: theta_0 = 3, theta_1 = 3 * 10000^(-1/2) = 0.03.
+TEST_P(RopeTest, NormalPairsAdjacentDims) {
+  std::vector<float> x = {1, 2, 3, 4};
+  const int32_t pos = 3;
+  backend_->Rope(x.data(), 1, 1, 4, &pos, {.n_dims = 4, .freq_base = 10000.0f});
+  ExpectNear(x, {-1.2722325f, -1.8388650f, 2.8786681f, 4.0881866f});
+}
+
+TEST_P(RopeTest, NeoxPairsHalves) {
+  std::vector<float> x = {1, 2, 3, 4};
+  const int32_t pos = 3;
+  backend_->Rope(x.data(), 1, 1, 4, &pos, {.n_dims = 4, .freq_base = 10000.0f, .neox = true});
+  ExpectNear(x, {-1.4133525f, 1.8791181f, -2.8288575f, 4.0581911f});
+}
+
+// head_dim 6, n_dims 4, position 5, base 500, freq_scale 0.5, freq_factors [1, 4]:
+// theta_0 = 2.5, theta_1 = 2.5 * 500^(-1/2) / 4; dims 4 and 5 stay. Two heads, same rotation.
+TEST_P(RopeTest, PartialRotationWithScalingAndFactors) {
+  const float factors[2] = {1.0f, 4.0f};
+  const std::vector<float> head = {0.5f, -1, 2, 0.25f, 7, 8};
+  for (bool neox : {false, true}) {
+    std::vector<float> x = head;
+    x.insert(x.end(), head.begin(), head.end());
+    const int32_t pos = 5;
+    backend_->Rope(x.data(), 1, 2, 6, &pos,
+                   {.n_dims = 4, .freq_base = 500.0f, .freq_scale = 0.5f, .neox = neox,
+                    .freq_factors = factors});
+    const std::vector<float> want =
+        neox ? std::vector<float>{-1.5975161f, -1.0065962f, -1.3030512f, 0.2219551f, 7, 8}
+             : std::vector<float>{0.1979003f, 1.1003797f, 1.9922320f, 0.3057968f, 7, 8};
+    ExpectNear(std::vector<float>(x.begin(), x.begin() + 6), want);
+    ExpectNear(std::vector<float>(x.begin() + 6, x.end()), want);
+  }
+}
+
+TEST_P(RopeTest, PositionZeroIsIdentity) {
+  const std::vector<float> x0 = testing::RandomFloats(3 * 64, 1);
+  std::vector<float> x = x0;
+  const int32_t pos = 0;
+  backend_->Rope(x.data(), 1, 3, 64, &pos, {.n_dims = 64, .freq_base = 10000.0f});
+  EXPECT_EQ(x, x0);
+}
+
+TEST_P(RopeTest, TokensAreIndependentAndMatchReference) {
+  // Many tokens (so the fast backend splits them over threads) at scattered positions; each
+  // token's result equals rotating it alone, and the reference backend's result.
+  constexpr int64_t kTokens = 300, kHeads = 9, kDim = 64;
+  const std::vector<float> x0 = testing::RandomFloats(kTokens * kHeads * kDim, 2);
+  std::vector<int32_t> positions(kTokens);
+  for (int64_t t = 0; t < kTokens; ++t) positions[t] = static_cast<int32_t>((t * 7919) % 4096);
+  const RopeParams params{.n_dims = 64, .freq_base = 100000.0f};
+  std::vector<float> x = x0, ref = x0;
+  backend_->Rope(x.data(), kTokens, kHeads, kDim, positions.data(), params);
+  MakeBackend(Impl::kReference)->Rope(ref.data(), kTokens, kHeads, kDim, positions.data(), params);
+  EXPECT_EQ(x, ref);
+  EXPECT_TRUE(testing::AllFinite(x.data(), x.size()));
+  for (int64_t t : {0, 151, 299}) {
+    std::vector<float> one(x0.begin() + t * kHeads * kDim, x0.begin() + (t + 1) * kHeads * kDim);
+    backend_->Rope(one.data(), 1, kHeads, kDim, &positions[t], params);
+    EXPECT_EQ(0, std::memcmp(one.data(), x.data() + t * kHeads * kDim, one.size() * sizeof(float)));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, RopeTest, ::testing::ValuesIn(testing::AllImpls()),
+                         [](const auto& info) { return ImplName(info.param); });
+
+}  // namespace
+}  // namespace baton::kernels
