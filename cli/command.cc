@@ -6,6 +6,9 @@
 #include <filesystem>
 #include <iostream>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+
 namespace baton::cli {
 
 namespace {
@@ -31,6 +34,24 @@ std::string DefaultModelPath() {
     if (std::filesystem::exists(candidate, ec)) return candidate.lexically_normal().string();
   }
   return kDefaultModelFile;
+}
+
+absl::StatusOr<int64_t> ParseByteSize(const std::string& text) {
+  if (text.empty()) return absl::InvalidArgumentError("empty size");
+  int64_t multiplier = 1;
+  std::string digits = text;
+  switch (text.back()) {
+    case 'K': case 'k': multiplier = int64_t{1} << 10; digits.pop_back(); break;
+    case 'M': case 'm': multiplier = int64_t{1} << 20; digits.pop_back(); break;
+    case 'G': case 'g': multiplier = int64_t{1} << 30; digits.pop_back(); break;
+    default: break;
+  }
+  int64_t value = 0;
+  if (digits.empty() || !absl::SimpleAtoi(digits, &value) || value <= 0 ||
+      value > (int64_t{1} << 50) / multiplier) {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a size such as 512M"));
+  }
+  return value * multiplier;
 }
 
 }  // namespace baton::cli

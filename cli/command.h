@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "cli/flags.h"
 
 namespace baton::cli {
@@ -19,6 +20,14 @@ int RunTokenize(const Args& args);
 int RunGenerate(const Args& args);
 int RunPerplexity(const Args& args);
 int RunBench(const Args& args);
+int RunWorker(const Args& args);
+int RunPrefill(const Args& args);
+int RunDecode(const Args& args);
+int RunRouter(const Args& args);
+int RunUp(const Args& args);
+
+// "512M", "2G", "1048576" -> bytes. INVALID_ARGUMENT for anything else.
+absl::StatusOr<int64_t> ParseByteSize(const std::string& text);
 
 // Prints "baton COMMAND: MESSAGE" and the usage to stderr; returns 2.
 int UsageError(std::string_view command, const absl::Status& status, const std::string& usage);

@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_format.h"
 #include "cli/command.h"
+#include "cli/remote_generate.h"
 #include "engine/chat_template.h"
 #include "engine/generator.h"
 #include "engine/model.h"
@@ -29,6 +30,10 @@ int RunGenerate(const Args& args) {
       {"stop", "TEXT", "stop when the text contains TEXT"},
       {"ignore-eos", "", "keep generating past end-of-generation tokens"},
       {"threads", "N", "CPU threads (default: all cores)"},
+      {"server", "HOST:PORT", "send the request to a baton router instead of running in-process"},
+      {"token", "TOKEN", "with --server: the cluster's shared token"},
+      {"tls-ca", "PEM", "with --server: verify the router's TLS certificate with this CA"},
+      {"timeout", "SECONDS", "with --server: the request's deadline (default 600)"},
       {"help", "", "show this help"},
   };
   const std::string usage = Usage(
@@ -85,6 +90,22 @@ int RunGenerate(const Args& args) {
   if (!engine::unicode::IsValidUtf8(text) || !engine::unicode::IsValidUtf8(flags->GetOr("system", ""))) {
     return UsageError("generate", absl::InvalidArgumentError("the prompt is not valid UTF-8"),
                       usage);
+  }
+
+  if (flags->Has("server")) {
+    absl::StatusOr<int64_t> timeout = flags->GetInt("timeout", 600, 1, 86400);
+    if (!timeout.ok()) return UsageError("generate", timeout.status(), usage);
+    RemoteGenerateOptions remote{.address = *flags->Get("server"),
+                                 .timeout = std::chrono::seconds(*timeout)};
+    remote.client.auth_token = flags->GetOr("token", "");
+    remote.client.tls.ca_file = flags->GetOr("tls-ca", "");
+    if (flags->Has("chat")) {
+      if (auto system = flags->Get("system")) remote.chat.push_back({"system", *system});
+      remote.chat.push_back({"user", text});
+    } else {
+      remote.prompt = text;
+    }
+    return RunRemoteGenerate(remote, params);
   }
 
   absl::StatusOr<std::unique_ptr<engine::Model>> model =

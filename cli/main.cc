@@ -16,6 +16,11 @@ constexpr char kUsage[] =
     "  generate    generate text from a prompt or a chat message\n"
     "  perplexity  perplexity of a model on a text file\n"
     "  bench       benchmarks (bench engine)\n"
+    "  prefill     run a prefill worker\n"
+    "  decode      run a decode worker\n"
+    "  worker      run a worker of any role (--role both: colocated)\n"
+    "  router      run the router (gRPC API; workers register with it)\n"
+    "  up          start a local cluster (router + workers) and keep it running\n"
     "Run 'baton COMMAND --help' for a command's flags.\n";
 
 }  // namespace
@@ -33,6 +38,11 @@ int main(int argc, char** argv) {
   if (command == "generate") return RunGenerate(args);
   if (command == "perplexity") return RunPerplexity(args);
   if (command == "bench") return RunBench(args);
+  if (command == "worker") return RunWorker(args);
+  if (command == "prefill") return RunPrefill(args);
+  if (command == "decode") return RunDecode(args);
+  if (command == "router") return RunRouter(args);
+  if (command == "up") return RunUp(args);
   if (command == "help" || command == "--help" || command == "-h") {
     std::cout << kUsage;
     return 0;

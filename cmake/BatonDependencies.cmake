@@ -15,6 +15,11 @@ pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 find_package(GTest REQUIRED)
 find_package(benchmark REQUIRED)
 find_package(nlohmann_json REQUIRED)
+find_package(yaml-cpp REQUIRED)
+find_package(Protobuf REQUIRED)
+find_package(gRPC CONFIG REQUIRED)
+find_program(BATON_PROTOC protoc REQUIRED)
+find_program(BATON_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
 
 # CUDA toolkit at /usr/local/cuda: found automatically; the build works without it.
 set(BATON_HAVE_CUDA OFF)

@@ -17,7 +17,11 @@
 #include "kernels/cpu/isa_kernels.h"
 
 // Everything below may use AVX2, FMA and F16C (headers are all above).
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
 #pragma GCC target("avx2,fma,f16c")
+#endif
 
 namespace baton::kernels {
 namespace {
@@ -258,3 +262,7 @@ void FillAvx2AttentionKernels(IsaKernels* k) {
 }
 
 }  // namespace baton::kernels
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif

@@ -29,7 +29,11 @@
 // Everything below may use AVX-512 F/BW/VL/DQ/VNNI and AMX-TILE/INT8 besides AVX2, FMA and F16C.
 // All headers are included above, so no inline function with external linkage is compiled for
 // this target.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,amx-tile,amx-int8"))), apply_to = function)
+#else
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,amx-tile,amx-int8")
+#endif
 // GCC 12's AVX-512 headers start some conversions from _mm*_undefined_*() values, which
 // -Wmaybe-uninitialized reports at every use (a known false positive).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -350,3 +354,7 @@ void FillAmxKernels(IsaKernels* k) {
 }
 
 }  // namespace baton::kernels
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif

@@ -12,7 +12,11 @@
 
 // Everything below may use AVX2, FMA and F16C. All headers are included above, so no inline
 // function with external linkage is compiled for this target.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c"))), apply_to = function)
+#else
 #pragma GCC target("avx2,fma,f16c")
+#endif
 
 namespace baton::kernels {
 namespace {
@@ -116,3 +120,7 @@ void FillAvx2Kernels(IsaKernels* k) {
 }
 
 }  // namespace baton::kernels
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif

@@ -12,7 +12,11 @@
 
 // Everything below may use AVX-512 F/BW/VL/DQ/VNNI besides AVX2, FMA and F16C. All headers are
 // included above, so no inline function with external linkage is compiled for this target.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni"))), apply_to = function)
+#else
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
+#endif
 
 namespace baton::kernels {
 namespace {
@@ -45,3 +49,7 @@ void FillAvx512VnniKernels(IsaKernels* k) {
 }
 
 }  // namespace baton::kernels
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif

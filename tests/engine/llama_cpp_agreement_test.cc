@@ -81,7 +81,12 @@ TEST_F(LlamaCppAgreementTest, GreedyGenerationMatches) {
     ASSERT_EQ(result->output_tokens.size(), 32u);
     const bool same = result->output_tokens == expected;
     identical += same;
-    if (!same) std::cout << "differs: " << item["prompt"].get<std::string>() << "\n";
+    if (!same) {
+      size_t first = 0;
+      while (result->output_tokens[first] == expected[first]) ++first;
+      std::cout << "differs from token " << first << ": " << item["prompt"].get<std::string>()
+                << "\n";
+    }
   }
   std::cout << "greedy: " << identical << "/10 prompts identical for 32 tokens\n";
   EXPECT_GE(identical, 9);

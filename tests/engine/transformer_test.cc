@@ -87,7 +87,7 @@ TEST_P(TransformerTest, PrefillThenDecodeMatchesOnePrefill) {
 }
 
 TEST_P(TransformerTest, DecodeIsBatchInvariant) {
-  Engine e = MakeEngine({.architecture = GetParam(), .seed = 7});
+  Engine e = MakeEngine({.seed = 7, .architecture = GetParam()});
   const int32_t n_vocab = e.model->config().n_vocab;
   std::vector<BlockTable> tables(4);
   std::vector<std::vector<TokenId>> prompts;
@@ -120,8 +120,8 @@ TEST_P(TransformerTest, DecodeIsBatchInvariant) {
 }
 
 TEST_P(TransformerTest, FastKernelsAgreeWithReference) {
-  Engine fast = MakeEngine({.architecture = GetParam(), .seed = 3});
-  Engine ref = MakeEngine({.architecture = GetParam(), .seed = 3}, /*reference=*/true);
+  Engine fast = MakeEngine({.seed = 3, .architecture = GetParam()});
+  Engine ref = MakeEngine({.seed = 3, .architecture = GetParam()}, /*reference=*/true);
   const std::vector<TokenId> tokens = Tokens(9, 2);
   std::vector<float> a, b;
   BlockTable ta, tb;

@@ -1,0 +1,133 @@
+#include "cli/cluster_config.h"
+
+#include <fstream>
+#include <iterator>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "yaml-cpp/yaml.h"
+
+namespace baton::cli {
+namespace {
+
+absl::Status Error(const std::string& origin, const YAML::Node& node, const std::string& what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(origin, ":", node.Mark().line + 1, ": ", what));
+}
+
+absl::Status CheckKeys(const std::string& origin, const YAML::Node& map,
+                       const std::set<std::string>& known, const std::string& where) {
+  if (!map.IsMap()) return Error(origin, map, absl::StrCat(where, " must be a mapping"));
+  for (const auto& entry : map) {
+    const std::string key = entry.first.as<std::string>();
+    if (!known.contains(key)) {
+      return Error(origin, entry.first, absl::StrCat("unknown key '", key, "' in ", where));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ProcessConfig> ParseProcess(const std::string& origin, const YAML::Node& node,
+                                           const std::string& where) {
+  ProcessConfig p;
+  if (node.IsNull()) return p;
+  if (absl::Status s = CheckKeys(origin, node,
+                                 {"port", "threads", "cpus", "kv_cache_memory", "args"}, where);
+      !s.ok()) {
+    return s;
+  }
+  try {
+    if (node["port"]) p.port = node["port"].as<int>();
+    if (node["threads"]) p.threads = node["threads"].as<int>();
+    if (node["cpus"]) p.cpus = node["cpus"].as<std::vector<int>>();
+    if (node["kv_cache_memory"]) p.kv_cache_memory = node["kv_cache_memory"].as<std::string>();
+    if (node["args"]) p.extra_args = node["args"].as<std::vector<std::string>>();
+  } catch (const YAML::Exception& e) {
+    return Error(origin, node, absl::StrCat(where, ": ", e.what()));
+  }
+  if (p.port < 0 || p.port > 65535) {
+    return Error(origin, node["port"], absl::StrCat(where, ": port ", p.port, " out of range"));
+  }
+  if (p.threads < 0) return Error(origin, node["threads"], absl::StrCat(where, ": negative threads"));
+  for (int cpu : p.cpus) {
+    if (cpu < 0 || cpu >= CPU_SETSIZE) {
+      return Error(origin, node["cpus"], absl::StrCat(where, ": cpu ", cpu, " out of range"));
+    }
+  }
+  return p;
+}
+
+absl::StatusOr<std::vector<ProcessConfig>> ParseList(const std::string& origin,
+                                                     const YAML::Node& node,
+                                                     const std::string& key) {
+  std::vector<ProcessConfig> list;
+  if (!node) return list;
+  if (!node.IsSequence()) return Error(origin, node, absl::StrCat("'", key, "' must be a list"));
+  for (size_t i = 0; i < node.size(); ++i) {
+    absl::StatusOr<ProcessConfig> p = ParseProcess(origin, node[i], absl::StrCat(key, "[", i, "]"));
+    if (!p.ok()) return p.status();
+    list.push_back(*p);
+  }
+  return list;
+}
+
+}  // namespace
+
+ClusterConfig DefaultClusterConfig() {
+  ClusterConfig c;
+  c.prefill.push_back({});
+  c.decode.push_back({});
+  return c;
+}
+
+absl::StatusOr<ClusterConfig> ParseClusterConfig(const std::string& yaml_text,
+                                                 const std::string& origin) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(origin, ": ", e.what()));
+  }
+  ClusterConfig c;
+  if (absl::Status s = CheckKeys(origin, root,
+                                 {"model", "host", "token", "router", "prefill", "decode",
+                                  "colocated"},
+                                 "the cluster file");
+      !s.ok()) {
+    return s;
+  }
+  try {
+    if (root["model"]) c.model = root["model"].as<std::string>();
+    if (root["host"]) c.host = root["host"].as<std::string>();
+    if (root["token"]) c.token = root["token"].as<std::string>();
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(origin, ": ", e.what()));
+  }
+  if (root["router"]) {
+    absl::StatusOr<ProcessConfig> router = ParseProcess(origin, root["router"], "router");
+    if (!router.ok()) return router.status();
+    c.router = *router;
+  }
+  for (auto [key, list] : {std::pair{"prefill", &c.prefill}, std::pair{"decode", &c.decode},
+                            std::pair{"colocated", &c.colocated}}) {
+    absl::StatusOr<std::vector<ProcessConfig>> parsed = ParseList(origin, root[key], key);
+    if (!parsed.ok()) return parsed.status();
+    *list = *parsed;
+  }
+  const bool can_prefill = !c.prefill.empty() || !c.colocated.empty();
+  const bool can_decode = !c.decode.empty() || !c.colocated.empty();
+  if (!can_prefill || !can_decode) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        origin, ": the cluster needs a worker that prefills (prefill or colocated) and one that "
+                "decodes (decode or colocated)"));
+  }
+  return c;
+}
+
+absl::StatusOr<ClusterConfig> LoadClusterConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read cluster file '", path, "'"));
+  return ParseClusterConfig(std::string(std::istreambuf_iterator<char>(in), {}), path);
+}
+
+}  // namespace baton::cli

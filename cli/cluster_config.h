@@ -1,0 +1,45 @@
+// A local cluster description for `baton up` (YAML, see deploy/local/cluster.yaml): the router
+// and N prefill, M decode and K colocated worker processes, each with optional port, threads, CPU
+// pinning and KV cache size.
+//
+// Thread-safety: plain value types.
+#ifndef BATON_CLI_CLUSTER_CONFIG_H_
+#define BATON_CLI_CLUSTER_CONFIG_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace baton::cli {
+
+struct ProcessConfig {
+  int port = 0;                    // 0: any free port
+  int threads = 0;                 // 0: default
+  std::vector<int> cpus;           // empty: no pinning
+  std::string kv_cache_memory;     // e.g. "256M"; empty: default
+  std::vector<std::string> extra_args;  // passed through verbatim
+};
+
+struct ClusterConfig {
+  std::string model;               // empty: the default model
+  std::string host = "127.0.0.1";
+  std::string token;               // shared token for every process; empty: none
+  ProcessConfig router;
+  std::vector<ProcessConfig> prefill;
+  std::vector<ProcessConfig> decode;
+  std::vector<ProcessConfig> colocated;
+};
+
+// The built-in default: 1 prefill + 1 decode worker on 127.0.0.1.
+ClusterConfig DefaultClusterConfig();
+
+// Parses a YAML file. INVALID_ARGUMENT naming the key (and line) for anything malformed: unknown
+// keys, wrong types, ports outside [0, 65535], no worker that can prefill or none that can decode.
+absl::StatusOr<ClusterConfig> LoadClusterConfig(const std::string& path);
+absl::StatusOr<ClusterConfig> ParseClusterConfig(const std::string& yaml_text,
+                                                 const std::string& origin);
+
+}  // namespace baton::cli
+
+#endif  // BATON_CLI_CLUSTER_CONFIG_H_

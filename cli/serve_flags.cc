@@ -1,0 +1,68 @@
+#include "cli/serve_flags.h"
+
+#include <csignal>
+#include <fstream>
+#include <iterator>
+
+#include "absl/strings/str_cat.h"
+
+namespace baton::cli {
+
+std::vector<FlagSpec> ServeFlagSpecs() {
+  return {
+      {"host", "HOST", "address to listen on (default 127.0.0.1)"},
+      {"port", "PORT", "port to listen on (default 0: any free port)"},
+      {"token", "TOKEN", "shared token required of callers and sent to peers"},
+      {"token-file", "PATH", "read the shared token from a file"},
+      {"tls-cert", "PEM", "serve TLS with this certificate (with --tls-key)"},
+      {"tls-key", "PEM", "TLS private key"},
+      {"tls-ca", "PEM", "CA to verify peers' TLS certificates (enables TLS to peers)"},
+      {"max-message-bytes", "N", "largest gRPC message accepted or sent (default 64 MiB)"},
+  };
+}
+
+absl::Status ParseServeFlags(const Flags& flags, rpc::ServerOptions& server,
+                             rpc::ClientOptions& peers) {
+  server.host = flags.GetOr("host", "127.0.0.1");
+  absl::StatusOr<int64_t> port = flags.GetInt("port", 0, 0, 65535);
+  if (!port.ok()) return port.status();
+  server.port = static_cast<int>(*port);
+  absl::StatusOr<int64_t> max_bytes = flags.GetInt("max-message-bytes", 64 << 20, 1024, 1 << 30);
+  if (!max_bytes.ok()) return max_bytes.status();
+  server.max_message_bytes = peers.max_message_bytes = static_cast<int>(*max_bytes);
+  std::string token = flags.GetOr("token", "");
+  if (auto file = flags.Get("token-file")) {
+    std::ifstream in(*file);
+    if (!in) return absl::NotFoundError(absl::StrCat("--token-file: cannot read '", *file, "'"));
+    token.assign(std::istreambuf_iterator<char>(in), {});
+    while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+  }
+  server.auth_token = peers.auth_token = token;
+  server.tls.cert_file = flags.GetOr("tls-cert", "");
+  server.tls.key_file = flags.GetOr("tls-key", "");
+  if (server.tls.cert_file.empty() != server.tls.key_file.empty()) {
+    return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
+  }
+  peers.tls.ca_file = flags.GetOr("tls-ca", "");
+  return absl::OkStatus();
+}
+
+void BlockShutdownSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
+
+int WaitForShutdownSignal() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  int signal = 0;
+  sigwait(&set, &signal);
+  return signal;
+}
+
+}  // namespace baton::cli

@@ -1,0 +1,94 @@
+// Continuous batching: every step runs one forward over all running sequences (each weight read
+// once per step serves every sequence), samples each sequence's next token with its own
+// parameters, and streams it out. Sequences join as soon as they are admitted and leave when they
+// finish or are cancelled; their blocks return to the pool at once.
+//
+// Thread-safety: Admit, Cancel and the counters are thread-safe; Step runs on the engine loop
+// thread only (it owns the transformer and the running set).
+#ifndef BATON_DECODE_WORKER_DECODE_BATCH_H_
+#define BATON_DECODE_WORKER_DECODE_BATCH_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "engine/kv_cache.h"
+#include "engine/sampler.h"
+#include "engine/sampling_params.h"
+#include "engine/tokenizer.h"
+#include "engine/transformer.h"
+
+namespace baton::decode_worker {
+
+enum class StopReason { kNone, kStop, kLength, kCancelled, kError };
+
+// Where a sequence's tokens go (the Decode RPC). Called on the engine thread: must not block.
+class TokenSink {
+ public:
+  virtual ~TokenSink() = default;
+  // `token` is the n_generated-th generated token (the prefill worker's first token counts as 1).
+  // `stop` != kNone on the sequence's last call; then `error` says why for kError.
+  virtual void OnToken(int32_t token, int32_t n_generated, StopReason stop,
+                       const absl::Status& error) = 0;
+};
+
+struct DecodeSequence {
+  std::string id;                       // reservation id
+  engine::BlockTable table;             // holds the prompt's KV; room for max_tokens more
+  std::vector<engine::TokenId> tokens;  // prompt, then the generated tokens (first token last)
+  int32_t n_prompt = 0;
+  engine::SamplingParams params;
+  std::shared_ptr<TokenSink> sink;
+};
+
+struct DecodeBatchOptions {
+  int32_t max_batch = 64;  // sequences per step at most; the rest wait their turn
+};
+
+class DecodeBatch {
+ public:
+  DecodeBatch(const engine::Tokenizer* tokenizer, engine::Transformer* transformer,
+              engine::KvCache* cache, DecodeBatchOptions options);
+  ~DecodeBatch();  // frees every block still held
+
+  // Queues a sequence to join at the next step.
+  void Admit(DecodeSequence sequence);
+  // Stops a sequence (client gone); its blocks are freed at the next step. Unknown ids are
+  // ignored. Returns whether the id was queued or running.
+  bool Cancel(const std::string& id);
+
+  // Engine thread: admits waiting sequences, runs one decode step. False when idle.
+  bool Step();
+
+  int32_t n_running() const { return n_running_.load(); }
+  int32_t n_waiting() const;
+  // Sizes of the batches run so far, for metrics (count of steps at each size is not kept).
+  int64_t n_steps() const { return n_steps_.load(); }
+
+ private:
+  void Finish(DecodeSequence& seq, StopReason reason, const absl::Status& error);
+
+  const engine::Tokenizer& tokenizer_;
+  engine::Transformer& transformer_;
+  engine::KvCache& cache_;
+  const DecodeBatchOptions options_;
+  engine::Sampler sampler_;
+
+  mutable absl::Mutex mu_;
+  std::vector<DecodeSequence> admitted_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> cancelled_ ABSL_GUARDED_BY(mu_);
+
+  std::vector<DecodeSequence> running_;  // engine thread only
+  std::vector<float> logits_;            // engine thread only
+  std::atomic<int32_t> n_running_{0};
+  std::atomic<int64_t> n_steps_{0};
+};
+
+}  // namespace baton::decode_worker
+
+#endif  // BATON_DECODE_WORKER_DECODE_BATCH_H_

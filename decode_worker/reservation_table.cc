@@ -1,0 +1,223 @@
+#include "decode_worker/reservation_table.h"
+
+#include <cstring>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace baton::decode_worker {
+
+ReservationTable::ReservationTable(engine::KvCache* cache, ReservationTableOptions options)
+    : cache_(*cache), options_(std::move(options)) {}
+
+ReservationTable::~ReservationTable() {
+  absl::MutexLock lock(&mu_);
+  for (auto& [id, r] : reservations_) cache_.Free(r.table);
+  reservations_.clear();
+}
+
+int32_t ReservationTable::PromptBlocks(const Reservation& r) const {
+  return (r.n_prompt_tokens + cache_.block_size() - 1) / cache_.block_size();
+}
+
+void ReservationTable::FreeLocked(absl::flat_hash_map<std::string, Reservation>::iterator it) {
+  cache_.Free(it->second.table);
+  reservations_.erase(it);
+}
+
+absl::StatusOr<ReserveResult> ReservationTable::Reserve(const std::string& request_id,
+                                                        const std::string& model_fingerprint,
+                                                        int32_t n_prompt_tokens,
+                                                        int32_t max_tokens,
+                                                        std::chrono::milliseconds lease) {
+  if (model_fingerprint != options_.model_fingerprint) {
+    return absl::InvalidArgumentError(absl::StrCat("model fingerprint '", model_fingerprint,
+                                                   "' does not match this worker's '",
+                                                   options_.model_fingerprint, "'"));
+  }
+  if (n_prompt_tokens <= 0 || max_tokens <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("reserve: n_prompt_tokens (", n_prompt_tokens,
+                                                   ") and max_tokens (", max_tokens,
+                                                   ") must be positive"));
+  }
+  if (int64_t{n_prompt_tokens} + max_tokens > options_.max_context) {
+    return absl::InvalidArgumentError(absl::StrCat("reserve: ", n_prompt_tokens, " prompt + ",
+                                                   max_tokens, " new tokens exceed the context of ",
+                                                   options_.max_context));
+  }
+  if (lease <= std::chrono::milliseconds(0) || lease > options_.max_lease) {
+    return absl::InvalidArgumentError(absl::StrCat("reserve: lease ", lease.count(),
+                                                   " ms outside (0, ", options_.max_lease.count(),
+                                                   "] ms"));
+  }
+  Reservation r;
+  r.request_id = request_id;
+  r.n_prompt_tokens = n_prompt_tokens;
+  r.max_tokens = max_tokens;
+  r.lease_deadline = options_.now() + lease;
+  // The last generated token is never fed back, so prompt + max_tokens - 1 tokens of KV suffice.
+  if (absl::Status s = cache_.Reserve(r.table, n_prompt_tokens + max_tokens - 1); !s.ok()) {
+    return s;
+  }
+  r.received.assign(static_cast<size_t>(cache_.n_layer()) * PromptBlocks(r), 0);
+  absl::MutexLock lock(&mu_);
+  // Ids are unguessable so that one client cannot write into another's reservation.
+  static thread_local std::mt19937_64 rng(std::random_device{}());
+  std::string id = absl::StrFormat("r%d-%016x", next_id_++, rng());
+  ReserveResult result{.reservation_id = id, .n_blocks = static_cast<int32_t>(r.table.blocks.size())};
+  reservations_.emplace(std::move(id), std::move(r));
+  return result;
+}
+
+absl::StatusOr<ClaimedSequence> ReservationTable::Claim(const std::string& reservation_id,
+                                                        int32_t n_prompt_tokens) {
+  absl::MutexLock lock(&mu_);
+  auto it = reservations_.find(reservation_id);
+  if (it == reservations_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("reservation '", reservation_id, "' is unknown, expired or released"));
+  }
+  Reservation& r = it->second;
+  if (r.state != State::kReceived) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("reservation '", reservation_id, "' has not received all of its KV"));
+  }
+  if (n_prompt_tokens != r.n_prompt_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("decode: ", n_prompt_tokens,
+                                                   " prompt tokens given, the reservation holds KV "
+                                                   "for ", r.n_prompt_tokens));
+  }
+  ClaimedSequence claimed{.request_id = r.request_id, .table = std::move(r.table),
+                          .max_tokens = r.max_tokens};
+  claimed.table.n_tokens = r.n_prompt_tokens;
+  reservations_.erase(it);
+  return claimed;
+}
+
+bool ReservationTable::Release(const std::string& reservation_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = reservations_.find(reservation_id);
+  if (it == reservations_.end()) return false;
+  FreeLocked(it);
+  return true;
+}
+
+int ReservationTable::ExpireLeases() {
+  const Clock::time_point now = options_.now();
+  absl::MutexLock lock(&mu_);
+  int expired = 0;
+  for (auto it = reservations_.begin(); it != reservations_.end();) {
+    auto next = std::next(it);
+    if (it->second.lease_deadline <= now) {
+      FreeLocked(it);
+      ++expired;
+    }
+    it = next;
+  }
+  return expired;
+}
+
+int32_t ReservationTable::size() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int32_t>(reservations_.size());
+}
+
+absl::Status ReservationTable::BeginPush(const kvtransfer::KvPushSpec& spec) {
+  absl::MutexLock lock(&mu_);
+  auto it = reservations_.find(spec.reservation_id);
+  if (it == reservations_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("reservation '", spec.reservation_id, "' is unknown, expired or released"));
+  }
+  Reservation& r = it->second;
+  auto mismatch = [&](const char* field, auto expected, auto actual) {
+    return absl::InvalidArgumentError(absl::StrCat("KV push for '", spec.reservation_id, "': ",
+                                                   field, " is ", actual, ", expected ", expected));
+  };
+  if (spec.model_fingerprint != options_.model_fingerprint) {
+    return mismatch("model fingerprint", options_.model_fingerprint, spec.model_fingerprint);
+  }
+  if (spec.n_layer != cache_.n_layer()) return mismatch("n_layer", cache_.n_layer(), spec.n_layer);
+  if (spec.kv_dim != cache_.kv_dim()) return mismatch("kv_dim", cache_.kv_dim(), spec.kv_dim);
+  if (spec.block_size != cache_.block_size()) {
+    return mismatch("block_size", cache_.block_size(), spec.block_size);
+  }
+  if (spec.n_tokens != r.n_prompt_tokens) {
+    return mismatch("n_tokens", r.n_prompt_tokens, spec.n_tokens);
+  }
+  if (r.state != State::kReserved) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("reservation '", spec.reservation_id, "' already received a KV push"));
+  }
+  r.state = State::kReceiving;
+  return absl::OkStatus();
+}
+
+absl::Status ReservationTable::WriteBlocks(const std::string& reservation_id, int32_t layer,
+                                           int32_t first_block, int32_t n_blocks,
+                                           std::span<const uint8_t> data) {
+  absl::MutexLock lock(&mu_);
+  auto it = reservations_.find(reservation_id);
+  if (it == reservations_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("reservation '", reservation_id, "' is unknown, expired or released"));
+  }
+  Reservation& r = it->second;
+  if (r.state != State::kReceiving) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("reservation '", reservation_id, "' is not receiving KV"));
+  }
+  const int32_t prompt_blocks = PromptBlocks(r);
+  if (layer < 0 || layer >= cache_.n_layer() || first_block < 0 || n_blocks <= 0 ||
+      int64_t{first_block} + n_blocks > prompt_blocks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "KV chunk for '", reservation_id, "': layer ", layer, " blocks [", first_block, ", ",
+        int64_t{first_block} + n_blocks, ") outside layers [0, ", cache_.n_layer(),
+        ") x blocks [0, ", prompt_blocks, ")"));
+  }
+  const int64_t block_bytes = cache_.layer_block_elements() * 2;
+  if (static_cast<int64_t>(data.size()) != block_bytes * n_blocks) {
+    return absl::InvalidArgumentError(absl::StrCat("KV chunk for '", reservation_id, "': ",
+                                                   data.size(), " bytes for ", n_blocks,
+                                                   " blocks of ", block_bytes));
+  }
+  for (int32_t i = 0; i < n_blocks; ++i) {
+    uint8_t& seen = r.received[static_cast<size_t>(layer) * prompt_blocks + first_block + i];
+    if (seen) {
+      return absl::InvalidArgumentError(absl::StrCat("KV chunk for '", reservation_id,
+                                                     "': layer ", layer, " block ",
+                                                     first_block + i, " sent twice"));
+    }
+  }
+  for (int32_t i = 0; i < n_blocks; ++i) {
+    std::memcpy(cache_.LayerBlock(layer, r.table.blocks[first_block + i]),
+                data.data() + i * block_bytes, block_bytes);
+    r.received[static_cast<size_t>(layer) * prompt_blocks + first_block + i] = 1;
+  }
+  r.n_received += n_blocks;
+  return absl::OkStatus();
+}
+
+absl::Status ReservationTable::EndPush(const std::string& reservation_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = reservations_.find(reservation_id);
+  if (it == reservations_.end()) {
+    return absl::NotFoundError(
+        absl::StrCat("reservation '", reservation_id, "' is unknown, expired or released"));
+  }
+  Reservation& r = it->second;
+  if (r.state != State::kReceiving || r.n_received != static_cast<int64_t>(r.received.size())) {
+    return absl::FailedPreconditionError(absl::StrCat("KV push for '", reservation_id,
+                                                      "' ended with ", r.n_received, " of ",
+                                                      r.received.size(), " layer blocks"));
+  }
+  r.state = State::kReceived;
+  return absl::OkStatus();
+}
+
+void ReservationTable::AbortPush(const std::string& reservation_id, const absl::Status& why) {
+  Release(reservation_id);
+}
+
+}  // namespace baton::decode_worker

@@ -1,0 +1,108 @@
+// A decode worker's KV reservations: blocks held for requests whose KV is on its way from a
+// prefill worker, each under a lease. Pushed KV lands here (it is the worker's KvReceiver).
+//
+// A reservation goes reserved -> kv-sending (BeginPush) -> kv-received (EndPush) and is then
+// claimed by the decode batch, which takes over its blocks. It is freed, every block returned,
+// when its lease passes before it is claimed, when its push aborts, or on Release.
+//
+// Thread-safety: thread-safe (one mutex; block memory writes happen under it so that a block is
+// never written after its reservation was freed).
+#ifndef BATON_DECODE_WORKER_RESERVATION_TABLE_H_
+#define BATON_DECODE_WORKER_RESERVATION_TABLE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "engine/kv_cache.h"
+#include "kvtransfer/kv_receiver.h"
+
+namespace baton::decode_worker {
+
+using Clock = std::chrono::steady_clock;
+
+struct ReservationTableOptions {
+  std::string model_fingerprint;
+  int32_t max_context = 0;  // prompt + max_tokens must fit
+  std::chrono::milliseconds max_lease{120000};
+  // Injectable for tests.
+  std::function<Clock::time_point()> now = [] { return Clock::now(); };
+};
+
+struct ReserveResult {
+  std::string reservation_id;
+  int32_t n_blocks = 0;
+};
+
+// What the decode batch takes over from a reservation whose KV arrived.
+struct ClaimedSequence {
+  std::string request_id;
+  engine::BlockTable table;  // n_tokens = the prompt length
+  int32_t max_tokens = 0;
+};
+
+class ReservationTable : public kvtransfer::KvReceiver {
+ public:
+  ReservationTable(engine::KvCache* cache, ReservationTableOptions options);
+  ~ReservationTable() override;  // frees every block still held
+
+  // Blocks for n_prompt_tokens + max_tokens tokens, under `lease`. RESOURCE_EXHAUSTED when the
+  // cache cannot hold them now; INVALID_ARGUMENT for bad sizes or a fingerprint mismatch.
+  absl::StatusOr<ReserveResult> Reserve(const std::string& request_id,
+                                        const std::string& model_fingerprint,
+                                        int32_t n_prompt_tokens, int32_t max_tokens,
+                                        std::chrono::milliseconds lease);
+
+  // Hands a kv-received reservation over to decoding (its blocks go with it). NOT_FOUND for an
+  // unknown, expired or released id; FAILED_PRECONDITION while its KV is incomplete;
+  // INVALID_ARGUMENT when n_prompt_tokens differs from the reservation's.
+  absl::StatusOr<ClaimedSequence> Claim(const std::string& reservation_id,
+                                        int32_t n_prompt_tokens);
+
+  // Frees a reservation that was not claimed yet. Returns whether it existed.
+  bool Release(const std::string& reservation_id);
+
+  // Frees every reservation whose lease has passed; returns how many.
+  int ExpireLeases();
+
+  int32_t size() const;
+
+  // KvReceiver
+  absl::Status BeginPush(const kvtransfer::KvPushSpec& spec) override;
+  absl::Status WriteBlocks(const std::string& reservation_id, int32_t layer, int32_t first_block,
+                           int32_t n_blocks, std::span<const uint8_t> data) override;
+  absl::Status EndPush(const std::string& reservation_id) override;
+  void AbortPush(const std::string& reservation_id, const absl::Status& why) override;
+
+ private:
+  enum class State { kReserved, kReceiving, kReceived };
+  struct Reservation {
+    std::string request_id;
+    State state = State::kReserved;
+    engine::BlockTable table;
+    int32_t n_prompt_tokens = 0;
+    int32_t max_tokens = 0;
+    Clock::time_point lease_deadline;
+    std::vector<uint8_t> received;  // [n_layer * n_prompt_blocks] block arrived flags
+    int64_t n_received = 0;
+  };
+  int32_t PromptBlocks(const Reservation& r) const;
+  void FreeLocked(absl::flat_hash_map<std::string, Reservation>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  engine::KvCache& cache_;
+  const ReservationTableOptions options_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Reservation> reservations_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+}  // namespace baton::decode_worker
+
+#endif  // BATON_DECODE_WORKER_RESERVATION_TABLE_H_

@@ -1,0 +1,41 @@
+// One prompt to prefill: the request's tokens and first-token sampling, where its KV must go, and
+// how to report back. Created by the PrefillWorker service, run by the PrefillScheduler.
+//
+// Thread-safety: the fields are set before the job is queued and read-only afterwards, except
+// `cancelled` (atomic). `done` is called exactly once, from any thread.
+#ifndef BATON_PREFILL_WORKER_PREFILL_JOB_H_
+#define BATON_PREFILL_WORKER_PREFILL_JOB_H_
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/sampling_params.h"
+#include "engine/vocab.h"
+
+namespace baton::prefill_worker {
+
+struct PrefillResult {
+  engine::TokenId first_token = 0;
+  int64_t kv_bytes = 0;
+  double prefill_seconds = 0;      // forward pass and sampling
+  double kv_transfer_seconds = 0;  // first layer pushed -> push acknowledged
+};
+
+struct PrefillJob {
+  std::string request_id;
+  std::vector<engine::TokenId> prompt;
+  engine::SamplingParams params;
+  std::string destination;      // decode worker host:port
+  std::string reservation_id;
+  std::chrono::system_clock::time_point deadline;
+  std::function<void(absl::StatusOr<PrefillResult>)> done;
+  std::atomic<bool> cancelled{false};
+};
+
+}  // namespace baton::prefill_worker
+
+#endif  // BATON_PREFILL_WORKER_PREFILL_JOB_H_

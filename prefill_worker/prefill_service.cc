@@ -1,0 +1,134 @@
+#include "prefill_worker/prefill_service.h"
+
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "rpc/auth.h"
+#include "rpc/sampling_params_proto.h"
+#include "rpc/status.h"
+
+namespace baton::prefill_worker {
+namespace {
+
+grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
+                                      const grpc::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(status);
+  return reactor;
+}
+
+// A Prefill call in flight: cancels its job when the caller goes away.
+class PrefillCall final : public grpc::ServerUnaryReactor {
+ public:
+  explicit PrefillCall(std::shared_ptr<PrefillJob> job) : job_(std::move(job)) {}
+  void OnCancel() override { job_->cancelled = true; }
+  void OnDone() override { delete this; }
+
+ private:
+  std::shared_ptr<PrefillJob> job_;
+};
+
+}  // namespace
+
+PrefillService::PrefillService(PrefillScheduler* scheduler, PrefillServiceOptions options,
+                               std::function<baton::v1::WorkerLoad()> load,
+                               std::function<void()> wake)
+    : scheduler_(*scheduler),
+      options_(std::move(options)),
+      load_(std::move(load)),
+      wake_(std::move(wake)) {}
+
+absl::Status PrefillService::Validate(const baton::v1::PrefillRequest& request) const {
+  if (request.model_fingerprint() != options_.model.fingerprint()) {
+    return absl::InvalidArgumentError(absl::StrCat("prefill: model fingerprint '",
+                                                   request.model_fingerprint(),
+                                                   "' does not match this worker's '",
+                                                   options_.model.fingerprint(), "'"));
+  }
+  if (request.prompt_tokens_size() == 0) {
+    return absl::InvalidArgumentError("prefill: prompt_tokens is empty");
+  }
+  if (request.prompt_tokens_size() > options_.max_prompt_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("prefill: prompt of ",
+                                                   request.prompt_tokens_size(),
+                                                   " tokens exceeds this worker's limit of ",
+                                                   options_.max_prompt_tokens));
+  }
+  for (int i = 0; i < request.prompt_tokens_size(); ++i) {
+    const int32_t id = request.prompt_tokens(i);
+    if (id < 0 || id >= options_.n_vocab) {
+      return absl::InvalidArgumentError(absl::StrCat("prefill: prompt_tokens[", i, "] = ", id,
+                                                     " outside [0, ", options_.n_vocab, ")"));
+    }
+  }
+  if (request.destination().decode_address().empty() ||
+      request.destination().reservation_id().empty()) {
+    return absl::InvalidArgumentError(
+        "prefill: destination needs a decode_address and a reservation_id");
+  }
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* context,
+                                                  const baton::v1::PrefillRequest* request,
+                                                  baton::v1::PrefillResponse* response) {
+  if (grpc::Status auth = rpc::CheckAuth(*context, options_.auth_token); !auth.ok()) {
+    return FinishUnary(context, auth);
+  }
+  if (absl::Status valid = Validate(*request); !valid.ok()) {
+    return FinishUnary(context, rpc::ToGrpcStatus(valid));
+  }
+  absl::StatusOr<engine::SamplingParams> params =
+      rpc::SamplingParamsFromProto(request->sampling(), options_.n_vocab);
+  if (!params.ok()) return FinishUnary(context, rpc::ToGrpcStatus(params.status()));
+
+  auto job = std::make_shared<PrefillJob>();
+  job->request_id = request->request_id();
+  job->prompt.assign(request->prompt_tokens().begin(), request->prompt_tokens().end());
+  job->params = *params;
+  job->destination = request->destination().decode_address();
+  job->reservation_id = request->destination().reservation_id();
+  const auto now = std::chrono::system_clock::now();
+  job->deadline = std::min(context->deadline(), now + options_.default_deadline);
+  auto* call = new PrefillCall(job);
+  job->done = [call, response, n_prompt = request->prompt_tokens_size()](
+                  absl::StatusOr<PrefillResult> result) {
+    if (!result.ok()) {
+      call->Finish(rpc::ToGrpcStatus(result.status()));
+      return;
+    }
+    response->set_first_token(result->first_token);
+    response->set_kv_bytes_sent(result->kv_bytes);
+    response->set_prefill_seconds(result->prefill_seconds);
+    response->set_kv_transfer_seconds(result->kv_transfer_seconds);
+    response->set_n_prompt_tokens(n_prompt);
+    call->Finish(grpc::Status::OK);
+  };
+  scheduler_.Enqueue(job);
+  wake_();
+  return call;
+}
+
+grpc::ServerUnaryReactor* PrefillService::CancelPrefill(grpc::CallbackServerContext* context,
+                                                        const baton::v1::CancelRequest* request,
+                                                        baton::v1::CancelResponse* response) {
+  if (grpc::Status auth = rpc::CheckAuth(*context, options_.auth_token); !auth.ok()) {
+    return FinishUnary(context, auth);
+  }
+  response->set_found(scheduler_.Cancel(request->request_id()));
+  return FinishUnary(context, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* PrefillService::Status(grpc::CallbackServerContext* context,
+                                                 const baton::v1::StatusRequest* request,
+                                                 baton::v1::StatusResponse* response) {
+  if (grpc::Status auth = rpc::CheckAuth(*context, options_.auth_token); !auth.ok()) {
+    return FinishUnary(context, auth);
+  }
+  response->set_role(options_.role);
+  *response->mutable_model() = options_.model;
+  *response->mutable_load() = load_();
+  return FinishUnary(context, grpc::Status::OK);
+}
+
+}  // namespace baton::prefill_worker

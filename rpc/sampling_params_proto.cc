@@ -1,0 +1,41 @@
+#include "rpc/sampling_params_proto.h"
+
+namespace baton::rpc {
+
+absl::StatusOr<engine::SamplingParams> SamplingParamsFromProto(
+    const baton::v1::SamplingParams& proto, int32_t n_vocab, uint64_t default_seed) {
+  engine::SamplingParams p;
+  p.temperature = proto.temperature();
+  p.top_k = proto.top_k();
+  p.top_p = proto.top_p() == 0 ? 1.0f : proto.top_p();
+  p.min_p = proto.min_p();
+  p.repetition_penalty = proto.repetition_penalty() == 0 ? 1.0f : proto.repetition_penalty();
+  p.frequency_penalty = proto.frequency_penalty();
+  p.presence_penalty = proto.presence_penalty();
+  p.seed = proto.has_seed() ? proto.seed() : default_seed;
+  p.max_tokens = proto.max_tokens() == 0 ? 256 : proto.max_tokens();
+  p.stop_token_ids.assign(proto.stop_token_ids().begin(), proto.stop_token_ids().end());
+  p.stop_strings.assign(proto.stop().begin(), proto.stop().end());
+  p.ignore_eos = proto.ignore_eos();
+  if (absl::Status s = engine::ValidateSamplingParams(p, n_vocab); !s.ok()) return s;
+  return p;
+}
+
+baton::v1::SamplingParams SamplingParamsToProto(const engine::SamplingParams& p) {
+  baton::v1::SamplingParams proto;
+  proto.set_temperature(p.temperature);
+  proto.set_top_k(p.top_k);
+  proto.set_top_p(p.top_p);
+  proto.set_min_p(p.min_p);
+  proto.set_repetition_penalty(p.repetition_penalty);
+  proto.set_frequency_penalty(p.frequency_penalty);
+  proto.set_presence_penalty(p.presence_penalty);
+  proto.set_seed(p.seed);
+  proto.set_max_tokens(p.max_tokens);
+  for (int32_t id : p.stop_token_ids) proto.add_stop_token_ids(id);
+  for (const std::string& s : p.stop_strings) proto.add_stop(s);
+  proto.set_ignore_eos(p.ignore_eos);
+  return proto;
+}
+
+}  // namespace baton::rpc

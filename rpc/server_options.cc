@@ -1,0 +1,102 @@
+#include "rpc/server_options.h"
+
+#include <fstream>
+#include <iterator>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+
+namespace baton::rpc {
+namespace {
+
+absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", what, " file '", path, "'"));
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+}  // namespace
+
+absl::StatusOr<StartedServer> StartServer(const ServerOptions& options,
+                                          const std::vector<grpc::Service*>& services) {
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (options.tls.enabled()) {
+    if (options.tls.cert_file.empty() || options.tls.key_file.empty()) {
+      return absl::InvalidArgumentError("TLS needs both a certificate and a key file");
+    }
+    absl::StatusOr<std::string> cert = ReadFile(options.tls.cert_file, "TLS certificate");
+    if (!cert.ok()) return cert.status();
+    absl::StatusOr<std::string> key = ReadFile(options.tls.key_file, "TLS key");
+    if (!key.ok()) return key.status();
+    grpc::SslServerCredentialsOptions ssl;
+    ssl.pem_key_cert_pairs.push_back({*key, *cert});
+    if (!options.tls.ca_file.empty()) {
+      absl::StatusOr<std::string> ca = ReadFile(options.tls.ca_file, "TLS CA");
+      if (!ca.ok()) return ca.status();
+      ssl.pem_root_certs = *ca;
+      ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+    }
+    credentials = grpc::SslServerCredentials(ssl);
+  }
+  grpc::ServerBuilder builder;
+  StartedServer started;
+  const std::string address = absl::StrCat(
+      options.host.find(':') != std::string::npos ? absl::StrCat("[", options.host, "]")
+                                                  : options.host,
+      ":", options.port);
+  builder.AddListeningPort(address, credentials, &started.port);
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
+  builder.SetMaxSendMessageSize(options.max_message_bytes);
+  for (grpc::Service* service : services) builder.RegisterService(service);
+  started.server = builder.BuildAndStart();
+  if (started.server == nullptr || started.port == 0) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
+  }
+  return started;
+}
+
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const std::string& address,
+                                                           const ClientOptions& options) {
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(options.max_message_bytes);
+  args.SetMaxSendMessageSize(options.max_message_bytes);
+  // Reconnect quickly after a worker restarts.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  if (options.tls.enabled()) {
+    grpc::SslCredentialsOptions ssl;
+    if (!options.tls.ca_file.empty()) {
+      absl::StatusOr<std::string> ca = ReadFile(options.tls.ca_file, "TLS CA");
+      if (!ca.ok()) return ca.status();
+      ssl.pem_root_certs = *ca;
+    }
+    if (!options.tls.cert_file.empty()) {
+      absl::StatusOr<std::string> cert = ReadFile(options.tls.cert_file, "TLS certificate");
+      if (!cert.ok()) return cert.status();
+      absl::StatusOr<std::string> key = ReadFile(options.tls.key_file, "TLS key");
+      if (!key.ok()) return key.status();
+      ssl.pem_cert_chain = *cert;
+      ssl.pem_private_key = *key;
+    }
+    credentials = grpc::SslCredentials(ssl);
+    if (!options.tls_server_name.empty()) {
+      args.SetSslTargetNameOverride(options.tls_server_name);
+    }
+  }
+  return grpc::CreateCustomChannel(address, credentials, args);
+}
+
+void PrepareContext(grpc::ClientContext& context, const ClientOptions& options,
+                    std::chrono::system_clock::time_point deadline) {
+  context.set_deadline(deadline);
+  if (!options.auth_token.empty()) {
+    context.AddMetadata("authorization", absl::StrCat("Bearer ", options.auth_token));
+  }
+}
+
+}  // namespace baton::rpc

@@ -1,0 +1,66 @@
+// How a baton gRPC server listens and whom it lets in; shared by the router and the workers.
+//
+// Secure by default: 127.0.0.1 unless told otherwise; every message size-limited; an optional
+// shared token (metadata "authorization: Bearer TOKEN") checked on every call except the standard
+// health and reflection services; optional TLS.
+//
+// Thread-safety: plain value types and pure functions.
+#ifndef BATON_RPC_SERVER_OPTIONS_H_
+#define BATON_RPC_SERVER_OPTIONS_H_
+
+#include <cstdint>
+#include <memory>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "grpcpp/grpcpp.h"
+
+namespace baton::rpc {
+
+struct TlsFiles {
+  std::string cert_file;  // PEM certificate chain (server), or client certificate for mTLS
+  std::string key_file;   // PEM private key
+  std::string ca_file;    // PEM roots to verify the peer (client side; server side: mTLS)
+  bool enabled() const { return !cert_file.empty() || !ca_file.empty(); }
+};
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;                               // 0: the OS picks one (see StartedServer::port)
+  std::string auth_token;                     // empty: no token required
+  TlsFiles tls;                               // cert_file + key_file: serve TLS
+  int max_message_bytes = 64 << 20;           // receive and send limit per message
+};
+
+struct ClientOptions {
+  std::string auth_token;                     // sent on every call when non-empty
+  TlsFiles tls;                               // ca_file (and optionally cert/key): use TLS
+  std::string tls_server_name;                // override the name checked in the server's cert
+  int max_message_bytes = 64 << 20;
+};
+
+// A built and started server and the port it actually listens on.
+struct StartedServer {
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;
+};
+
+// Registers `services` (plus grpc.health.v1 and server reflection), applies the security options
+// and starts listening. Services check the token themselves with CheckAuth (rpc/auth.h). UNAVAILABLE with the address when the port cannot be bound.
+absl::StatusOr<StartedServer> StartServer(const ServerOptions& options,
+                                          const std::vector<grpc::Service*>& services);
+
+// A channel to `address` (host:port) with the client options applied.
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const std::string& address,
+                                                           const ClientOptions& options);
+
+// Adds the auth token (if any) to a client context and sets its deadline. Every client call in
+// baton goes through this: no call without a deadline.
+void PrepareContext(grpc::ClientContext& context, const ClientOptions& options,
+                    std::chrono::system_clock::time_point deadline);
+
+}  // namespace baton::rpc
+
+#endif  // BATON_RPC_SERVER_OPTIONS_H_

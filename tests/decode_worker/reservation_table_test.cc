@@ -1,0 +1,127 @@
+#include "decode_worker/reservation_table.h"
+
+#include <cstring>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace baton::decode_worker {
+namespace {
+
+using testing::HasSubstr;
+
+engine::ModelConfig Config() {
+  engine::ModelConfig c;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_head_kv = 1;
+  c.head_dim = 4;
+  c.n_embd = 8;
+  return c;
+}
+
+class ReservationTableTest : public testing::Test {
+ protected:
+  ReservationTableTest()
+      : cache_(*engine::KvCache::Create(Config(), {.block_size = 4, .n_blocks = 10})),
+        table_(cache_.get(), {.model_fingerprint = "fp",
+                              .max_context = 64,
+                              .now = [this] { return now_; }}) {}
+
+  kvtransfer::KvPushSpec Spec(const std::string& id, int32_t n_tokens) {
+    return {.reservation_id = id, .model_fingerprint = "fp", .n_layer = 2, .kv_dim = 4,
+            .block_size = 4, .n_tokens = n_tokens};
+  }
+  std::vector<uint8_t> Bytes(int32_t n_blocks, uint8_t fill) {
+    return std::vector<uint8_t>(n_blocks * Spec("", 1).layer_block_bytes(), fill);
+  }
+
+  Clock::time_point now_ = Clock::time_point() + std::chrono::hours(1);
+  std::unique_ptr<engine::KvCache> cache_;
+  ReservationTable table_;
+};
+
+TEST_F(ReservationTableTest, FullPushThenClaimHandsOverTheBlocks) {
+  auto r = table_.Reserve("req", "fp", /*n_prompt_tokens=*/6, /*max_tokens=*/3,
+                          std::chrono::seconds(5));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->n_blocks, 2);  // 6 + 3 - 1 = 8 tokens
+  EXPECT_EQ(cache_->pool().n_free(), 8);
+  ASSERT_TRUE(table_.BeginPush(Spec(r->reservation_id, 6)).ok());
+  for (int layer = 0; layer < 2; ++layer) {
+    std::vector<uint8_t> data = Bytes(2, static_cast<uint8_t>(10 + layer));
+    ASSERT_TRUE(table_.WriteBlocks(r->reservation_id, layer, 0, 2, data).ok());
+  }
+  EXPECT_EQ(table_.Claim(r->reservation_id, 6).status().code(),
+            absl::StatusCode::kFailedPrecondition);  // not ended yet
+  ASSERT_TRUE(table_.EndPush(r->reservation_id).ok());
+  absl::StatusOr<ClaimedSequence> claimed = table_.Claim(r->reservation_id, 6);
+  ASSERT_TRUE(claimed.ok()) << claimed.status();
+  EXPECT_EQ(claimed->table.n_tokens, 6);
+  const uint8_t* layer1 =
+      reinterpret_cast<const uint8_t*>(cache_->LayerBlock(1, claimed->table.blocks[1]));
+  EXPECT_EQ(layer1[0], 11);
+  EXPECT_EQ(table_.size(), 0);
+  cache_->Free(claimed->table);
+  EXPECT_EQ(cache_->pool().n_free(), 10);
+}
+
+TEST_F(ReservationTableTest, RejectsBadPushesWithoutWriting) {
+  auto r = table_.Reserve("req", "fp", 4, 4, std::chrono::seconds(5));
+  ASSERT_TRUE(r.ok());
+  kvtransfer::KvPushSpec wrong_fp = Spec(r->reservation_id, 4);
+  wrong_fp.model_fingerprint = "other";
+  EXPECT_THAT(std::string(table_.BeginPush(wrong_fp).message()), HasSubstr("fingerprint"));
+  kvtransfer::KvPushSpec wrong_len = Spec(r->reservation_id, 5);
+  EXPECT_THAT(std::string(table_.BeginPush(wrong_len).message()), HasSubstr("n_tokens"));
+  EXPECT_EQ(table_.BeginPush(Spec("nope", 4)).code(), absl::StatusCode::kNotFound);
+
+  ASSERT_TRUE(table_.BeginPush(Spec(r->reservation_id, 4)).ok());
+  EXPECT_EQ(table_.BeginPush(Spec(r->reservation_id, 4)).code(),
+            absl::StatusCode::kFailedPrecondition);
+  std::vector<uint8_t> one = Bytes(1, 1);
+  absl::Status s = table_.WriteBlocks(r->reservation_id, 0, 1, 1, one);  // prompt has 1 block
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("outside"));
+  EXPECT_EQ(table_.WriteBlocks(r->reservation_id, 2, 0, 1, one).code(),
+            absl::StatusCode::kInvalidArgument);  // layer out of range
+  std::vector<uint8_t> short_data(7, 0);
+  EXPECT_EQ(table_.WriteBlocks(r->reservation_id, 0, 0, 1, short_data).code(),
+            absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(table_.WriteBlocks(r->reservation_id, 0, 0, 1, one).ok());
+  EXPECT_THAT(std::string(table_.WriteBlocks(r->reservation_id, 0, 0, 1, one).message()),
+              HasSubstr("twice"));
+  EXPECT_EQ(table_.EndPush(r->reservation_id).code(), absl::StatusCode::kFailedPrecondition);
+  table_.AbortPush(r->reservation_id, absl::DataLossError("test"));
+  EXPECT_EQ(table_.size(), 0);
+  EXPECT_EQ(cache_->pool().n_free(), 10);
+}
+
+TEST_F(ReservationTableTest, ExpiredLeasesAreFreed) {
+  auto a = table_.Reserve("a", "fp", 4, 4, std::chrono::seconds(1));
+  auto b = table_.Reserve("b", "fp", 4, 4, std::chrono::seconds(10));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(table_.ExpireLeases(), 0);
+  now_ += std::chrono::seconds(2);
+  EXPECT_EQ(table_.ExpireLeases(), 1);
+  EXPECT_EQ(table_.Claim(a->reservation_id, 4).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(table_.Release(b->reservation_id));
+  EXPECT_FALSE(table_.Release(b->reservation_id));
+  EXPECT_EQ(cache_->pool().n_free(), 10);
+}
+
+TEST_F(ReservationTableTest, ReserveValidatesAndFailsWhenFull) {
+  EXPECT_EQ(table_.Reserve("r", "other", 4, 4, std::chrono::seconds(1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(table_.Reserve("r", "fp", 0, 4, std::chrono::seconds(1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(table_.Reserve("r", "fp", 60, 10, std::chrono::seconds(1)).status().code(),
+            absl::StatusCode::kInvalidArgument);  // past max_context
+  auto big = table_.Reserve("r", "fp", 30, 10, std::chrono::seconds(1));  // 39 tokens: 10 blocks
+  ASSERT_TRUE(big.ok());
+  EXPECT_EQ(table_.Reserve("r2", "fp", 1, 1, std::chrono::seconds(1)).status().code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
+}  // namespace
+}  // namespace baton::decode_worker
