@@ -5,14 +5,14 @@
 #   fuzz    build-fuzz/  clang + libFuzzer, CUDA off
 set -euo pipefail
 cd "$(dirname "$0")/.."
-flavor=${1:-default}; [ $# -gt 0 ] && shift
+flavor=default
+case "${1:-}" in asan|fuzz) flavor=$1; shift ;; esac
 jobs=$(nproc)
 case "$flavor" in
   default) dir=build; args=() ;;
   asan) dir=build-asan; args=(-DBATON_SANITIZE=ON -DBATON_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug) ;;
   fuzz) dir=build-fuzz; args=(-DBATON_FUZZ=ON -DBATON_CUDA=OFF -DCMAKE_C_COMPILER=clang
           -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo) ;;
-  *) echo "usage: scripts/build.sh [asan|fuzz] [cmake --build args]" >&2; exit 2 ;;
 esac
 if [ ! -f "$dir/build.ninja" ]; then
   cmake -S . -B "$dir" -G Ninja "${args[@]}" >&2
