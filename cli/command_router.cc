@@ -2,25 +2,12 @@
 // --decode, --colocated); clients call its gRPC API.
 #include <iostream>
 
-#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "cli/command.h"
 #include "cli/serve_flags.h"
 #include "router/router_server.h"
 
 namespace baton::cli {
-namespace {
-
-std::vector<std::string> SplitList(const std::string& list) {
-  std::vector<std::string> out;
-  for (absl::string_view item : absl::StrSplit(list, ',', absl::SkipEmpty())) {
-    out.emplace_back(item);
-  }
-  return out;
-}
-
-}  // namespace
-
 int RunRouter(const Args& args) {
   std::vector<FlagSpec> specs = ServeFlagSpecs();
   const std::vector<FlagSpec> own = {
@@ -47,9 +34,14 @@ int RunRouter(const Args& args) {
     return UsageError("router", s, usage);
   }
   options.model_path = flags->GetOr("model", DefaultModelPath());
-  options.prefill_workers = SplitList(flags->GetOr("prefill", ""));
-  options.decode_workers = SplitList(flags->GetOr("decode", ""));
-  options.colocated_workers = SplitList(flags->GetOr("colocated", ""));
+  for (auto [flag, list] : {std::pair{"prefill", &options.prefill_workers},
+                             std::pair{"decode", &options.decode_workers},
+                             std::pair{"colocated", &options.colocated_workers}}) {
+    absl::StatusOr<std::vector<std::string>> addresses =
+        router::ParseWorkerAddresses(flags->GetOr(flag, ""));
+    if (!addresses.ok()) return UsageError("router", addresses.status(), usage);
+    *list = *addresses;
+  }
   absl::StatusOr<router::PlacementPolicy> placement =
       router::ParsePlacementPolicy(flags->GetOr("placement", "least-loaded"));
   if (!placement.ok()) return UsageError("router", placement.status(), usage);

@@ -1,0 +1,373 @@
+#include "router/request_driver.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "baton/v1/worker.grpc.pb.h"
+#include "rpc/server_options.h"
+
+namespace baton::router {
+namespace {
+
+uint64_t RandomSeed() {
+  thread_local absl::BitGen gen;
+  return absl::Uniform<uint64_t>(gen);
+}
+
+v1::FinishReason ToProto(engine::FinishReason reason) {
+  switch (reason) {
+    case engine::FinishReason::kStop:
+      return v1::FINISH_REASON_STOP;
+    case engine::FinishReason::kLength:
+      return v1::FINISH_REASON_LENGTH;
+    case engine::FinishReason::kNone:
+      break;
+  }
+  return v1::FINISH_REASON_UNSPECIFIED;
+}
+
+// A failed worker call as the client sees it: the worker's role and address, and what happened.
+absl::Status WorkerError(absl::string_view kind, absl::string_view address, absl::string_view rpc,
+                         const grpc::Status& status) {
+  const std::string& message = status.error_message();
+  switch (status.error_code()) {
+    case grpc::StatusCode::UNAVAILABLE:
+      return absl::UnavailableError(absl::StrCat(kind, " ", address, " unavailable: ", message));
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return absl::DeadlineExceededError(absl::StrCat(kind, " ", address, " did not finish ", rpc,
+                                                      " before the deadline: ", message));
+    default:
+      return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                          absl::StrCat(kind, " ", address, ": ", rpc, " failed: ", message));
+  }
+}
+
+double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
+
+}  // namespace
+
+RequestDriver::RequestDriver(const RequestDriverDeps& deps, v1::GenerateRequest request,
+                             std::string request_id, absl::Time received, absl::Time deadline,
+                             ResponseSink* sink)
+    : deps_(deps),
+      request_(std::move(request)),
+      request_id_(std::move(request_id)),
+      received_(received),
+      deadline_(deadline),
+      sink_(sink) {}
+
+void RequestDriver::Run() {
+  const absl::Status status = Drive();
+  // Free what the request still holds: the prefill first (it may still push KV), then the blocks.
+  if (prefill_started_ && !prefill_done_ && (cancelled_.load() || absl::IsDeadlineExceeded(status))) {
+    CancelPrefillCall();
+  }
+  ReleaseReservation();
+  SetState(status.ok() ? v1::REQUEST_STATE_FINISHED : v1::REQUEST_STATE_FAILED).IgnoreError();
+  sink_->Close(status);
+}
+
+void RequestDriver::Cancel() {
+  cancelled_.store(true);
+  {
+    absl::MutexLock lock(&mu_);
+    if (active_call_ != nullptr) active_call_->TryCancel();
+  }
+  // A request waiting in the queue waits on the registry: wake it so that it sees the flag.
+  deps_.registry->Wake();
+}
+
+absl::Status RequestDriver::Drive() {
+  if (cancelled_.load()) return CancelledStatus();
+  absl::StatusOr<PreparedRequest> prepared = PrepareRequest(request_, *deps_.model, RandomSeed());
+  if (!prepared.ok()) return prepared.status();
+  prepared_ = std::move(*prepared);
+  const int64_t n_prompt = static_cast<int64_t>(prepared_.prompt.size());
+  if (absl::Status s = Reserve(n_prompt + prepared_.params.max_tokens); !s.ok()) return s;
+  reserved_at_ = absl::Now();
+  if (absl::Status s = Prefill(); !s.ok()) return s;
+
+  engine::GenerationState generation(deps_.model->tokenizer(), prepared_.params, prepared_.prompt,
+                                     deps_.model->n_ctx());
+  const int32_t first_token = prefill_response_.first_token();
+  if (first_token < 0 || first_token >= deps_.model->n_vocab()) {
+    return absl::InternalError(absl::StrCat("prefill worker ", prefill_.address,
+                                            " returned token ", first_token,
+                                            " outside the vocabulary"));
+  }
+  v1::GenerateResponse first;
+  first.set_request_id(request_id_);
+  first.set_text(generation.Accept(first_token));
+  first.add_tokens(first_token);
+  first_token_at_ = absl::Now();
+  if (generation.finished()) {
+    // Done with the first token: Decode never starts, so the reservation is released (in Run).
+    Finalize(generation, ToProto(generation.finish_reason()), first);
+    return sink_->Send(std::move(first)) ? absl::OkStatus() : CancelledStatus();
+  }
+  if (!sink_->Send(std::move(first))) return CancelledStatus();
+  return Decode(generation);
+}
+
+absl::Status RequestDriver::Reserve(int64_t n_tokens) {
+  const RequestDriverOptions& options = deps_.options;
+  int failures = 0;
+  bool queued = false;
+  while (true) {
+    if (cancelled_.load()) return CancelledStatus();
+    const uint64_t epoch = deps_.registry->epoch();
+    NoPlacement why = NoPlacement::kNoWorker;
+    absl::StatusOr<Placement> placement = deps_.registry->PickDecode(n_tokens, &why);
+    if (placement.ok()) {
+      absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+          deps_.channels->Get(placement->address);
+      if (!channel.ok()) return channel.status();
+      std::unique_ptr<v1::DecodeWorker::Stub> stub = v1::DecodeWorker::NewStub(*channel);
+      grpc::ClientContext context;
+      rpc::PrepareContext(context, deps_.channels->options(),
+                          absl::ToChronoTime(CallDeadline(options.reserve_timeout)));
+      v1::ReserveRequest request;
+      request.set_request_id(request_id_);
+      request.set_n_prompt_tokens(static_cast<int32_t>(prepared_.prompt.size()));
+      request.set_max_tokens(prepared_.params.max_tokens);
+      request.set_lease_ms(absl::ToInt64Milliseconds(options.reservation_lease));
+      request.set_model_fingerprint(deps_.model->fingerprint());
+      v1::ReserveResponse response;
+      if (!BeginCall(&context)) return CancelledStatus();
+      const grpc::Status status = stub->Reserve(&context, request, &response);
+      EndCall();
+      if (status.ok()) {
+        decode_ = *std::move(placement);
+        reservation_ = std::move(response);
+        holds_reservation_ = true;
+        if (reservation_.reservation_id().empty()) {
+          return absl::InternalError(absl::StrCat("decode worker ", decode_.address,
+                                                  " answered Reserve without a reservation id"));
+        }
+        return absl::OkStatus();
+      }
+      // The reservation may exist if only the answer was lost; its lease frees it.
+      if (cancelled_.load()) return CancelledStatus();
+      switch (status.error_code()) {
+        case grpc::StatusCode::RESOURCE_EXHAUSTED:
+          // Our view of its blocks was stale: try the others, else wait for the next report.
+          deps_.registry->MarkFull(placement->worker_id);
+          continue;
+        case grpc::StatusCode::UNAVAILABLE:
+        case grpc::StatusCode::DEADLINE_EXCEEDED:
+          if (absl::Now() >= deadline_ || ++failures >= options.max_reserve_failures) {
+            return WorkerError("decode worker", placement->address, "Reserve", status);
+          }
+          deps_.registry->MarkUnavailable(placement->worker_id);
+          continue;
+        default:
+          return WorkerError("decode worker", placement->address, "Reserve", status);
+      }
+    }
+    if (why == NoPlacement::kTooLarge) return placement.status();
+    // No room anywhere now: wait in the router's queue for a change (or the next poll).
+    if (!queued) {
+      if (absl::Status s = SetState(v1::REQUEST_STATE_QUEUED); !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat(s.message(), ": ", placement.status().message()));
+      }
+      queued = true;
+    }
+    const absl::Time now = absl::Now();
+    if (now >= deadline_) {
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "the request's deadline passed after %.3f s waiting in the router queue (%s)",
+          Seconds(now - received_), placement.status().message()));
+    }
+    deps_.registry->WaitForChange(epoch, std::min(deadline_, now + options.queue_poll_interval),
+                                  &cancelled_);
+  }
+}
+
+absl::Status RequestDriver::Prefill() {
+  if (absl::Status s = SetState(v1::REQUEST_STATE_PREFILLING); !s.ok()) return s;
+  absl::StatusOr<Placement> placement = deps_.registry->PickPrefill(
+      static_cast<int64_t>(prepared_.prompt.size()), decode_.worker_id);
+  if (!placement.ok()) return placement.status();
+  prefill_ = *std::move(placement);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = deps_.channels->Get(prefill_.address);
+  if (!channel.ok()) return channel.status();
+  std::unique_ptr<v1::PrefillWorker::Stub> stub = v1::PrefillWorker::NewStub(*channel);
+  grpc::ClientContext context;
+  rpc::PrepareContext(context, deps_.channels->options(),
+                      absl::ToChronoTime(CallDeadline(deps_.options.prefill_timeout)));
+  v1::PrefillRequest request;
+  request.set_request_id(request_id_);
+  request.mutable_prompt_tokens()->Assign(prepared_.prompt.begin(), prepared_.prompt.end());
+  *request.mutable_sampling() = prepared_.wire;
+  v1::KvDestination& destination = *request.mutable_destination();
+  destination.set_decode_address(decode_.address);
+  destination.set_reservation_id(reservation_.reservation_id());
+  destination.set_n_blocks(reservation_.n_blocks());
+  request.set_model_fingerprint(deps_.model->fingerprint());
+  if (!BeginCall(&context)) return CancelledStatus();
+  prefill_started_ = true;
+  const grpc::Status status = stub->Prefill(&context, request, &prefill_response_);
+  EndCall();
+  if (status.ok()) {
+    prefill_done_ = true;
+    // Prefill answers once every layer's KV is acknowledged by the decode worker.
+    return SetState(v1::REQUEST_STATE_KV_RECEIVED);
+  }
+  if (cancelled_.load()) return CancelledStatus();
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    deps_.registry->MarkUnavailable(prefill_.worker_id);
+  }
+  return WorkerError("prefill worker", prefill_.address, "Prefill", status);
+}
+
+absl::Status RequestDriver::Decode(engine::GenerationState& generation) {
+  if (absl::Status s = SetState(v1::REQUEST_STATE_DECODING); !s.ok()) return s;
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = deps_.channels->Get(decode_.address);
+  if (!channel.ok()) return channel.status();
+  std::unique_ptr<v1::DecodeWorker::Stub> stub = v1::DecodeWorker::NewStub(*channel);
+  grpc::ClientContext context;
+  rpc::PrepareContext(context, deps_.channels->options(), absl::ToChronoTime(deadline_));
+  v1::DecodeRequest request;
+  request.set_reservation_id(reservation_.reservation_id());
+  request.mutable_prompt_tokens()->Assign(prepared_.prompt.begin(), prepared_.prompt.end());
+  request.set_first_token(prefill_response_.first_token());
+  *request.mutable_sampling() = prepared_.wire;
+  if (!BeginCall(&context)) return CancelledStatus();
+  std::unique_ptr<grpc::ClientReader<v1::DecodeResponse>> reader = stub->Decode(&context, request);
+
+  const int32_t n_vocab = deps_.model->n_vocab();
+  v1::DecodeResponse message;
+  v1::GenerateResponse last;    // the final message, sent once the stream is closed
+  bool have_last = false;
+  bool worker_finished = false;  // the worker ended the sequence (and freed its blocks) itself
+  bool client_gone = false;
+  absl::Status bad_token;
+  while (reader->Read(&message)) {
+    if (have_last) continue;  // drain to the end of the stream
+    v1::GenerateResponse out;
+    out.set_request_id(request_id_);
+    std::string text;
+    for (int32_t token : message.tokens()) {
+      if (generation.finished()) break;
+      if (token < 0 || token >= n_vocab) {
+        bad_token = absl::InternalError(absl::StrCat("decode worker ", decode_.address,
+                                                     " returned token ", token,
+                                                     " outside the vocabulary"));
+        break;
+      }
+      text += generation.Accept(token);
+      out.add_tokens(token);
+    }
+    if (!bad_token.ok()) {
+      context.TryCancel();
+      break;
+    }
+    out.set_text(std::move(text));
+    if (message.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) worker_finished = true;
+    if (generation.finished() || worker_finished) {
+      Finalize(generation,
+               generation.finished() ? ToProto(generation.finish_reason())
+                                     : message.finish_reason(),
+               out);
+      last = std::move(out);
+      have_last = true;
+      if (worker_finished) continue;
+      // The router stopped first (a stop string): the worker must stop too.
+      context.TryCancel();
+      break;
+    }
+    if (out.tokens_size() > 0 && !sink_->Send(std::move(out))) {
+      client_gone = true;
+      context.TryCancel();
+      break;
+    }
+  }
+  const grpc::Status status = reader->Finish();
+  EndCall();
+  if (worker_finished) holds_reservation_ = false;
+  if (!bad_token.ok()) return bad_token;
+  if (client_gone || cancelled_.load()) return CancelledStatus();
+  if (have_last) return sink_->Send(std::move(last)) ? absl::OkStatus() : CancelledStatus();
+  if (!status.ok()) {
+    if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      deps_.registry->MarkUnavailable(decode_.worker_id);
+    }
+    return WorkerError("decode worker", decode_.address, "Decode", status);
+  }
+  return absl::InternalError(absl::StrCat("decode worker ", decode_.address,
+                                          " ended the Decode stream without a finish reason"));
+}
+
+void RequestDriver::Finalize(const engine::GenerationState& generation, v1::FinishReason reason,
+                             v1::GenerateResponse& response) {
+  const absl::Time now = absl::Now();
+  response.set_finish_reason(reason);
+  response.mutable_usage()->set_prompt_tokens(generation.n_prompt());
+  response.mutable_usage()->set_completion_tokens(generation.n_generated());
+  v1::Timings& timings = *response.mutable_timings();
+  timings.set_queue_seconds(Seconds(reserved_at_ - received_));
+  timings.set_ttft_seconds(Seconds(first_token_at_ - received_));
+  timings.set_e2e_seconds(Seconds(now - received_));
+  timings.set_kv_bytes(prefill_response_.kv_bytes_sent());
+  timings.set_kv_transfer_seconds(prefill_response_.kv_transfer_seconds());
+  timings.set_prefill_worker(prefill_.address);
+  timings.set_decode_worker(decode_.address);
+}
+
+void RequestDriver::ReleaseReservation() {
+  if (!holds_reservation_) return;
+  holds_reservation_ = false;
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = deps_.channels->Get(decode_.address);
+  if (!channel.ok()) return;
+  std::unique_ptr<v1::DecodeWorker::Stub> stub = v1::DecodeWorker::NewStub(*channel);
+  grpc::ClientContext context;
+  rpc::PrepareContext(context, deps_.channels->options(),
+                      absl::ToChronoTime(absl::Now() + deps_.options.cleanup_timeout));
+  v1::ReleaseRequest request;
+  request.set_reservation_id(reservation_.reservation_id());
+  v1::ReleaseResponse response;
+  // Best effort: if the worker cannot be reached, its lease frees the blocks.
+  stub->Release(&context, request, &response).ok();
+}
+
+void RequestDriver::CancelPrefillCall() {
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = deps_.channels->Get(prefill_.address);
+  if (!channel.ok()) return;
+  std::unique_ptr<v1::PrefillWorker::Stub> stub = v1::PrefillWorker::NewStub(*channel);
+  grpc::ClientContext context;
+  rpc::PrepareContext(context, deps_.channels->options(),
+                      absl::ToChronoTime(absl::Now() + deps_.options.cleanup_timeout));
+  v1::CancelRequest request;
+  request.set_request_id(request_id_);
+  v1::CancelResponse response;
+  stub->CancelPrefill(&context, request, &response).ok();  // best effort, as Release
+}
+
+absl::Status RequestDriver::SetState(v1::RequestState state) {
+  return deps_.table->SetState(request_id_, state);
+}
+
+absl::Status RequestDriver::CancelledStatus() const {
+  return absl::CancelledError(absl::StrCat("request ", request_id_, " was cancelled"));
+}
+
+bool RequestDriver::BeginCall(grpc::ClientContext* context) {
+  absl::MutexLock lock(&mu_);
+  if (cancelled_.load()) return false;
+  active_call_ = context;
+  return true;
+}
+
+void RequestDriver::EndCall() {
+  absl::MutexLock lock(&mu_);
+  active_call_ = nullptr;
+}
+
+absl::Time RequestDriver::CallDeadline(absl::Duration timeout) const {
+  return std::min(deadline_, absl::Now() + timeout);
+}
+
+}  // namespace baton::router

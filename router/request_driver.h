@@ -1,0 +1,135 @@
+// Drives one Generate request along the request's way (DESIGN.md):
+//
+//   tokenize + check -> pick a decode worker, Reserve its KV blocks (waiting in the router's queue
+//   while none has room) -> pick a prefill worker, Prefill with the reservation -> first token to
+//   the client -> Decode stream from the decode worker -> text deltas to the client.
+//
+// Every worker call is blocking, has a deadline, and runs on the request's pool thread (never on
+// a gRPC callback). The text sent is what engine::GenerationState releases (complete UTF-8, stop
+// strings held back and cut). A stop string ends the request at the router: the decode stream is
+// cancelled and the reservation released. Any failure ends the request with a status naming the
+// worker (UNAVAILABLE "prefill worker HOST:PORT unavailable: ..." when it is down) and releases
+// the reservation. Cancel() (the client went away) cancels the worker call in flight; the
+// request then releases its reservation and cancels its prefill. Every block the request held is
+// freed on every path, except where the decode worker already ended the sequence itself.
+//
+// The request's state lives in the RequestTable and changes only through it.
+//
+// Thread-safety: Run() once, on a pool thread; Cancel() from any thread, any time.
+#ifndef BATON_ROUTER_REQUEST_DRIVER_H_
+#define BATON_ROUTER_REQUEST_DRIVER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "baton/v1/router.pb.h"
+#include "baton/v1/worker.pb.h"
+#include "engine/generation_state.h"
+#include "grpcpp/grpcpp.h"
+#include "router/request_intake.h"
+#include "router/request_table.h"
+#include "router/served_model.h"
+#include "router/worker_channels.h"
+#include "router/worker_registry.h"
+
+namespace baton::router {
+
+// Where a request's responses go: the Generate reactor.
+class ResponseSink {
+ public:
+  virtual ~ResponseSink() = default;
+  // Queues a message for the client; blocks while too many are queued (back-pressure from a slow
+  // client). False when the client is gone.
+  virtual bool Send(v1::GenerateResponse response) = 0;
+  // Ends the stream after the queued messages. The last call the driver makes on the sink.
+  virtual void Close(const absl::Status& status) = 0;
+};
+
+struct RequestDriverOptions {
+  absl::Duration reserve_timeout = absl::Seconds(10);    // one Reserve call
+  absl::Duration reservation_lease = absl::Seconds(30);  // KV must arrive and Decode start within
+  absl::Duration prefill_timeout = absl::Seconds(60);    // one Prefill call
+  absl::Duration cleanup_timeout = absl::Seconds(5);     // Release, CancelPrefill
+  // Retry placement at least this often while queued (also on every registry change).
+  absl::Duration queue_poll_interval = absl::Milliseconds(500);
+  // Reserve calls that fail with the worker down before the request gives up.
+  int max_reserve_failures = 3;
+};
+
+// What every driver shares; owned by the Router, outliving every driver.
+struct RequestDriverDeps {
+  const ServedModel* model = nullptr;
+  WorkerRegistry* registry = nullptr;
+  RequestTable* table = nullptr;
+  WorkerChannels* channels = nullptr;
+  RequestDriverOptions options;
+};
+
+class RequestDriver {
+ public:
+  // The request must already be in deps.table under `request_id`. `deadline` bounds the whole
+  // request (the client's deadline, or the router's default). `sink` must stay valid until the
+  // driver calls its Close().
+  RequestDriver(const RequestDriverDeps& deps, v1::GenerateRequest request, std::string request_id,
+                absl::Time received, absl::Time deadline, ResponseSink* sink);
+  RequestDriver(const RequestDriver&) = delete;
+  RequestDriver& operator=(const RequestDriver&) = delete;
+
+  // Serves the request to its end, then closes the sink and leaves the table.
+  void Run();
+  // The client went away: stop as soon as possible, freeing everything.
+  void Cancel();
+
+  const std::string& request_id() const { return request_id_; }
+
+ private:
+  absl::Status Drive();
+  absl::Status Reserve(int64_t n_tokens);
+  absl::Status Prefill();
+  absl::Status Decode(engine::GenerationState& generation);
+  // Final fields of the last message.
+  void Finalize(const engine::GenerationState& generation, v1::FinishReason reason,
+                v1::GenerateResponse& response);
+  void ReleaseReservation();
+  void CancelPrefillCall();
+  absl::Status SetState(v1::RequestState state);
+  absl::Status CancelledStatus() const;
+
+  // Registers the call's context so that Cancel() can cancel it; false when already cancelled.
+  bool BeginCall(grpc::ClientContext* context);
+  void EndCall();
+  absl::Time CallDeadline(absl::Duration timeout) const;
+
+  const RequestDriverDeps& deps_;
+  const v1::GenerateRequest request_;
+  const std::string request_id_;
+  const absl::Time received_;
+  const absl::Time deadline_;
+  ResponseSink* const sink_;
+
+  std::atomic<bool> cancelled_{false};
+  absl::Mutex mu_;
+  grpc::ClientContext* active_call_ ABSL_GUARDED_BY(mu_) = nullptr;
+
+  // Request thread only.
+  PreparedRequest prepared_;
+  Placement decode_;
+  Placement prefill_;
+  v1::ReserveResponse reservation_;
+  bool holds_reservation_ = false;  // a reservation exists that the decode worker has not ended
+  bool prefill_started_ = false;
+  bool prefill_done_ = false;
+  v1::PrefillResponse prefill_response_;
+  absl::Time reserved_at_;
+  absl::Time first_token_at_;
+};
+
+}  // namespace baton::router
+
+#endif  // BATON_ROUTER_REQUEST_DRIVER_H_

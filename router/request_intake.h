@@ -1,0 +1,49 @@
+// Intake of a Generate request: from what the client sent to the prompt's tokens and checked
+// sampling settings, or a clear INVALID_ARGUMENT / NOT_FOUND saying what is wrong.
+//
+//  - prompt: tokenized as llama.cpp does (BOS per the model, special-token text recognized);
+//  - chat: rendered with the model's chat template, then tokenized the same way;
+//  - prompt_tokens: taken as they are, every id checked against the vocabulary.
+// Checks: a set model name must be the served one (NOT_FOUND); the prompt must be non-empty and
+// valid UTF-8; the sampling settings must pass engine::ValidateSamplingParams; prompt + max_tokens
+// must fit the context.
+//
+// The wire's "unset" values become their documented defaults: top_p 0 -> 1, repetition_penalty
+// 0 -> 1, max_tokens 0 -> 256, no seed -> the caller's random seed.
+//
+// Thread-safety: pure functions.
+#ifndef BATON_ROUTER_REQUEST_INTAKE_H_
+#define BATON_ROUTER_REQUEST_INTAKE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "baton/v1/common.pb.h"
+#include "baton/v1/router.pb.h"
+#include "engine/sampling_params.h"
+#include "engine/vocab.h"
+#include "router/served_model.h"
+
+namespace baton::router {
+
+inline constexpr int32_t kDefaultMaxTokens = 256;
+
+struct PreparedRequest {
+  std::vector<engine::TokenId> prompt;
+  engine::SamplingParams params;  // defaults applied, validated
+  v1::SamplingParams wire;        // what workers get: defaults applied, seed set, no stop strings
+};
+
+absl::StatusOr<PreparedRequest> PrepareRequest(const v1::GenerateRequest& request,
+                                               const ServedModel& model, uint64_t random_seed);
+
+// The wire's settings with the "unset" defaults applied (not validated).
+engine::SamplingParams SamplingFromProto(const v1::SamplingParams& wire, uint64_t random_seed);
+// Every field set explicitly (the seed included); stop strings are the router's business and left
+// out.
+v1::SamplingParams SamplingToProto(const engine::SamplingParams& params);
+
+}  // namespace baton::router
+
+#endif  // BATON_ROUTER_REQUEST_INTAKE_H_

@@ -1,0 +1,126 @@
+#include "router/router_server.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+
+namespace baton::router {
+
+absl::StatusOr<std::vector<std::string>> ParseWorkerAddresses(absl::string_view list) {
+  std::vector<std::string> out;
+  for (absl::string_view entry : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
+    entry = absl::StripAsciiWhitespace(entry);
+    const size_t colon = entry.rfind(':');
+    int port = 0;
+    if (colon == absl::string_view::npos || colon == 0 ||
+        !absl::SimpleAtoi(entry.substr(colon + 1), &port) || port <= 0 || port > 65535) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("worker address '", entry, "' is not host:port"));
+    }
+    out.emplace_back(entry);
+  }
+  return out;
+}
+
+Router::Router(RouterOptions options) : options_(std::move(options)) {}
+
+Router::~Router() { Shutdown(); }
+
+absl::Status Router::Start() {
+  absl::MutexLock lock(&shutdown_mu_);
+  if (started_) return absl::FailedPreconditionError("the router was already started");
+  if (options_.model_path.empty()) return absl::InvalidArgumentError("no model path given");
+  if (options_.max_queued < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_queued must be >= 0, got ", options_.max_queued));
+  }
+  if (options_.max_running < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_running must be >= 1, got ", options_.max_running));
+  }
+  if (options_.heartbeat_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("heartbeat_interval must be positive");
+  }
+  absl::StatusOr<std::unique_ptr<ServedModel>> model =
+      ServedModel::Load(options_.model_path, options_.n_ctx);
+  if (!model.ok()) return model.status();
+  model_ = std::move(*model);
+
+  registry_ = std::make_unique<WorkerRegistry>(
+      WorkerRegistryOptions{.model_fingerprint = model_->fingerprint(),
+                            .heartbeat_interval = options_.heartbeat_interval,
+                            .heartbeat_timeout = options_.heartbeat_timeout,
+                            .placement = options_.placement});
+  for (const std::string& a : options_.prefill_workers) {
+    registry_->AddStatic(v1::WORKER_ROLE_PREFILL, a);
+  }
+  for (const std::string& a : options_.decode_workers) {
+    registry_->AddStatic(v1::WORKER_ROLE_DECODE, a);
+  }
+  for (const std::string& a : options_.colocated_workers) {
+    registry_->AddStatic(v1::WORKER_ROLE_BOTH, a);
+  }
+  table_ = std::make_unique<RequestTable>(options_.max_queued);
+  channels_ = std::make_unique<WorkerChannels>(options_.workers);
+  pool_ = std::make_unique<RequestPool>(options_.max_running);
+  env_.driver = RequestDriverDeps{
+      .model = model_.get(),
+      .registry = registry_.get(),
+      .table = table_.get(),
+      .channels = channels_.get(),
+      .options = {.reserve_timeout = options_.reserve_timeout,
+                  .reservation_lease = options_.reservation_lease,
+                  .prefill_timeout = options_.prefill_timeout,
+                  .cleanup_timeout = options_.cleanup_timeout,
+                  .queue_poll_interval = options_.heartbeat_interval}};
+  env_.pool = pool_.get();
+  env_.auth_token = options_.server.auth_token;
+  env_.request_timeout = options_.request_timeout;
+  env_.draining = &draining_;
+  service_ = std::make_unique<RouterService>(&env_);
+
+  // Know the static workers before the first request arrives.
+  poller_ = std::make_unique<StaticWorkerPoller>(registry_.get(), channels_.get());
+  poller_->Start(std::min(registry_->heartbeat_timeout(), absl::Seconds(2)));
+
+  absl::StatusOr<rpc::StartedServer> started = rpc::StartServer(options_.server, {service_.get()});
+  if (!started.ok()) {
+    poller_->Stop();
+    pool_->Stop();
+    return started.status();
+  }
+  server_ = std::move(started->server);
+  port_ = started->port;
+  started_ = true;
+  return absl::OkStatus();
+}
+
+std::string Router::address() const {
+  const std::string& host = options_.server.host;
+  return host.find(':') != std::string::npos ? absl::StrCat("[", host, "]:", port_)
+                                             : absl::StrCat(host, ":", port_);
+}
+
+void Router::Shutdown() {
+  {
+    absl::MutexLock lock(&shutdown_mu_);
+    if (!started_ || shut_down_) return;
+    shut_down_ = true;
+  }
+  draining_.store(true);
+  // Waits for the calls in flight; those still running at the deadline are cancelled (their
+  // drivers then free what they hold and close).
+  server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.drain_timeout));
+  pool_->Stop();
+  poller_->Stop();
+  stopped_.Notify();
+}
+
+void Router::Wait() { stopped_.WaitForNotification(); }
+
+}  // namespace baton::router

@@ -1,0 +1,115 @@
+// The router as one object: its options, the served model's tokenizer, the worker registry, the
+// request pool and queue, the static-worker poller and the gRPC server (`baton router`).
+//
+//   Router router({.server = {.port = 7070}, .model_path = "model.gguf",
+//                  .prefill_workers = {"10.0.0.1:7100"}, .decode_workers = {"10.0.0.2:7200"}});
+//   if (absl::Status s = router.Start(); !s.ok()) ...
+//   router.Wait();  // until another thread calls Shutdown()
+//
+// Thread-safety: Start() once, before anything else; then every method from any thread.
+#ifndef BATON_ROUTER_ROUTER_SERVER_H_
+#define BATON_ROUTER_ROUTER_SERVER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "router/generate_reactor.h"
+#include "router/placement_policy.h"
+#include "router/request_pool.h"
+#include "router/request_table.h"
+#include "router/router_service.h"
+#include "router/served_model.h"
+#include "router/static_worker_poller.h"
+#include "router/worker_channels.h"
+#include "router/worker_registry.h"
+#include "rpc/server_options.h"
+
+namespace baton::router {
+
+struct RouterOptions {
+  rpc::ServerOptions server;   // where the router listens, its token, TLS
+  rpc::ClientOptions workers;  // how it calls workers: their token, TLS
+  std::string model_path;      // the GGUF file the workers serve (tokenizer, context, fingerprint)
+  int32_t n_ctx = 0;           // > 0: cap on prompt + max_tokens; 0: the model's context
+  // Static workers (host:port), polled with Status every heartbeat interval; workers may also
+  // register themselves.
+  std::vector<std::string> prefill_workers;    // --prefill
+  std::vector<std::string> decode_workers;     // --decode
+  std::vector<std::string> colocated_workers;  // --colocated (role both)
+  absl::Duration heartbeat_interval = absl::Milliseconds(500);
+  absl::Duration heartbeat_timeout = absl::ZeroDuration();  // 0: 3 x heartbeat_interval
+  PlacementPolicy placement = PlacementPolicy::kLeastLoaded;  // --placement
+  int max_queued = 256;   // --max-queued: requests waiting for capacity or a thread
+  int max_running = 256;  // request threads: requests being driven at once
+  absl::Duration request_timeout = absl::Minutes(10);  // whole request, when the client sets none
+  absl::Duration prefill_timeout = absl::Seconds(60);  // one Prefill call
+  absl::Duration reserve_timeout = absl::Seconds(10);  // one Reserve call
+  absl::Duration reservation_lease = absl::Seconds(30);
+  absl::Duration cleanup_timeout = absl::Seconds(5);   // Release / CancelPrefill calls
+  absl::Duration drain_timeout = absl::Seconds(30);    // Shutdown: in-flight requests get this long
+};
+
+// "host:port,host:port" -> addresses; "" -> none. INVALID_ARGUMENT naming an entry without a
+// port.
+absl::StatusOr<std::vector<std::string>> ParseWorkerAddresses(absl::string_view list);
+
+class Router {
+ public:
+  explicit Router(RouterOptions options);
+  ~Router();  // Shutdown()
+  Router(const Router&) = delete;
+  Router& operator=(const Router&) = delete;
+
+  // Loads the model's tokenizer and config (no forward pass), polls the static workers once, and
+  // starts serving. INVALID_ARGUMENT for bad options; the model's load error; UNAVAILABLE when
+  // the port cannot be bound.
+  absl::Status Start();
+
+  // The port it listens on (the OS's pick when options.server.port was 0) and host:port.
+  int port() const { return port_; }
+  std::string address() const;
+
+  // Drains: refuses new requests, lets in-flight ones finish (cancelling those still running
+  // after drain_timeout), then stops. Idempotent.
+  void Shutdown();
+  // Blocks until Shutdown() has completed.
+  void Wait();
+
+  const RouterOptions& options() const { return options_; }
+  const ServedModel& model() const { return *model_; }
+  WorkerRegistry& registry() { return *registry_; }
+  RequestTable& requests() { return *table_; }
+
+ private:
+  const RouterOptions options_;
+  std::unique_ptr<ServedModel> model_;
+  std::unique_ptr<WorkerRegistry> registry_;
+  std::unique_ptr<RequestTable> table_;
+  std::unique_ptr<WorkerChannels> channels_;
+  std::unique_ptr<RequestPool> pool_;
+  std::unique_ptr<StaticWorkerPoller> poller_;
+  std::atomic<bool> draining_{false};
+  GenerateEnv env_;
+  std::unique_ptr<RouterService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+
+  absl::Mutex shutdown_mu_;
+  bool started_ ABSL_GUARDED_BY(shutdown_mu_) = false;
+  bool shut_down_ ABSL_GUARDED_BY(shutdown_mu_) = false;
+  absl::Notification stopped_;
+};
+
+}  // namespace baton::router
+
+#endif  // BATON_ROUTER_ROUTER_SERVER_H_

@@ -1,0 +1,84 @@
+#include "router/router_service.h"
+
+#include "absl/time/clock.h"
+#include "rpc/auth.h"
+#include "rpc/status.h"
+
+namespace baton::router {
+namespace {
+
+grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context, const grpc::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(status);
+  return reactor;
+}
+
+}  // namespace
+
+grpc::ServerWriteReactor<v1::GenerateResponse>* RouterService::Generate(
+    grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
+  return new GenerateReactor(context, *request, env_);
+}
+
+grpc::ServerUnaryReactor* RouterService::ListModels(grpc::CallbackServerContext* context,
+                                                    const v1::ListModelsRequest* request,
+                                                    v1::ListModelsResponse* response) {
+  if (grpc::Status auth = rpc::CheckAuth(*context, env_.auth_token); !auth.ok()) {
+    return Done(context, auth);
+  }
+  const ServedModel& model = *env_.driver.model;
+  v1::ModelInfo* info = response->add_models();
+  info->set_id(model.id());
+  info->set_n_ctx(model.n_ctx());
+  info->set_fingerprint(model.fingerprint());
+  return Done(context, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* RouterService::ClusterStatus(grpc::CallbackServerContext* context,
+                                                       const v1::ClusterStatusRequest* request,
+                                                       v1::ClusterStatusResponse* response) {
+  if (grpc::Status auth = rpc::CheckAuth(*context, env_.auth_token); !auth.ok()) {
+    return Done(context, auth);
+  }
+  const absl::Time now = absl::Now();
+  for (const WorkerSnapshot& w : env_.driver.registry->Snapshot()) {
+    v1::WorkerStatus* status = response->add_workers();
+    status->set_worker_id(w.id);
+    status->set_role(w.role);
+    status->set_address(w.address);
+    *status->mutable_load() = w.load;
+    status->set_healthy(w.healthy);
+    status->set_seconds_since_heartbeat(
+        w.last_seen == absl::InfinitePast() ? -1.0 : absl::ToDoubleSeconds(now - w.last_seen));
+  }
+  response->set_queued_requests(env_.driver.table->queued());
+  response->set_active_requests(env_.driver.table->active());
+  return Done(context, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* RouterService::RegisterWorker(grpc::CallbackServerContext* context,
+                                                        const v1::RegisterWorkerRequest* request,
+                                                        v1::RegisterWorkerResponse* response) {
+  if (grpc::Status auth = rpc::CheckAuth(*context, env_.auth_token); !auth.ok()) {
+    return Done(context, auth);
+  }
+  WorkerRegistry& registry = *env_.driver.registry;
+  absl::StatusOr<std::string> id =
+      registry.Register(request->role(), request->address(), request->model(), request->load());
+  if (!id.ok()) return Done(context, rpc::ToGrpcStatus(id.status()));
+  response->set_worker_id(*id);
+  response->set_heartbeat_interval_ms(absl::ToInt64Milliseconds(registry.heartbeat_interval()));
+  return Done(context, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* RouterService::Heartbeat(grpc::CallbackServerContext* context,
+                                                   const v1::HeartbeatRequest* request,
+                                                   v1::HeartbeatResponse* response) {
+  if (grpc::Status auth = rpc::CheckAuth(*context, env_.auth_token); !auth.ok()) {
+    return Done(context, auth);
+  }
+  response->set_known(env_.driver.registry->Heartbeat(request->worker_id(), request->load()));
+  return Done(context, grpc::Status::OK);
+}
+
+}  // namespace baton::router

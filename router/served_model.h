@@ -1,0 +1,51 @@
+// The model a router serves, as far as the router needs it: the tokenizer and chat template to
+// turn requests into tokens, the context length to check them against, the name clients use, and
+// the fingerprint workers must match. The router never runs the model.
+//
+// Thread-safety: immutable after Load(); share it freely between threads.
+#ifndef BATON_ROUTER_SERVED_MODEL_H_
+#define BATON_ROUTER_SERVED_MODEL_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "engine/chat_template.h"
+#include "engine/model.h"
+#include "engine/tokenizer.h"
+
+namespace baton::router {
+
+class ServedModel {
+ public:
+  // Opens the GGUF file at `path` (mapped; no weight is read). `n_ctx` > 0 caps the context the
+  // router allows per request (prompt + max_tokens); 0 means the model's training context.
+  static absl::StatusOr<std::unique_ptr<ServedModel>> Load(const std::string& path,
+                                                           int32_t n_ctx = 0);
+
+  // What clients call the model: the file's name without ".gguf" (general.name if that is empty).
+  const std::string& id() const { return id_; }
+  // general.name, may be empty. Requests may name the model by it too.
+  const std::string& general_name() const { return model_->config().name; }
+  const std::string& fingerprint() const { return model_->fingerprint(); }
+  int32_t n_ctx() const { return n_ctx_; }
+  int32_t n_vocab() const { return model_->config().n_vocab; }
+  const engine::Tokenizer& tokenizer() const { return model_->tokenizer(); }
+  // The model's chat template family, or why chat requests cannot be served.
+  const absl::StatusOr<engine::ChatTemplateKind>& chat_template() const { return chat_template_; }
+  // The default system message the template injects (ChatML), "" when none.
+  const std::string& default_system() const { return default_system_; }
+
+ private:
+  ServedModel() = default;
+  std::unique_ptr<engine::Model> model_;
+  std::string id_;
+  int32_t n_ctx_ = 0;
+  absl::StatusOr<engine::ChatTemplateKind> chat_template_;
+  std::string default_system_;
+};
+
+}  // namespace baton::router
+
+#endif  // BATON_ROUTER_SERVED_MODEL_H_

@@ -1,0 +1,351 @@
+#include "router/worker_registry.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace baton::router {
+namespace {
+
+int64_t BlocksFor(int64_t n_tokens, int32_t block_size) {
+  return (n_tokens + block_size - 1) / block_size;
+}
+
+absl::Status CheckModel(const std::string& router_fingerprint, const std::string& address,
+                        v1::WorkerRole role, const v1::ModelIdentity& model) {
+  if (model.fingerprint() != router_fingerprint) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "worker ", address, " serves model fingerprint '", model.fingerprint(),
+        "' but the router's model has fingerprint '", router_fingerprint, "'"));
+  }
+  if (ServesDecode(role) && model.block_size() <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("decode-capable worker ", address,
+                                                   " reports no KV block size (model.block_size ",
+                                                   model.block_size(), ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool ServesPrefill(v1::WorkerRole role) {
+  return role == v1::WORKER_ROLE_PREFILL || role == v1::WORKER_ROLE_BOTH;
+}
+
+bool ServesDecode(v1::WorkerRole role) {
+  return role == v1::WORKER_ROLE_DECODE || role == v1::WORKER_ROLE_BOTH;
+}
+
+absl::string_view WorkerRoleName(v1::WorkerRole role) {
+  switch (role) {
+    case v1::WORKER_ROLE_PREFILL:
+      return "prefill";
+    case v1::WORKER_ROLE_DECODE:
+      return "decode";
+    case v1::WORKER_ROLE_BOTH:
+      return "both";
+    default:
+      return "unspecified";
+  }
+}
+
+WorkerRegistry::WorkerRegistry(WorkerRegistryOptions options)
+    : options_(std::move(options)),
+      heartbeat_timeout_(options_.heartbeat_timeout > absl::ZeroDuration()
+                             ? options_.heartbeat_timeout
+                             : 3 * options_.heartbeat_interval) {}
+
+absl::StatusOr<std::string> WorkerRegistry::Register(v1::WorkerRole role,
+                                                     const std::string& address,
+                                                     const v1::ModelIdentity& model,
+                                                     const v1::WorkerLoad& load) {
+  if (role != v1::WORKER_ROLE_PREFILL && role != v1::WORKER_ROLE_DECODE &&
+      role != v1::WORKER_ROLE_BOTH) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("worker ", address, " registered without a role (prefill, decode or both)"));
+  }
+  if (address.empty()) return absl::InvalidArgumentError("worker registered without an address");
+  if (absl::Status s = CheckModel(options_.model_fingerprint, address, role, model); !s.ok()) {
+    return s;
+  }
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = options_.now();
+  ++epoch_;
+  // A static worker that also registers: its registration and heartbeats count as its reports.
+  for (Worker& w : workers_) {
+    if (w.info.is_static && w.info.address == address && w.info.role == role) {
+      w.info.model = model;
+      w.info.load = load;
+      w.info.last_seen = now;
+      w.info.last_error.clear();
+      w.reported = true;
+      w.unavailable = false;
+      return w.info.id;
+    }
+  }
+  // A worker registering again at a known address restarted: the old entry goes.
+  workers_.erase(std::remove_if(workers_.begin(), workers_.end(),
+                                [&](const Worker& w) {
+                                  return !w.info.is_static && w.info.address == address;
+                                }),
+                 workers_.end());
+  Worker w;
+  w.seq = next_seq_;
+  w.info.id = NewIdLocked();
+  w.info.role = role;
+  w.info.address = address;
+  w.info.model = model;
+  w.info.load = load;
+  w.info.last_seen = now;
+  w.reported = true;
+  workers_.push_back(std::move(w));
+  return workers_.back().info.id;
+}
+
+bool WorkerRegistry::Heartbeat(const std::string& worker_id, const v1::WorkerLoad& load) {
+  absl::MutexLock lock(&mu_);
+  Worker* w = FindLocked(worker_id);
+  if (w == nullptr || !w->reported) return false;
+  w->info.load = load;
+  w->info.last_seen = options_.now();
+  w->unavailable = false;
+  ++epoch_;
+  return true;
+}
+
+std::string WorkerRegistry::AddStatic(v1::WorkerRole role, const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  for (const Worker& w : workers_) {
+    if (w.info.is_static && w.info.address == address && w.info.role == role) return w.info.id;
+  }
+  Worker w;
+  w.seq = next_seq_;
+  w.info.id = NewIdLocked();
+  w.info.role = role;
+  w.info.address = address;
+  w.info.is_static = true;
+  w.info.last_error = "no status answer yet";
+  workers_.push_back(std::move(w));
+  return workers_.back().info.id;
+}
+
+absl::Status WorkerRegistry::ReportStatic(const std::string& worker_id,
+                                          v1::WorkerRole reported_role,
+                                          const v1::ModelIdentity& model,
+                                          const v1::WorkerLoad& load) {
+  absl::MutexLock lock(&mu_);
+  Worker* w = FindLocked(worker_id);
+  if (w == nullptr) return absl::NotFoundError(absl::StrCat("no worker '", worker_id, "'"));
+  absl::Status status = CheckModel(options_.model_fingerprint, w->info.address, w->info.role,
+                                   model);
+  if (status.ok() && reported_role != w->info.role && reported_role != v1::WORKER_ROLE_BOTH) {
+    status = absl::InvalidArgumentError(absl::StrCat(
+        "worker ", w->info.address, " was listed as a ", WorkerRoleName(w->info.role),
+        " worker but serves the role ", WorkerRoleName(reported_role)));
+  }
+  w->info.last_seen = options_.now();
+  w->info.load = load;
+  w->info.model = model;
+  w->unavailable = false;
+  w->reported = status.ok();
+  w->info.last_error = status.ok() ? "" : std::string(status.message());
+  ++epoch_;
+  return status;
+}
+
+void WorkerRegistry::ReportStaticFailure(const std::string& worker_id, const absl::Status& why) {
+  absl::MutexLock lock(&mu_);
+  Worker* w = FindLocked(worker_id);
+  if (w == nullptr) return;
+  w->unavailable = true;
+  w->info.last_error = std::string(why.message());
+}
+
+absl::StatusOr<Placement> WorkerRegistry::PickDecode(int64_t n_tokens, NoPlacement* why) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = options_.now();
+  ForgetStaleLocked(now);
+  std::vector<size_t> eligible;
+  std::vector<int64_t> needs(workers_.size(), 0);
+  bool any_worker = false;
+  bool any_large_enough = false;
+  int64_t largest_total = 0;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    const Worker& w = workers_[i];
+    if (!ServesDecode(w.info.role) || !HealthyLocked(w, now)) continue;
+    if (w.info.model.n_ctx() > 0 && n_tokens > w.info.model.n_ctx()) continue;
+    any_worker = true;
+    needs[i] = BlocksFor(n_tokens, w.info.model.block_size());
+    const int32_t total = w.info.load.kv_blocks_total();
+    largest_total = std::max<int64_t>(largest_total, total);
+    if (total <= 0 || needs[i] <= total) any_large_enough = true;
+    if (w.info.load.kv_blocks_free() >= needs[i]) eligible.push_back(i);
+  }
+  if (eligible.empty()) {
+    if (!any_worker) {
+      if (why != nullptr) *why = NoPlacement::kNoWorker;
+      return absl::UnavailableError(
+          absl::StrCat("no healthy decode worker can hold ", n_tokens, " tokens"));
+    }
+    if (!any_large_enough) {
+      if (why != nullptr) *why = NoPlacement::kTooLarge;
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the request needs KV for ", n_tokens,
+          " tokens, more than any decode worker holds (the largest has ", largest_total,
+          " blocks)"));
+    }
+    if (why != nullptr) *why = NoPlacement::kNoCapacity;
+    return absl::ResourceExhaustedError(
+        absl::StrCat("no decode worker has free KV blocks for ", n_tokens, " tokens"));
+  }
+  size_t chosen = eligible.front();
+  if (options_.placement == PlacementPolicy::kRoundRobin) {
+    chosen = RoundRobinLocked(eligible, &decode_cursor_);
+  } else {
+    for (size_t i : eligible) {
+      if (workers_[i].info.load.kv_blocks_free() > workers_[chosen].info.load.kv_blocks_free()) {
+        chosen = i;
+      }
+    }
+  }
+  Worker& w = workers_[chosen];
+  w.info.load.set_kv_blocks_free(
+      static_cast<int32_t>(w.info.load.kv_blocks_free() - needs[chosen]));
+  w.info.load.set_reservations(w.info.load.reservations() + 1);
+  return Placement{.worker_id = w.info.id,
+                   .address = w.info.address,
+                   .n_blocks = static_cast<int32_t>(needs[chosen])};
+}
+
+absl::StatusOr<Placement> WorkerRegistry::PickPrefill(int64_t n_prompt_tokens,
+                                                      const std::string& decode_worker_id) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = options_.now();
+  ForgetStaleLocked(now);
+  std::vector<size_t> eligible;
+  for (size_t i = 0; i < workers_.size(); ++i) {
+    const Worker& w = workers_[i];
+    if (!ServesPrefill(w.info.role) || !HealthyLocked(w, now)) continue;
+    if (w.info.model.n_ctx() > 0 && n_prompt_tokens > w.info.model.n_ctx()) continue;
+    if (!decode_worker_id.empty() && w.info.id == decode_worker_id &&
+        w.info.role == v1::WORKER_ROLE_BOTH) {
+      eligible = {i};
+      break;
+    }
+    eligible.push_back(i);
+  }
+  if (eligible.empty()) {
+    return absl::UnavailableError(
+        absl::StrCat("no healthy prefill worker can take a prompt of ", n_prompt_tokens,
+                     " tokens"));
+  }
+  size_t chosen = eligible.front();
+  if (eligible.size() > 1) {
+    if (options_.placement == PlacementPolicy::kRoundRobin) {
+      chosen = RoundRobinLocked(eligible, &prefill_cursor_);
+    } else {
+      for (size_t i : eligible) {
+        if (workers_[i].info.load.queued_prompt_tokens() <
+            workers_[chosen].info.load.queued_prompt_tokens()) {
+          chosen = i;
+        }
+      }
+    }
+  }
+  Worker& w = workers_[chosen];
+  w.info.load.set_queued_prompt_tokens(w.info.load.queued_prompt_tokens() + n_prompt_tokens);
+  return Placement{.worker_id = w.info.id, .address = w.info.address, .n_blocks = 0};
+}
+
+void WorkerRegistry::MarkUnavailable(const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  if (Worker* w = FindLocked(worker_id)) w->unavailable = true;
+}
+
+void WorkerRegistry::MarkFull(const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  if (Worker* w = FindLocked(worker_id)) w->info.load.set_kv_blocks_free(0);
+}
+
+std::vector<WorkerSnapshot> WorkerRegistry::Snapshot() {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = options_.now();
+  ForgetStaleLocked(now);
+  std::vector<WorkerSnapshot> out;
+  out.reserve(workers_.size());
+  for (const Worker& w : workers_) out.push_back(SnapshotLocked(w, now));
+  return out;
+}
+
+std::vector<WorkerSnapshot> WorkerRegistry::StaticWorkers() {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = options_.now();
+  std::vector<WorkerSnapshot> out;
+  for (const Worker& w : workers_) {
+    if (w.info.is_static) out.push_back(SnapshotLocked(w, now));
+  }
+  return out;
+}
+
+uint64_t WorkerRegistry::epoch() {
+  absl::MutexLock lock(&mu_);
+  return epoch_;
+}
+
+void WorkerRegistry::WaitForChange(uint64_t seen_epoch, absl::Time deadline,
+                                   const std::atomic<bool>* stop) {
+  absl::MutexLock lock(&mu_);
+  auto changed = [&]() {
+    return epoch_ != seen_epoch || (stop != nullptr && stop->load());
+  };
+  mu_.AwaitWithDeadline(absl::Condition(&changed), deadline);
+}
+
+void WorkerRegistry::Wake() {
+  absl::MutexLock lock(&mu_);
+  ++epoch_;
+}
+
+bool WorkerRegistry::HealthyLocked(const Worker& w, absl::Time now) const {
+  return w.reported && !w.unavailable && now - w.info.last_seen <= heartbeat_timeout_;
+}
+
+void WorkerRegistry::ForgetStaleLocked(absl::Time now) {
+  workers_.erase(std::remove_if(workers_.begin(), workers_.end(),
+                                [&](const Worker& w) {
+                                  return !w.info.is_static &&
+                                         now - w.info.last_seen > options_.forget_after;
+                                }),
+                 workers_.end());
+}
+
+WorkerRegistry::Worker* WorkerRegistry::FindLocked(absl::string_view id) {
+  for (Worker& w : workers_) {
+    if (w.info.id == id) return &w;
+  }
+  return nullptr;
+}
+
+size_t WorkerRegistry::RoundRobinLocked(const std::vector<size_t>& eligible, uint64_t* cursor) {
+  // `eligible` is in registration order: take the first after the last pick, else wrap around.
+  size_t chosen = eligible.front();
+  for (size_t i : eligible) {
+    if (workers_[i].seq > *cursor) {
+      chosen = i;
+      break;
+    }
+  }
+  *cursor = workers_[chosen].seq;
+  return chosen;
+}
+
+std::string WorkerRegistry::NewIdLocked() { return absl::StrCat("worker-", next_seq_++); }
+
+WorkerSnapshot WorkerRegistry::SnapshotLocked(const Worker& w, absl::Time now) const {
+  WorkerSnapshot s = w.info;
+  s.healthy = HealthyLocked(w, now);
+  return s;
+}
+
+}  // namespace baton::router

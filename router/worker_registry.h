@@ -1,0 +1,184 @@
+// The router's view of its workers: who they are, whether they are alive, how loaded they are,
+// and which one gets the next request.
+//
+// Workers become known in two ways:
+//  - registration: a worker calls RegisterWorker, then Heartbeat every interval;
+//  - static lists (router flags --prefill / --decode / --colocated): AddStatic(), after which the
+//    router polls the worker's Status RPC and reports each answer with ReportStatic().
+// Either way a report (registration, heartbeat, status answer) refreshes the worker's load and
+// its last-seen time. A worker unseen for `heartbeat_timeout` is unhealthy and gets no new
+// requests; it is healthy again at its next report. MarkUnavailable() takes a worker out until its
+// next report (a call to it failed); MarkFull() zeroes its free KV blocks until its next report (a
+// reservation was refused).
+//
+// Placement: PickDecode() among healthy decode-capable workers (role decode or both) whose free KV
+// blocks cover the request and whose context is long enough; PickPrefill() among healthy
+// prefill-capable workers (prefill or both). kLeastLoaded picks the decode worker with the most
+// free blocks and the prefill worker with the fewest queued prompt tokens; kRoundRobin rotates over
+// the eligible workers. Each pick updates the load view optimistically (the decode worker loses
+// the request's blocks, the prefill worker gains its prompt tokens) until the next report
+// overwrites it.
+//
+// Changes that may let a waiting request be placed (a report, a registration) advance epoch();
+// WaitForChange() blocks until that happens.
+//
+// Thread-safety: thread-safe; every method may be called from any thread.
+#ifndef BATON_ROUTER_WORKER_REGISTRY_H_
+#define BATON_ROUTER_WORKER_REGISTRY_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "baton/v1/common.pb.h"
+#include "router/placement_policy.h"
+
+namespace baton::router {
+
+struct WorkerRegistryOptions {
+  // The fingerprint of the router's model (engine/model.h); a worker serving other weights is
+  // refused.
+  std::string model_fingerprint;
+  absl::Duration heartbeat_interval = absl::Milliseconds(500);
+  // Unseen this long: unhealthy. Zero: 3 x heartbeat_interval.
+  absl::Duration heartbeat_timeout = absl::ZeroDuration();
+  // A registered (not static) worker unseen this long is forgotten.
+  absl::Duration forget_after = absl::Minutes(5);
+  PlacementPolicy placement = PlacementPolicy::kLeastLoaded;
+  // The clock; tests inject their own.
+  std::function<absl::Time()> now = [] { return absl::Now(); };
+};
+
+// One worker as the registry sees it (a copy).
+struct WorkerSnapshot {
+  std::string id;
+  v1::WorkerRole role = v1::WORKER_ROLE_UNSPECIFIED;
+  std::string address;
+  bool is_static = false;
+  v1::ModelIdentity model;
+  v1::WorkerLoad load;
+  bool healthy = false;
+  absl::Time last_seen = absl::InfinitePast();  // InfinitePast: never reported
+  std::string last_error;                       // why a static worker is not usable, if it is not
+};
+
+// The worker chosen for a request.
+struct Placement {
+  std::string worker_id;
+  std::string address;
+  int32_t n_blocks = 0;  // decode: the KV blocks the request needs there; prefill: 0
+};
+
+// Why no decode worker was picked.
+enum class NoPlacement {
+  kNoWorker,    // no healthy decode-capable worker at all (or none with a long enough context)
+  kNoCapacity,  // some could hold the request, but not with their blocks free now
+  kTooLarge,    // no healthy worker has that many blocks in total
+};
+
+class WorkerRegistry {
+ public:
+  explicit WorkerRegistry(WorkerRegistryOptions options);
+  WorkerRegistry(const WorkerRegistry&) = delete;
+  WorkerRegistry& operator=(const WorkerRegistry&) = delete;
+
+  // A worker announcing itself. Returns its id. INVALID_ARGUMENT: no role, no address, or a
+  // decode-capable worker without a block size. FAILED_PRECONDITION naming both fingerprints when
+  // the worker's model is not the router's. A worker registering again at an address already
+  // known (it restarted) replaces the old entry.
+  absl::StatusOr<std::string> Register(v1::WorkerRole role, const std::string& address,
+                                       const v1::ModelIdentity& model, const v1::WorkerLoad& load);
+
+  // A registered worker's heartbeat. False when the id is unknown (the worker must register
+  // again).
+  bool Heartbeat(const std::string& worker_id, const v1::WorkerLoad& load);
+
+  // A worker from a static list: known at once, unhealthy until its first ReportStatic(). Returns
+  // its id. Adding the same address and role twice returns the existing id.
+  std::string AddStatic(v1::WorkerRole role, const std::string& address);
+
+  // The answer of a static worker's Status RPC, treated as a heartbeat. FAILED_PRECONDITION (the
+  // worker stays unhealthy) when its fingerprint is not the router's, INVALID_ARGUMENT when it
+  // does not serve the role it was listed for or a decode-capable worker reports no block size;
+  // NOT_FOUND for an unknown id.
+  absl::Status ReportStatic(const std::string& worker_id, v1::WorkerRole reported_role,
+                            const v1::ModelIdentity& model, const v1::WorkerLoad& load);
+  // A failed poll of a static worker: unhealthy until its next answer, with `why` kept.
+  void ReportStaticFailure(const std::string& worker_id, const absl::Status& why);
+
+  // Placement; see the header comment. `n_tokens` = prompt + max_tokens (the KV the reservation
+  // holds). Updates the load view on success.
+  absl::StatusOr<Placement> PickDecode(int64_t n_tokens, NoPlacement* why = nullptr);
+  // `n_prompt_tokens` is added to the chosen worker's queued prompt tokens. When
+  // `decode_worker_id` names a healthy colocated worker (role both), that worker is chosen: its KV
+  // then stays where it is computed (the colocated baseline). UNAVAILABLE when no healthy
+  // prefill-capable worker exists.
+  absl::StatusOr<Placement> PickPrefill(int64_t n_prompt_tokens,
+                                        const std::string& decode_worker_id = "");
+
+  // A call to the worker failed as if it were down: unhealthy until its next report.
+  void MarkUnavailable(const std::string& worker_id);
+  // The worker refused a reservation for lack of blocks: 0 free blocks until its next report.
+  void MarkFull(const std::string& worker_id);
+
+  std::vector<WorkerSnapshot> Snapshot();
+  std::vector<WorkerSnapshot> StaticWorkers();
+
+  // Counts changes that may make room for a waiting request.
+  uint64_t epoch();
+  // Blocks until epoch() != `seen_epoch`, `deadline`, or `*stop` is true (the setter must call
+  // Wake() afterwards so that the waiter sees it).
+  void WaitForChange(uint64_t seen_epoch, absl::Time deadline, const std::atomic<bool>* stop);
+  // Advances the epoch: every waiter wakes up and looks again.
+  void Wake();
+
+  absl::Duration heartbeat_interval() const { return options_.heartbeat_interval; }
+  absl::Duration heartbeat_timeout() const { return heartbeat_timeout_; }
+  const std::string& model_fingerprint() const { return options_.model_fingerprint; }
+
+ private:
+  struct Worker {
+    WorkerSnapshot info;
+    bool reported = false;     // a report with a matching model has arrived
+    bool unavailable = false;  // MarkUnavailable since the last report
+    uint64_t seq = 0;          // registration order, for round robin
+  };
+
+  bool HealthyLocked(const Worker& w, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ForgetStaleLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Worker* FindLocked(absl::string_view id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Among `eligible` (indices into workers_), the next after `*cursor` in registration order.
+  size_t RoundRobinLocked(const std::vector<size_t>& eligible, uint64_t* cursor)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string NewIdLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  WorkerSnapshot SnapshotLocked(const Worker& w, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const WorkerRegistryOptions options_;
+  const absl::Duration heartbeat_timeout_;
+
+  absl::Mutex mu_;
+  std::vector<Worker> workers_ ABSL_GUARDED_BY(mu_);  // registration order
+  uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t decode_cursor_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t prefill_cursor_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Whether a worker of `role` can serve the prefill / decode side.
+bool ServesPrefill(v1::WorkerRole role);
+bool ServesDecode(v1::WorkerRole role);
+// "prefill", "decode", "both", "unspecified".
+absl::string_view WorkerRoleName(v1::WorkerRole role);
+
+}  // namespace baton::router
+
+#endif  // BATON_ROUTER_WORKER_REGISTRY_H_

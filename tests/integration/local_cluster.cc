@@ -1,0 +1,121 @@
+#include "tests/integration/local_cluster.h"
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "tests/support/test_paths.h"
+
+namespace baton::test_support {
+
+std::string BatonBinary() { return std::string(BATON_BINARY_DIR) + "/bin/baton"; }
+
+absl::Status LocalCluster::StartRouter(std::vector<std::string> extra) {
+  std::vector<std::string> argv = {BatonBinary(), "router", "--model", DefaultModelPath(),
+                                   "--heartbeat-ms", "200"};
+  argv.insert(argv.end(), common_args_.begin(), common_args_.end());
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  absl::StatusOr<std::unique_ptr<cli::ChildProcess>> p = cli::ChildProcess::Start(argv);
+  if (!p.ok()) return p.status();
+  router_.process = std::move(*p);
+  absl::StatusOr<std::string> address =
+      router_.process->WaitForLine("listening on ", std::chrono::seconds(60));
+  if (!address.ok()) return address.status();
+  router_.address = *address;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Proc*> LocalCluster::StartWorker(const std::string& role,
+                                                std::vector<std::string> extra) {
+  std::vector<std::string> argv = {BatonBinary(), "worker", "--role", role, "--model",
+                                   DefaultModelPath(), "--router", router_.address,
+                                   "--threads", "1", "--kv-cache-memory", "128M"};
+  argv.insert(argv.end(), common_args_.begin(), common_args_.end());
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  absl::StatusOr<std::unique_ptr<cli::ChildProcess>> p = cli::ChildProcess::Start(argv);
+  if (!p.ok()) return p.status();
+  auto proc = std::make_unique<Proc>();
+  proc->process = std::move(*p);
+  absl::StatusOr<std::string> address =
+      proc->process->WaitForLine("listening on ", std::chrono::seconds(60));
+  if (!address.ok()) return address.status();
+  proc->address = *address;
+  workers_.push_back(std::move(proc));
+  return workers_.back().get();
+}
+
+std::shared_ptr<grpc::Channel> LocalCluster::Channel(const std::string& address) const {
+  return *rpc::MakeChannel(address, client_);
+}
+
+std::unique_ptr<baton::v1::Router::Stub> LocalCluster::RouterStub() const {
+  return baton::v1::Router::NewStub(Channel(router_.address));
+}
+std::unique_ptr<baton::v1::DecodeWorker::Stub> LocalCluster::DecodeStub(
+    const std::string& address) const {
+  return baton::v1::DecodeWorker::NewStub(Channel(address));
+}
+std::unique_ptr<baton::v1::PrefillWorker::Stub> LocalCluster::PrefillStub(
+    const std::string& address) const {
+  return baton::v1::PrefillWorker::NewStub(Channel(address));
+}
+
+void LocalCluster::Prepare(grpc::ClientContext& context, std::chrono::milliseconds timeout) const {
+  rpc::PrepareContext(context, client_, std::chrono::system_clock::now() + timeout);
+}
+
+absl::Status LocalCluster::WaitHealthy(size_t n, std::chrono::seconds timeout) {
+  auto stub = RouterStub();
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    grpc::ClientContext context;
+    Prepare(context, std::chrono::seconds(2));
+    baton::v1::ClusterStatusResponse status;
+    if (stub->ClusterStatus(&context, {}, &status).ok()) {
+      size_t healthy = 0;
+      for (const auto& w : status.workers()) healthy += w.healthy();
+      if (healthy >= n) return absl::OkStatus();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return absl::DeadlineExceededError(absl::StrCat("fewer than ", n, " healthy workers"));
+}
+
+absl::StatusOr<baton::v1::WorkerLoad> LocalCluster::DecodeLoad(const std::string& address) const {
+  auto stub = DecodeStub(address);
+  grpc::ClientContext context;
+  Prepare(context, std::chrono::seconds(5));
+  baton::v1::StatusResponse response;
+  grpc::Status status = stub->Status(&context, {}, &response);
+  if (!status.ok()) return absl::UnavailableError(status.error_message());
+  return response.load();
+}
+
+bool LocalCluster::WaitAllBlocksFree(const std::string& address,
+                                     std::chrono::milliseconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    absl::StatusOr<baton::v1::WorkerLoad> load = DecodeLoad(address);
+    if (load.ok() && load->kv_blocks_free() == load->kv_blocks_total() &&
+        load->reservations() == 0 && load->running_sequences() == 0) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+GenerateOutcome RunGenerate(baton::v1::Router::Stub& stub, grpc::ClientContext& context,
+                            const baton::v1::GenerateRequest& request) {
+  GenerateOutcome outcome;
+  auto reader = stub.Generate(&context, request);
+  baton::v1::GenerateResponse response;
+  while (reader->Read(&response)) {
+    outcome.text += response.text();
+    outcome.tokens.insert(outcome.tokens.end(), response.tokens().begin(), response.tokens().end());
+    outcome.last = response;
+  }
+  outcome.status = reader->Finish();
+  return outcome;
+}
+
+}  // namespace baton::test_support

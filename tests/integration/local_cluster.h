@@ -1,0 +1,74 @@
+// Real baton processes on loopback for integration tests: a router and workers started from the
+// build's `baton` binary, with gRPC stubs to talk to them.
+#ifndef BATON_TESTS_INTEGRATION_LOCAL_CLUSTER_H_
+#define BATON_TESTS_INTEGRATION_LOCAL_CLUSTER_H_
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "baton/v1/router.grpc.pb.h"
+#include "baton/v1/worker.grpc.pb.h"
+#include "cli/child_process.h"
+#include "rpc/server_options.h"
+
+namespace baton::test_support {
+
+struct Proc {
+  std::unique_ptr<cli::ChildProcess> process;
+  std::string address;
+};
+
+class LocalCluster {
+ public:
+  // `common_args` go to every process (e.g. --token T, TLS flags); `client` is how the test dials.
+  LocalCluster(std::vector<std::string> common_args, rpc::ClientOptions client)
+      : common_args_(std::move(common_args)), client_(std::move(client)) {}
+
+  absl::Status StartRouter(std::vector<std::string> extra = {});
+  // role: "prefill", "decode" or "both".
+  absl::StatusOr<Proc*> StartWorker(const std::string& role, std::vector<std::string> extra = {});
+  // Waits until the router reports `n` healthy workers.
+  absl::Status WaitHealthy(size_t n, std::chrono::seconds timeout = std::chrono::seconds(60));
+
+  const std::string& router_address() const { return router_.address; }
+  std::unique_ptr<baton::v1::Router::Stub> RouterStub() const;
+  std::unique_ptr<baton::v1::DecodeWorker::Stub> DecodeStub(const std::string& address) const;
+  std::unique_ptr<baton::v1::PrefillWorker::Stub> PrefillStub(const std::string& address) const;
+  void Prepare(grpc::ClientContext& context,
+               std::chrono::milliseconds timeout = std::chrono::seconds(60)) const;
+
+  // A decode worker's load, from its Status RPC.
+  absl::StatusOr<baton::v1::WorkerLoad> DecodeLoad(const std::string& address) const;
+  // Polls until every KV block of the decode worker is free (true) or `timeout` passes (false).
+  bool WaitAllBlocksFree(const std::string& address,
+                         std::chrono::milliseconds timeout = std::chrono::seconds(15)) const;
+
+  Proc& router() { return router_; }
+
+ private:
+  std::shared_ptr<grpc::Channel> Channel(const std::string& address) const;
+
+  std::vector<std::string> common_args_;
+  rpc::ClientOptions client_;
+  Proc router_;
+  std::vector<std::unique_ptr<Proc>> workers_;
+};
+
+// Reads a whole Generate stream: concatenated text, token ids, the last message, the status.
+struct GenerateOutcome {
+  std::string text;
+  std::vector<int32_t> tokens;
+  baton::v1::GenerateResponse last;
+  grpc::Status status;
+};
+GenerateOutcome RunGenerate(baton::v1::Router::Stub& stub, grpc::ClientContext& context,
+                            const baton::v1::GenerateRequest& request);
+
+std::string BatonBinary();
+
+}  // namespace baton::test_support
+
+#endif  // BATON_TESTS_INTEGRATION_LOCAL_CLUSTER_H_

@@ -1,0 +1,329 @@
+#include "router/worker_registry.h"
+
+#include <atomic>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace baton::router {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kFingerprint[] = "0123456789abcdef0123456789abcdef";
+
+v1::ModelIdentity Model(const std::string& fingerprint = kFingerprint, int32_t block_size = 16,
+                        int32_t n_ctx = 0) {
+  v1::ModelIdentity m;
+  m.set_name("test");
+  m.set_fingerprint(fingerprint);
+  m.set_block_size(block_size);
+  m.set_n_ctx(n_ctx);
+  return m;
+}
+
+v1::WorkerLoad DecodeLoad(int32_t free, int32_t total = 1000) {
+  v1::WorkerLoad load;
+  load.set_kv_blocks_free(free);
+  load.set_kv_blocks_total(total);
+  return load;
+}
+
+v1::WorkerLoad PrefillLoad(int64_t queued) {
+  v1::WorkerLoad load;
+  load.set_queued_prompt_tokens(queued);
+  return load;
+}
+
+class WorkerRegistryTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<WorkerRegistry> MakeRegistry(
+      PlacementPolicy policy = PlacementPolicy::kLeastLoaded) {
+    return std::make_unique<WorkerRegistry>(WorkerRegistryOptions{
+        .model_fingerprint = kFingerprint,
+        .heartbeat_interval = absl::Milliseconds(500),
+        .placement = policy,
+        .now = [this] { return now_; }});
+  }
+  void Advance(absl::Duration d) { now_ += d; }
+
+  absl::Time now_ = absl::FromUnixSeconds(1'700'000'000);
+};
+
+TEST_F(WorkerRegistryTest, RegisteredWorkerExpiresWithoutHeartbeatsAndComesBack) {
+  auto registry = MakeRegistry();
+  EXPECT_EQ(registry->heartbeat_timeout(), absl::Milliseconds(1500));
+  absl::StatusOr<std::string> id =
+      registry->Register(v1::WORKER_ROLE_DECODE, "10.0.0.1:7200", Model(), DecodeLoad(100));
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_TRUE(registry->PickDecode(16).ok());
+
+  Advance(absl::Milliseconds(1500));
+  EXPECT_TRUE(registry->Snapshot()[0].healthy);
+  Advance(absl::Milliseconds(1));
+  EXPECT_FALSE(registry->Snapshot()[0].healthy);
+  NoPlacement why;
+  absl::StatusOr<Placement> p = registry->PickDecode(16, &why);
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(why, NoPlacement::kNoWorker);
+
+  EXPECT_TRUE(registry->Heartbeat(*id, DecodeLoad(100)));
+  EXPECT_TRUE(registry->Snapshot()[0].healthy);
+  EXPECT_TRUE(registry->PickDecode(16).ok());
+}
+
+TEST_F(WorkerRegistryTest, HeartbeatFromUnknownWorkerIsNotKnown) {
+  auto registry = MakeRegistry();
+  EXPECT_FALSE(registry->Heartbeat("worker-42", DecodeLoad(1)));
+}
+
+TEST_F(WorkerRegistryTest, RefusesOtherModelNamingBothFingerprints) {
+  auto registry = MakeRegistry();
+  absl::StatusOr<std::string> id = registry->Register(v1::WORKER_ROLE_PREFILL, "10.0.0.1:7100",
+                                                      Model("ffffeeee"), PrefillLoad(0));
+  ASSERT_EQ(id.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(id.status().message(), HasSubstr("ffffeeee"));
+  EXPECT_THAT(id.status().message(), HasSubstr(kFingerprint));
+  EXPECT_TRUE(registry->Snapshot().empty());
+}
+
+TEST_F(WorkerRegistryTest, RefusesIncompleteRegistrations) {
+  auto registry = MakeRegistry();
+  EXPECT_EQ(registry->Register(v1::WORKER_ROLE_UNSPECIFIED, "a:1", Model(), {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry->Register(v1::WORKER_ROLE_DECODE, "", Model(), {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry->Register(v1::WORKER_ROLE_DECODE, "a:1", Model(kFingerprint, 0), {})
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  // A prefill worker needs no block size.
+  EXPECT_TRUE(registry->Register(v1::WORKER_ROLE_PREFILL, "a:1", Model(kFingerprint, 0), {}).ok());
+}
+
+TEST_F(WorkerRegistryTest, LeastLoadedDecodePicksMostFreeBlocksAndSubtractsThem) {
+  auto registry = MakeRegistry();
+  ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_DECODE, "a:1", Model(), DecodeLoad(100)).ok());
+  ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_DECODE, "b:1", Model(), DecodeLoad(120)).ok());
+  // 300 tokens = 19 blocks of 16.
+  absl::StatusOr<Placement> p = registry->PickDecode(300);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->address, "b:1");
+  EXPECT_EQ(p->n_blocks, 19);
+  // b now has 101 free in the router's view, still more than a.
+  EXPECT_EQ(registry->PickDecode(300)->address, "b:1");
+  // b: 82 < a: 100.
+  EXPECT_EQ(registry->PickDecode(300)->address, "a:1");
+  // The next heartbeat overwrites the optimistic view.
+  const std::vector<WorkerSnapshot> workers = registry->Snapshot();
+  EXPECT_EQ(workers[0].load.kv_blocks_free(), 81);
+  EXPECT_EQ(workers[1].load.kv_blocks_free(), 82);
+  EXPECT_TRUE(registry->Heartbeat(workers[1].id, DecodeLoad(500)));
+  EXPECT_EQ(registry->PickDecode(300)->address, "b:1");
+}
+
+TEST_F(WorkerRegistryTest, DecodeCapacityFilter) {
+  auto registry = MakeRegistry();
+  ASSERT_TRUE(
+      registry->Register(v1::WORKER_ROLE_DECODE, "a:1", Model(), DecodeLoad(10, 20)).ok());
+  NoPlacement why;
+  // 11 blocks: fits the total, not what is free.
+  absl::StatusOr<Placement> p = registry->PickDecode(11 * 16, &why);
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(why, NoPlacement::kNoCapacity);
+  // 21 blocks: more than it has at all.
+  p = registry->PickDecode(21 * 16, &why);
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(why, NoPlacement::kTooLarge);
+  // 10 blocks exactly.
+  p = registry->PickDecode(10 * 16, &why);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->n_blocks, 10);
+  // Now nothing is free.
+  EXPECT_FALSE(registry->PickDecode(1).ok());
+}
+
+TEST_F(WorkerRegistryTest, DecodeSkipsWorkersWithTooShortContext) {
+  auto registry = MakeRegistry();
+  ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_DECODE, "short:1", Model(kFingerprint, 16, 512),
+                                 DecodeLoad(1000))
+                  .ok());
+  ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_DECODE, "long:1", Model(kFingerprint, 16, 4096),
+                                 DecodeLoad(100))
+                  .ok());
+  EXPECT_EQ(registry->PickDecode(100)->address, "short:1");
+  EXPECT_EQ(registry->PickDecode(1000)->address, "long:1");
+}
+
+TEST_F(WorkerRegistryTest, LeastLoadedPrefillPicksFewestQueuedTokensAndAddsThem) {
+  auto registry = MakeRegistry();
+  ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_PREFILL, "a:1", Model(), PrefillLoad(500)).ok());
+  ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_PREFILL, "b:1", Model(), PrefillLoad(100)).ok());
+  EXPECT_EQ(registry->PickPrefill(300)->address, "b:1");  // b: 400
+  EXPECT_EQ(registry->PickPrefill(300)->address, "b:1");  // b: 700
+  EXPECT_EQ(registry->PickPrefill(300)->address, "a:1");  // a: 800
+  EXPECT_EQ(registry->Snapshot()[0].load.queued_prompt_tokens(), 800);
+}
+
+TEST_F(WorkerRegistryTest, PrefillWithoutWorkersIsUnavailable) {
+  auto registry = MakeRegistry();
+  ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_DECODE, "a:1", Model(), DecodeLoad(5)).ok());
+  EXPECT_EQ(registry->PickPrefill(10).status().code(), absl::StatusCode::kUnavailable);
+}
+
+TEST_F(WorkerRegistryTest, RoundRobinRotatesOverEligibleWorkers) {
+  auto registry = MakeRegistry(PlacementPolicy::kRoundRobin);
+  for (const char* a : {"a:1", "b:1", "c:1"}) {
+    ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_DECODE, a, Model(), DecodeLoad(100)).ok());
+    ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_PREFILL, std::string("p") + a, Model(),
+                                   PrefillLoad(0))
+                    .ok());
+  }
+  std::vector<std::string> decode, prefill;
+  for (int i = 0; i < 4; ++i) {
+    decode.push_back(registry->PickDecode(16)->address);
+    prefill.push_back(registry->PickPrefill(16)->address);
+  }
+  EXPECT_THAT(decode, ::testing::ElementsAre("a:1", "b:1", "c:1", "a:1"));
+  EXPECT_THAT(prefill, ::testing::ElementsAre("pa:1", "pb:1", "pc:1", "pa:1"));
+  // Round robin still respects capacity: b is full.
+  const std::string b = registry->Snapshot()[2].id;
+  ASSERT_EQ(registry->Snapshot()[2].address, "b:1");
+  registry->MarkFull(b);
+  EXPECT_EQ(registry->PickDecode(16)->address, "c:1");
+  EXPECT_EQ(registry->PickDecode(16)->address, "a:1");
+  EXPECT_EQ(registry->PickDecode(16)->address, "c:1");
+}
+
+TEST_F(WorkerRegistryTest, ColocatedWorkerServesBothSidesAndKeepsItsKvLocal) {
+  auto registry = MakeRegistry();
+  ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_PREFILL, "p:1", Model(), PrefillLoad(0)).ok());
+  ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_BOTH, "both:1", Model(), [] {
+                        v1::WorkerLoad l = DecodeLoad(100);
+                        l.set_queued_prompt_tokens(1000);
+                        return l;
+                      }())
+                  .ok());
+  absl::StatusOr<Placement> decode = registry->PickDecode(16);
+  ASSERT_TRUE(decode.ok());
+  EXPECT_EQ(decode->address, "both:1");
+  // Least loaded would pick p:1, but the colocated decode worker prefills its own request.
+  EXPECT_EQ(registry->PickPrefill(16, decode->worker_id)->address, "both:1");
+  EXPECT_EQ(registry->PickPrefill(16)->address, "p:1");
+}
+
+TEST_F(WorkerRegistryTest, StaticWorkerIsUnhealthyUntilItsStatusAnswers) {
+  auto registry = MakeRegistry();
+  const std::string id = registry->AddStatic(v1::WORKER_ROLE_DECODE, "s:1");
+  EXPECT_EQ(registry->AddStatic(v1::WORKER_ROLE_DECODE, "s:1"), id);
+  ASSERT_EQ(registry->StaticWorkers().size(), 1u);
+  EXPECT_FALSE(registry->Snapshot()[0].healthy);
+  EXPECT_FALSE(registry->PickDecode(16).ok());
+
+  EXPECT_TRUE(registry->ReportStatic(id, v1::WORKER_ROLE_DECODE, Model(), DecodeLoad(50)).ok());
+  EXPECT_TRUE(registry->Snapshot()[0].healthy);
+  EXPECT_TRUE(registry->PickDecode(16).ok());
+
+  // Answers count as heartbeats: none for the timeout, unhealthy.
+  Advance(absl::Seconds(2));
+  EXPECT_FALSE(registry->Snapshot()[0].healthy);
+  // A static worker is never forgotten.
+  Advance(absl::Hours(1));
+  EXPECT_EQ(registry->Snapshot().size(), 1u);
+
+  // A failed poll takes it out at once; the next answer brings it back.
+  EXPECT_TRUE(registry->ReportStatic(id, v1::WORKER_ROLE_DECODE, Model(), DecodeLoad(50)).ok());
+  registry->ReportStaticFailure(id, absl::UnavailableError("connection refused"));
+  EXPECT_FALSE(registry->Snapshot()[0].healthy);
+  EXPECT_EQ(registry->Snapshot()[0].last_error, "connection refused");
+}
+
+TEST_F(WorkerRegistryTest, StaticWorkerWithOtherModelOrRoleStaysUnhealthy) {
+  auto registry = MakeRegistry();
+  const std::string id = registry->AddStatic(v1::WORKER_ROLE_DECODE, "s:1");
+  absl::Status s = registry->ReportStatic(id, v1::WORKER_ROLE_DECODE, Model("beef"), DecodeLoad(5));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(s.message(), HasSubstr("beef"));
+  EXPECT_FALSE(registry->Snapshot()[0].healthy);
+  EXPECT_THAT(registry->Snapshot()[0].last_error, HasSubstr("beef"));
+
+  s = registry->ReportStatic(id, v1::WORKER_ROLE_PREFILL, Model(), DecodeLoad(5));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(registry->Snapshot()[0].healthy);
+  // A colocated worker serves every role.
+  EXPECT_TRUE(registry->ReportStatic(id, v1::WORKER_ROLE_BOTH, Model(), DecodeLoad(5)).ok());
+  EXPECT_TRUE(registry->Snapshot()[0].healthy);
+}
+
+TEST_F(WorkerRegistryTest, ReRegisteringAddressReplacesOldEntry) {
+  auto registry = MakeRegistry();
+  absl::StatusOr<std::string> first =
+      registry->Register(v1::WORKER_ROLE_DECODE, "a:1", Model(), DecodeLoad(5));
+  absl::StatusOr<std::string> second =
+      registry->Register(v1::WORKER_ROLE_DECODE, "a:1", Model(), DecodeLoad(7));
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_NE(*first, *second);
+  ASSERT_EQ(registry->Snapshot().size(), 1u);
+  EXPECT_EQ(registry->Snapshot()[0].load.kv_blocks_free(), 7);
+  EXPECT_FALSE(registry->Heartbeat(*first, DecodeLoad(1)));
+}
+
+TEST_F(WorkerRegistryTest, MarkUnavailableLastsUntilNextHeartbeat) {
+  auto registry = MakeRegistry();
+  absl::StatusOr<std::string> id =
+      registry->Register(v1::WORKER_ROLE_DECODE, "a:1", Model(), DecodeLoad(5));
+  registry->MarkUnavailable(*id);
+  EXPECT_FALSE(registry->PickDecode(16).ok());
+  registry->Heartbeat(*id, DecodeLoad(5));
+  EXPECT_TRUE(registry->PickDecode(16).ok());
+}
+
+TEST_F(WorkerRegistryTest, ForgetsRegisteredWorkersLongGone) {
+  auto registry = MakeRegistry();
+  ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_DECODE, "a:1", Model(), DecodeLoad(5)).ok());
+  Advance(absl::Minutes(4));
+  EXPECT_EQ(registry->Snapshot().size(), 1u);
+  Advance(absl::Minutes(2));
+  EXPECT_TRUE(registry->Snapshot().empty());
+}
+
+TEST_F(WorkerRegistryTest, WaitForChangeWakesOnHeartbeatAndOnStop) {
+  auto registry = MakeRegistry();
+  absl::StatusOr<std::string> id =
+      registry->Register(v1::WORKER_ROLE_DECODE, "a:1", Model(), DecodeLoad(0));
+  const uint64_t epoch = registry->epoch();
+  std::thread beat([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    registry->Heartbeat(*id, DecodeLoad(10));
+  });
+  const absl::Time start = absl::Now();
+  registry->WaitForChange(epoch, absl::Now() + absl::Seconds(30), nullptr);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  EXPECT_NE(registry->epoch(), epoch);
+  beat.join();
+
+  std::atomic<bool> stop{false};
+  const uint64_t epoch2 = registry->epoch();
+  std::thread stopper([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    stop.store(true);
+    registry->Wake();
+  });
+  registry->WaitForChange(epoch2, absl::Now() + absl::Seconds(30), &stop);
+  EXPECT_TRUE(stop.load());
+  stopper.join();
+
+  // No change: returns at the deadline.
+  registry->WaitForChange(registry->epoch(), absl::Now() + absl::Milliseconds(20), nullptr);
+}
+
+TEST(PlacementPolicyTest, ParsesNames) {
+  EXPECT_EQ(*ParsePlacementPolicy("least-loaded"), PlacementPolicy::kLeastLoaded);
+  EXPECT_EQ(*ParsePlacementPolicy("round-robin"), PlacementPolicy::kRoundRobin);
+  EXPECT_EQ(ParsePlacementPolicy("random").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(PlacementPolicyName(PlacementPolicy::kRoundRobin), "round-robin");
+}
+
+}  // namespace
+}  // namespace baton::router
