@@ -1,0 +1,268 @@
+// CreateGrpcKvTransport: pushes over PushKv streams (kv_transfer.proto), layers round-robin over
+// the push's streams, each layer cut into chunks of whole blocks. See push_assembler.h for how
+// the receiving side puts several streams back together.
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "baton/v1/kv_transfer.grpc.pb.h"
+#include "kvtransfer/grpc_push_stream.h"
+#include "kvtransfer/kv_transport.h"
+#include "kvtransfer/kv_wire.h"
+
+namespace baton::kvtransfer {
+namespace {
+
+// How long Finish waits past the push's deadline for the calls to report before cancelling them.
+constexpr absl::Duration kFinishGrace = absl::Seconds(5);
+
+class GrpcKvPush final : public KvPush {
+ public:
+  GrpcKvPush(std::shared_ptr<v1::KvTransfer::Stub> stub, const GrpcKvTransportOptions& options,
+             std::string destination, const KvPushSpec& spec, int32_t blocks_per_chunk,
+             std::chrono::system_clock::time_point deadline)
+      : stub_(std::move(stub)),
+        destination_(std::move(destination)),
+        spec_(spec),
+        blocks_per_chunk_(blocks_per_chunk),
+        deadline_(deadline),
+        started_(std::chrono::steady_clock::now()) {
+    const int32_t n_streams = std::clamp(options.n_streams, 1, spec.n_layer);
+    for (int32_t i = 0; i < n_streams; ++i) {
+      streams_.push_back(std::make_unique<GrpcPushStream>(
+          i, [this](int32_t index, const absl::Status& status, const v1::KvPushResponse& r) {
+            OnStreamDone(index, status, r);
+          }));
+    }
+    for (int32_t i = 0; i < n_streams; ++i) {
+      streams_[i]->Start(stub_.get(), options.client, deadline, HeaderFromSpec(spec, i, n_streams));
+    }
+  }
+
+  ~GrpcKvPush() override {
+    if (!finished_) Cancel();
+    // The streams call back into this object until they are done.
+    AwaitAllDone(absl::InfiniteFuture());
+  }
+
+  absl::Status SendLayer(int32_t layer, const std::vector<const uint8_t*>& blocks) override {
+    if (finished_ || cancelled_) {
+      return absl::FailedPreconditionError(absl::StrCat(Where(), " is no longer open"));
+    }
+    if (absl::Status failed = Failure(); !failed.ok()) return failed;
+    if (absl::Status bad = CheckLayer(layer, blocks); !bad.ok()) {
+      Cancel();  // an error means the push has failed: the receiver frees the reservation
+      return bad;
+    }
+    const int32_t n_blocks = spec_.n_blocks();
+    GrpcPushStream& stream = *streams_[StreamOfLayer(layer, static_cast<int32_t>(streams_.size()))];
+    const size_t block_bytes = static_cast<size_t>(spec_.layer_block_bytes());
+    for (int32_t first = 0; first < n_blocks; first += blocks_per_chunk_) {
+      const int32_t count = std::min(blocks_per_chunk_, n_blocks - first);
+      auto message = std::make_unique<v1::KvPushMessage>();
+      v1::KvChunk& chunk = *message->mutable_chunk();
+      chunk.set_layer(layer);
+      chunk.set_first_block(first);
+      chunk.set_n_blocks(count);
+      std::string& data = *chunk.mutable_data();
+      data.reserve(block_bytes * count);
+      for (int32_t i = first; i < first + count; ++i) {
+        data.append(reinterpret_cast<const char*>(blocks[i]), block_bytes);
+      }
+      chunk.set_xxh64(ChunkChecksum({reinterpret_cast<const uint8_t*>(data.data()), data.size()}));
+      const int64_t size = static_cast<int64_t>(data.size());
+      if (!stream.Enqueue(std::move(message))) return AwaitFailure();
+      stats_.bytes_sent += size;
+      ++stats_.chunks_sent;
+    }
+    ++next_layer_;
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<KvPushStats> Finish() override {
+    if (finished_ || cancelled_) {
+      return absl::FailedPreconditionError(absl::StrCat(Where(), " is no longer open"));
+    }
+    finished_ = true;
+    if (next_layer_ != spec_.n_layer) {
+      CancelStreams();
+      return absl::FailedPreconditionError(
+          absl::StrCat(Where(), ": Finish after ", next_layer_, " of ", spec_.n_layer, " layers"));
+    }
+    for (auto& stream : streams_) stream->Close();
+    if (!AwaitAllDone(absl::FromChrono(deadline_) + kFinishGrace)) {
+      // The calls carry the deadline, so this only happens when gRPC itself is stuck.
+      CancelStreams();
+      AwaitAllDone(absl::InfiniteFuture());
+    }
+    absl::MutexLock lock(&mu_);
+    if (!failure_.ok()) return failure_;
+    if (!complete_) {
+      return absl::InternalError(absl::StrCat(
+          Where(), ": every stream ended OK but the receiver never reported the push complete"));
+    }
+    KvPushStats stats = stats_;
+    stats.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    return stats;
+  }
+
+  void Cancel() override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (n_done_ == static_cast<int32_t>(streams_.size()) && failure_.ok() && complete_) {
+        return;  // the push succeeded; nothing left to abandon
+      }
+    }
+    cancelled_ = true;
+    CancelStreams();
+  }
+
+ private:
+  absl::Status CheckLayer(int32_t layer, const std::vector<const uint8_t*>& blocks) const {
+    if (layer != next_layer_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("SendLayer(", layer, "): expected layer ", next_layer_, " next"));
+    }
+    if (static_cast<int64_t>(blocks.size()) != spec_.n_blocks()) {
+      return absl::InvalidArgumentError(absl::StrCat("SendLayer(", layer, "): expected ",
+                                                     spec_.n_blocks(), " block pointers, got ",
+                                                     blocks.size()));
+    }
+    if (std::find(blocks.begin(), blocks.end(), nullptr) != blocks.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("SendLayer(", layer, "): null block"));
+    }
+    return absl::OkStatus();
+  }
+
+  std::string Where() const {
+    return absl::StrCat("push to reservation '", spec_.reservation_id, "' at ", destination_);
+  }
+
+  bool AllDoneLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return n_done_ == static_cast<int32_t>(streams_.size());
+  }
+  bool FailedOrAllDoneLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !failure_.ok() || AllDoneLocked();
+  }
+
+  // True once every stream's call has ended; false when `deadline` came first.
+  bool AwaitAllDone(absl::Time deadline) {
+    absl::MutexLock lock(&mu_);
+    return mu_.AwaitWithDeadline(absl::Condition(this, &GrpcKvPush::AllDoneLocked), deadline);
+  }
+
+  absl::Status Failure() {
+    absl::MutexLock lock(&mu_);
+    return failure_;
+  }
+
+  // A stream refused a message: it broke, and its status is on the way (the call has ended or is
+  // ending); wait for it rather than report a reason-less error.
+  absl::Status AwaitFailure() {
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithDeadline(absl::Condition(this, &GrpcKvPush::FailedOrAllDoneLocked),
+                          absl::FromChrono(deadline_) + kFinishGrace);
+    if (!failure_.ok()) return failure_;
+    return absl::UnavailableError(absl::StrCat(Where(), ": a stream broke off"));
+  }
+
+  void CancelStreams() {
+    for (auto& stream : streams_) stream->Cancel();
+  }
+
+  void OnStreamDone(int32_t index, const absl::Status& status, const v1::KvPushResponse& response) {
+    bool first_failure = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!status.ok() && failure_.ok()) {
+        failure_ =
+            absl::Status(status.code(), absl::StrCat(Where(), " (stream ", index, " of ",
+                                                     streams_.size(), "): ", status.message()));
+        first_failure = true;
+      }
+      if (status.ok() && response.push_complete()) complete_ = true;
+    }
+    // The push is lost: stop the other streams too (a stream's Cancel is safe after its OnDone).
+    if (first_failure) CancelStreams();
+    // Last: once every stream counts as done, the owner may destroy this object.
+    absl::MutexLock lock(&mu_);
+    ++n_done_;
+  }
+
+  const std::shared_ptr<v1::KvTransfer::Stub> stub_;
+  const std::string destination_;
+  const KvPushSpec spec_;
+  const int32_t blocks_per_chunk_;
+  const std::chrono::system_clock::time_point deadline_;
+  const std::chrono::steady_clock::time_point started_;
+  std::vector<std::unique_ptr<GrpcPushStream>> streams_;  // fixed after construction
+
+  // Used only by the owner's thread (KvPush is single-threaded).
+  int32_t next_layer_ = 0;
+  bool finished_ = false;
+  bool cancelled_ = false;
+  KvPushStats stats_;
+
+  absl::Mutex mu_;
+  int32_t n_done_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Status failure_ ABSL_GUARDED_BY(mu_);  // the first stream error
+  bool complete_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+class GrpcKvTransport final : public KvTransport {
+ public:
+  explicit GrpcKvTransport(const GrpcKvTransportOptions& options) : options_(options) {}
+
+  absl::StatusOr<std::unique_ptr<KvPush>> StartPush(
+      const std::string& destination, const KvPushSpec& spec,
+      std::chrono::system_clock::time_point deadline) override {
+    if (absl::Status valid = ValidateSpec(spec); !valid.ok()) return valid;
+    if (options_.n_streams < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("n_streams must be at least 1, got ", options_.n_streams));
+    }
+    absl::StatusOr<int32_t> blocks_per_chunk = BlocksPerChunk(spec, options_.chunk_bytes);
+    if (!blocks_per_chunk.ok()) return blocks_per_chunk.status();
+    absl::StatusOr<std::shared_ptr<v1::KvTransfer::Stub>> stub = StubFor(destination);
+    if (!stub.ok()) return stub.status();
+    return std::make_unique<GrpcKvPush>(*std::move(stub), options_, destination, spec,
+                                        *blocks_per_chunk, deadline);
+  }
+
+ private:
+  // One channel (and stub) per destination, shared by every push to it.
+  absl::StatusOr<std::shared_ptr<v1::KvTransfer::Stub>> StubFor(const std::string& destination) {
+    absl::MutexLock lock(&mu_);
+    auto it = stubs_.find(destination);
+    if (it != stubs_.end()) return it->second;
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+        rpc::MakeChannel(destination, options_.client);
+    if (!channel.ok()) return channel.status();
+    std::shared_ptr<v1::KvTransfer::Stub> stub = v1::KvTransfer::NewStub(*channel);
+    stubs_.emplace(destination, stub);
+    return stub;
+  }
+
+  const GrpcKvTransportOptions options_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<v1::KvTransfer::Stub>> stubs_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+std::unique_ptr<KvTransport> CreateGrpcKvTransport(const GrpcKvTransportOptions& options) {
+  return std::make_unique<GrpcKvTransport>(options);
+}
+
+}  // namespace baton::kvtransfer

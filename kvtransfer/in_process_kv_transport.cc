@@ -1,0 +1,149 @@
+// CreateInProcessKvTransport: a push that calls the KvReceiver directly, on the caller's thread.
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "kvtransfer/kv_transport.h"
+#include "kvtransfer/kv_wire.h"
+
+namespace baton::kvtransfer {
+namespace {
+
+class InProcessKvPush final : public KvPush {
+ public:
+  InProcessKvPush(KvReceiver* receiver, const KvPushSpec& spec,
+                  std::chrono::system_clock::time_point deadline)
+      : receiver_(receiver),
+        spec_(spec),
+        deadline_(deadline),
+        started_(std::chrono::steady_clock::now()) {}
+
+  ~InProcessKvPush() override { Cancel(); }
+
+  absl::Status SendLayer(int32_t layer, const std::vector<const uint8_t*>& blocks) override {
+    if (state_ != State::kOpen) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("push to reservation '", spec_.reservation_id, "' is no longer open"));
+    }
+    absl::Status status = CheckLayer(layer, blocks);
+    if (status.ok() && std::chrono::system_clock::now() > deadline_) {
+      status = absl::DeadlineExceededError(absl::StrCat(
+          "push to reservation '", spec_.reservation_id, "' passed its deadline at layer ", layer));
+    }
+    if (status.ok()) {
+      // One contiguous buffer per layer: the receiver sees whole layers.
+      const int64_t block_bytes = spec_.layer_block_bytes();
+      buffer_.resize(static_cast<size_t>(block_bytes) * blocks.size());
+      for (size_t i = 0; i < blocks.size(); ++i) {
+        std::memcpy(buffer_.data() + i * block_bytes, blocks[i], block_bytes);
+      }
+      status = receiver_->WriteBlocks(spec_.reservation_id, layer, /*first_block=*/0,
+                                      static_cast<int32_t>(blocks.size()), buffer_);
+    }
+    if (!status.ok()) {
+      Fail(status);
+      return status;
+    }
+    stats_.bytes_sent += static_cast<int64_t>(buffer_.size());
+    ++stats_.chunks_sent;
+    ++next_layer_;
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<KvPushStats> Finish() override {
+    if (state_ != State::kOpen) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "Finish on a push to reservation '", spec_.reservation_id, "' that is no longer open"));
+    }
+    absl::Status status;
+    if (next_layer_ != spec_.n_layer) {
+      status = absl::FailedPreconditionError(
+          absl::StrCat("Finish after ", next_layer_, " of ", spec_.n_layer, " layers"));
+    } else if (std::chrono::system_clock::now() > deadline_) {
+      status = absl::DeadlineExceededError(
+          absl::StrCat("push to reservation '", spec_.reservation_id, "' passed its deadline"));
+    } else {
+      status = receiver_->EndPush(spec_.reservation_id);
+    }
+    if (!status.ok()) {
+      Fail(status);
+      return status;
+    }
+    state_ = State::kDone;
+    stats_.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    return stats_;
+  }
+
+  void Cancel() override {
+    if (state_ == State::kOpen) {
+      Fail(absl::CancelledError(
+          absl::StrCat("push to reservation '", spec_.reservation_id, "' cancelled by sender")));
+    }
+  }
+
+ private:
+  enum class State { kOpen, kDone, kFailed };
+
+  absl::Status CheckLayer(int32_t layer, const std::vector<const uint8_t*>& blocks) const {
+    if (layer != next_layer_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("SendLayer(", layer, "): expected layer ", next_layer_, " next"));
+    }
+    if (static_cast<int64_t>(blocks.size()) != spec_.n_blocks()) {
+      return absl::InvalidArgumentError(absl::StrCat("SendLayer(", layer, "): expected ",
+                                                     spec_.n_blocks(), " block pointers, got ",
+                                                     blocks.size()));
+    }
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      if (blocks[i] == nullptr) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("SendLayer(", layer, "): block ", i, " is null"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  // The one place a push turns failed: the receiver frees the reservation, once.
+  void Fail(const absl::Status& why) {
+    state_ = State::kFailed;
+    receiver_->AbortPush(spec_.reservation_id, why);
+  }
+
+  KvReceiver* const receiver_;
+  const KvPushSpec spec_;
+  const std::chrono::system_clock::time_point deadline_;
+  const std::chrono::steady_clock::time_point started_;
+  State state_ = State::kOpen;
+  int32_t next_layer_ = 0;
+  std::vector<uint8_t> buffer_;  // one layer, reused
+  KvPushStats stats_;
+};
+
+class InProcessKvTransport final : public KvTransport {
+ public:
+  explicit InProcessKvTransport(KvReceiver* receiver) : receiver_(receiver) {}
+
+  absl::StatusOr<std::unique_ptr<KvPush>> StartPush(
+      const std::string& destination, const KvPushSpec& spec,
+      std::chrono::system_clock::time_point deadline) override {
+    if (absl::Status valid = ValidateSpec(spec); !valid.ok()) return valid;
+    if (absl::Status begun = receiver_->BeginPush(spec); !begun.ok()) return begun;
+    return std::make_unique<InProcessKvPush>(receiver_, spec, deadline);
+  }
+
+ private:
+  KvReceiver* const receiver_;
+};
+
+}  // namespace
+
+std::unique_ptr<KvTransport> CreateInProcessKvTransport(KvReceiver* receiver) {
+  return std::make_unique<InProcessKvTransport>(receiver);
+}
+
+}  // namespace baton::kvtransfer

@@ -1,0 +1,49 @@
+// The receiving end of KV pushes: where pushed KV lands. The decode worker implements it over its
+// reservations and KV cache; transports (gRPC service, in-process) call it.
+//
+// Protocol for one push: BeginPush once, then WriteBlocks for every layer's blocks (layers in
+// order, blocks within a layer in order, possibly split over several calls), then EndPush; or
+// AbortPush at any point after BeginPush. Every call validates its arguments against the
+// reservation before it writes a byte, and a failed call leaves the reservation consistent.
+//
+// Thread-safety: implementations must be thread-safe; the calls of one push come from one thread
+// at a time, different pushes concurrently.
+#ifndef BATON_KVTRANSFER_KV_RECEIVER_H_
+#define BATON_KVTRANSFER_KV_RECEIVER_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "absl/status/status.h"
+#include "kvtransfer/kv_push_spec.h"
+
+namespace baton::kvtransfer {
+
+class KvReceiver {
+ public:
+  virtual ~KvReceiver() = default;
+
+  // NOT_FOUND: unknown or expired reservation. INVALID_ARGUMENT: fingerprint, layout or length
+  // mismatch (the message says which field, expected and actual). FAILED_PRECONDITION: the
+  // reservation already received (or is receiving) its KV.
+  virtual absl::Status BeginPush(const KvPushSpec& spec) = 0;
+
+  // `data` holds n_blocks consecutive blocks of `layer`, starting at block index `first_block` of
+  // the reservation's table, each spec.layer_block_bytes() long. INVALID_ARGUMENT for a layer or
+  // block range outside the reservation, a wrong data size, or layers out of order.
+  virtual absl::Status WriteBlocks(const std::string& reservation_id, int32_t layer,
+                                   int32_t first_block, int32_t n_blocks,
+                                   std::span<const uint8_t> data) = 0;
+
+  // Every layer's every block has arrived: the sequence can be admitted. FAILED_PRECONDITION when
+  // something is missing.
+  virtual absl::Status EndPush(const std::string& reservation_id) = 0;
+
+  // The push broke off (sender gone, bad chunk, deadline): the reservation is freed.
+  virtual void AbortPush(const std::string& reservation_id, const absl::Status& why) = 0;
+};
+
+}  // namespace baton::kvtransfer
+
+#endif  // BATON_KVTRANSFER_KV_RECEIVER_H_

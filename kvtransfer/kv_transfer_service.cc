@@ -1,0 +1,223 @@
+#include "kvtransfer/kv_transfer_service.h"
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "baton/v1/kv_transfer.grpc.pb.h"
+#include "kvtransfer/kv_wire.h"
+#include "kvtransfer/push_assembler.h"
+#include "rpc/auth.h"
+#include "rpc/status.h"
+
+namespace baton::kvtransfer {
+namespace {
+
+// One PushKv stream: authenticates, joins the push its header names, verifies each chunk and
+// offers it to the push's assembler. Reads one message at a time; while the assembler holds a
+// parked chunk no read is outstanding, and the assembler's Wake resumes (or finishes) the stream.
+// Once the sender half-closes, the stream answers with the outcome of the whole push, waiting
+// (parked, nothing outstanding) for the other streams when needed. Deletes itself in OnDone.
+class PushKvReactor final : public grpc::ServerReadReactor<v1::KvPushMessage>,
+                            public KvStreamWaiter {
+ public:
+  PushKvReactor(grpc::CallbackServerContext* context, v1::KvPushResponse* response,
+                PushRegistry* registry, const std::string& auth_token)
+      : context_(context), response_(response), registry_(registry) {
+    if (grpc::Status auth = rpc::CheckAuth(*context, auth_token); !auth.ok()) {
+      FinishOnce(auth);
+      return;
+    }
+    StartRead(&message_);
+  }
+
+  void OnReadDone(bool ok) override {
+    // Messages the transport had buffered can still be read after the call was cancelled (say
+    // its deadline passed while the receiver was slow); the sender has given up, so stop.
+    if (!ok || context_->IsCancelled()) {
+      OnStreamEnd();
+      return;
+    }
+    std::shared_ptr<PushAssembler> push = Push();
+    if (push == nullptr) {
+      Join();
+      return;
+    }
+    absl::Status bad;
+    if (!message_.has_chunk()) {
+      bad = absl::InvalidArgumentError(absl::StrCat(
+          "stream ", stream_index_, ": every message after the header must be a chunk"));
+    } else {
+      bad = VerifyChunk(message_.chunk(), push->spec().layer_block_bytes());
+    }
+    KvStreamWakeups wakeups;
+    if (!bad.ok()) {
+      push->BreakStream(stream_index_, bad, &wakeups);
+      RunWakeups(wakeups);
+      FinishOnce(rpc::ToGrpcStatus(bad));
+      return;
+    }
+    bytes_received_ += static_cast<int64_t>(message_.chunk().data().size());
+    absl::StatusOr<bool> parked =
+        push->Offer(stream_index_, this, std::move(*message_.mutable_chunk()), &wakeups);
+    // Once parked, another thread may already have woken this stream: touch nothing after this
+    // but the locals.
+    RunWakeups(wakeups);
+    if (!parked.ok()) {
+      FinishOnce(rpc::ToGrpcStatus(parked.status()));
+    } else if (!*parked) {
+      StartRead(&message_);
+    }
+  }
+
+  void Wake(const absl::Status& status) override {
+    if (!status.ok()) {
+      FinishOnce(rpc::ToGrpcStatus(status));
+    } else if (ending_) {
+      FinishComplete();
+    } else {
+      StartRead(&message_);
+    }
+  }
+
+  void OnCancel() override {
+    std::shared_ptr<PushAssembler> push = Push();
+    if (push == nullptr) return;  // the outstanding read fails and finishes the stream
+    KvStreamWakeups wakeups;
+    const bool was_parked = push->BreakStream(stream_index_, CancelledWhy(), &wakeups);
+    RunWakeups(wakeups);
+    if (was_parked) FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "stream cancelled"));
+  }
+
+  void OnDone() override { delete this; }
+
+ private:
+  std::shared_ptr<PushAssembler> Push() {
+    absl::MutexLock lock(&mu_);
+    return push_;
+  }
+
+  absl::Status CancelledWhy() const {
+    return absl::CancelledError(absl::StrCat("stream ", stream_index_,
+                                             " broke off before the push completed (sender "
+                                             "cancelled, deadline passed or connection lost)"));
+  }
+
+  void Join() {
+    if (!message_.has_header()) {
+      FinishOnce(
+          grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "first message must be a header"));
+      return;
+    }
+    absl::StatusOr<PushHeaderInfo> info = ParseHeader(message_.header());
+    if (!info.ok()) {
+      FinishOnce(rpc::ToGrpcStatus(info.status()));
+      return;
+    }
+    const std::chrono::system_clock::time_point deadline = context_->deadline();
+    absl::StatusOr<std::shared_ptr<PushAssembler>> push =
+        registry_->Join(*info, deadline == std::chrono::system_clock::time_point::max()
+                                   ? absl::InfiniteFuture()
+                                   : absl::FromChrono(deadline));
+    if (!push.ok()) {
+      FinishOnce(rpc::ToGrpcStatus(push.status()));
+      return;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      stream_index_ = info->stream_index;
+      push_ = *std::move(push);
+    }
+    // A cancellation that raced the join found no push; make sure the push hears of it.
+    if (context_->IsCancelled()) {
+      OnStreamEnd();
+      return;
+    }
+    StartRead(&message_);
+  }
+
+  // The read loop ended: the sender half-closed, or the stream broke.
+  void OnStreamEnd() {
+    std::shared_ptr<PushAssembler> push = Push();
+    KvStreamWakeups wakeups;
+    if (context_->IsCancelled()) {
+      if (push != nullptr) push->BreakStream(stream_index_, CancelledWhy(), &wakeups);
+      RunWakeups(wakeups);
+      FinishOnce(grpc::Status(grpc::StatusCode::CANCELLED, "stream cancelled"));
+      return;
+    }
+    if (push == nullptr) {
+      FinishOnce(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                              "first message must be a header (stream ended without one)"));
+      return;
+    }
+    ending_ = true;  // before EndStream: a Wake may come as soon as it parks the stream
+    absl::StatusOr<bool> parked = push->EndStream(stream_index_, this, &wakeups);
+    // Once parked, another thread may already have woken this stream: touch nothing after this
+    // but the locals.
+    RunWakeups(wakeups);
+    if (!parked.ok()) {
+      FinishOnce(rpc::ToGrpcStatus(parked.status()));
+    } else if (!*parked) {
+      FinishComplete();
+    }
+  }
+
+  // The whole push arrived and the receiver accepted it.
+  void FinishComplete() {
+    response_->set_bytes_received(bytes_received_);
+    response_->set_layers_complete(Push()->spec().n_layer);
+    response_->set_push_complete(true);
+    FinishOnce(grpc::Status::OK);
+  }
+
+  void FinishOnce(const grpc::Status& status) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (finished_) return;
+      finished_ = true;
+    }
+    Finish(status);
+  }
+
+  grpc::CallbackServerContext* const context_;
+  v1::KvPushResponse* const response_;
+  PushRegistry* const registry_;
+  v1::KvPushMessage message_;   // the read in flight; only touched by the read loop
+  int64_t bytes_received_ = 0;  // read loop only
+  bool ending_ = false;  // the sender half-closed; set before the push can wake the stream for it
+
+  absl::Mutex mu_;  // OnCancel runs concurrently with the read loop
+  std::shared_ptr<PushAssembler> push_ ABSL_GUARDED_BY(mu_);
+  int32_t stream_index_ = 0;  // written before push_ is published, under mu_
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+class KvTransferService final : public v1::KvTransfer::CallbackService {
+ public:
+  KvTransferService(KvReceiver* receiver, const KvTransferServiceOptions& options)
+      : options_(options), registry_(receiver) {}
+
+  grpc::ServerReadReactor<v1::KvPushMessage>* PushKv(grpc::CallbackServerContext* context,
+                                                     v1::KvPushResponse* response) override {
+    return new PushKvReactor(context, response, &registry_, options_.auth_token);
+  }
+
+ private:
+  const KvTransferServiceOptions options_;
+  PushRegistry registry_;
+};
+
+}  // namespace
+
+std::unique_ptr<grpc::Service> CreateKvTransferService(KvReceiver* receiver,
+                                                       const KvTransferServiceOptions& options) {
+  return std::make_unique<KvTransferService>(receiver, options);
+}
+
+}  // namespace baton::kvtransfer

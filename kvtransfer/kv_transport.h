@@ -1,0 +1,71 @@
+// The sending end: pushes one request's KV to a reservation, layer by layer, while the prefill
+// forward pass computes the next layer. One interface, two transports: gRPC (the default, between
+// processes) and in-process (tests, and a worker pushing to itself).
+//
+// Thread-safety: a KvTransport is thread-safe (many pushes at once). A KvPush is used by one
+// thread: SendLayer from the compute thread in layer order, then Finish.
+#ifndef BATON_KVTRANSFER_KV_TRANSPORT_H_
+#define BATON_KVTRANSFER_KV_TRANSPORT_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kvtransfer/kv_push_spec.h"
+#include "kvtransfer/kv_receiver.h"
+#include "rpc/server_options.h"
+
+namespace baton::kvtransfer {
+
+struct KvPushStats {
+  int64_t bytes_sent = 0;
+  int32_t chunks_sent = 0;
+  double seconds = 0;  // StartPush to the receiver's final acknowledgement
+};
+
+class KvPush {
+ public:
+  virtual ~KvPush() = default;
+
+  // Queues layer `layer` for sending: `blocks[i]` points at the sequence's i-th block of that
+  // layer (spec.layer_block_bytes() bytes each; spec.n_blocks() pointers). The bytes are copied
+  // before it returns, so the caller may overwrite its cache afterwards. Does not wait for the
+  // network. An error means the push has failed (the receiver will free the reservation).
+  virtual absl::Status SendLayer(int32_t layer, const std::vector<const uint8_t*>& blocks) = 0;
+
+  // Waits until every layer is acknowledged (EndPush succeeded on the receiver) or the push's
+  // deadline passes. Must be called once, after the last SendLayer.
+  virtual absl::StatusOr<KvPushStats> Finish() = 0;
+
+  // Abandons the push; the receiver frees the reservation. Safe to call at any time, also after
+  // Finish.
+  virtual void Cancel() = 0;
+};
+
+class KvTransport {
+ public:
+  virtual ~KvTransport() = default;
+  // Opens a push to `destination` (host:port of a decode worker; ignored in-process).
+  virtual absl::StatusOr<std::unique_ptr<KvPush>> StartPush(
+      const std::string& destination, const KvPushSpec& spec,
+      std::chrono::system_clock::time_point deadline) = 0;
+};
+
+struct GrpcKvTransportOptions {
+  int64_t chunk_bytes = 1 << 20;  // payload bytes per KvChunk message at most (whole blocks)
+  int n_streams = 1;              // parallel PushKv streams per push (at most n_layer are used);
+                                  // layers round-robin over them
+  rpc::ClientOptions client;      // token, TLS, message size limit
+};
+
+std::unique_ptr<KvTransport> CreateGrpcKvTransport(const GrpcKvTransportOptions& options);
+
+// Writes straight into `receiver` (which must outlive the transport), synchronously.
+std::unique_ptr<KvTransport> CreateInProcessKvTransport(KvReceiver* receiver);
+
+}  // namespace baton::kvtransfer
+
+#endif  // BATON_KVTRANSFER_KV_TRANSPORT_H_

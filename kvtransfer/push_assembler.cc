@@ -1,0 +1,246 @@
+#include "kvtransfer/push_assembler.h"
+
+#include <span>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace baton::kvtransfer {
+namespace {
+
+std::string ChunkName(const v1::KvChunk& chunk) {
+  return absl::StrCat("chunk for layer ", chunk.layer(), " blocks [", chunk.first_block(), ",",
+                      int64_t{chunk.first_block()} + chunk.n_blocks(), ")");
+}
+
+bool SameSpec(const KvPushSpec& a, const KvPushSpec& b) {
+  return a.reservation_id == b.reservation_id && a.model_fingerprint == b.model_fingerprint &&
+         a.n_layer == b.n_layer && a.kv_dim == b.kv_dim && a.block_size == b.block_size &&
+         a.n_tokens == b.n_tokens;
+}
+
+}  // namespace
+
+void RunWakeups(KvStreamWakeups& wakeups) {
+  for (KvStreamWakeup& wakeup : wakeups) wakeup.waiter->Wake(wakeup.status);
+  wakeups.clear();
+}
+
+PushAssembler::PushAssembler(PushRegistry* registry, KvReceiver* receiver,
+                             const PushHeaderInfo& info, absl::Time deadline)
+    : registry_(registry),
+      receiver_(receiver),
+      spec_(info.spec),
+      n_streams_(info.n_streams),
+      n_blocks_(info.spec.n_blocks()),
+      deadline_(deadline),
+      streams_(info.n_streams, StreamState::kAbsent) {}
+
+absl::Status PushAssembler::AddStreamLocked(const PushHeaderInfo& info) {
+  if (!failure_.ok()) return failure_;
+  if (!SameSpec(info.spec, spec_) || info.n_streams != n_streams_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("stream ", info.stream_index, " of the push to reservation '",
+                     spec_.reservation_id, "': header differs from the push's first stream"));
+  }
+  if (streams_[info.stream_index] != StreamState::kAbsent) {
+    return absl::FailedPreconditionError(absl::StrCat("reservation '", spec_.reservation_id,
+                                                      "' is already receiving on stream ",
+                                                      info.stream_index));
+  }
+  streams_[info.stream_index] = StreamState::kLive;
+  return absl::OkStatus();
+}
+
+absl::Status PushAssembler::CheckAtCursorLocked(const v1::KvChunk& chunk) const {
+  if (chunk.layer() == cursor_layer_ && chunk.first_block() == cursor_block_) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(ChunkName(chunk), " out of order: expected layer ",
+                                                 cursor_layer_, " from block ", cursor_block_));
+}
+
+absl::Status PushAssembler::WriteLocked(const v1::KvChunk& chunk, KvStreamWakeups* wakeups) {
+  if (absl::Status status = CheckAtCursorLocked(chunk); !status.ok()) return status;
+  if (absl::Status status = CheckDeadline(); !status.ok()) return status;
+  if (int64_t{chunk.first_block()} + chunk.n_blocks() > n_blocks_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ChunkName(chunk), ": the push has ", n_blocks_, " blocks per layer"));
+  }
+  const std::string& data = chunk.data();
+  absl::Status written = receiver_->WriteBlocks(
+      spec_.reservation_id, chunk.layer(), chunk.first_block(), chunk.n_blocks(),
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data.data()), data.size()));
+  if (!written.ok()) return written;
+  cursor_block_ += chunk.n_blocks();
+  if (cursor_block_ == n_blocks_) {
+    cursor_block_ = 0;
+    ++cursor_layer_;
+  }
+  if (cursor_layer_ == spec_.n_layer) {
+    // The receiver may have been slow: do not admit a push whose sender has given up.
+    if (absl::Status status = CheckDeadline(); !status.ok()) return status;
+    if (absl::Status ended = receiver_->EndPush(spec_.reservation_id); !ended.ok()) return ended;
+    CompleteLocked(wakeups);
+  }
+  return absl::OkStatus();
+}
+
+void PushAssembler::CompleteLocked(KvStreamWakeups* wakeups) {
+  complete_ = true;
+  for (Parked& parked : parked_) wakeups->push_back({parked.waiter, absl::OkStatus()});
+  parked_.clear();
+  ConcludeLocked();
+}
+
+absl::Status PushAssembler::CheckDeadline() const {
+  if (absl::Now() <= deadline_) return absl::OkStatus();
+  return absl::DeadlineExceededError(
+      absl::StrCat("push to reservation '", spec_.reservation_id, "' passed its deadline at layer ",
+                   cursor_layer_ < spec_.n_layer ? cursor_layer_ : spec_.n_layer - 1));
+}
+
+void PushAssembler::DrainLocked(KvStreamWakeups* wakeups) {
+  bool progressed = true;
+  while (progressed && failure_.ok() && !complete_) {
+    progressed = false;
+    for (auto it = parked_.begin(); it != parked_.end(); ++it) {
+      if (!it->has_chunk || it->chunk.layer() != cursor_layer_) continue;
+      Parked parked = std::move(*it);
+      parked_.erase(it);
+      absl::Status written = WriteLocked(parked.chunk, wakeups);
+      if (!written.ok()) {
+        wakeups->push_back({parked.waiter, written});
+        FailLocked(written, wakeups);
+        return;
+      }
+      wakeups->push_back({parked.waiter, absl::OkStatus()});
+      progressed = true;
+      break;
+    }
+  }
+}
+
+void PushAssembler::FailLocked(const absl::Status& why, KvStreamWakeups* wakeups) {
+  if (!failure_.ok() || complete_) return;
+  failure_ = why;
+  if (begun_) receiver_->AbortPush(spec_.reservation_id, why);
+  for (Parked& parked : parked_) wakeups->push_back({parked.waiter, why});
+  parked_.clear();
+  ConcludeLocked();
+}
+
+void PushAssembler::ConcludeLocked() { registry_->Remove(spec_.reservation_id, this); }
+
+absl::StatusOr<bool> PushAssembler::Offer(int32_t stream_index, KvStreamWaiter* waiter,
+                                          v1::KvChunk chunk, KvStreamWakeups* wakeups) {
+  absl::MutexLock lock(&mu_);
+  if (!failure_.ok()) return failure_;
+  absl::Status bad;
+  if (complete_) {
+    bad = absl::InvalidArgumentError(
+        absl::StrCat(ChunkName(chunk), " after every layer of the push arrived"));
+  } else if (chunk.layer() < 0 || chunk.layer() >= spec_.n_layer) {
+    bad = absl::InvalidArgumentError(
+        absl::StrCat(ChunkName(chunk), ": the push has ", spec_.n_layer, " layers"));
+  } else if (StreamOfLayer(chunk.layer(), n_streams_) != stream_index) {
+    bad = absl::InvalidArgumentError(absl::StrCat(ChunkName(chunk), " arrived on stream ",
+                                                  stream_index, ", belongs on stream ",
+                                                  StreamOfLayer(chunk.layer(), n_streams_)));
+  } else if (chunk.layer() > cursor_layer_ &&
+             StreamOfLayer(cursor_layer_, n_streams_) != stream_index) {
+    // Waits for the other streams to bring the layers before it.
+    parked_.push_back({stream_index, waiter, /*has_chunk=*/true, std::move(chunk)});
+    return true;
+  } else {
+    bad = WriteLocked(chunk, wakeups);
+  }
+  if (!bad.ok()) {
+    FailLocked(bad, wakeups);
+    return bad;
+  }
+  DrainLocked(wakeups);
+  return false;
+}
+
+absl::StatusOr<bool> PushAssembler::EndStream(int32_t stream_index, KvStreamWaiter* waiter,
+                                              KvStreamWakeups* wakeups) {
+  absl::MutexLock lock(&mu_);
+  if (streams_[stream_index] == StreamState::kLive) streams_[stream_index] = StreamState::kEnded;
+  if (!failure_.ok()) return failure_;
+  const int32_t last_layer = LastLayerOfStream(stream_index, n_streams_, spec_.n_layer);
+  if (!complete_ && last_layer >= cursor_layer_) {
+    absl::Status missing = absl::InvalidArgumentError(
+        absl::StrCat("stream ", stream_index, " of the push to reservation '", spec_.reservation_id,
+                     "' ended before its layers arrived (next expected: layer ", cursor_layer_,
+                     " block ", cursor_block_, ")"));
+    FailLocked(missing, wakeups);
+    return missing;
+  }
+  if (complete_) return false;
+  parked_.push_back({stream_index, waiter, /*has_chunk=*/false, v1::KvChunk()});
+  return true;
+}
+
+bool PushAssembler::BreakStream(int32_t stream_index, const absl::Status& why,
+                                KvStreamWakeups* wakeups) {
+  absl::MutexLock lock(&mu_);
+  bool was_parked = false;
+  for (auto it = parked_.begin(); it != parked_.end(); ++it) {
+    if (it->stream_index == stream_index) {
+      parked_.erase(it);
+      was_parked = true;
+      break;
+    }
+  }
+  // A stream that is neither live nor parked has seen the push conclude: this changes nothing.
+  streams_[stream_index] = StreamState::kEnded;
+  FailLocked(why, wakeups);
+  return was_parked;
+}
+
+absl::StatusOr<std::shared_ptr<PushAssembler>> PushRegistry::Join(const PushHeaderInfo& info,
+                                                                  absl::Time deadline) {
+  auto fresh = std::make_shared<PushAssembler>(this, receiver_, info, deadline);
+  std::shared_ptr<PushAssembler> existing;
+  {
+    // Nobody else can see `fresh` yet, so holding its mutex while publishing it keeps the lock
+    // order (assembler, then registry) and makes later streams wait for BeginPush's verdict.
+    absl::MutexLock fresh_lock(&fresh->mu_);
+    {
+      absl::MutexLock lock(&mu_);
+      auto [it, inserted] = pushes_.try_emplace(info.spec.reservation_id, fresh);
+      if (!inserted) existing = it->second;
+    }
+    if (existing == nullptr) {
+      absl::Status begun = receiver_->BeginPush(info.spec);
+      if (!begun.ok()) {
+        fresh->failure_ = begun;  // later streams of this push get the same verdict
+        fresh->ConcludeLocked();
+        return begun;
+      }
+      fresh->begun_ = true;
+      absl::Status added = fresh->AddStreamLocked(info);
+      if (!added.ok()) return added;  // cannot happen: a fresh push has no streams
+      return fresh;
+    }
+  }
+  absl::MutexLock lock(&existing->mu_);
+  absl::Status added = existing->AddStreamLocked(info);
+  if (!added.ok()) return added;
+  return existing;
+}
+
+void PushRegistry::Remove(const std::string& reservation_id, const PushAssembler* assembler) {
+  absl::MutexLock lock(&mu_);
+  auto it = pushes_.find(reservation_id);
+  if (it != pushes_.end() && it->second.get() == assembler) pushes_.erase(it);
+}
+
+size_t PushRegistry::size() const {
+  absl::MutexLock lock(&mu_);
+  return pushes_.size();
+}
+
+}  // namespace baton::kvtransfer

@@ -1,0 +1,239 @@
+// The gRPC transport against a real KvTransfer server on 127.0.0.1.
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "kvtransfer/kv_transport.h"
+#include "tests/kvtransfer/fake_receiver.h"
+#include "tests/kvtransfer/kv_test_util.h"
+
+namespace baton::kvtransfer {
+namespace {
+
+using ::baton::kvtransfer::testing::FakeReceiver;
+using ::baton::kvtransfer::testing::In;
+using ::baton::kvtransfer::testing::KvData;
+using ::baton::kvtransfer::testing::MakeSpec;
+using ::baton::kvtransfer::testing::TestKvServer;
+using std::chrono_literals::operator""ms;
+
+// Options with the defaults except for what a test varies.
+GrpcKvTransportOptions Options(int n_streams = 1, int64_t chunk_bytes = 1 << 20,
+                               const std::string& token = "") {
+  GrpcKvTransportOptions options;
+  options.n_streams = n_streams;
+  options.chunk_bytes = chunk_bytes;
+  options.client.auth_token = token;
+  return options;
+}
+
+// Sends every layer, then Finish; the first error wins (SendLayer may already see it).
+absl::StatusOr<KvPushStats> PushAll(KvTransport& transport, const std::string& address,
+                                    const KvPushSpec& spec, const KvData& data,
+                                    std::chrono::milliseconds timeout = 10000ms) {
+  auto push = transport.StartPush(address, spec, In(timeout));
+  if (!push.ok()) return push.status();
+  for (int32_t layer = 0; layer < spec.n_layer; ++layer) {
+    if (absl::Status sent = (*push)->SendLayer(layer, data.Layer(layer)); !sent.ok()) return sent;
+  }
+  return (*push)->Finish();
+}
+
+struct RoundTripCase {
+  int n_streams;
+  int64_t chunk_bytes;
+  std::string name;
+};
+
+class GrpcRoundTripTest : public ::testing::TestWithParam<RoundTripCase> {};
+
+TEST_P(GrpcRoundTripTest, ArrivesByteIdentical) {
+  TestKvServer server;
+  // 7 layers of 5 blocks (70 tokens, block 16), 512 bytes per block: a layer is 2560 bytes.
+  const KvPushSpec spec = MakeSpec("r1", 7, 70);
+  const KvData data(spec, 11);
+  server.receiver().Reserve(spec, 8);
+  auto transport = CreateGrpcKvTransport(Options(GetParam().n_streams, GetParam().chunk_bytes));
+  absl::StatusOr<KvPushStats> stats = PushAll(*transport, server.address(), spec, data);
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->bytes_sent, spec.total_bytes());
+  const int64_t per_chunk = std::min<int64_t>(GetParam().chunk_bytes / 512, 5);
+  EXPECT_EQ(stats->chunks_sent, spec.n_layer * ((5 + per_chunk - 1) / per_chunk));
+  EXPECT_GT(stats->seconds, 0);
+  const FakeReceiver::Reservation arrived = server.receiver().reservation("r1");
+  EXPECT_EQ(arrived.state, FakeReceiver::State::kReceived);
+  EXPECT_TRUE(arrived.bytes == data.Expected(8));
+  EXPECT_EQ(server.receiver().counts().begin, 1);
+  EXPECT_EQ(server.receiver().counts().end, 1);
+  EXPECT_EQ(server.receiver().counts().abort, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    StreamsAndChunks, GrpcRoundTripTest,
+    ::testing::Values(RoundTripCase{1, 1024, "OneStreamSmallChunks"},
+                      RoundTripCase{1, 1 << 20, "OneStreamChunkLargerThanLayer"},
+                      RoundTripCase{3, 1024, "ThreeStreamsSmallChunks"},
+                      RoundTripCase{3, 1 << 20, "ThreeStreamsChunkLargerThanLayer"},
+                      RoundTripCase{16, 512, "MoreStreamsThanLayersOneBlockChunks"}),
+    [](const ::testing::TestParamInfo<RoundTripCase>& info) { return info.param.name; });
+
+TEST(GrpcKvTransportTest, ConcurrentPushesShareTheTransport) {
+  TestKvServer server;
+  auto transport = CreateGrpcKvTransport(Options(2, 1024));
+  constexpr int kPushes = 6;
+  std::vector<KvPushSpec> specs;
+  std::vector<KvData> datas;
+  for (int i = 0; i < kPushes; ++i) {
+    specs.push_back(MakeSpec(absl::StrCat("r", i), 5, 33 + i));
+    datas.emplace_back(specs.back(), i);
+    server.receiver().Reserve(specs.back(), 4);
+  }
+  std::vector<absl::Status> results(kPushes);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kPushes; ++i) {
+    threads.emplace_back([&, i] {
+      results[i] = PushAll(*transport, server.address(), specs[i], datas[i]).status();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < kPushes; ++i) {
+    EXPECT_TRUE(results[i].ok()) << results[i];
+    EXPECT_TRUE(server.receiver().reservation(specs[i].reservation_id).bytes ==
+                datas[i].Expected(4));
+  }
+}
+
+TEST(GrpcKvTransportTest, ReceiverVerdictsReachTheSender) {
+  TestKvServer server;
+  const KvPushSpec spec = MakeSpec("r1", 4, 40);
+  server.receiver().Reserve(spec, 3);
+  auto transport = CreateGrpcKvTransport(Options(2));
+  KvPushSpec wrong_model = spec;
+  wrong_model.model_fingerprint = "another-model";
+  absl::Status status =
+      PushAll(*transport, server.address(), wrong_model, KvData(spec, 1)).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_NE(status.message().find("model_fingerprint"), std::string::npos) << status;
+
+  const KvPushSpec unknown = MakeSpec("no-such-reservation", 4, 40);
+  status = PushAll(*transport, server.address(), unknown, KvData(unknown, 1)).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kNotFound) << status;
+  EXPECT_EQ(server.receiver().counts().write, 0);
+  EXPECT_EQ(server.receiver().counts().end, 0);
+  EXPECT_EQ(server.receiver().counts().abort, 0);  // nothing began
+}
+
+TEST(GrpcKvTransportTest, WrongTokenIsUnauthenticated) {
+  TestKvServer server("s3cret");
+  const KvPushSpec spec = MakeSpec("r1");
+  server.receiver().Reserve(spec, 3);
+  auto wrong = CreateGrpcKvTransport(Options(1, 1 << 20, "guess"));
+  EXPECT_EQ(PushAll(*wrong, server.address(), spec, KvData(spec, 1)).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  auto none = CreateGrpcKvTransport(Options());
+  EXPECT_EQ(PushAll(*none, server.address(), spec, KvData(spec, 1)).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(server.receiver().counts().begin, 0);
+  auto right = CreateGrpcKvTransport(Options(1, 1 << 20, "s3cret"));
+  EXPECT_TRUE(PushAll(*right, server.address(), spec, KvData(spec, 1)).ok());
+}
+
+TEST(GrpcKvTransportTest, SenderCancellingMidwayAborts) {
+  TestKvServer server;
+  const KvPushSpec spec = MakeSpec("r1", 6, 40);
+  const KvData data(spec, 5);
+  server.receiver().Reserve(spec, 3);
+  auto transport = CreateGrpcKvTransport(Options(2));
+  auto push = transport->StartPush(server.address(), spec, In(10000ms));
+  ASSERT_TRUE(push.ok());
+  ASSERT_TRUE((*push)->SendLayer(0, data.Layer(0)).ok());
+  ASSERT_TRUE((*push)->SendLayer(1, data.Layer(1)).ok());
+  ASSERT_TRUE(server.receiver().WaitForWrites(2));
+  (*push)->Cancel();
+  ASSERT_TRUE(server.receiver().WaitForAborts(1));
+  EXPECT_EQ(server.receiver().reservation("r1").state, FakeReceiver::State::kAborted);
+  EXPECT_EQ(server.receiver().reservation("r1").abort_reason.code(), absl::StatusCode::kCancelled);
+  EXPECT_FALSE((*push)->SendLayer(2, data.Layer(2)).ok());
+  EXPECT_FALSE((*push)->Finish().ok());
+  push->reset();
+  EXPECT_EQ(server.receiver().counts().abort, 1);
+  EXPECT_EQ(server.receiver().counts().end, 0);
+}
+
+// The receiver stalls in its first WriteBlocks past the push's deadline, then recovers: the
+// sender gets DEADLINE_EXCEEDED, and the receiver an abort, never an EndPush (with one layer the
+// stalled write is the last one).
+class StalledReceiverTest : public ::testing::TestWithParam<int32_t> {};
+
+TEST_P(StalledReceiverTest, DeadlineExceededAndAborted) {
+  TestKvServer server;
+  const KvPushSpec spec = MakeSpec("r1", /*n_layer=*/GetParam(), 40);
+  server.receiver().Reserve(spec, 3);
+  server.receiver().StallWrites();
+  auto transport = CreateGrpcKvTransport(Options());
+  const KvData data(spec, 2);
+  auto push = transport->StartPush(server.address(), spec, In(1000ms));
+  ASSERT_TRUE(push.ok());
+  for (int32_t layer = 0; layer < spec.n_layer; ++layer) {
+    ASSERT_TRUE((*push)->SendLayer(layer, data.Layer(layer)).ok());
+  }
+  ASSERT_TRUE(server.receiver().WaitForWrites(1));  // the receiver is stuck in the first write
+  absl::Status status = (*push)->Finish().status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+  // The server's copy of the deadline (sent as a rounded-up timeout) ends a little later than
+  // the sender's: let it pass too before the receiver recovers.
+  std::this_thread::sleep_for(300ms);
+  server.receiver().Release();
+  ASSERT_TRUE(server.receiver().WaitForAborts(1));
+  EXPECT_EQ(server.receiver().counts().end, 0);
+  EXPECT_EQ(server.receiver().reservation("r1").state, FakeReceiver::State::kAborted);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layers, StalledReceiverTest, ::testing::Values(1, 4));
+
+TEST(GrpcKvTransportTest, BadSendLayerFailsThePush) {
+  TestKvServer server;
+  const KvPushSpec spec = MakeSpec("r1", 4, 40);
+  const KvData data(spec, 3);
+  server.receiver().Reserve(spec, 3);
+  auto transport = CreateGrpcKvTransport(Options());
+  auto push = transport->StartPush(server.address(), spec, In(10000ms));
+  ASSERT_TRUE(push.ok());
+  ASSERT_TRUE((*push)->SendLayer(0, data.Layer(0)).ok());
+  ASSERT_TRUE(server.receiver().WaitForWrites(1));
+  EXPECT_EQ((*push)->SendLayer(2, data.Layer(2)).code(), absl::StatusCode::kInvalidArgument);
+  ASSERT_TRUE(server.receiver().WaitForAborts(1));
+  EXPECT_FALSE((*push)->Finish().ok());
+}
+
+TEST(GrpcKvTransportTest, UnreachableDestinationIsUnavailable) {
+  int port = 0;
+  {
+    TestKvServer gone;  // a port that nobody listens on any more
+    port = std::stoi(gone.address().substr(gone.address().rfind(':') + 1));
+  }
+  const KvPushSpec spec = MakeSpec("r1");
+  auto transport = CreateGrpcKvTransport(Options());
+  absl::Status status =
+      PushAll(*transport, absl::StrCat("127.0.0.1:", port), spec, KvData(spec, 1)).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+}
+
+TEST(GrpcKvTransportTest, RejectsImpossibleOptions) {
+  const KvPushSpec spec = MakeSpec("r1");  // 512-byte blocks
+  EXPECT_EQ(CreateGrpcKvTransport(Options(1, 100))
+                ->StartPush("127.0.0.1:1", spec, In(1000ms))
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      CreateGrpcKvTransport(Options(0))->StartPush("127.0.0.1:1", spec, In(1000ms)).status().code(),
+      absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace baton::kvtransfer

@@ -1,0 +1,108 @@
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kvtransfer/kv_transport.h"
+#include "tests/kvtransfer/fake_receiver.h"
+#include "tests/kvtransfer/kv_test_util.h"
+
+namespace baton::kvtransfer {
+namespace {
+
+using ::baton::kvtransfer::testing::FakeReceiver;
+using ::baton::kvtransfer::testing::In;
+using ::baton::kvtransfer::testing::KvData;
+using ::baton::kvtransfer::testing::MakeSpec;
+using std::chrono_literals::operator""ms;
+
+class InProcessKvTransportTest : public ::testing::Test {
+ protected:
+  InProcessKvTransportTest()
+      : spec_(MakeSpec("r1", 5, 70)),
+        data_(spec_, 3),
+        transport_(CreateInProcessKvTransport(&receiver_)) {
+    receiver_.Reserve(spec_, 6);  // more reserved than pushed: room for generated tokens
+  }
+
+  KvPushSpec spec_;
+  KvData data_;
+  FakeReceiver receiver_;
+  std::unique_ptr<KvTransport> transport_;
+};
+
+TEST_F(InProcessKvTransportTest, RoundTripIsByteIdentical) {
+  auto push = transport_->StartPush("ignored", spec_, In(5000ms));
+  ASSERT_TRUE(push.ok()) << push.status();
+  for (int32_t layer = 0; layer < spec_.n_layer; ++layer) {
+    ASSERT_TRUE((*push)->SendLayer(layer, data_.Layer(layer)).ok());
+  }
+  absl::StatusOr<KvPushStats> stats = (*push)->Finish();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->bytes_sent, spec_.total_bytes());
+  EXPECT_EQ(stats->chunks_sent, spec_.n_layer);
+  EXPECT_EQ(receiver_.reservation("r1").state, FakeReceiver::State::kReceived);
+  EXPECT_EQ(receiver_.reservation("r1").bytes, data_.Expected(6));
+  (*push)->Cancel();  // after a successful Finish: nothing to abandon
+  push->reset();
+  EXPECT_EQ(receiver_.counts().abort, 0);
+  EXPECT_EQ(receiver_.counts().end, 1);
+}
+
+TEST_F(InProcessKvTransportTest, BeginPushErrorComesFromStartPush) {
+  KvPushSpec wrong = spec_;
+  wrong.model_fingerprint = "other";
+  EXPECT_EQ(transport_->StartPush("", wrong, In(5000ms)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(transport_->StartPush("", MakeSpec("unknown"), In(5000ms)).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(InProcessKvTransportTest, CancelAbortsOnce) {
+  auto push = transport_->StartPush("", spec_, In(5000ms));
+  ASSERT_TRUE(push.ok());
+  ASSERT_TRUE((*push)->SendLayer(0, data_.Layer(0)).ok());
+  (*push)->Cancel();
+  (*push)->Cancel();
+  push->reset();
+  EXPECT_EQ(receiver_.counts().abort, 1);
+  EXPECT_EQ(receiver_.reservation("r1").abort_reason.code(), absl::StatusCode::kCancelled);
+}
+
+TEST_F(InProcessKvTransportTest, DroppingAnUnfinishedPushAborts) {
+  auto push = transport_->StartPush("", spec_, In(5000ms));
+  ASSERT_TRUE(push.ok());
+  push->reset();
+  EXPECT_EQ(receiver_.counts().abort, 1);
+}
+
+TEST_F(InProcessKvTransportTest, BadLayerFailsAndAborts) {
+  auto push = transport_->StartPush("", spec_, In(5000ms));
+  ASSERT_TRUE(push.ok());
+  std::vector<const uint8_t*> too_few = data_.Layer(0);
+  too_few.pop_back();
+  EXPECT_EQ((*push)->SendLayer(0, too_few).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(receiver_.counts().abort, 1);
+  EXPECT_EQ((*push)->SendLayer(0, data_.Layer(0)).code(), absl::StatusCode::kFailedPrecondition);
+  (*push)->Cancel();
+  EXPECT_EQ(receiver_.counts().abort, 1);
+}
+
+TEST_F(InProcessKvTransportTest, FinishBeforeEveryLayerFails) {
+  auto push = transport_->StartPush("", spec_, In(5000ms));
+  ASSERT_TRUE(push.ok());
+  ASSERT_TRUE((*push)->SendLayer(0, data_.Layer(0)).ok());
+  EXPECT_EQ((*push)->Finish().status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(receiver_.counts().abort, 1);
+  EXPECT_EQ(receiver_.counts().end, 0);
+}
+
+TEST_F(InProcessKvTransportTest, PassedDeadlineFails) {
+  auto push = transport_->StartPush("", spec_, In(-1ms));
+  ASSERT_TRUE(push.ok());
+  EXPECT_EQ((*push)->SendLayer(0, data_.Layer(0)).code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(receiver_.counts().abort, 1);
+}
+
+}  // namespace
+}  // namespace baton::kvtransfer

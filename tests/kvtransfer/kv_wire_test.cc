@@ -1,0 +1,113 @@
+#include "kvtransfer/kv_wire.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/kvtransfer/kv_test_util.h"
+
+namespace baton::kvtransfer {
+namespace {
+
+using ::baton::kvtransfer::testing::MakeSpec;
+
+TEST(ChunkChecksumTest, IsXxh64WithSeedZero) {
+  // Reference values of XXH64 with seed 0.
+  EXPECT_EQ(ChunkChecksum({}), 0xEF46DB3751D8E999ull);
+  const std::string abc = "abc";
+  EXPECT_EQ(ChunkChecksum({reinterpret_cast<const uint8_t*>(abc.data()), abc.size()}),
+            0x44BC2CF5AD770999ull);
+}
+
+TEST(KvWireTest, HeaderRoundTrips) {
+  const KvPushSpec spec = MakeSpec("r1", 6, 33);
+  absl::StatusOr<PushHeaderInfo> info = ParseHeader(HeaderFromSpec(spec, 2, 3));
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->spec.reservation_id, "r1");
+  EXPECT_EQ(info->spec.model_fingerprint, spec.model_fingerprint);
+  EXPECT_EQ(info->spec.n_layer, 6);
+  EXPECT_EQ(info->spec.kv_dim, spec.kv_dim);
+  EXPECT_EQ(info->spec.block_size, spec.block_size);
+  EXPECT_EQ(info->spec.n_tokens, 33);
+  EXPECT_EQ(info->stream_index, 2);
+  EXPECT_EQ(info->n_streams, 3);
+}
+
+TEST(KvWireTest, HeaderWithoutStreamFieldsIsOneStream) {
+  v1::KvPushHeader header = HeaderFromSpec(MakeSpec("r1"), 0, 1);
+  header.clear_n_streams();
+  absl::StatusOr<PushHeaderInfo> info = ParseHeader(header);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->n_streams, 1);
+}
+
+TEST(KvWireTest, RejectsBadHeaders) {
+  const KvPushSpec spec = MakeSpec("r1", 4);
+  v1::KvPushHeader bad_dtype = HeaderFromSpec(spec, 0, 1);
+  bad_dtype.set_dtype("bf16");
+  EXPECT_EQ(ParseHeader(bad_dtype).status().code(), absl::StatusCode::kInvalidArgument);
+  v1::KvPushHeader no_layers = HeaderFromSpec(spec, 0, 1);
+  no_layers.set_n_layer(0);
+  EXPECT_EQ(ParseHeader(no_layers).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseHeader(HeaderFromSpec(spec, 1, 1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseHeader(HeaderFromSpec(spec, 0, 5)).status().code(),
+            absl::StatusCode::kInvalidArgument);  // more streams than layers
+  EXPECT_EQ(ParseHeader(HeaderFromSpec(spec, -1, 2)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  v1::KvPushHeader no_reservation = HeaderFromSpec(spec, 0, 1);
+  no_reservation.clear_reservation_id();
+  EXPECT_EQ(ParseHeader(no_reservation).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+v1::KvChunk MakeChunk(int32_t layer, int32_t first_block, int32_t n_blocks, size_t size) {
+  v1::KvChunk chunk;
+  chunk.set_layer(layer);
+  chunk.set_first_block(first_block);
+  chunk.set_n_blocks(n_blocks);
+  std::string data(size, '\0');
+  for (size_t i = 0; i < size; ++i) data[i] = static_cast<char>(i * 7);
+  chunk.set_xxh64(ChunkChecksum({reinterpret_cast<const uint8_t*>(data.data()), data.size()}));
+  chunk.set_data(std::move(data));
+  return chunk;
+}
+
+TEST(VerifyChunkTest, AcceptsAGoodChunk) {
+  EXPECT_TRUE(VerifyChunk(MakeChunk(1, 2, 3, 3 * 512), 512).ok());
+}
+
+TEST(VerifyChunkTest, ChecksumMismatchIsDataLossNamingTheChunk) {
+  v1::KvChunk chunk = MakeChunk(1, 2, 3, 3 * 512);
+  (*chunk.mutable_data())[100] ^= 1;
+  absl::Status status = VerifyChunk(chunk, 512);
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(status.message(), "chunk for layer 1 blocks [2,5): checksum mismatch");
+}
+
+TEST(VerifyChunkTest, WrongSizeOrCountIsInvalidArgument) {
+  EXPECT_EQ(VerifyChunk(MakeChunk(0, 0, 3, 2 * 512), 512).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(VerifyChunk(MakeChunk(0, 0, 0, 0), 512).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(BlocksPerChunkTest, WholeBlocksUpToTheLimit) {
+  const KvPushSpec spec = MakeSpec("r", 4, 40);  // 3 blocks of 512 bytes per layer
+  ASSERT_EQ(spec.layer_block_bytes(), 512);
+  EXPECT_EQ(*BlocksPerChunk(spec, 512), 1);
+  EXPECT_EQ(*BlocksPerChunk(spec, 1100), 2);
+  EXPECT_EQ(*BlocksPerChunk(spec, 1 << 20), 3);
+  EXPECT_EQ(BlocksPerChunk(spec, 511).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(StreamAssignmentTest, RoundRobin) {
+  EXPECT_EQ(StreamOfLayer(0, 3), 0);
+  EXPECT_EQ(StreamOfLayer(4, 3), 1);
+  EXPECT_EQ(LastLayerOfStream(0, 3, 7), 6);
+  EXPECT_EQ(LastLayerOfStream(1, 3, 7), 4);
+  EXPECT_EQ(LastLayerOfStream(2, 3, 7), 5);
+  EXPECT_EQ(LastLayerOfStream(0, 1, 7), 6);
+  EXPECT_EQ(LastLayerOfStream(2, 3, 2), -1);
+}
+
+}  // namespace
+}  // namespace baton::kvtransfer

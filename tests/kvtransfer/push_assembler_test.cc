@@ -1,0 +1,209 @@
+#include "kvtransfer/push_assembler.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kvtransfer/kv_wire.h"
+#include "tests/kvtransfer/fake_receiver.h"
+#include "tests/kvtransfer/kv_test_util.h"
+
+namespace baton::kvtransfer {
+namespace {
+
+using ::baton::kvtransfer::testing::FakeReceiver;
+using ::baton::kvtransfer::testing::KvData;
+using ::baton::kvtransfer::testing::MakeSpec;
+
+struct RecordingWaiter : KvStreamWaiter {
+  void Wake(const absl::Status& status) override { wakes.push_back(status); }
+  std::vector<absl::Status> wakes;
+};
+
+v1::KvChunk Chunk(const KvData& data, const KvPushSpec& spec, int32_t layer, int32_t first,
+                  int32_t count) {
+  v1::KvChunk chunk;
+  chunk.set_layer(layer);
+  chunk.set_first_block(first);
+  chunk.set_n_blocks(count);
+  const std::vector<const uint8_t*> blocks = data.Layer(layer);
+  for (int32_t i = first; i < first + count; ++i) {
+    chunk.mutable_data()->append(reinterpret_cast<const char*>(blocks[i]),
+                                 spec.layer_block_bytes());
+  }
+  return chunk;
+}
+
+PushHeaderInfo Info(const KvPushSpec& spec, int32_t stream_index, int32_t n_streams) {
+  return {.spec = spec, .stream_index = stream_index, .n_streams = n_streams};
+}
+
+class PushAssemblerTest : public ::testing::Test {
+ protected:
+  PushAssemblerTest() : spec_(MakeSpec("r1", 4, 40)), data_(spec_, 7), registry_(&receiver_) {
+    receiver_.Reserve(spec_, 3);
+  }
+
+  KvPushSpec spec_;
+  KvData data_;
+  FakeReceiver receiver_;
+  PushRegistry registry_;
+};
+
+TEST_F(PushAssemblerTest, ReordersLayersArrivingOnTwoStreams) {
+  auto s0 = registry_.Join(Info(spec_, 0, 2));
+  auto s1 = registry_.Join(Info(spec_, 1, 2));
+  ASSERT_TRUE(s0.ok() && s1.ok());
+  ASSERT_EQ(s0->get(), s1->get());
+  PushAssembler& push = **s0;
+  EXPECT_EQ(receiver_.counts().begin, 1);
+  RecordingWaiter w0, w1;
+  KvStreamWakeups wakeups;
+
+  // Stream 1's layer 1 comes first: parked until layer 0 is in.
+  absl::StatusOr<bool> parked = push.Offer(1, &w1, Chunk(data_, spec_, 1, 0, 3), &wakeups);
+  ASSERT_TRUE(parked.ok());
+  EXPECT_TRUE(*parked);
+  EXPECT_EQ(receiver_.counts().write, 0);
+  // Layer 0 in two chunks; the second moves the cursor and writes the parked chunk.
+  EXPECT_FALSE(*push.Offer(0, &w0, Chunk(data_, spec_, 0, 0, 2), &wakeups));
+  EXPECT_TRUE(wakeups.empty());
+  EXPECT_FALSE(*push.Offer(0, &w0, Chunk(data_, spec_, 0, 2, 1), &wakeups));
+  ASSERT_EQ(wakeups.size(), 1u);
+  EXPECT_EQ(wakeups[0].waiter, &w1);
+  EXPECT_TRUE(wakeups[0].status.ok());
+  RunWakeups(wakeups);
+  EXPECT_EQ(w1.wakes.size(), 1u);
+
+  // Stream 0 finishes its part (layer 2) before stream 1's layer 3: it waits for the outcome.
+  EXPECT_FALSE(*push.Offer(0, &w0, Chunk(data_, spec_, 2, 0, 3), &wakeups));
+  absl::StatusOr<bool> end0 = push.EndStream(0, &w0, &wakeups);
+  ASSERT_TRUE(end0.ok()) << end0.status();
+  EXPECT_TRUE(*end0);
+  EXPECT_TRUE(wakeups.empty());
+  EXPECT_EQ(receiver_.counts().end, 0);
+
+  // The last layer completes the push and wakes stream 0 with OK.
+  EXPECT_FALSE(*push.Offer(1, &w1, Chunk(data_, spec_, 3, 0, 3), &wakeups));
+  EXPECT_EQ(receiver_.counts().end, 1);
+  ASSERT_EQ(wakeups.size(), 1u);
+  EXPECT_EQ(wakeups[0].waiter, &w0);
+  EXPECT_TRUE(wakeups[0].status.ok());
+  absl::StatusOr<bool> end1 = push.EndStream(1, &w1, &wakeups);
+  ASSERT_TRUE(end1.ok()) << end1.status();
+  EXPECT_FALSE(*end1);  // complete already: no waiting
+  EXPECT_EQ(receiver_.reservation("r1").state, FakeReceiver::State::kReceived);
+  EXPECT_EQ(receiver_.reservation("r1").bytes, data_.Expected(3));
+  EXPECT_EQ(registry_.size(), 0u);
+  EXPECT_EQ(receiver_.counts().abort, 0);
+}
+
+TEST_F(PushAssemblerTest, SecondPushToAReceivingReservationIsFailedPrecondition) {
+  auto first = registry_.Join(Info(spec_, 0, 1));
+  ASSERT_TRUE(first.ok());
+  auto second = registry_.Join(Info(spec_, 0, 1));
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(PushAssemblerTest, StreamsDisagreeingOnTheHeaderIsInvalidArgument) {
+  ASSERT_TRUE(registry_.Join(Info(spec_, 0, 2)).ok());
+  KvPushSpec other = spec_;
+  other.n_tokens = 20;
+  EXPECT_EQ(registry_.Join(Info(other, 1, 2)).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(PushAssemblerTest, BeginPushErrorReachesEveryStream) {
+  KvPushSpec wrong = spec_;
+  wrong.model_fingerprint = "other-model";
+  EXPECT_EQ(registry_.Join(Info(wrong, 0, 1)).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(registry_.Join(Info(MakeSpec("nope"), 0, 1)).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(receiver_.counts().abort, 0);  // nothing began, nothing to abort
+  EXPECT_EQ(registry_.size(), 0u);
+}
+
+TEST_F(PushAssemblerTest, LayerOnTheWrongStreamFailsThePush) {
+  auto push = registry_.Join(Info(spec_, 0, 2));
+  ASSERT_TRUE(push.ok());
+  RecordingWaiter w;
+  KvStreamWakeups wakeups;
+  absl::StatusOr<bool> result = (*push)->Offer(0, &w, Chunk(data_, spec_, 1, 0, 3), &wakeups);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(receiver_.counts().abort, 1);
+}
+
+TEST_F(PushAssemblerTest, GapInALayerFailsThePush) {
+  auto push = registry_.Join(Info(spec_, 0, 1));
+  ASSERT_TRUE(push.ok());
+  RecordingWaiter w;
+  KvStreamWakeups wakeups;
+  EXPECT_FALSE(*(*push)->Offer(0, &w, Chunk(data_, spec_, 0, 0, 1), &wakeups));
+  absl::StatusOr<bool> result = (*push)->Offer(0, &w, Chunk(data_, spec_, 0, 2, 1), &wakeups);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(receiver_.counts().abort, 1);
+  EXPECT_EQ(receiver_.reservation("r1").state, FakeReceiver::State::kAborted);
+}
+
+TEST_F(PushAssemblerTest, StreamEndingEarlyFailsThePush) {
+  auto push = registry_.Join(Info(spec_, 0, 1));
+  ASSERT_TRUE(push.ok());
+  RecordingWaiter w;
+  KvStreamWakeups wakeups;
+  EXPECT_FALSE(*(*push)->Offer(0, &w, Chunk(data_, spec_, 0, 0, 3), &wakeups));
+  EXPECT_EQ((*push)->EndStream(0, &w, &wakeups).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(receiver_.counts().abort, 1);
+  EXPECT_EQ(receiver_.counts().end, 0);
+}
+
+TEST_F(PushAssemblerTest, StreamWaitingForTheOthersBreakingFailsThePush) {
+  auto push = registry_.Join(Info(spec_, 0, 4));
+  ASSERT_TRUE(push.ok());
+  RecordingWaiter w;
+  KvStreamWakeups wakeups;
+  // Stream 0 carries only layer 0; the other three streams never come.
+  EXPECT_FALSE(*(*push)->Offer(0, &w, Chunk(data_, spec_, 0, 0, 3), &wakeups));
+  EXPECT_TRUE(*(*push)->EndStream(0, &w, &wakeups));
+  EXPECT_EQ(registry_.size(), 1u);
+  // Its deadline cancels it: the push fails and leaves the registry.
+  EXPECT_TRUE((*push)->BreakStream(0, absl::DeadlineExceededError("late"), &wakeups));
+  EXPECT_TRUE(wakeups.empty());
+  EXPECT_EQ(receiver_.counts().abort, 1);
+  EXPECT_EQ(registry_.size(), 0u);
+}
+
+TEST_F(PushAssemblerTest, BrokenStreamAbortsOnceAndWakesParkedStreamsWithTheReason) {
+  auto push = registry_.Join(Info(spec_, 0, 3));
+  ASSERT_TRUE(registry_.Join(Info(spec_, 1, 3)).ok());
+  ASSERT_TRUE(registry_.Join(Info(spec_, 2, 3)).ok());
+  RecordingWaiter w1, w2;
+  KvStreamWakeups wakeups;
+  EXPECT_TRUE(*(*push)->Offer(1, &w1, Chunk(data_, spec_, 1, 0, 3), &wakeups));
+  EXPECT_TRUE(*(*push)->Offer(2, &w2, Chunk(data_, spec_, 2, 0, 3), &wakeups));
+  // Stream 2 itself breaks: it was parked, so it is not woken; stream 1 is, with the reason.
+  EXPECT_TRUE((*push)->BreakStream(2, absl::CancelledError("gone"), &wakeups));
+  ASSERT_EQ(wakeups.size(), 1u);
+  EXPECT_EQ(wakeups[0].waiter, &w1);
+  EXPECT_EQ(wakeups[0].status.code(), absl::StatusCode::kCancelled);
+  EXPECT_FALSE((*push)->BreakStream(2, absl::CancelledError("again"), &wakeups));
+  EXPECT_FALSE((*push)->BreakStream(0, absl::CancelledError("other"), &wakeups));
+  EXPECT_EQ(receiver_.counts().abort, 1);
+  EXPECT_EQ(receiver_.reservation("r1").abort_reason.message(), "gone");
+  EXPECT_EQ(receiver_.counts().write, 0);
+}
+
+TEST_F(PushAssemblerTest, ReceiverWriteErrorFailsThePush) {
+  auto push = registry_.Join(Info(spec_, 0, 1));
+  ASSERT_TRUE(push.ok());
+  RecordingWaiter w;
+  KvStreamWakeups wakeups;
+  v1::KvChunk too_many = Chunk(data_, spec_, 0, 0, 3);
+  too_many.set_n_blocks(4);  // past the push's 3 blocks
+  EXPECT_EQ((*push)->Offer(0, &w, std::move(too_many), &wakeups).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(receiver_.counts().abort, 1);
+}
+
+}  // namespace
+}  // namespace baton::kvtransfer
