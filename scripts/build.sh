@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 flavor=default
 case "${1:-}" in asan|fuzz) flavor=$1; shift ;; esac
 jobs=$(nproc)
+# Let ccache share results between checkouts in different directories (CI clones afresh).
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1 CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
 case "$flavor" in
   default) dir=build; args=() ;;
   asan) dir=build-asan; args=(-DBATON_SANITIZE=ON -DBATON_CUDA=OFF -DCMAKE_BUILD_TYPE=Debug) ;;
