@@ -31,13 +31,12 @@ absl::StatusOr<ProcessConfig> ParseProcess(const std::string& origin, const YAML
                                            const std::string& where) {
   ProcessConfig p;
   if (node.IsNull()) return p;
-  if (absl::Status s = CheckKeys(origin, node,
-                                 {"port", "threads", "cpus", "kv_cache_memory", "args"}, where);
-      !s.ok()) {
-    return s;
-  }
+  std::set<std::string> known = {"port", "threads", "cpus", "kv_cache_memory", "args"};
+  if (where == "router") known.insert("http_port");
+  if (absl::Status s = CheckKeys(origin, node, known, where); !s.ok()) return s;
   try {
     if (node["port"]) p.port = node["port"].as<int>();
+    if (node["http_port"]) p.http_port = node["http_port"].as<int>();
     if (node["threads"]) p.threads = node["threads"].as<int>();
     if (node["cpus"]) p.cpus = node["cpus"].as<std::vector<int>>();
     if (node["kv_cache_memory"]) p.kv_cache_memory = node["kv_cache_memory"].as<std::string>();
@@ -47,6 +46,10 @@ absl::StatusOr<ProcessConfig> ParseProcess(const std::string& origin, const YAML
   }
   if (p.port < 0 || p.port > 65535) {
     return Error(origin, node["port"], absl::StrCat(where, ": port ", p.port, " out of range"));
+  }
+  if (p.http_port < 0 || p.http_port > 65535) {
+    return Error(origin, node["http_port"],
+                 absl::StrCat(where, ": http_port ", p.http_port, " out of range"));
   }
   if (p.threads < 0) return Error(origin, node["threads"], absl::StrCat(where, ": negative threads"));
   for (int cpu : p.cpus) {

@@ -1,6 +1,6 @@
 // A local cluster description for `baton up` (YAML, see deploy/local/cluster.yaml): the router
 // and N prefill, M decode and K colocated worker processes, each with optional port, threads, CPU
-// pinning and KV cache size.
+// pinning and KV cache size; the router also with the port of its HTTP API (http_port).
 //
 // Thread-safety: plain value types.
 #ifndef BATON_CLI_CLUSTER_CONFIG_H_
@@ -19,6 +19,7 @@ struct ProcessConfig {
   std::vector<int> cpus;           // empty: no pinning
   std::string kv_cache_memory;     // e.g. "256M"; empty: default
   std::vector<std::string> extra_args;  // passed through verbatim
+  int http_port = 0;               // router only: its OpenAI-compatible HTTP API (0: any free port)
 };
 
 struct ClusterConfig {

@@ -1,5 +1,6 @@
 // baton router: the request intake. Workers register with it (or are listed with --prefill,
-// --decode, --colocated); clients call its gRPC API.
+// --decode, --colocated); clients call its gRPC API, and with --http-port its OpenAI-compatible
+// HTTP API.
 #include <iostream>
 
 #include "absl/time/time.h"
@@ -19,6 +20,11 @@ int RunRouter(const Args& args) {
       {"max-queued", "N", "requests waiting for capacity at most (default 256); then "
                           "RESOURCE_EXHAUSTED"},
       {"heartbeat-ms", "MS", "worker heartbeat interval (default 500)"},
+      {"http-port", "PORT", "serve the OpenAI-compatible HTTP API on this port (0: any free "
+                            "port; default: no HTTP API)"},
+      {"http-host", "HOST", "address the HTTP API listens on (default 127.0.0.1)"},
+      {"api-key", "KEY", "HTTP clients must send 'Authorization: Bearer KEY' (the --token is "
+                         "accepted too)"},
       {"help", "", "show this help"},
   };
   specs.insert(specs.end(), own.begin(), own.end());
@@ -53,11 +59,22 @@ int RunRouter(const Args& args) {
     return UsageError("router", v.status(), usage);
   }
   options.heartbeat_interval = absl::Milliseconds(*v);
+  if (flags->Has("http-port")) {
+    if (!(v = flags->GetInt("http-port", 0, 0, 65535)).ok()) {
+      return UsageError("router", v.status(), usage);
+    }
+    options.http_port = static_cast<int>(*v);
+  }
+  options.http_host = flags->GetOr("http-host", "127.0.0.1");
+  options.api_key = flags->GetOr("api-key", "");
 
   BlockShutdownSignals();
   router::Router router(options);
   if (absl::Status s = router.Start(); !s.ok()) return RunError("router", s);
   std::cout << "listening on " << router.address() << std::endl;
+  if (options.http_port >= 0) {
+    std::cout << "http listening on " << router.http_address() << std::endl;
+  }
   const int signal = WaitForShutdownSignal();
   std::cerr << "baton router: signal " << signal << ", draining\n";
   router.Shutdown();

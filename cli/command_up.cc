@@ -1,5 +1,6 @@
 // baton up [--config FILE]: a local cluster — the router and its workers as processes — healthy
-// and announced on stdout ("router: HOST:PORT"), until SIGINT/SIGTERM drains and stops it.
+// and announced on stdout ("router: HOST:PORT", then the OpenAI-compatible HTTP API's
+// "http: HOST:PORT"), until SIGINT/SIGTERM drains and stops it.
 #include <signal.h>
 
 #include <filesystem>
@@ -122,12 +123,24 @@ int RunUp(const Args& args) {
   members.push_back({.name = "router"});
   std::vector<std::string> router_argv = {self, "router", "--host", config->host, "--port",
                                           std::to_string(config->router.port), "--model",
-                                          config->model};
+                                          config->model, "--http-host", config->host,
+                                          "--http-port", std::to_string(config->router.http_port)};
   if (!config->token.empty()) router_argv.insert(router_argv.end(), {"--token", config->token});
   router_argv.insert(router_argv.end(), config->router.extra_args.begin(),
                      config->router.extra_args.end());
   absl::Status started = StartMember(members[0], router_argv, config->router.cpus);
   const std::string router = members[0].address;
+  std::string http;  // the router prints its HTTP address right after its gRPC one
+  if (started.ok()) {
+    absl::StatusOr<std::string> line =
+        members[0].process->WaitForLine("http listening on ", kStartTimeout);
+    if (line.ok()) {
+      http = *line;
+    } else {
+      started = absl::UnavailableError(
+          absl::StrCat("router did not start its HTTP API: ", line.status().message()));
+    }
+  }
   auto start_workers = [&](const std::vector<ProcessConfig>& list, const std::string& kind,
                            const std::vector<std::string>& subcommand) {
     for (size_t i = 0; i < list.size() && started.ok(); ++i) {
@@ -146,6 +159,7 @@ int RunUp(const Args& args) {
     return RunError("up", started);
   }
   std::cout << "router: " << router << std::endl;
+  std::cout << "http: " << http << std::endl;
 
   // Serve until a signal, or until a member dies on its own.
   sigset_t set;

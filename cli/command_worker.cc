@@ -21,8 +21,13 @@ int RunWorkerWithRole(const std::string& command, const Args& args,
       {"kv-cache-memory", "BYTES", "KV cache size (default 512 MiB); suffixes K, M, G"},
       {"max-batch-tokens", "N", "prefill: prompt tokens per forward pass (default 2048)"},
       {"max-decode-batch", "N", "decode: sequences per step (default 64)"},
+      {"kv-reserve-ahead", "N", "decode: generated tokens whose KV is held at admission; later "
+                                "ones grow on demand, preempting the youngest sequence when full "
+                                "(default 64; -1: all of max_tokens up front)"},
       {"kv-chunk-bytes", "N", "prefill: KV transfer chunk size (default 1 MiB)"},
       {"kv-streams", "N", "prefill: parallel KV transfer streams per request (default 1)"},
+      {"metrics-port", "PORT", "serve Prometheus GET /metrics over HTTP here (0: any free port)"},
+      {"metrics-host", "HOST", "address for --metrics-port (default 127.0.0.1)"},
       {"help", "", "show this help"},
   };
   if (!fixed_role) own.push_back({"role", "ROLE", "prefill | decode | both (default both)"});
@@ -68,15 +73,25 @@ int RunWorkerWithRole(const std::string& command, const Args& args,
   options.max_batch_tokens = static_cast<int32_t>(*v);
   if (!(v = flags->GetInt("max-decode-batch", 64, 1, 4096)).ok()) return UsageError(command, v.status(), usage);
   options.max_decode_batch = static_cast<int32_t>(*v);
+  if (!(v = flags->GetInt("kv-reserve-ahead", 64, -1, 1 << 20)).ok()) return UsageError(command, v.status(), usage);
+  options.kv_reserve_ahead = static_cast<int32_t>(*v);
   if (!(v = flags->GetInt("kv-chunk-bytes", 1 << 20, 4096, 1 << 26)).ok()) return UsageError(command, v.status(), usage);
   options.kv_chunk_bytes = *v;
   if (!(v = flags->GetInt("kv-streams", 1, 1, 16)).ok()) return UsageError(command, v.status(), usage);
   options.kv_streams = static_cast<int>(*v);
+  if (flags->Has("metrics-port")) {
+    if (!(v = flags->GetInt("metrics-port", 0, 0, 65535)).ok()) return UsageError(command, v.status(), usage);
+    options.metrics_port = static_cast<int>(*v);
+  }
+  options.metrics_host = flags->GetOr("metrics-host", "127.0.0.1");
 
   BlockShutdownSignals();
   absl::StatusOr<std::unique_ptr<WorkerServer>> server = WorkerServer::Start(options);
   if (!server.ok()) return RunError(command, server.status());
   std::cout << "listening on " << (*server)->address() << std::endl;
+  if (!(*server)->metrics_address().empty()) {
+    std::cout << "metrics listening on " << (*server)->metrics_address() << std::endl;
+  }
   const int signal = WaitForShutdownSignal();
   std::cerr << "baton " << command << ": signal " << signal << ", draining\n";
   (*server)->Shutdown();

@@ -14,6 +14,8 @@
 #include "engine/transformer.h"
 #include "kvtransfer/kv_transfer_service.h"
 #include "kvtransfer/kv_transport.h"
+#include "metrics/metrics.h"
+#include "metrics/metrics_http_server.h"
 #include "prefill_worker/prefill_scheduler.h"
 #include "prefill_worker/prefill_service.h"
 
@@ -44,6 +46,9 @@ struct WorkerServer::Impl {
   std::thread heartbeat;
   absl::Notification stop_heartbeat;
 
+  std::unique_ptr<metrics::MetricsHttpServer> metrics_server;
+  metrics::Registry::CollectorId metrics_collector = 0;
+
   bool prefills() const { return options.role != baton::v1::WORKER_ROLE_DECODE; }
   bool decodes() const { return options.role != baton::v1::WORKER_ROLE_PREFILL; }
 
@@ -58,7 +63,31 @@ struct WorkerServer::Impl {
   }
 
   void HeartbeatLoop();
+  // Sets the gauges that mirror state; run when /metrics is rendered.
+  void CollectMetrics() const;
 };
+
+void WorkerServer::Impl::CollectMetrics() const {
+  metrics::Registry& r = metrics::Registry::Global();
+  if (scheduler) {
+    r.GetGauge("baton:num_prefill_tokens_queued", "Prompt tokens waiting to be prefilled.")
+        .Set(static_cast<double>(scheduler->queued_prompt_tokens()));
+  }
+  if (!decodes()) return;
+  const int32_t total = cache->pool().n_blocks();
+  const int32_t used = total - cache->pool().n_free();
+  r.GetGauge("baton:num_requests_running", "Sequences in the decode batch.")
+      .Set(batch->n_running());
+  r.GetGauge("baton:num_requests_waiting", "Sequences admitted, waiting for their first step.")
+      .Set(batch->n_waiting());
+  r.GetGauge("baton:num_reservations", "KV reservations not yet claimed by decoding.")
+      .Set(reservations->size());
+  r.GetGauge("baton:kv_cache_blocks_total", "KV cache blocks.").Set(total);
+  r.GetGauge("baton:kv_cache_blocks_used", "KV cache blocks held by reservations and sequences.")
+      .Set(used);
+  r.GetGauge("baton:kv_cache_usage_perc", "KV cache usage: 1 means 100 percent.")
+      .Set(total > 0 ? static_cast<double>(used) / total : 0.0);
+}
 
 void WorkerServer::Impl::HeartbeatLoop() {
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
@@ -108,6 +137,9 @@ WorkerServer::~WorkerServer() { Shutdown(std::chrono::milliseconds(0)); }
 
 int WorkerServer::port() const { return impl_->server.port; }
 std::string WorkerServer::address() const { return impl_->address; }
+std::string WorkerServer::metrics_address() const {
+  return impl_->metrics_server ? impl_->metrics_server->address() : "";
+}
 
 absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOptions& options) {
   auto impl = std::make_unique<Impl>();
@@ -150,7 +182,8 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOp
     w.reservations = std::make_unique<decode_worker::ReservationTable>(
         w.cache.get(), decode_worker::ReservationTableOptions{
                            .model_fingerprint = w.model->fingerprint(),
-                           .max_context = config.n_ctx_train});
+                           .max_context = config.n_ctx_train,
+                           .reserve_ahead_tokens = options.kv_reserve_ahead});
     w.batch = std::make_unique<decode_worker::DecodeBatch>(
         &w.model->tokenizer(), w.transformer.get(), w.cache.get(),
         decode_worker::DecodeBatchOptions{.max_batch = options.max_decode_batch});
@@ -196,6 +229,15 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOp
     // Prefill first: a waiting prompt is a user waiting for a first token.
     steps.insert(steps.begin(), [self] { return self->scheduler->Step(); });
   }
+  if (options.metrics_port >= 0) {
+    metrics::MetricsHttpServerOptions metrics_options;
+    metrics_options.host = options.metrics_host;
+    metrics_options.port = options.metrics_port;
+    absl::StatusOr<std::unique_ptr<metrics::MetricsHttpServer>> metrics_server =
+        metrics::MetricsHttpServer::Start(metrics_options);
+    if (!metrics_server.ok()) return metrics_server.status();
+    w.metrics_server = std::move(*metrics_server);
+  }
   w.loop = std::make_unique<engine::EngineLoop>(std::move(steps));
   w.loop->Start();
   absl::StatusOr<rpc::StartedServer> server = rpc::StartServer(options.server, services);
@@ -205,6 +247,9 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOp
                   ? options.advertise_address
                   : absl::StrCat(options.server.host, ":", w.server.port);
   if (!options.router_address.empty()) w.heartbeat = std::thread([self] { self->HeartbeatLoop(); });
+  w.metrics_collector =
+      metrics::Registry::Global().AddCollector([self] { self->CollectMetrics(); });
+  self->CollectMetrics();
   return std::unique_ptr<WorkerServer>(new WorkerServer(std::move(impl)));
 }
 
@@ -217,6 +262,8 @@ void WorkerServer::Shutdown(std::chrono::milliseconds grace) {
     impl_->server.server.reset();
   }
   if (impl_->loop) impl_->loop->Stop();
+  metrics::Registry::Global().RemoveCollector(impl_->metrics_collector);
+  if (impl_->metrics_server) impl_->metrics_server->Stop();
 }
 
 }  // namespace baton::cli

@@ -29,9 +29,14 @@ struct WorkerOptions {
   int32_t block_size = 16;
   int32_t max_batch_tokens = 2048;       // prefill token budget per forward
   int32_t max_decode_batch = 64;
+  int32_t kv_reserve_ahead = 64;         // decode: generated tokens' KV held at admission (-1: all)
   int64_t kv_chunk_bytes = 1 << 20;
   int kv_streams = 1;
   std::chrono::milliseconds heartbeat_interval{500};
+  // GET /metrics (Prometheus text) and /health over HTTP: >= 0 serves them on this port (0: any
+  // free one), -1: not served.
+  int metrics_port = -1;
+  std::string metrics_host = "127.0.0.1";
 };
 
 class WorkerServer {
@@ -41,6 +46,8 @@ class WorkerServer {
 
   int port() const;
   std::string address() const;
+  // host:port of the metrics HTTP endpoint; empty when options.metrics_port was -1.
+  std::string metrics_address() const;
   // Stops accepting calls, lets calls in flight finish (up to `grace`), stops the engine.
   void Shutdown(std::chrono::milliseconds grace = std::chrono::milliseconds(5000));
 

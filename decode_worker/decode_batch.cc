@@ -3,21 +3,41 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "metrics/metrics.h"
 
 namespace baton::decode_worker {
+namespace {
+
+metrics::Histogram& BatchSizeHistogram() {
+  static metrics::Histogram& h = metrics::Registry::Global().GetHistogram(
+      "baton:batch_size", "Sequences per decode step.", metrics::ExponentialBuckets(1, 2, 13));
+  return h;
+}
+
+metrics::Counter& PreemptionCounter() {
+  static metrics::Counter& c = metrics::Registry::Global().GetCounter(
+      "baton:num_preemptions_total", "Sequences preempted for lack of KV blocks (recomputed later).");
+  return c;
+}
+
+}  // namespace
 
 DecodeBatch::DecodeBatch(const engine::Tokenizer* tokenizer, engine::Transformer* transformer,
                          engine::KvCache* cache, DecodeBatchOptions options)
-    : tokenizer_(*tokenizer), transformer_(*transformer), cache_(*cache), options_(options) {}
+    : tokenizer_(*tokenizer), transformer_(*transformer), cache_(*cache), options_(options) {
+  BatchSizeHistogram();  // exported from the start, empty
+}
 
 DecodeBatch::~DecodeBatch() {
   for (DecodeSequence& seq : running_) cache_.Free(seq.table);
+  for (DecodeSequence& seq : preempted_) cache_.Free(seq.table);
   absl::MutexLock lock(&mu_);
   for (DecodeSequence& seq : admitted_) cache_.Free(seq.table);
 }
 
 void DecodeBatch::Admit(DecodeSequence sequence) {
   absl::MutexLock lock(&mu_);
+  sequence.arrival = next_arrival_++;
   admitted_.push_back(std::move(sequence));
 }
 
@@ -29,7 +49,7 @@ bool DecodeBatch::Cancel(const std::string& id) {
 
 int32_t DecodeBatch::n_waiting() const {
   absl::MutexLock lock(&mu_);
-  return static_cast<int32_t>(admitted_.size());
+  return static_cast<int32_t>(admitted_.size()) + n_preempted_.load();
 }
 
 void DecodeBatch::Finish(DecodeSequence& seq, StopReason reason, const absl::Status& error) {
@@ -40,7 +60,7 @@ void DecodeBatch::Finish(DecodeSequence& seq, StopReason reason, const absl::Sta
   }
 }
 
-bool DecodeBatch::Step() {
+void DecodeBatch::TakeArrivalsAndCancellations() {
   std::vector<std::string> cancelled;
   {
     absl::MutexLock lock(&mu_);
@@ -48,36 +68,110 @@ bool DecodeBatch::Step() {
     admitted_.clear();
     cancelled.swap(cancelled_);
   }
-  if (!cancelled.empty()) {
-    for (auto it = running_.begin(); it != running_.end();) {
-      if (std::find(cancelled.begin(), cancelled.end(), it->id) != cancelled.end()) {
-        Finish(*it, StopReason::kCancelled, absl::CancelledError("cancelled"));
-        it = running_.erase(it);
+  auto finish_if = [&](std::vector<DecodeSequence>& list, auto should_finish, StopReason reason,
+                       const absl::Status& status) {
+    for (auto it = list.begin(); it != list.end();) {
+      if (should_finish(*it)) {
+        Finish(*it, reason, status);
+        it = list.erase(it);
       } else {
         ++it;
       }
     }
+  };
+  auto is_cancelled = [&](const DecodeSequence& seq) {
+    return std::find(cancelled.begin(), cancelled.end(), seq.id) != cancelled.end();
+  };
+  if (!cancelled.empty()) {
+    const absl::Status status = absl::CancelledError("cancelled");
+    finish_if(running_, is_cancelled, StopReason::kCancelled, status);
+    finish_if(preempted_, is_cancelled, StopReason::kCancelled, status);
   }
-  // A sequence admitted with nothing left to generate (max_tokens reached by the first token).
-  for (auto it = running_.begin(); it != running_.end();) {
-    const int32_t n_generated = static_cast<int32_t>(it->tokens.size()) - it->n_prompt;
-    if (n_generated >= it->params.max_tokens) {
-      Finish(*it, StopReason::kLength, absl::OkStatus());
-      it = running_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  n_running_.store(static_cast<int32_t>(running_.size()));
-  if (running_.empty()) return false;
+  // Admitted with nothing left to generate (max_tokens reached by the first token).
+  finish_if(
+      running_,
+      [](const DecodeSequence& seq) {
+        return static_cast<int32_t>(seq.tokens.size()) - seq.n_prompt >= seq.params.max_tokens;
+      },
+      StopReason::kLength, absl::OkStatus());
+}
 
-  const size_t n = std::min<size_t>(running_.size(), options_.max_batch);
+void DecodeBatch::Preempt(size_t index) {
+  DecodeSequence seq = std::move(running_[index]);
+  running_.erase(running_.begin() + index);
+  cache_.Free(seq.table);
+  auto pos = std::upper_bound(
+      preempted_.begin(), preempted_.end(), seq.arrival,
+      [](uint64_t arrival, const DecodeSequence& other) { return arrival < other.arrival; });
+  preempted_.insert(pos, std::move(seq));
+  ++n_preemptions_;
+  PreemptionCounter().Increment();
+}
+
+void DecodeBatch::ResumePreempted() {
+  while (!preempted_.empty()) {
+    DecodeSequence& seq = preempted_.front();
+    // Room for every token, the next one included, plus one block for each running sequence so
+    // that resuming does not at once force another preemption.
+    const int32_t n_tokens = static_cast<int32_t>(seq.tokens.size());
+    const int32_t needed = cache_.BlocksNeeded(seq.table, n_tokens);
+    if (needed > cache_.pool().n_blocks()) {
+      Finish(seq, StopReason::kError,
+             absl::ResourceExhaustedError(absl::StrCat(
+                 "sequence of ", n_tokens, " tokens needs ", needed, " KV blocks; the cache has ",
+                 cache_.pool().n_blocks())));
+      preempted_.erase(preempted_.begin());
+      continue;
+    }
+    if (needed + static_cast<int32_t>(running_.size()) > cache_.pool().n_free()) return;
+    if (!cache_.Reserve(seq.table, n_tokens).ok()) return;
+    // Recompute the KV of every token but the last, which the next decode step feeds.
+    engine::SequenceInput input{.tokens = {seq.tokens.data(), static_cast<size_t>(n_tokens - 1)},
+                                .kv = &seq.table};
+    absl::Status status = transformer_.Prefill({&input, 1}, logits_);
+    if (!status.ok()) {
+      Finish(seq, StopReason::kError, status);
+    } else {
+      running_.push_back(std::move(seq));
+    }
+    preempted_.erase(preempted_.begin());
+  }
+}
+
+size_t DecodeBatch::MakeRoom(size_t n) {
+  size_t i = 0;
+  while (i < std::min(n, running_.size())) {
+    DecodeSequence& seq = running_[i];
+    if (cache_.Reserve(seq.table, static_cast<int32_t>(seq.tokens.size())).ok()) {
+      ++i;
+      continue;
+    }
+    // Out of blocks: preempt the youngest running sequence (possibly this one) and retry.
+    size_t youngest = 0;
+    for (size_t j = 1; j < running_.size(); ++j) {
+      if (running_[j].arrival > running_[youngest].arrival) youngest = j;
+    }
+    Preempt(youngest);
+    if (youngest < i) --i;  // an earlier, already served sequence left the front
+  }
+  return std::min(n, running_.size());
+}
+
+bool DecodeBatch::Step() {
+  TakeArrivalsAndCancellations();
+  ResumePreempted();
+  const size_t n = MakeRoom(std::min<size_t>(running_.size(), options_.max_batch));
+  n_running_.store(static_cast<int32_t>(running_.size()));
+  n_preempted_.store(static_cast<int32_t>(preempted_.size()));
+  if (n == 0) return false;
+
   std::vector<engine::SequenceInput> inputs(n);
   for (size_t i = 0; i < n; ++i) {
     inputs[i] = {.tokens = {&running_[i].tokens.back(), 1}, .kv = &running_[i].table};
   }
   absl::Status status = transformer_.Decode(inputs, logits_);
   ++n_steps_;
+  BatchSizeHistogram().Observe(static_cast<double>(n));
   const int32_t n_vocab = transformer_.config().n_vocab;
   std::vector<bool> done(running_.size(), false);
   for (size_t i = 0; i < n; ++i) {
@@ -98,8 +192,6 @@ bool DecodeBatch::Step() {
             seq.params.stop_token_ids.end()) {
       stop = StopReason::kStop;
     } else if (n_generated >= seq.params.max_tokens ||
-               static_cast<int64_t>(seq.tokens.size()) >=
-                   int64_t{static_cast<int32_t>(seq.table.blocks.size())} * cache_.block_size() + 1 ||
                static_cast<int32_t>(seq.tokens.size()) >= transformer_.config().n_ctx_train) {
       stop = StopReason::kLength;
     }

@@ -3,6 +3,13 @@
 // parameters, and streams it out. Sequences join as soon as they are admitted and leave when they
 // finish or are cancelled; their blocks return to the pool at once.
 //
+// KV capacity: a sequence gets another block when its next token needs one. When the pool is
+// empty, the youngest running sequence is preempted (recompute policy, as vLLM's): its blocks are
+// freed, its tokens kept; once blocks are free again the oldest preempted sequence resumes — its
+// KV recomputed here by one prefill pass over its tokens — and continues exactly where it stopped
+// (kernels are batch-invariant, so not a token changes). Older sequences therefore never wait
+// for younger ones.
+//
 // Thread-safety: Admit, Cancel and the counters are thread-safe; Step runs on the engine loop
 // thread only (it owns the transformer and the running set).
 #ifndef BATON_DECODE_WORKER_DECODE_BATCH_H_
@@ -39,6 +46,7 @@ class TokenSink {
 
 struct DecodeSequence {
   std::string id;                       // reservation id
+  uint64_t arrival = 0;                 // admission order (set by Admit): lower is older
   engine::BlockTable table;             // holds the prompt's KV; room for max_tokens more
   std::vector<engine::TokenId> tokens;  // prompt, then the generated tokens (first token last)
   int32_t n_prompt = 0;
@@ -66,12 +74,22 @@ class DecodeBatch {
   bool Step();
 
   int32_t n_running() const { return n_running_.load(); }
+  // Admitted but not yet stepped, plus preempted sequences waiting for blocks.
   int32_t n_waiting() const;
+  int64_t n_preemptions() const { return n_preemptions_.load(); }
   // Sizes of the batches run so far, for metrics (count of steps at each size is not kept).
   int64_t n_steps() const { return n_steps_.load(); }
 
  private:
   void Finish(DecodeSequence& seq, StopReason reason, const absl::Status& error);
+  // Moves admitted sequences in and applies cancellations (running and preempted).
+  void TakeArrivalsAndCancellations();
+  // Resumes preempted sequences, oldest first, while the pool has room for them.
+  void ResumePreempted();
+  // Gives each of the first n running sequences room for its next token, preempting the youngest
+  // running sequences as needed. Returns how many of the first n still run (they stay in front).
+  size_t MakeRoom(size_t n);
+  void Preempt(size_t index);
 
   const engine::Tokenizer& tokenizer_;
   engine::Transformer& transformer_;
@@ -83,10 +101,14 @@ class DecodeBatch {
   std::vector<DecodeSequence> admitted_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> cancelled_ ABSL_GUARDED_BY(mu_);
 
-  std::vector<DecodeSequence> running_;  // engine thread only
+  std::vector<DecodeSequence> running_;    // engine thread only
+  std::vector<DecodeSequence> preempted_;  // engine thread only; oldest first
   std::vector<float> logits_;            // engine thread only
   std::atomic<int32_t> n_running_{0};
   std::atomic<int64_t> n_steps_{0};
+  std::atomic<int32_t> n_preempted_{0};
+  std::atomic<int64_t> n_preemptions_{0};
+  uint64_t next_arrival_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace baton::decode_worker

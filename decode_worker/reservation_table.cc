@@ -5,11 +5,36 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "metrics/metrics.h"
 
 namespace baton::decode_worker {
+namespace {
+
+struct ReceiveMetrics {
+  metrics::Counter& blocks_received;
+  metrics::Counter& bytes_received;
+  metrics::Counter& expired;
+};
+
+const ReceiveMetrics& Metrics() {
+  static const ReceiveMetrics m{
+      .blocks_received = metrics::Registry::Global().GetCounter(
+          "baton:kv_blocks_received_total", "KV layer blocks received from prefill workers."),
+      .bytes_received = metrics::Registry::Global().GetCounter(
+          "baton:kv_bytes_received_total", "KV bytes received from prefill workers."),
+      .expired = metrics::Registry::Global().GetCounter(
+          "baton:reservations_expired_total",
+          "KV reservations freed because their lease passed before decoding claimed them."),
+  };
+  return m;
+}
+
+}  // namespace
 
 ReservationTable::ReservationTable(engine::KvCache* cache, ReservationTableOptions options)
-    : cache_(*cache), options_(std::move(options)) {}
+    : cache_(*cache), options_(std::move(options)) {
+  Metrics();  // exported from the start, at 0
+}
 
 ReservationTable::~ReservationTable() {
   absl::MutexLock lock(&mu_);
@@ -57,7 +82,10 @@ absl::StatusOr<ReserveResult> ReservationTable::Reserve(const std::string& reque
   r.max_tokens = max_tokens;
   r.lease_deadline = options_.now() + lease;
   // The last generated token is never fed back, so prompt + max_tokens - 1 tokens of KV suffice.
-  if (absl::Status s = cache_.Reserve(r.table, n_prompt_tokens + max_tokens - 1); !s.ok()) {
+  const int32_t ahead = options_.reserve_ahead_tokens < 0
+                            ? max_tokens - 1
+                            : std::min(max_tokens - 1, options_.reserve_ahead_tokens);
+  if (absl::Status s = cache_.Reserve(r.table, n_prompt_tokens + ahead); !s.ok()) {
     return s;
   }
   r.received.assign(static_cast<size_t>(cache_.n_layer()) * PromptBlocks(r), 0);
@@ -115,6 +143,7 @@ int ReservationTable::ExpireLeases() {
     }
     it = next;
   }
+  if (expired > 0) Metrics().expired.Increment(expired);
   return expired;
 }
 
@@ -196,6 +225,8 @@ absl::Status ReservationTable::WriteBlocks(const std::string& reservation_id, in
     r.received[static_cast<size_t>(layer) * prompt_blocks + first_block + i] = 1;
   }
   r.n_received += n_blocks;
+  Metrics().blocks_received.Increment(n_blocks);
+  Metrics().bytes_received.Increment(static_cast<double>(data.size()));
   return absl::OkStatus();
 }
 

@@ -31,6 +31,10 @@ struct ReservationTableOptions {
   std::string model_fingerprint;
   int32_t max_context = 0;  // prompt + max_tokens must fit
   std::chrono::milliseconds max_lease{120000};
+  // Blocks held for generated tokens at admission: room for min(max_tokens - 1, this many);
+  // the decode batch grows the sequence block by block after that (decode_batch.h). A negative
+  // value reserves for all of max_tokens up front (no growth, no preemption ever needed).
+  int32_t reserve_ahead_tokens = 64;
   // Injectable for tests.
   std::function<Clock::time_point()> now = [] { return Clock::now(); };
 };
@@ -52,7 +56,8 @@ class ReservationTable : public kvtransfer::KvReceiver {
   ReservationTable(engine::KvCache* cache, ReservationTableOptions options);
   ~ReservationTable() override;  // frees every block still held
 
-  // Blocks for n_prompt_tokens + max_tokens tokens, under `lease`. RESOURCE_EXHAUSTED when the
+  // Blocks for the prompt and the first generated tokens (see reserve_ahead_tokens), under
+  // `lease`. RESOURCE_EXHAUSTED when the
   // cache cannot hold them now; INVALID_ARGUMENT for bad sizes or a fingerprint mismatch.
   absl::StatusOr<ReserveResult> Reserve(const std::string& request_id,
                                         const std::string& model_fingerprint,

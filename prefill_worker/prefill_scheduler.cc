@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "metrics/metrics.h"
 
 namespace baton::prefill_worker {
 namespace {
@@ -13,12 +14,38 @@ double SecondsBetween(SteadyClock::time_point a, SteadyClock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
+struct PrefillMetrics {
+  metrics::Histogram& batch_tokens;
+  metrics::Histogram& prefill_seconds;
+  metrics::Histogram& kv_transfer_seconds;
+  metrics::Counter& prompt_tokens;
+};
+
+const PrefillMetrics& Metrics() {
+  metrics::Registry& r = metrics::Registry::Global();
+  static const PrefillMetrics m{
+      .batch_tokens = r.GetHistogram("baton:prefill_batch_tokens",
+                                     "Prompt tokens per prefill forward pass.",
+                                     metrics::CountBuckets(1 << 17)),
+      .prefill_seconds = r.GetHistogram("baton:prefill_seconds",
+                                        "Duration of one prefill forward pass (a batch).",
+                                        metrics::LatencyBuckets()),
+      .kv_transfer_seconds = r.GetHistogram(
+          "baton:kv_transfer_seconds",
+          "Per request: from the start of its KV push to the decode worker's acknowledgement.",
+          metrics::LatencyBuckets()),
+      .prompt_tokens = r.GetCounter("baton:prompt_tokens_total", "Prompt tokens prefilled."),
+  };
+  return m;
+}
+
 }  // namespace
 
 PrefillScheduler::PrefillScheduler(engine::Transformer* transformer, engine::KvCache* cache,
                                    kvtransfer::KvTransport* transport,
                                    PrefillSchedulerOptions options)
     : transformer_(*transformer), cache_(*cache), transport_(*transport), options_(options) {
+  Metrics();  // exported from the start
   for (int i = 0; i < options_.finisher_threads; ++i) {
     finishers_.emplace_back([this] { FinisherLoop(); });
   }
@@ -135,6 +162,11 @@ bool PrefillScheduler::Step() {
     }
   });
   const double prefill_seconds = SecondsBetween(start, SteadyClock::now());
+  int64_t batch_tokens = 0;
+  for (const Running& r : running) batch_tokens += static_cast<int64_t>(r.job->prompt.size());
+  Metrics().batch_tokens.Observe(static_cast<double>(batch_tokens));
+  Metrics().prefill_seconds.Observe(prefill_seconds);
+  if (forward.ok()) Metrics().prompt_tokens.Increment(static_cast<double>(batch_tokens));
   for (size_t i = 0; i < running.size(); ++i) {
     Running& r = running[i];
     cache_.Free(r.table);
@@ -191,6 +223,7 @@ void PrefillScheduler::FinisherLoop() {
     }
     f.result.kv_bytes = stats->bytes_sent;
     f.result.kv_transfer_seconds = SecondsBetween(f.push_start, SteadyClock::now());
+    Metrics().kv_transfer_seconds.Observe(f.result.kv_transfer_seconds);
     f.running.job->done(f.result);
   }
 }

@@ -6,13 +6,12 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "router/request_admission.h"
 #include "rpc/auth.h"
 #include "rpc/status.h"
 
 namespace baton::router {
 namespace {
-
-constexpr size_t kMaxRequestIdBytes = 256;
 
 std::string NewRequestId() {
   thread_local absl::BitGen gen;
@@ -34,41 +33,24 @@ void GenerateReactor::Start(grpc::CallbackServerContext* context,
     Finish(auth);
     return;
   }
-  if (env_.draining != nullptr && env_.draining->load()) {
-    Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the router is shutting down"));
-    return;
-  }
   const std::string request_id =
       request.request_id().empty() ? NewRequestId() : request.request_id();
-  if (request_id.size() > kMaxRequestIdBytes) {
-    Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                        absl::StrCat("request_id is ", request_id.size(),
-                                     " bytes long, at most ", kMaxRequestIdBytes, " are allowed")));
-    return;
-  }
-  RequestTable& table = *env_.driver.table;
-  if (absl::Status added = table.Add(request_id); !added.ok()) {
-    Finish(rpc::ToGrpcStatus(added));
-    return;
-  }
   // The client's deadline bounds the whole request; without one, the router's default does.
   const auto client_deadline = context->deadline();
   const bool has_deadline =
       client_deadline < std::chrono::system_clock::now() + std::chrono::hours(24 * 365);
   const absl::Time deadline =
       has_deadline ? absl::FromChrono(client_deadline) : received + env_.request_timeout;
-  driver_ = std::make_shared<RequestDriver>(env_.driver, request, request_id, received, deadline,
-                                            this);
-  absl::Status admitted = absl::OkStatus();
-  // Every request thread busy: the request waits for one in the router's queue (bounded).
-  if (env_.pool->Saturated()) admitted = table.SetState(request_id, v1::REQUEST_STATE_QUEUED);
-  if (admitted.ok() && !env_.pool->Submit([driver = driver_] { driver->Run(); })) {
-    admitted = absl::UnavailableError("the router is shutting down");
+  absl::StatusOr<std::shared_ptr<RequestDriver>> driver =
+      CreateDriver(env_, request, request_id, received, deadline, this);
+  if (!driver.ok()) {
+    Finish(rpc::ToGrpcStatus(driver.status()));
+    return;
   }
-  if (!admitted.ok()) {
-    table.SetState(request_id, v1::REQUEST_STATE_FAILED).IgnoreError();
+  driver_ = *std::move(driver);
+  if (absl::Status launched = LaunchDriver(env_, driver_); !launched.ok()) {
     driver_.reset();
-    Finish(rpc::ToGrpcStatus(admitted));
+    Finish(rpc::ToGrpcStatus(launched));
   }
   // From here on the driver may run, Send, Close and so end the call: no member is touched again.
 }

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "baton/v1/worker.grpc.pb.h"
+#include "router/request_metrics.h"
 #include "rpc/server_options.h"
 
 namespace baton::router {
@@ -61,6 +62,9 @@ RequestDriver::RequestDriver(const RequestDriverDeps& deps, v1::GenerateRequest 
 
 void RequestDriver::Run() {
   const absl::Status status = Drive();
+  const absl::Time ended = absl::Now();
+  RecordRequestEnd(status, finish_reason_, ended - received_, ended - first_token_at_,
+                   static_cast<int64_t>(prepared_.prompt.size()), n_generated_);
   // Free what the request still holds: the prefill first (it may still push KV), then the blocks.
   if (prefill_started_ && !prefill_done_ && (cancelled_.load() || absl::IsDeadlineExceeded(status))) {
     CancelPrefillCall();
@@ -86,9 +90,21 @@ absl::Status RequestDriver::Drive() {
   if (!prepared.ok()) return prepared.status();
   prepared_ = std::move(*prepared);
   const int64_t n_prompt = static_cast<int64_t>(prepared_.prompt.size());
-  if (absl::Status s = Reserve(n_prompt + prepared_.params.max_tokens); !s.ok()) return s;
+  // Decode workers hold KV for the prompt and the first generated tokens at admission and grow a
+  // sequence block by block afterwards (decode_worker/reservation_table.h reserve_ahead_tokens,
+  // default 64): placement looks for room for the same.
+  constexpr int64_t kReserveAheadTokens = 64;
+  if (absl::Status s = Reserve(n_prompt + std::min<int64_t>(prepared_.params.max_tokens,
+                                                            kReserveAheadTokens));
+      !s.ok()) {
+    return s;
+  }
   reserved_at_ = absl::Now();
+  RequestMetrics::Get().queue_time.Observe(Seconds(reserved_at_ - received_));
   if (absl::Status s = Prefill(); !s.ok()) return s;
+  RequestMetrics::Get().kv_transfer_seconds.Observe(prefill_response_.kv_transfer_seconds());
+  RequestMetrics::Get().kv_transfer_bytes.Observe(
+      static_cast<double>(prefill_response_.kv_bytes_sent()));
 
   engine::GenerationState generation(deps_.model->tokenizer(), prepared_.params, prepared_.prompt,
                                      deps_.model->n_ctx());
@@ -103,6 +119,7 @@ absl::Status RequestDriver::Drive() {
   first.set_text(generation.Accept(first_token));
   first.add_tokens(first_token);
   first_token_at_ = absl::Now();
+  RequestMetrics::Get().ttft.Observe(Seconds(first_token_at_ - received_));
   if (generation.finished()) {
     // Done with the first token: Decode never starts, so the reservation is released (in Run).
     Finalize(generation, ToProto(generation.finish_reason()), first);
@@ -245,8 +262,15 @@ absl::Status RequestDriver::Decode(engine::GenerationState& generation) {
   bool worker_finished = false;  // the worker ended the sequence (and freed its blocks) itself
   bool client_gone = false;
   absl::Status bad_token;
+  absl::Time last_token_at = first_token_at_;
   while (reader->Read(&message)) {
     if (have_last) continue;  // drain to the end of the stream
+    if (message.tokens_size() > 0) {
+      const absl::Time now = absl::Now();
+      const double gap = Seconds(now - last_token_at) / message.tokens_size();
+      for (int i = 0; i < message.tokens_size(); ++i) RequestMetrics::Get().itl.Observe(gap);
+      last_token_at = now;
+    }
     v1::GenerateResponse out;
     out.set_request_id(request_id_);
     std::string text;
@@ -304,6 +328,8 @@ absl::Status RequestDriver::Decode(engine::GenerationState& generation) {
 void RequestDriver::Finalize(const engine::GenerationState& generation, v1::FinishReason reason,
                              v1::GenerateResponse& response) {
   const absl::Time now = absl::Now();
+  finish_reason_ = reason;
+  n_generated_ = generation.n_generated();
   response.set_finish_reason(reason);
   response.mutable_usage()->set_prompt_tokens(generation.n_prompt());
   response.mutable_usage()->set_completion_tokens(generation.n_generated());

@@ -128,6 +128,9 @@ class RequestDriver {
   v1::PrefillResponse prefill_response_;
   absl::Time reserved_at_;
   absl::Time first_token_at_;
+  // Set by Finalize, for the metrics recorded when the request ends.
+  v1::FinishReason finish_reason_ = v1::FINISH_REASON_UNSPECIFIED;
+  int32_t n_generated_ = 0;
 };
 
 }  // namespace baton::router

@@ -8,6 +8,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "router/request_metrics.h"
 
 namespace baton::router {
 
@@ -96,6 +97,31 @@ absl::Status Router::Start() {
   }
   server_ = std::move(started->server);
   port_ = started->port;
+  if (options_.http_port >= 0) {
+    HttpServerOptions http;
+    http.host = options_.http_host;
+    http.port = options_.http_port;
+    for (const std::string& key : {options_.api_key, options_.server.auth_token}) {
+      if (!key.empty()) http.api_keys.push_back(key);
+    }
+    http_ = std::make_unique<HttpServer>(std::move(http), &env_);
+    if (absl::Status s = http_->Start(); !s.ok()) {
+      http_.reset();
+      server_->Shutdown();
+      poller_->Stop();
+      pool_->Stop();
+      return s;
+    }
+  }
+  // Registered last: Shutdown() (which removes it) runs only for a started router.
+  RequestMetrics::Get();  // the request histograms are exported from the start
+  metrics_collector_ = metrics::Registry::Global().AddCollector([table = table_.get()] {
+    metrics::Registry& r = metrics::Registry::Global();
+    r.GetGauge("baton:num_requests_running", "Requests being served (not waiting in the queue).")
+        .Set(table->active());
+    r.GetGauge("baton:num_requests_waiting", "Requests waiting in the router's queue.")
+        .Set(table->queued());
+  });
   started_ = true;
   return absl::OkStatus();
 }
@@ -106,6 +132,10 @@ std::string Router::address() const {
                                              : absl::StrCat(host, ":", port_);
 }
 
+int Router::http_port() const { return http_ != nullptr ? http_->port() : 0; }
+
+std::string Router::http_address() const { return http_ != nullptr ? http_->address() : ""; }
+
 void Router::Shutdown() {
   {
     absl::MutexLock lock(&shutdown_mu_);
@@ -113,11 +143,14 @@ void Router::Shutdown() {
     shut_down_ = true;
   }
   draining_.store(true);
-  // Waits for the calls in flight; those still running at the deadline are cancelled (their
-  // drivers then free what they hold and close).
-  server_->Shutdown(absl::ToChronoTime(absl::Now() + options_.drain_timeout));
+  // Waits for the calls in flight, gRPC then HTTP, under one deadline; those still running at
+  // the deadline are cancelled (their drivers then free what they hold and close).
+  const absl::Time deadline = absl::Now() + options_.drain_timeout;
+  server_->Shutdown(absl::ToChronoTime(deadline));
+  if (http_ != nullptr) http_->Shutdown(deadline);
   pool_->Stop();
   poller_->Stop();
+  metrics::Registry::Global().RemoveCollector(metrics_collector_);
   stopped_.Notify();
 }
 

@@ -1,5 +1,6 @@
 // The router as one object: its options, the served model's tokenizer, the worker registry, the
-// request pool and queue, the static-worker poller and the gRPC server (`baton router`).
+// request pool and queue, the static-worker poller, the gRPC server (`baton router`) and, when
+// http_port >= 0, the OpenAI-compatible HTTP server (router/http_server.h).
 //
 //   Router router({.server = {.port = 7070}, .model_path = "model.gguf",
 //                  .prefill_workers = {"10.0.0.1:7100"}, .decode_workers = {"10.0.0.2:7200"}});
@@ -23,7 +24,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "metrics/metrics.h"
 #include "router/generate_reactor.h"
+#include "router/http_server.h"
 #include "router/placement_policy.h"
 #include "router/request_pool.h"
 #include "router/request_table.h"
@@ -57,6 +60,11 @@ struct RouterOptions {
   absl::Duration reservation_lease = absl::Seconds(30);
   absl::Duration cleanup_timeout = absl::Seconds(5);   // Release / CancelPrefill calls
   absl::Duration drain_timeout = absl::Seconds(30);    // Shutdown: in-flight requests get this long
+  // The OpenAI-compatible HTTP API: -1 none, 0 any free port. It requires "Authorization: Bearer
+  // KEY" with api_key or the cluster token (server.auth_token) when either is set.
+  std::string http_host = "127.0.0.1";  // --http-host
+  int http_port = -1;                   // --http-port
+  std::string api_key;                  // --api-key
 };
 
 // "host:port,host:port" -> addresses; "" -> none. INVALID_ARGUMENT naming an entry without a
@@ -78,6 +86,9 @@ class Router {
   // The port it listens on (the OS's pick when options.server.port was 0) and host:port.
   int port() const { return port_; }
   std::string address() const;
+  // The HTTP API's port and host:port; 0 and "" when it is off.
+  int http_port() const;
+  std::string http_address() const;
 
   // Drains: refuses new requests, lets in-flight ones finish (cancelling those still running
   // after drain_timeout), then stops. Idempotent.
@@ -103,6 +114,8 @@ class Router {
   std::unique_ptr<RouterService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
+  std::unique_ptr<HttpServer> http_;
+  metrics::Registry::CollectorId metrics_collector_ = 0;  // sets the request gauges
 
   absl::Mutex shutdown_mu_;
   bool started_ ABSL_GUARDED_BY(shutdown_mu_) = false;

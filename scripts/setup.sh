@@ -10,7 +10,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
   libabsl-dev libgtest-dev libgmock-dev googletest libbenchmark-dev
   libpcre2-dev libxxhash-dev nlohmann-json3-dev libcpp-httplib-dev libyaml-cpp-dev
-  curl unzip openssl
+  curl unzip openssl gnuplot-nox
 )
 missing=()
 for p in "${packages[@]}"; do
@@ -24,3 +24,4 @@ if ((${#missing[@]})); then
 fi
 
 scripts/fetch_model.sh
+scripts/python_env.sh

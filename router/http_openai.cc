@@ -1,0 +1,518 @@
+#include "router/http_openai.h"
+
+#include <cmath>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine/sampling_params.h"
+#include "router/http_errors.h"
+
+namespace baton::router {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+absl::Status Invalid(absl::string_view param, absl::string_view message) {
+  return WithParam(absl::InvalidArgumentError(message), param);
+}
+
+absl::Status Unsupported(absl::string_view param, absl::string_view what) {
+  return Invalid(param, absl::StrCat(what, " is not supported by this server"));
+}
+
+// The field, or nullptr when it is absent or null (OpenAI treats both as "not given").
+const json* Field(const json& object, const char* name) {
+  auto it = object.find(name);
+  if (it == object.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+const char* TypeName(const json& value) { return value.type_name(); }
+
+absl::StatusOr<double> Number(const json& value, absl::string_view param, double min, double max) {
+  if (!value.is_number()) {
+    return Invalid(param, absl::StrCat("'", param, "' must be a number, got ", TypeName(value)));
+  }
+  const double v = value.get<double>();
+  if (!std::isfinite(v) || v < min || v > max) {
+    return Invalid(param, absl::StrCat("'", param, "' must be in [", min, ", ", max, "], got ",
+                                       value.dump()));
+  }
+  return v;
+}
+
+absl::StatusOr<int64_t> Integer(const json& value, absl::string_view param, int64_t min,
+                                int64_t max) {
+  int64_t v = 0;
+  if (value.is_number_unsigned()) {
+    const uint64_t u = value.get<uint64_t>();
+    v = u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+            ? std::numeric_limits<int64_t>::max()
+            : static_cast<int64_t>(u);
+  } else if (value.is_number_integer()) {
+    v = value.get<int64_t>();
+  } else if (value.is_number_float() && std::isfinite(value.get<double>()) &&
+             std::floor(value.get<double>()) == value.get<double>() &&
+             std::fabs(value.get<double>()) < 9.0e18) {
+    v = static_cast<int64_t>(value.get<double>());
+  } else {
+    return Invalid(param, absl::StrCat("'", param, "' must be an integer, got ",
+                                       value.is_number() ? value.dump() : TypeName(value)));
+  }
+  if (v < min || v > max) {
+    return Invalid(param, absl::StrCat("'", param, "' must be in [", min, ", ", max, "], got ",
+                                       value.dump()));
+  }
+  return v;
+}
+
+absl::StatusOr<bool> Bool(const json& value, absl::string_view param) {
+  if (!value.is_boolean()) {
+    return Invalid(param, absl::StrCat("'", param, "' must be a boolean, got ", TypeName(value)));
+  }
+  return value.get<bool>();
+}
+
+// Token ids: every element an integer (the vocabulary is checked by the intake).
+absl::Status TokenIds(const json& array, absl::string_view param, v1::TokenIds& out) {
+  for (size_t i = 0; i < array.size(); ++i) {
+    absl::StatusOr<int64_t> id =
+        Integer(array[i], absl::StrCat(param, "[", i, "]"), std::numeric_limits<int32_t>::min(),
+                std::numeric_limits<int32_t>::max());
+    if (!id.ok()) return id.status();
+    out.add_ids(static_cast<int32_t>(*id));
+  }
+  return absl::OkStatus();
+}
+
+// prompt: "text" | ["text"] | [id, ...] | [[id, ...]]
+absl::Status ParsePrompt(const json& body, v1::GenerateRequest& request) {
+  const json* prompt = Field(body, "prompt");
+  if (prompt == nullptr) return Invalid("prompt", "'prompt' is required");
+  if (prompt->is_string()) {
+    const std::string& text = prompt->get_ref<const std::string&>();
+    if (text.empty()) return Invalid("prompt", "prompt is empty");
+    request.set_prompt(text);
+    return absl::OkStatus();
+  }
+  if (!prompt->is_array()) {
+    return Invalid("prompt", absl::StrCat("'prompt' must be a string, an array of one string or "
+                                          "an array of token ids, got ",
+                                          TypeName(*prompt)));
+  }
+  if (prompt->empty()) return Invalid("prompt", "prompt is empty");
+  const json& first = (*prompt)[0];
+  if (first.is_number()) return TokenIds(*prompt, "prompt", *request.mutable_prompt_tokens());
+  if (prompt->size() > 1) {
+    return Invalid("prompt",
+                   absl::StrCat("'prompt' holds ", prompt->size(),
+                                " prompts; this server takes one prompt per request"));
+  }
+  if (first.is_string()) {
+    const std::string& text = first.get_ref<const std::string&>();
+    if (text.empty()) return Invalid("prompt", "prompt is empty");
+    request.set_prompt(text);
+    return absl::OkStatus();
+  }
+  if (first.is_array()) {
+    if (first.empty()) return Invalid("prompt", "prompt is empty");
+    return TokenIds(first, "prompt[0]", *request.mutable_prompt_tokens());
+  }
+  return Invalid("prompt", absl::StrCat("'prompt[0]' must be a string or an array of token ids, "
+                                        "got ",
+                                        TypeName(first)));
+}
+
+// content: "text" | [{"type": "text", "text": "..."}, ...] | null (an assistant turn with none)
+absl::StatusOr<std::string> MessageContent(const json& message, const std::string& where) {
+  const std::string param = absl::StrCat(where, ".content");
+  const json* content = Field(message, "content");
+  if (content == nullptr) return std::string();
+  if (content->is_string()) return content->get<std::string>();
+  if (!content->is_array()) {
+    return Invalid(param, absl::StrCat("'", param, "' must be a string or an array of content "
+                                       "parts, got ",
+                                       TypeName(*content)));
+  }
+  std::string text;
+  for (size_t i = 0; i < content->size(); ++i) {
+    const json& part = (*content)[i];
+    const std::string part_param = absl::StrCat(param, "[", i, "]");
+    if (!part.is_object()) {
+      return Invalid(part_param, absl::StrCat("'", part_param, "' must be an object"));
+    }
+    const json* type = Field(part, "type");
+    if (type == nullptr || !type->is_string()) {
+      return Invalid(part_param, absl::StrCat("'", part_param, ".type' must be a string"));
+    }
+    if (*type != "text") {
+      return Invalid(part_param, absl::StrCat("content parts of type '", type->get<std::string>(),
+                                              "' are not supported; only 'text' is"));
+    }
+    const json* part_text = Field(part, "text");
+    if (part_text == nullptr || !part_text->is_string()) {
+      return Invalid(part_param, absl::StrCat("'", part_param, ".text' must be a string"));
+    }
+    text += part_text->get_ref<const std::string&>();
+  }
+  return text;
+}
+
+absl::Status ParseMessages(const json& body, v1::GenerateRequest& request) {
+  const json* messages = Field(body, "messages");
+  if (messages == nullptr) return Invalid("messages", "'messages' is required");
+  if (!messages->is_array()) {
+    return Invalid("messages",
+                   absl::StrCat("'messages' must be an array, got ", TypeName(*messages)));
+  }
+  if (messages->empty()) return Invalid("messages", "prompt is empty: 'messages' is empty");
+  v1::ChatMessages& chat = *request.mutable_chat();
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const json& m = (*messages)[i];
+    const std::string where = absl::StrCat("messages[", i, "]");
+    if (!m.is_object()) return Invalid(where, absl::StrCat("'", where, "' must be an object"));
+    const json* role = Field(m, "role");
+    if (role == nullptr || !role->is_string()) {
+      return Invalid(absl::StrCat(where, ".role"),
+                     absl::StrCat("'", where, ".role' must be a string"));
+    }
+    std::string role_name = role->get<std::string>();
+    if (role_name == "developer") role_name = "system";  // OpenAI's newer name for it
+    if (role_name != "system" && role_name != "user" && role_name != "assistant" &&
+        role_name != "tool") {
+      return Invalid(absl::StrCat(where, ".role"),
+                     absl::StrCat("'", where, ".role' must be one of system, developer, user, "
+                                  "assistant, tool; got '",
+                                  role_name, "'"));
+    }
+    absl::StatusOr<std::string> content = MessageContent(m, where);
+    if (!content.ok()) return content.status();
+    v1::ChatMessage& out = *chat.add_messages();
+    out.set_role(std::move(role_name));
+    out.set_content(*std::move(content));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseStop(const json& stop, v1::SamplingParams& sampling) {
+  std::vector<std::string> strings;
+  if (stop.is_string()) {
+    strings.push_back(stop.get<std::string>());
+  } else if (stop.is_array()) {
+    for (size_t i = 0; i < stop.size(); ++i) {
+      if (!stop[i].is_string()) {
+        return Invalid("stop", absl::StrCat("'stop[", i, "]' must be a string, got ",
+                                            TypeName(stop[i])));
+      }
+      strings.push_back(stop[i].get<std::string>());
+    }
+  } else {
+    return Invalid("stop", absl::StrCat("'stop' must be a string or an array of strings, got ",
+                                        TypeName(stop)));
+  }
+  if (strings.size() > static_cast<size_t>(engine::kMaxStopStrings)) {
+    return Invalid("stop", absl::StrCat("'stop' has ", strings.size(), " strings, at most ",
+                                        engine::kMaxStopStrings, " are allowed"));
+  }
+  for (std::string& s : strings) {
+    if (s.empty()) return Invalid("stop", "'stop' strings must not be empty");
+    sampling.add_stop(std::move(s));
+  }
+  return absl::OkStatus();
+}
+
+// Known OpenAI features this server does not implement: refused unless "off".
+absl::Status RefuseUnsupported(const json& body, OpenAiEndpoint endpoint) {
+  if (const json* v = Field(body, "logprobs")) {
+    if (!(v->is_boolean() && !v->get<bool>())) {
+      return Unsupported("logprobs", "'logprobs'");
+    }
+  }
+  if (const json* v = Field(body, "top_logprobs")) {
+    if (!(v->is_number_integer() && v->get<int64_t>() == 0)) {
+      return Unsupported("top_logprobs", "'top_logprobs'");
+    }
+  }
+  if (const json* v = Field(body, "echo")) {
+    if (!(v->is_boolean() && !v->get<bool>())) return Unsupported("echo", "'echo'");
+  }
+  if (const json* v = Field(body, "best_of")) {
+    if (!(v->is_number_integer() && v->get<int64_t>() == 1)) {
+      return Invalid("best_of", "'best_of' must be 1: this server generates one choice");
+    }
+  }
+  if (const json* v = Field(body, "suffix")) {
+    if (!(v->is_string() && v->get_ref<const std::string&>().empty())) {
+      return Unsupported("suffix", "'suffix'");
+    }
+  }
+  if (const json* v = Field(body, "logit_bias")) {
+    if (!(v->is_object() && v->empty())) return Unsupported("logit_bias", "'logit_bias'");
+  }
+  for (const char* name : {"tools", "functions"}) {
+    if (const json* v = Field(body, name)) {
+      if (!(v->is_array() && v->empty())) {
+        return Unsupported(name, absl::StrCat("'", name, "' (tool calling)"));
+      }
+    }
+  }
+  if (const json* v = Field(body, "response_format")) {
+    const json* type = v->is_object() ? Field(*v, "type") : nullptr;
+    if (type == nullptr || *type != "text") {
+      return Unsupported("response_format", "a 'response_format' other than {\"type\": \"text\"}");
+    }
+  }
+  (void)endpoint;
+  return absl::OkStatus();
+}
+
+absl::Status ParseSampling(const json& body, OpenAiEndpoint endpoint,
+                           v1::SamplingParams& sampling) {
+  // max_completion_tokens (chat's current name) wins over max_tokens.
+  const json* max_tokens = Field(body, "max_completion_tokens");
+  const char* max_tokens_name = "max_completion_tokens";
+  if (max_tokens == nullptr) {
+    max_tokens = Field(body, "max_tokens");
+    max_tokens_name = "max_tokens";
+  }
+  if (max_tokens != nullptr) {
+    absl::StatusOr<int64_t> v =
+        Integer(*max_tokens, max_tokens_name, 1, std::numeric_limits<int32_t>::max());
+    if (!v.ok()) return v.status();
+    sampling.set_max_tokens(static_cast<int32_t>(*v));
+  } else if (endpoint == OpenAiEndpoint::kCompletions) {
+    sampling.set_max_tokens(kCompletionsDefaultMaxTokens);
+  }
+  // OpenAI's default temperature is 1 (the wire's 0 would mean greedy).
+  sampling.set_temperature(1.0f);
+  if (const json* v = Field(body, "temperature")) {
+    absl::StatusOr<double> t = Number(*v, "temperature", 0.0, 2.0);
+    if (!t.ok()) return t.status();
+    sampling.set_temperature(static_cast<float>(*t));
+  }
+  if (const json* v = Field(body, "top_p")) {
+    absl::StatusOr<double> p = Number(*v, "top_p", 0.0, 1.0);
+    if (!p.ok()) return p.status();
+    if (*p <= 0.0) return Invalid("top_p", "'top_p' must be in (0, 1], got 0");
+    sampling.set_top_p(static_cast<float>(*p));
+  }
+  if (const json* v = Field(body, "top_k")) {
+    absl::StatusOr<int64_t> k = Integer(*v, "top_k", -1, std::numeric_limits<int32_t>::max());
+    if (!k.ok()) return k.status();
+    sampling.set_top_k(*k < 0 ? 0 : static_cast<int32_t>(*k));  // -1: off, as vLLM
+  }
+  if (const json* v = Field(body, "min_p")) {
+    absl::StatusOr<double> p = Number(*v, "min_p", 0.0, 1.0);
+    if (!p.ok()) return p.status();
+    sampling.set_min_p(static_cast<float>(*p));
+  }
+  if (const json* v = Field(body, "presence_penalty")) {
+    absl::StatusOr<double> p =
+        Number(*v, "presence_penalty", engine::kMinPenalty, engine::kMaxPenalty);
+    if (!p.ok()) return p.status();
+    sampling.set_presence_penalty(static_cast<float>(*p));
+  }
+  if (const json* v = Field(body, "frequency_penalty")) {
+    absl::StatusOr<double> p =
+        Number(*v, "frequency_penalty", engine::kMinPenalty, engine::kMaxPenalty);
+    if (!p.ok()) return p.status();
+    sampling.set_frequency_penalty(static_cast<float>(*p));
+  }
+  // Extensions that vLLM and llama.cpp's server also take.
+  if (const json* v = Field(body, "repetition_penalty")) {
+    absl::StatusOr<double> p = Number(*v, "repetition_penalty", 0.0, 100.0);
+    if (!p.ok()) return p.status();
+    if (*p <= 0.0) return Invalid("repetition_penalty", "'repetition_penalty' must be > 0");
+    sampling.set_repetition_penalty(static_cast<float>(*p));
+  }
+  if (const json* v = Field(body, "ignore_eos")) {
+    absl::StatusOr<bool> b = Bool(*v, "ignore_eos");
+    if (!b.ok()) return b.status();
+    sampling.set_ignore_eos(*b);
+  }
+  if (const json* v = Field(body, "seed")) {
+    absl::StatusOr<int64_t> seed = Integer(*v, "seed", std::numeric_limits<int64_t>::min(),
+                                           std::numeric_limits<int64_t>::max());
+    if (!seed.ok()) return seed.status();
+    sampling.set_seed(v->is_number_unsigned() ? v->get<uint64_t>()
+                                              : static_cast<uint64_t>(*seed));
+  }
+  if (const json* v = Field(body, "stop")) {
+    if (absl::Status s = ParseStop(*v, sampling); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+json NullIfEmpty(const std::string& s) { return s.empty() ? json(nullptr) : json(s); }
+
+json Base(const OpenAiResponseContext& context, const char* object) {
+  return {{"id", context.id},
+          {"object", object},
+          {"created", context.created},
+          {"model", context.model},
+          {"system_fingerprint", NullIfEmpty(context.system_fingerprint)}};
+}
+
+}  // namespace
+
+absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const std::string& body,
+                                                 absl::string_view model_id,
+                                                 absl::string_view model_alias) {
+  json root;
+  try {
+    root = json::parse(body);
+  } catch (const json::exception& e) {
+    // nlohmann's lexer also refuses ill-formed UTF-8 and lone surrogates here.
+    return absl::InvalidArgumentError(
+        absl::StrCat("the request body is not valid JSON: ", e.what()));
+  }
+  if (!root.is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the request body must be a JSON object, got ", TypeName(root)));
+  }
+  OpenAiRequest out;
+  out.endpoint = endpoint;
+  if (const json* model = Field(root, "model")) {
+    if (!model->is_string()) {
+      return Invalid("model", absl::StrCat("'model' must be a string, got ", TypeName(*model)));
+    }
+    const std::string& name = model->get_ref<const std::string&>();
+    if (name != model_id && (model_alias.empty() || name != model_alias)) {
+      return WithErrorCode(
+          WithParam(absl::NotFoundError(absl::StrCat("The model '", name,
+                                                     "' does not exist; this server serves '",
+                                                     model_id, "'")),
+                    "model"),
+          "model_not_found");
+    }
+    out.generate.set_model(name);
+  }
+  if (const json* n = Field(root, "n")) {
+    absl::StatusOr<int64_t> v = Integer(*n, "n", std::numeric_limits<int64_t>::min(),
+                                        std::numeric_limits<int64_t>::max());
+    if (!v.ok()) return v.status();
+    if (*v != 1) {
+      return Invalid("n", absl::StrCat("'n' must be 1: this server generates one choice per "
+                                       "request, got ",
+                                       *v));
+    }
+  }
+  if (const json* stream = Field(root, "stream")) {
+    absl::StatusOr<bool> v = Bool(*stream, "stream");
+    if (!v.ok()) return v.status();
+    out.stream = *v;
+  }
+  if (const json* options = Field(root, "stream_options")) {
+    if (!out.stream) {
+      return Invalid("stream_options", "'stream_options' is only allowed when 'stream' is true");
+    }
+    if (!options->is_object()) {
+      return Invalid("stream_options", absl::StrCat("'stream_options' must be an object, got ",
+                                                    TypeName(*options)));
+    }
+    if (const json* usage = Field(*options, "include_usage")) {
+      absl::StatusOr<bool> v = Bool(*usage, "stream_options.include_usage");
+      if (!v.ok()) return v.status();
+      out.include_usage = *v;
+    }
+  }
+  if (absl::Status s = RefuseUnsupported(root, endpoint); !s.ok()) return s;
+  if (absl::Status s = ParseSampling(root, endpoint, *out.generate.mutable_sampling()); !s.ok()) {
+    return s;
+  }
+  absl::Status input = endpoint == OpenAiEndpoint::kCompletions
+                           ? ParsePrompt(root, out.generate)
+                           : ParseMessages(root, out.generate);
+  if (!input.ok()) return input;
+  return out;
+}
+
+const char* OpenAiFinishReason(v1::FinishReason reason) {
+  return reason == v1::FINISH_REASON_LENGTH ? "length" : "stop";
+}
+
+json OpenAiUsage(const v1::Usage& usage) {
+  return {{"prompt_tokens", usage.prompt_tokens()},
+          {"completion_tokens", usage.completion_tokens()},
+          {"total_tokens", usage.prompt_tokens() + usage.completion_tokens()}};
+}
+
+json OpenAiCompletion(const OpenAiResponseContext& context, const std::string& text,
+                      v1::FinishReason finish_reason, const v1::Usage& usage) {
+  const bool chat = context.endpoint == OpenAiEndpoint::kChatCompletions;
+  json out = Base(context, chat ? "chat.completion" : "text_completion");
+  json choice = {{"index", 0}};
+  if (chat) {
+    choice["message"] = {{"role", "assistant"}, {"content", text}};
+  } else {
+    choice["text"] = text;
+  }
+  choice["logprobs"] = nullptr;
+  choice["finish_reason"] = OpenAiFinishReason(finish_reason);
+  out["choices"] = json::array({std::move(choice)});
+  out["usage"] = OpenAiUsage(usage);
+  return out;
+}
+
+std::string SseData(const json& value) {
+  // Generated text is complete UTF-8; replacing keeps a stray byte from ending the stream.
+  return absl::StrCat("data: ", value.dump(-1, ' ', false, json::error_handler_t::replace),
+                      "\n\n");
+}
+
+json OpenAiStreamEncoder::Chunk(json choice) const {
+  const bool chat = context_.endpoint == OpenAiEndpoint::kChatCompletions;
+  json out = Base(context_, chat ? "chat.completion.chunk" : "text_completion");
+  out["choices"] = choice.is_null() ? json::array() : json::array({std::move(choice)});
+  if (include_usage_) out["usage"] = nullptr;
+  return out;
+}
+
+std::string OpenAiStreamEncoder::Message(const v1::GenerateResponse& message) {
+  const bool chat = context_.endpoint == OpenAiEndpoint::kChatCompletions;
+  std::string out;
+  auto content_choice = [&](json delta_or_text) {
+    json choice = {{"index", 0}};
+    if (chat) {
+      choice["delta"] = std::move(delta_or_text);
+    } else {
+      choice["text"] = std::move(delta_or_text);
+    }
+    choice["logprobs"] = nullptr;
+    choice["finish_reason"] = nullptr;
+    return choice;
+  };
+  if (chat && !sent_role_) {
+    // The first chunk names the role, even when the first token is not yet complete text.
+    out += SseData(Chunk(content_choice({{"role", "assistant"}, {"content", message.text()}})));
+    sent_role_ = true;
+  } else if (!message.text().empty()) {
+    out += SseData(Chunk(content_choice(chat ? json{{"content", message.text()}}
+                                             : json(message.text()))));
+  }
+  if (message.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
+    json choice = content_choice(chat ? json::object() : json(""));
+    choice["finish_reason"] = OpenAiFinishReason(message.finish_reason());
+    out += SseData(Chunk(std::move(choice)));
+    usage_ = message.usage();
+    have_usage_ = true;
+  }
+  return out;
+}
+
+std::string OpenAiStreamEncoder::End(const absl::Status& status) {
+  std::string out;
+  if (!status.ok()) {
+    out += SseData(HttpErrorJson(HttpErrorFromStatus(status)));
+  } else if (include_usage_ && have_usage_) {
+    json last = Chunk(nullptr);
+    last["usage"] = OpenAiUsage(usage_);
+    out += SseData(last);
+  }
+  out += kSseDone;
+  return out;
+}
+
+}  // namespace baton::router

@@ -1,0 +1,97 @@
+// The OpenAI wire format of the router's HTTP API: request bodies of POST /v1/completions and
+// POST /v1/chat/completions turned into a v1::GenerateRequest (what the gRPC API takes, so both
+// front ends share the request's way), and the router's GenerateResponse messages turned into
+// OpenAI response objects and server-sent-event chunks.
+//
+// Request parsing checks shapes and ranges and names the offending field (the status carries it
+// as the error's "param", http_errors.h); what depends on the model (tokens, context length) is
+// left to the router's intake (request_intake.h). Unknown fields are ignored; known but
+// unsupported ones (logprobs, echo, n > 1, tools, ...) are refused with INVALID_ARGUMENT instead
+// of being silently dropped.
+//
+// Thread-safety: pure functions; an OpenAiStreamEncoder is used by one thread at a time.
+#ifndef BATON_ROUTER_HTTP_OPENAI_H_
+#define BATON_ROUTER_HTTP_OPENAI_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "baton/v1/router.pb.h"
+#include "nlohmann/json.hpp"
+
+namespace baton::router {
+
+enum class OpenAiEndpoint { kCompletions, kChatCompletions };
+
+// OpenAI's default max_tokens for /v1/completions; chat requests without one get the router's
+// default (kDefaultMaxTokens).
+inline constexpr int32_t kCompletionsDefaultMaxTokens = 16;
+
+struct OpenAiRequest {
+  OpenAiEndpoint endpoint = OpenAiEndpoint::kCompletions;
+  // model (when given), one input (prompt, chat or prompt_tokens) and the sampling settings;
+  // unset fields keep the wire's "unset" meaning (router defaults).
+  v1::GenerateRequest generate;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+};
+
+// Parses and checks a request body. INVALID_ARGUMENT (with the field as param) for malformed
+// JSON, wrong types, out-of-range values and unsupported features; NOT_FOUND (code
+// "model_not_found") when `model` names neither `model_id` nor `model_alias`.
+absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const std::string& body,
+                                                 absl::string_view model_id,
+                                                 absl::string_view model_alias);
+
+// What every response object of one request repeats.
+struct OpenAiResponseContext {
+  OpenAiEndpoint endpoint = OpenAiEndpoint::kCompletions;
+  std::string id;       // "cmpl-..." / "chatcmpl-..."
+  int64_t created = 0;  // Unix seconds
+  std::string model;
+  std::string system_fingerprint;
+};
+
+// "stop" | "length" (anything else that ends a request successfully counts as "stop").
+const char* OpenAiFinishReason(v1::FinishReason reason);
+
+nlohmann::ordered_json OpenAiUsage(const v1::Usage& usage);
+
+// The whole answer of a non-streaming request: a "text_completion" or "chat.completion".
+nlohmann::ordered_json OpenAiCompletion(const OpenAiResponseContext& context,
+                                        const std::string& text, v1::FinishReason finish_reason,
+                                        const v1::Usage& usage);
+
+// "data: <json>\n\n"
+std::string SseData(const nlohmann::ordered_json& value);
+inline constexpr char kSseDone[] = "data: [DONE]\n\n";
+
+// Turns a request's GenerateResponse messages into streaming chunks ("text_completion" or
+// "chat.completion.chunk"): the first chat chunk carries the role, every chunk with text a content
+// delta, the last message a chunk with the finish reason; then End() adds the usage chunk (empty
+// choices) when include_usage was asked for, or the error as an in-band {"error": ...} event, and
+// the closing [DONE].
+class OpenAiStreamEncoder {
+ public:
+  OpenAiStreamEncoder(OpenAiResponseContext context, bool include_usage)
+      : context_(std::move(context)), include_usage_(include_usage) {}
+
+  std::string Message(const v1::GenerateResponse& message);
+  std::string End(const absl::Status& status);
+
+ private:
+  nlohmann::ordered_json Chunk(nlohmann::ordered_json choice) const;
+
+  const OpenAiResponseContext context_;
+  const bool include_usage_;
+  bool sent_role_ = false;
+  bool have_usage_ = false;
+  v1::Usage usage_;
+};
+
+}  // namespace baton::router
+
+#endif  // BATON_ROUTER_HTTP_OPENAI_H_

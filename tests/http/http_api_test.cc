@@ -1,0 +1,421 @@
+// The router's OpenAI-compatible HTTP API against real `baton` processes on 127.0.0.1, with
+// httplib's client: completions and chat, streaming (with usage) and not, the error objects and
+// their HTTP statuses, /v1/models, /health, /metrics, and a client that goes away mid-stream.
+#include <httplib.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "cli/cluster_config.h"
+#include "nlohmann/json.hpp"
+#include "tests/integration/local_cluster.h"
+
+namespace baton {
+namespace {
+
+using json = nlohmann::json;
+using test_support::LocalCluster;
+using testing::HasSubstr;
+
+constexpr char kApiKey[] = "sk-test-key";
+constexpr char kModel[] = "SmolLM2-135M-Instruct.Q4_1";
+
+// Host and port of "HOST:PORT".
+std::pair<std::string, int> Split(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  return {address.substr(0, colon), std::stoi(address.substr(colon + 1))};
+}
+
+class HttpClient {
+ public:
+  explicit HttpClient(const std::string& address) {
+    auto [host, port] = Split(address);
+    host_ = host;
+    port_ = port;
+  }
+
+  httplib::Result Post(const std::string& path, const std::string& body,
+                       const std::string& key = kApiKey) const {
+    httplib::Client client(host_, port_);
+    client.set_read_timeout(std::chrono::seconds(120));
+    return client.Post(path.c_str(), Headers(key), body, "application/json");
+  }
+  httplib::Result Get(const std::string& path, const std::string& key = kApiKey) const {
+    httplib::Client client(host_, port_);
+    client.set_read_timeout(std::chrono::seconds(30));
+    return client.Get(path.c_str(), Headers(key));
+  }
+  // POST whose body is read piece by piece; `receiver` returns false to hang up.
+  httplib::Result PostStreaming(const std::string& path, const std::string& body,
+                                std::function<bool(const char*, size_t)> receiver) const {
+    httplib::Client client(host_, port_);
+    client.set_read_timeout(std::chrono::seconds(120));
+    httplib::Request request;
+    request.method = "POST";
+    request.path = path;
+    request.headers = Headers(kApiKey);
+    request.set_header("Content-Type", "application/json");
+    request.body = body;
+    request.content_receiver = [receiver](const char* data, size_t n, uint64_t, uint64_t) {
+      return receiver(data, n);
+    };
+    return client.send(request);
+  }
+
+ private:
+  static httplib::Headers Headers(const std::string& key) {
+    httplib::Headers headers;
+    if (!key.empty()) headers.emplace("Authorization", "Bearer " + key);
+    return headers;
+  }
+  std::string host_;
+  int port_ = 0;
+};
+
+// A parsed SSE stream: the JSON of every data event, whether it ended with [DONE] (last).
+struct SseStream {
+  std::vector<json> events;
+  bool done = false;
+  bool done_last = true;
+};
+SseStream ParseSse(const std::string& body) {
+  SseStream out;
+  size_t pos = 0;
+  while (pos < body.size()) {
+    size_t end = body.find("\n\n", pos);
+    if (end == std::string::npos) end = body.size();
+    const std::string event = body.substr(pos, end - pos);
+    pos = end + 2;
+    if (event.empty() || event[0] == ':') continue;  // comments (pings)
+    EXPECT_EQ(event.rfind("data: ", 0), 0u) << event;
+    const std::string data = event.substr(6);
+    if (out.done) out.done_last = false;
+    if (data == "[DONE]") {
+      out.done = true;
+      continue;
+    }
+    out.events.push_back(json::parse(data));
+  }
+  return out;
+}
+
+void ExpectError(const httplib::Result& result, int status, const std::string& type,
+                 const std::string& param = "", const std::string& code = "") {
+  ASSERT_TRUE(result) << httplib::to_string(result.error());
+  EXPECT_EQ(result->status, status) << result->body;
+  EXPECT_EQ(result->get_header_value("Content-Type"), "application/json");
+  const json body = json::parse(result->body);
+  ASSERT_TRUE(body.contains("error")) << result->body;
+  const json& error = body["error"];
+  ASSERT_TRUE(error.is_object());
+  EXPECT_EQ(error.size(), 4u) << result->body;
+  EXPECT_TRUE(error["message"].is_string());
+  EXPECT_FALSE(error["message"].get<std::string>().empty());
+  EXPECT_EQ(error["type"], type) << result->body;
+  if (param.empty()) {
+    EXPECT_TRUE(error["param"].is_null()) << result->body;
+  } else {
+    EXPECT_EQ(error["param"], param) << result->body;
+  }
+  if (code.empty()) {
+    EXPECT_TRUE(error["code"].is_null()) << result->body;
+  } else {
+    EXPECT_EQ(error["code"], code) << result->body;
+  }
+}
+
+absl::StatusOr<std::string> StartHttpRouter(LocalCluster& cluster,
+                                            std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"--http-port", "0", "--api-key", kApiKey};
+  args.insert(args.end(), extra.begin(), extra.end());
+  if (absl::Status s = cluster.StartRouter(args); !s.ok()) return s;
+  return cluster.router().process->WaitForLine("http listening on ", std::chrono::seconds(30));
+}
+
+// A router with no workers: everything that is decided before a request reaches a worker.
+class HttpRouterOnlyTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::string> http = StartHttpRouter(cluster_, {"--max-queued", "0"});
+    ASSERT_TRUE(http.ok()) << http.status();
+    client_ = std::make_unique<HttpClient>(*http);
+  }
+  LocalCluster cluster_{{}, {}};
+  std::unique_ptr<HttpClient> client_;
+};
+
+TEST_F(HttpRouterOnlyTest, BadRequestsGetOpenAiErrors) {
+  const HttpClient& c = *client_;
+  ExpectError(c.Post("/v1/completions", "{not json"), 400, "invalid_request_error");
+  ExpectError(c.Post("/v1/completions", R"({"prompt": "Hi", "n": 2})"), 400,
+              "invalid_request_error", "n");
+  ExpectError(c.Post("/v1/completions", R"({"prompt": "Hi", "temperature": -1})"), 400,
+              "invalid_request_error", "temperature");
+  ExpectError(c.Post("/v1/chat/completions",
+                     R"({"messages": [{"role": "user", "content": "Hi"}], "logprobs": true})"),
+              400, "invalid_request_error", "logprobs");
+  ExpectError(c.Post("/v1/completions", R"({"prompt": ""})"), 400, "invalid_request_error",
+              "prompt");
+  ExpectError(c.Post("/v1/completions", std::string("{\"prompt\": \"caf\xC3\"}")), 400,
+              "invalid_request_error");
+  ExpectError(c.Post("/v1/chat/completions", R"({"messages": []})"), 400,
+              "invalid_request_error", "messages");
+  // The router's intake: the context (prompt + max_tokens) and the vocabulary.
+  httplib::Result too_long =
+      c.Post("/v1/completions", R"({"prompt": "Hi", "max_tokens": 1000000})");
+  ExpectError(too_long, 400, "invalid_request_error");
+  EXPECT_THAT(too_long->body, HasSubstr("context"));
+  ExpectError(c.Post("/v1/completions", R"({"prompt": [1, 99999999]})"), 400,
+              "invalid_request_error");
+  // Model, auth, route, size.
+  ExpectError(c.Post("/v1/completions", R"({"prompt": "Hi", "model": "gpt-4"})"), 404,
+              "invalid_request_error", "model", "model_not_found");
+  ExpectError(c.Post("/v1/completions", R"({"prompt": "Hi"})", /*key=*/""), 401,
+              "invalid_request_error", "", "invalid_api_key");
+  ExpectError(c.Post("/v1/completions", R"({"prompt": "Hi"})", "wrong-key"), 401,
+              "invalid_request_error", "", "invalid_api_key");
+  ExpectError(c.Get("/v1/models", "wrong-key"), 401, "invalid_request_error", "",
+              "invalid_api_key");
+  ExpectError(c.Get("/v1/nothing-here"), 404, "invalid_request_error", "", "not_found");
+  const std::string huge = absl::StrCat(R"({"prompt": ")", std::string(5 << 20, 'a'), R"("})");
+  ExpectError(c.Post("/v1/completions", huge), 413, "invalid_request_error", "",
+              "request_too_large");
+}
+
+TEST_F(HttpRouterOnlyTest, FullQueueIsTooManyRequests) {
+  // No decode worker has room and the router queue holds none (--max-queued 0).
+  ExpectError(client_->Post("/v1/completions", R"({"prompt": "Hi", "max_tokens": 2})"), 429,
+              "rate_limit_error", "", "rate_limit_exceeded");
+  ExpectError(client_->Post("/v1/completions",
+                            R"({"prompt": "Hi", "max_tokens": 2, "stream": true})"),
+              429, "rate_limit_error", "", "rate_limit_exceeded");
+}
+
+TEST_F(HttpRouterOnlyTest, ModelsHealthAndMetrics) {
+  httplib::Result models = client_->Get("/v1/models");
+  ASSERT_TRUE(models);
+  ASSERT_EQ(models->status, 200) << models->body;
+  const json list = json::parse(models->body);
+  EXPECT_EQ(list["object"], "list");
+  ASSERT_EQ(list["data"].size(), 1u);
+  EXPECT_EQ(list["data"][0]["id"], kModel);
+  EXPECT_EQ(list["data"][0]["object"], "model");
+  EXPECT_TRUE(list["data"][0]["created"].is_number_integer());
+  EXPECT_EQ(list["data"][0]["owned_by"], "baton");
+  httplib::Result one = client_->Get(absl::StrCat("/v1/models/", kModel));
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->status, 200);
+  EXPECT_EQ(json::parse(one->body)["id"], kModel);
+  ExpectError(client_->Get("/v1/models/gpt-4"), 404, "invalid_request_error", "model",
+              "model_not_found");
+
+  // No worker: not ready, and /health says why (no key needed).
+  httplib::Result health = client_->Get("/health", /*key=*/"");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 503);
+  const json why = json::parse(health->body);
+  EXPECT_EQ(why["status"], "unavailable");
+  EXPECT_THAT(why["reason"].get<std::string>(), HasSubstr("prefill"));
+
+  httplib::Result metrics = client_->Get("/metrics", /*key=*/"");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 200);
+  EXPECT_EQ(metrics->get_header_value("Content-Type"), "text/plain; version=0.0.4");
+}
+
+// A whole cluster: router, one prefill and one decode worker.
+class HttpClusterTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::string> http = StartHttpRouter(cluster_);
+    ASSERT_TRUE(http.ok()) << http.status();
+    client_ = std::make_unique<HttpClient>(*http);
+    absl::StatusOr<test_support::Proc*> prefill = cluster_.StartWorker("prefill");
+    ASSERT_TRUE(prefill.ok()) << prefill.status();
+    absl::StatusOr<test_support::Proc*> decode = cluster_.StartWorker("decode");
+    ASSERT_TRUE(decode.ok()) << decode.status();
+    decode_ = *decode;
+    ASSERT_TRUE(cluster_.WaitHealthy(2).ok());
+  }
+
+  // The router's gRPC Generate for the same prompt, for comparison.
+  std::string GrpcText(const std::string& prompt, int max_tokens) {
+    baton::v1::GenerateRequest request;
+    request.set_prompt(prompt);
+    request.mutable_sampling()->set_temperature(0);
+    request.mutable_sampling()->set_max_tokens(max_tokens);
+    auto stub = cluster_.RouterStub();
+    grpc::ClientContext context;
+    cluster_.Prepare(context);
+    test_support::GenerateOutcome outcome = test_support::RunGenerate(*stub, context, request);
+    EXPECT_TRUE(outcome.status.ok()) << outcome.status.error_message();
+    return outcome.text;
+  }
+
+  LocalCluster cluster_{{}, {}};
+  std::unique_ptr<HttpClient> client_;
+  test_support::Proc* decode_ = nullptr;
+};
+
+TEST_F(HttpClusterTest, CompletionsAndChat) {
+  httplib::Result health = client_->Get("/health", /*key=*/"");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200) << health->body;
+  EXPECT_EQ(json::parse(health->body)["status"], "ok");
+
+  const std::string prompt = "The capital of France is";
+  httplib::Result r = client_->Post(
+      "/v1/completions",
+      json({{"model", kModel}, {"prompt", prompt}, {"max_tokens", 8}, {"temperature", 0}})
+          .dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(r->get_header_value("Content-Type"), "application/json");
+  const json completion = json::parse(r->body);
+  EXPECT_EQ(completion["id"].get<std::string>().rfind("cmpl-", 0), 0u);
+  EXPECT_EQ(completion["object"], "text_completion");
+  EXPECT_TRUE(completion["created"].is_number_integer());
+  EXPECT_EQ(completion["model"], kModel);
+  ASSERT_EQ(completion["choices"].size(), 1u);
+  const json& choice = completion["choices"][0];
+  EXPECT_EQ(choice["index"], 0);
+  EXPECT_TRUE(choice["logprobs"].is_null());
+  EXPECT_EQ(choice["finish_reason"], "length");
+  // The same request path as gRPC: the same text at temperature 0.
+  EXPECT_EQ(choice["text"], GrpcText(prompt, 8));
+  const json& usage = completion["usage"];
+  EXPECT_GT(usage["prompt_tokens"].get<int>(), 0);
+  EXPECT_EQ(usage["completion_tokens"], 8);
+  EXPECT_EQ(usage["total_tokens"].get<int>(),
+            usage["prompt_tokens"].get<int>() + usage["completion_tokens"].get<int>());
+
+  // A prompt of one string in an array, and as token ids, are the same prompt.
+  r = client_->Post("/v1/completions",
+                    json({{"prompt", {prompt}}, {"max_tokens", 8}, {"temperature", 0}}).dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["choices"][0]["text"], choice["text"]);
+
+  r = client_->Post("/v1/chat/completions", R"({
+      "messages": [{"role": "system", "content": "You are brief."},
+                   {"role": "user", "content": [{"type": "text", "text": "Say hello."}]}],
+      "max_completion_tokens": 12, "temperature": 0, "seed": 3, "stop": ["\n\n"]})");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json chat = json::parse(r->body);
+  EXPECT_EQ(chat["id"].get<std::string>().rfind("chatcmpl-", 0), 0u);
+  EXPECT_EQ(chat["object"], "chat.completion");
+  EXPECT_EQ(chat["model"], kModel);
+  const json& message = chat["choices"][0]["message"];
+  EXPECT_EQ(message["role"], "assistant");
+  EXPECT_FALSE(message["content"].get<std::string>().empty());
+  EXPECT_THAT(chat["choices"][0]["finish_reason"].get<std::string>(),
+              testing::AnyOf("stop", "length"));
+  EXPECT_LE(chat["usage"]["completion_tokens"].get<int>(), 12);
+}
+
+TEST_F(HttpClusterTest, StreamingEqualsNonStreamingAndEndsWithUsage) {
+  for (const std::string path : {"/v1/completions", "/v1/chat/completions"}) {
+    const bool chat = path == "/v1/chat/completions";
+    json request = {{"max_tokens", 10}, {"temperature", 0}};
+    if (chat) {
+      request["messages"] = {{{"role", "user"}, {"content", "Write one sentence about rivers."}}};
+    } else {
+      request["prompt"] = "Rivers are";
+    }
+    httplib::Result whole = client_->Post(path, request.dump());
+    ASSERT_TRUE(whole);
+    ASSERT_EQ(whole->status, 200) << whole->body;
+    const json expected = json::parse(whole->body);
+
+    request["stream"] = true;
+    request["stream_options"] = {{"include_usage", true}};
+    httplib::Result streamed = client_->Post(path, request.dump());
+    ASSERT_TRUE(streamed);
+    ASSERT_EQ(streamed->status, 200) << streamed->body;
+    EXPECT_EQ(streamed->get_header_value("Content-Type"), "text/event-stream");
+    const SseStream sse = ParseSse(streamed->body);
+    EXPECT_TRUE(sse.done);
+    EXPECT_TRUE(sse.done_last);
+    ASSERT_GE(sse.events.size(), 3u);
+    std::string text;
+    std::string finish_reason;
+    for (size_t i = 0; i + 1 < sse.events.size(); ++i) {
+      const json& chunk = sse.events[i];
+      EXPECT_EQ(chunk["object"], chat ? "chat.completion.chunk" : "text_completion");
+      EXPECT_EQ(chunk["id"], sse.events[0]["id"]);
+      EXPECT_EQ(chunk["model"], kModel);
+      EXPECT_TRUE(chunk["usage"].is_null());
+      ASSERT_EQ(chunk["choices"].size(), 1u);
+      const json& choice = chunk["choices"][0];
+      if (chat) {
+        EXPECT_EQ(choice["delta"].contains("role"), i == 0);
+        if (i == 0) EXPECT_EQ(choice["delta"]["role"], "assistant");
+        if (choice["delta"].contains("content")) text += choice["delta"]["content"];
+      } else {
+        text += choice["text"];
+      }
+      if (!choice["finish_reason"].is_null()) {
+        EXPECT_EQ(i + 2, sse.events.size()) << "the finish reason comes in the last choice";
+        finish_reason = choice["finish_reason"];
+      }
+    }
+    const json& last = sse.events.back();
+    EXPECT_EQ(last["choices"], json::array());
+    EXPECT_EQ(last["usage"], expected["usage"]);
+    const json& choice = expected["choices"][0];
+    EXPECT_EQ(text, chat ? choice["message"]["content"] : choice["text"]);
+    EXPECT_EQ(finish_reason, choice["finish_reason"]);
+  }
+}
+
+TEST_F(HttpClusterTest, ClientGoneMidStreamCancelsEverywhere) {
+  // Far more tokens than the worker generates in the time the test waits below (about a minute
+  // of decoding on a CPU core): only a cancellation frees the blocks that soon.
+  const std::string body =
+      R"({"prompt": "Once upon a time", "max_tokens": 4000, "ignore_eos": true,
+          "stream": true})";
+  int chunks = 0;
+  httplib::Result r = client_->PostStreaming("/v1/completions", body,
+                                             [&](const char* data, size_t n) {
+                                               return ++chunks < 4;  // then hang up
+                                             });
+  EXPECT_FALSE(r);  // we hung up
+  EXPECT_EQ(chunks, 4);
+  // The router cancelled the request: the decode worker released the reservation, every block
+  // is free, and the router holds nothing for it.
+  EXPECT_TRUE(cluster_.WaitAllBlocksFree(decode_->address, std::chrono::seconds(15)));
+  auto stub = cluster_.RouterStub();
+  grpc::ClientContext context;
+  cluster_.Prepare(context);
+  baton::v1::ClusterStatusResponse status;
+  ASSERT_TRUE(stub->ClusterStatus(&context, {}, &status).ok());
+  EXPECT_EQ(status.active_requests(), 0);
+  EXPECT_EQ(status.queued_requests(), 0);
+}
+
+TEST(HttpClusterConfigTest, RouterHttpPort) {
+  absl::StatusOr<cli::ClusterConfig> config = cli::ParseClusterConfig(
+      "router:\n  port: 7000\n  http_port: 8000\nprefill: [{}]\ndecode: [{}]\n", "test.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->router.http_port, 8000);
+  config = cli::ParseClusterConfig("prefill: [{}]\ndecode: [{}]\n", "test.yaml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->router.http_port, 0);  // any free port
+  config = cli::ParseClusterConfig(
+      "router:\n  http_port: 70000\nprefill: [{}]\ndecode: [{}]\n", "test.yaml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(), HasSubstr("http_port"));
+  // Workers have no HTTP API.
+  config = cli::ParseClusterConfig("prefill: [{http_port: 1}]\ndecode: [{}]\n", "test.yaml");
+  ASSERT_FALSE(config.ok());
+  EXPECT_THAT(config.status().message(), HasSubstr("unknown key 'http_port'"));
+}
+
+}  // namespace
+}  // namespace baton

@@ -1,0 +1,215 @@
+"""The router's OpenAI-compatible HTTP API driven by the official `openai` Python client.
+
+A small local cluster (`baton up`: the router, one prefill and one decode worker on 127.0.0.1)
+is started once for the module; its "http: HOST:PORT" line gives the API's address. BATON_BINARY
+names the `baton` to test (default: build/bin/baton).
+"""
+
+import os
+import pathlib
+import queue
+import signal
+import subprocess
+import tempfile
+import threading
+
+import openai
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BINARY = os.environ.get("BATON_BINARY", str(ROOT / "build" / "bin" / "baton"))
+START_TIMEOUT_S = 180
+
+CLUSTER_YAML = """\
+host: 127.0.0.1
+router:
+  port: 0
+  http_port: 0
+prefill:
+  - threads: 1
+decode:
+  - threads: 1
+    kv_cache_memory: 128M
+"""
+
+
+@pytest.fixture(scope="module")
+def base_url():
+    with tempfile.TemporaryDirectory() as tmp:
+        config = pathlib.Path(tmp) / "cluster.yaml"
+        config.write_text(CLUSTER_YAML)
+        proc = subprocess.Popen(
+            [BINARY, "up", "--config", str(config)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        lines = queue.Queue()
+
+        def read():
+            for line in proc.stdout:
+                lines.put(line)
+            lines.put(None)
+
+        threading.Thread(target=read, daemon=True).start()
+        http = None
+        try:
+            while http is None:
+                try:
+                    line = lines.get(timeout=START_TIMEOUT_S)
+                except queue.Empty:
+                    pytest.fail(f"`baton up` printed no 'http:' line in {START_TIMEOUT_S} s")
+                if line is None:
+                    pytest.fail(f"`baton up` exited with code {proc.wait()} before serving")
+                if line.startswith("http: "):
+                    http = line.split()[1]
+            yield f"http://{http}/v1"
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture(scope="module")
+def client(base_url):
+    # No API key is configured on the router; the client insists on sending one.
+    return openai.OpenAI(base_url=base_url, api_key="unused", max_retries=0, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def model(client):
+    models = client.models.list()
+    assert len(models.data) == 1
+    assert models.data[0].object == "model"
+    return models.data[0].id
+
+
+CHAT = [
+    {"role": "system", "content": "You are a concise assistant."},
+    {"role": "user", "content": "Name three colors of the rainbow."},
+]
+
+
+def test_chat_completion(client, model):
+    response = client.chat.completions.create(
+        model=model, messages=CHAT, max_tokens=16, temperature=0
+    )
+    assert response.id.startswith("chatcmpl-")
+    assert response.object == "chat.completion"
+    assert response.model == model
+    assert len(response.choices) == 1
+    choice = response.choices[0]
+    assert choice.index == 0
+    assert choice.message.role == "assistant"
+    assert choice.message.content
+    assert choice.finish_reason in ("stop", "length")
+    usage = response.usage
+    assert usage is not None
+    assert usage.prompt_tokens > 0
+    assert 0 < usage.completion_tokens <= 16
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+
+
+def test_chat_streaming_equals_non_streaming(client, model):
+    whole = client.chat.completions.create(
+        model=model, messages=CHAT, max_tokens=16, temperature=0
+    )
+    stream = client.chat.completions.create(
+        model=model,
+        messages=CHAT,
+        max_tokens=16,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(stream)
+    assert chunks[0].object == "chat.completion.chunk"
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    finish = [c.choices[0].finish_reason for c in chunks if c.choices]
+    finish = [f for f in finish if f]
+    assert text == whole.choices[0].message.content
+    assert finish == [whole.choices[0].finish_reason]
+    # include_usage: a last chunk with the usage and no choices.
+    assert chunks[-1].choices == []
+    assert chunks[-1].usage is not None
+    assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
+    assert chunks[-1].usage.prompt_tokens == whole.usage.prompt_tokens
+    assert all(c.usage is None for c in chunks[:-1])
+
+
+def test_completion(client, model):
+    response = client.completions.create(
+        model=model, prompt="The capital of France is", max_tokens=8, temperature=0
+    )
+    assert response.id.startswith("cmpl-")
+    assert response.object == "text_completion"
+    assert response.model == model
+    choice = response.choices[0]
+    assert choice.text
+    assert choice.finish_reason == "length"
+    assert response.usage.completion_tokens == 8
+    assert response.usage.total_tokens == response.usage.prompt_tokens + 8
+
+
+def test_completion_streaming_equals_non_streaming(client, model):
+    prompt = "Once upon a time"
+    whole = client.completions.create(model=model, prompt=prompt, max_tokens=12, temperature=0)
+    chunks = list(
+        client.completions.create(
+            model=model,
+            prompt=prompt,
+            max_tokens=12,
+            temperature=0,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    text = "".join(c.choices[0].text for c in chunks if c.choices)
+    assert text == whole.choices[0].text
+    assert chunks[-1].choices == []
+    assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
+    # Without stream_options there is no usage chunk.
+    plain = list(
+        client.completions.create(
+            model=model, prompt=prompt, max_tokens=12, temperature=0, stream=True
+        )
+    )
+    assert all(c.choices for c in plain)
+    assert "".join(c.choices[0].text for c in plain) == whole.choices[0].text
+
+
+def test_seed_and_stop(client, model):
+    kwargs = dict(model=model, prompt="List some fruits:", max_tokens=12, temperature=0.8, seed=7)
+    first = client.completions.create(**kwargs)
+    second = client.completions.create(**kwargs)
+    assert first.choices[0].text == second.choices[0].text
+    stopped = client.completions.create(
+        model=model, prompt="1, 2, 3, 4,", max_tokens=16, temperature=0, stop=[" 6"]
+    )
+    assert " 6" not in stopped.choices[0].text
+    assert stopped.choices[0].finish_reason == "stop"
+
+
+def test_bad_requests_raise_bad_request_error(client, model):
+    with pytest.raises(openai.BadRequestError) as error:
+        client.chat.completions.create(model=model, messages=CHAT, temperature=-1)
+    assert error.value.status_code == 400
+    assert error.value.body["param"] == "temperature"
+    assert error.value.body["type"] == "invalid_request_error"
+    with pytest.raises(openai.BadRequestError):
+        client.completions.create(model=model, prompt="Hi", n=2)
+    with pytest.raises(openai.BadRequestError):
+        client.completions.create(model=model, prompt="", max_tokens=4)
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(model=model, messages=CHAT, logprobs=True)
+
+
+def test_unknown_model_raises_not_found(client):
+    with pytest.raises(openai.NotFoundError) as error:
+        client.completions.create(model="gpt-4", prompt="Hi", max_tokens=4)
+    assert error.value.status_code == 404
+    assert error.value.body["code"] == "model_not_found"
