@@ -1,9 +1,20 @@
-// baton bench engine: engine speed as one JSON object (see bench/engine_bench.h).
+// baton bench engine | serve | handoff: engine speed (bench/engine_bench.h), a load generator
+// against a router (bench/serve_bench.h), the KV hand-off cost (bench/handoff_bench.h).
+#include <signal.h>
+
+#include <cmath>
+#include <fstream>
 #include <iostream>
+#include <limits>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "bench/engine_bench.h"
+#include "bench/handoff_bench.h"
+#include "bench/latency_plot.h"
+#include "bench/serve_bench.h"
+#include "cli/child_process.h"
 #include "cli/command.h"
 
 namespace baton::cli {
@@ -58,15 +69,230 @@ int RunBenchEngine(const Args& args) {
   return 0;
 }
 
+// Writes `json` to `path`, or to stdout when path is empty.
+absl::Status EmitJson(const nlohmann::json& json, const std::string& path) {
+  if (path.empty()) {
+    std::cout << json.dump(2) << "\n" << std::flush;
+    return absl::OkStatus();
+  }
+  std::ofstream out(path, std::ios::trunc);
+  out << json.dump(2) << "\n";
+  out.close();
+  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
+  return absl::OkStatus();
+}
+
+int RunBenchServe(const Args& args) {
+  const std::vector<FlagSpec> specs = {
+      {"server", "HOST:PORT", "the router's gRPC address (or its HTTP address with --protocol http)"},
+      {"protocol", "P", "grpc (default) | http (POST /v1/completions, stream=true)"},
+      {"request-rate", "R", "open loop: Poisson arrivals at R requests/s (seeded; inf: all at once)"},
+      {"concurrency", "C", "closed loop: C requests in flight"},
+      {"max-concurrency", "N", "open loop: at most N requests in flight (default 1024)"},
+      {"num-prompts", "N", "measured requests (default 100)"},
+      {"warmup", "W", "unmeasured requests sent first (default 0)"},
+      {"input-len", "L", "synthetic prompts: tokens (default 256)"},
+      {"output-len", "O", "output tokens per request (default 64; a dataset's default)"},
+      {"range-ratio", "X", "lengths uniform in [len*(1-X), len*(1+X)] (default 0)"},
+      {"dataset", "FILE", "JSONL, one {\"prompt\": ..., \"max_tokens\": ...} per line"},
+      {"slo-ttft-ms", "X", "goodput: TTFT at most X ms"},
+      {"slo-tpot-ms", "Y", "goodput: TPOT at most Y ms"},
+      {"seed", "S", "seed of prompts, lengths and arrivals (default 0)"},
+      {"request-timeout", "SECONDS", "deadline of each request (default 300)"},
+      {"token", "T", "shared token (authorization: Bearer T)"},
+      {"model", "NAME", "model name to send (default: none, the served one)"},
+      {"json", "OUT.json", "write the JSON result there (default: stdout)"},
+      {"plot", "OUT.png", "latency CDFs drawn by gnuplot (also writes OUT.dat, OUT.gp)"},
+      {"no-per-request", "", "leave the per-request arrays out of the JSON"},
+      {"help", "", "show this help"},
+  };
+  const std::string usage = Usage(
+      "bench serve",
+      "--server HOST:PORT (--request-rate R | --concurrency C) [--num-prompts N] [flags]", specs);
+  absl::StatusOr<Flags> flags = Flags::Parse(args, specs);
+  if (!flags.ok()) return UsageError("bench serve", flags.status(), usage);
+  if (flags->Has("help")) {
+    std::cout << usage;
+    return 0;
+  }
+  auto bad = [&](const absl::Status& s) { return UsageError("bench serve", s, usage); };
+  bench::ServeBenchOptions o;
+  o.client.server = flags->GetOr("server", "");
+  if (o.client.server.empty()) return bad(absl::InvalidArgumentError("--server is required"));
+  absl::StatusOr<bench::ServeProtocol> protocol =
+      bench::ParseServeProtocol(flags->GetOr("protocol", "grpc"));
+  if (!protocol.ok()) return bad(protocol.status());
+  o.client.protocol = *protocol;
+  o.client.token = flags->GetOr("token", "");
+  o.client.model = flags->GetOr("model", "");
+  if (auto rate = flags->Get("request-rate")) {
+    if (*rate == "inf") {
+      o.request_rate = std::numeric_limits<double>::infinity();
+    } else {
+      absl::StatusOr<double> r = flags->GetDouble("request-rate", 0, 1e-6, 1e6);
+      if (!r.ok()) return bad(r.status());
+      o.request_rate = *r;
+    }
+  }
+  absl::StatusOr<int64_t> v;
+  if (!(v = flags->GetInt("concurrency", 0, 1, 100000)).ok()) return bad(v.status());
+  o.concurrency = static_cast<int32_t>(*v);
+  if ((o.request_rate > 0) == (o.concurrency > 0)) {
+    return bad(absl::InvalidArgumentError("give exactly one of --request-rate and --concurrency"));
+  }
+  if (!(v = flags->GetInt("max-concurrency", 1024, 1, 100000)).ok()) return bad(v.status());
+  o.max_in_flight = static_cast<int32_t>(*v);
+  if (!(v = flags->GetInt("num-prompts", 100, 1, 1000000)).ok()) return bad(v.status());
+  o.num_prompts = static_cast<int32_t>(*v);
+  if (!(v = flags->GetInt("warmup", 0, 0, 100000)).ok()) return bad(v.status());
+  o.warmup = static_cast<int32_t>(*v);
+  if (!(v = flags->GetInt("input-len", 256, 1, 1 << 20)).ok()) return bad(v.status());
+  o.input_len = static_cast<int32_t>(*v);
+  if (!(v = flags->GetInt("output-len", 64, 1, 1 << 20)).ok()) return bad(v.status());
+  o.output_len = static_cast<int32_t>(*v);
+  absl::StatusOr<double> d;
+  if (!(d = flags->GetDouble("range-ratio", 0, 0, 0.999)).ok()) return bad(d.status());
+  o.range_ratio = *d;
+  o.dataset_path = flags->GetOr("dataset", "");
+  if (flags->Has("slo-ttft-ms")) {
+    if (!(d = flags->GetDouble("slo-ttft-ms", 0, 0, 1e9)).ok()) return bad(d.status());
+    o.slo.ttft_s = *d / 1e3;
+  }
+  if (flags->Has("slo-tpot-ms")) {
+    if (!(d = flags->GetDouble("slo-tpot-ms", 0, 0, 1e9)).ok()) return bad(d.status());
+    o.slo.tpot_s = *d / 1e3;
+  }
+  if (!(v = flags->GetInt("seed", 0, 0, std::numeric_limits<int64_t>::max())).ok()) {
+    return bad(v.status());
+  }
+  o.seed = static_cast<uint64_t>(*v);
+  if (!(v = flags->GetInt("request-timeout", 300, 1, 86400)).ok()) return bad(v.status());
+  o.client.timeout = std::chrono::seconds(*v);
+  o.keep_requests = !flags->Has("no-per-request");
+
+  absl::StatusOr<bench::ServeBenchResult> result = bench::RunServeBench(o, std::cerr);
+  if (!result.ok()) return RunError("bench serve", result.status());
+  std::cerr << bench::FormatServeTable(result->json);
+  if (auto plot = flags->Get("plot")) {
+    const std::string title = absl::StrCat(
+        "baton bench serve: ", bench::ServeProtocolName(o.client.protocol), " ", o.client.server,
+        o.request_rate > 0 ? absl::StrCat(", ", result->json["request_rate"].dump(), " req/s")
+                           : absl::StrCat(", ", o.concurrency, " in flight"),
+        ", ", result->json.value("completed", 0), " requests");
+    absl::Status plotted = bench::WriteLatencyPlot(result->outcomes, *plot, title);
+    if (plotted.ok()) {
+      std::cerr << "baton bench serve: plot written to " << *plot << "\n";
+    } else {
+      std::cerr << "baton bench serve: no plot: " << plotted.message() << "\n";
+    }
+    result->json["plot"] = plotted.ok() ? nlohmann::json(*plot) : nlohmann::json();
+  }
+  if (absl::Status s = EmitJson(result->json, flags->GetOr("json", "")); !s.ok()) {
+    return RunError("bench serve", s);
+  }
+  return 0;
+}
+
+// bench::BenchProcess over a ChildProcess: SIGTERM on destruction, SIGKILL after a grace.
+class ChildBenchProcess final : public bench::BenchProcess {
+ public:
+  explicit ChildBenchProcess(std::unique_ptr<ChildProcess> process)
+      : process_(std::move(process)) {}
+  ~ChildBenchProcess() override {
+    process_->Signal(SIGTERM);
+    if (!process_->Wait(std::chrono::seconds(10)).ok()) process_->Signal(SIGKILL);
+  }
+  absl::StatusOr<std::string> WaitForLine(const std::string& prefix,
+                                          std::chrono::milliseconds timeout) override {
+    return process_->WaitForLine(prefix, timeout);
+  }
+
+ private:
+  std::unique_ptr<ChildProcess> process_;
+};
+
+int RunBenchHandoff(const Args& args) {
+  const std::vector<FlagSpec> specs = {
+      {"model", "PATH", "GGUF model (default: the default model)"},
+      {"prompt-tokens", "LIST", "prompt lengths, comma-separated (default 128,512,2048,8192)"},
+      {"repeats", "N", "runs per length and way, medians reported (default 3)"},
+      {"max-tokens", "N", "end-to-end requests' output tokens (default 16); prompts are capped "
+                          "at the context minus this"},
+      {"kv-chunk-bytes", "N", "gRPC KV transfer chunk size (default 1 MiB, as the workers)"},
+      {"kv-streams", "N", "parallel KV streams per push (default 1, as the workers)"},
+      {"kv-cache-memory", "BYTES", "each worker's KV cache (default 512M)"},
+      {"colocated-threads", "N", "the colocated worker's threads (default 1: the prefill "
+                                 "worker's compute, so the TTFT ratio isolates the hand-off)"},
+      {"no-e2e", "", "the pure transfer only: start no processes"},
+      {"json", "OUT.json", "write the JSON result there (default: stdout)"},
+      {"help", "", "show this help"},
+  };
+  const std::string usage = Usage("bench handoff", "[--model PATH] [--prompt-tokens LIST] "
+                                                   "[--repeats N] [--json OUT.json]", specs);
+  absl::StatusOr<Flags> flags = Flags::Parse(args, specs);
+  if (!flags.ok()) return UsageError("bench handoff", flags.status(), usage);
+  if (flags->Has("help")) {
+    std::cout << usage;
+    return 0;
+  }
+  auto bad = [&](const absl::Status& s) { return UsageError("bench handoff", s, usage); };
+  bench::HandoffBenchOptions o;
+  o.model_path = flags->GetOr("model", DefaultModelPath());
+  if (auto list = flags->Get("prompt-tokens")) {
+    o.prompt_tokens.clear();
+    for (absl::string_view item : absl::StrSplit(*list, ',')) {
+      int32_t n;
+      if (!absl::SimpleAtoi(item, &n) || n < 1 || n > (1 << 20)) {
+        return bad(absl::InvalidArgumentError(
+            absl::StrCat("--prompt-tokens: '", item, "' is not a length in [1, 1048576]")));
+      }
+      o.prompt_tokens.push_back(n);
+    }
+  }
+  absl::StatusOr<int64_t> v;
+  if (!(v = flags->GetInt("repeats", 3, 1, 1000)).ok()) return bad(v.status());
+  o.repeats = static_cast<int>(*v);
+  if (!(v = flags->GetInt("max-tokens", 16, 1, 4096)).ok()) return bad(v.status());
+  o.max_tokens = static_cast<int32_t>(*v);
+  if (!(v = flags->GetInt("kv-chunk-bytes", 1 << 20, 4096, 256 << 20)).ok()) return bad(v.status());
+  o.kv_chunk_bytes = *v;
+  if (!(v = flags->GetInt("kv-streams", 1, 1, 64)).ok()) return bad(v.status());
+  o.kv_streams = static_cast<int>(*v);
+  if (!(v = flags->GetInt("colocated-threads", 1, 1, 1024)).ok()) return bad(v.status());
+  o.colocated_threads = static_cast<int>(*v);
+  o.kv_cache_memory = flags->GetOr("kv-cache-memory", "512M");
+  if (absl::StatusOr<int64_t> bytes = ParseByteSize(o.kv_cache_memory); !bytes.ok()) {
+    return bad(bytes.status());
+  }
+  o.end_to_end = !flags->Has("no-e2e");
+  o.baton_executable = SelfExecutable();
+  o.launcher = [](const std::vector<std::string>& argv, const std::vector<int>& cpus)
+      -> absl::StatusOr<std::unique_ptr<bench::BenchProcess>> {
+    absl::StatusOr<std::unique_ptr<ChildProcess>> p = ChildProcess::Start(argv, cpus);
+    if (!p.ok()) return p.status();
+    return std::make_unique<ChildBenchProcess>(std::move(*p));
+  };
+  absl::StatusOr<nlohmann::json> result = bench::RunHandoffBench(o, std::cerr);
+  if (!result.ok()) return RunError("bench handoff", result.status());
+  std::cerr << bench::FormatHandoffTable(*result);
+  if (absl::Status s = EmitJson(*result, flags->GetOr("json", "")); !s.ok()) {
+    return RunError("bench handoff", s);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int RunBench(const Args& args) {
-  constexpr char kUsage[] = "usage: baton bench engine [flags]   (baton bench engine --help)\n";
+  constexpr char kUsage[] =
+      "usage: baton bench engine|serve|handoff [flags]   (baton bench NAME --help)\n";
   if (args.empty()) {
     std::cerr << kUsage;
     return 2;
   }
   if (args[0] == "engine") return RunBenchEngine(Args(args.begin() + 1, args.end()));
+  if (args[0] == "serve") return RunBenchServe(Args(args.begin() + 1, args.end()));
+  if (args[0] == "handoff") return RunBenchHandoff(Args(args.begin() + 1, args.end()));
   std::cerr << "baton bench: unknown benchmark '" << args[0] << "'\n" << kUsage;
   return 2;
 }

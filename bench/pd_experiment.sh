@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# The P/D experiment: the same load (`baton bench serve`, fixed seed, Poisson arrivals) against
+#   (a) colocated:      one colocated worker on both cores     (deploy/local/colocated.yaml)
+#   (b) disaggregated:  prefill worker on core 0, decode on 1   (deploy/local/cluster.yaml)
+# and TTFT / TPOT p99 and goodput side by side. Each cluster is started with `baton up`, loaded,
+# and stopped before the next one starts, so they never share the machine.
+#
+# usage: bench/pd_experiment.sh [--rate R] [--num-prompts N] [--input-len L] [--output-len O]
+#          [--slo-ttft-ms X] [--slo-tpot-ms Y] [--seed S] [--warmup W] [--protocol grpc|http]
+#          [--out DIR] [--baton PATH] [--no-plot]
+# Writes into DIR (default build/bench-results/pd-DATE): colocated.json and disaggregated.json
+# (bench serve's JSON), their .log and .png (when gnuplot is installed), and summary.json; prints
+# the table to stdout. BATON=PATH or --baton picks the binary (default build/bin/baton).
+#
+# The defaults come from a calibration on a 2-core machine: at a light 0.3 requests/s a 256-token
+# prompt had a median TTFT of ~1.6 s (one core of prefill) both ways, and 0.5 requests/s saturates
+# the colocated worker; the SLOs are about twice the light-load TTFT and a TPOT that streams
+# faster than people read. Calibrate again (a short run with --num-prompts 30) on other machines.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+rate=0.5 num_prompts=200 input_len=256 output_len=64 slo_ttft_ms=3000 slo_tpot_ms=100 seed=1
+warmup=4 protocol=grpc out="" baton="" plot=1
+usage() { sed -n '8,10p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+while (($#)); do
+  case "$1" in
+    --rate) rate=$2; shift 2 ;;
+    --num-prompts) num_prompts=$2; shift 2 ;;
+    --input-len) input_len=$2; shift 2 ;;
+    --output-len) output_len=$2; shift 2 ;;
+    --slo-ttft-ms) slo_ttft_ms=$2; shift 2 ;;
+    --slo-tpot-ms) slo_tpot_ms=$2; shift 2 ;;
+    --seed) seed=$2; shift 2 ;;
+    --warmup) warmup=$2; shift 2 ;;
+    --protocol) protocol=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --baton) baton=$2; shift 2 ;;
+    --no-plot) plot=0; shift ;;
+    -h|--help) usage ;;
+    *) echo "pd_experiment: unknown argument '$1'" >&2; usage ;;
+  esac
+done
+baton=${baton:-${BATON:-build/bin/baton}}
+out=${out:-build/bench-results/pd-$(date +%Y%m%d-%H%M%S)}  # build*/ is git-ignored
+[ -x "$baton" ] || { echo "pd_experiment: no baton binary at $baton (scripts/build.sh, or --baton)" >&2; exit 1; }
+mkdir -p "$out"
+
+up_pid=""
+stop_cluster() {
+  if [ -n "$up_pid" ] && kill -0 "$up_pid" 2>/dev/null; then
+    kill -TERM "$up_pid" 2>/dev/null || true
+    wait "$up_pid" 2>/dev/null || true
+  fi
+  up_pid=""
+}
+trap stop_cluster EXIT
+trap 'exit 130' INT TERM
+
+# run NAME CONFIG: start the cluster, load it, stop it.
+run() {
+  local name=$1 config=$2 up_out="$out/$1.up.out" address="" waited=0
+  echo "pd_experiment: $name: baton up --config $config" >&2
+  : >"$up_out"  # exists before the background process opens it: the loop below reads it
+  "$baton" up --config "$config" >"$up_out" 2>"$out/$name.up.log" &
+  up_pid=$!
+  local prefix="router: "
+  [ "$protocol" = http ] && prefix="http: "
+  while [ -z "$address" ]; do
+    address=$(sed -n "s/^$prefix//p" "$up_out" | head -n 1)
+    if [ -z "$address" ]; then
+      kill -0 "$up_pid" 2>/dev/null || { echo "pd_experiment: $name: baton up exited (see $out/$name.up.log)" >&2; return 1; }
+      ((waited++ < 1800)) || { echo "pd_experiment: $name: no '$prefix' line in 180 s" >&2; return 1; }
+      sleep 0.1
+    fi
+  done
+  echo "pd_experiment: $name: $protocol $address" >&2
+  local plot_args=()
+  ((plot)) && plot_args=(--plot "$out/$name.png")
+  "$baton" bench serve --server "$address" --protocol "$protocol" --request-rate "$rate" \
+    --num-prompts "$num_prompts" --warmup "$warmup" --input-len "$input_len" \
+    --output-len "$output_len" --slo-ttft-ms "$slo_ttft_ms" --slo-tpot-ms "$slo_tpot_ms" \
+    --seed "$seed" --json "$out/$name.json" "${plot_args[@]}" 2> >(tee "$out/$name.log" >&2)
+  stop_cluster
+}
+
+run colocated deploy/local/colocated.yaml
+run disaggregated deploy/local/cluster.yaml
+
+python3 - "$out" <<'EOF'
+import json, sys
+out = sys.argv[1]
+runs = {name: json.load(open(f"{out}/{name}.json")) for name in ("colocated", "disaggregated")}
+rows = [
+    ("completed / failed", lambda r: f"{r['completed']} / {r['failed']}"),
+    ("request throughput (req/s)", lambda r: f"{r['request_throughput']:.3f}"),
+    ("output throughput (tok/s)", lambda r: f"{r['output_throughput']:.1f}"),
+    ("TTFT median (ms)", lambda r: f"{r['median_ttft_ms']:.1f}"),
+    ("TTFT p99 (ms)", lambda r: f"{r['p99_ttft_ms']:.1f}"),
+    ("TPOT median (ms)", lambda r: f"{r['median_tpot_ms']:.1f}"),
+    ("TPOT p99 (ms)", lambda r: f"{r['p99_tpot_ms']:.1f}"),
+    ("ITL p99 (ms)", lambda r: f"{r['p99_itl_ms']:.1f}"),
+    ("E2E p99 (ms)", lambda r: f"{r['p99_e2el_ms']:.1f}"),
+    ("good requests (SLO met)", lambda r: f"{r['good_requests']} of {r['num_prompts']}"),
+    ("goodput (req/s)", lambda r: f"{r['request_goodput']:.3f}"),
+]
+c, d = runs["colocated"], runs["disaggregated"]
+print(f"P/D experiment: {c['num_prompts']} requests, Poisson {c['request_rate']} req/s, "
+      f"~{c['input_len']} in / {c['output_len']} out tokens, seed {c['seed']}, "
+      f"SLO TTFT <= {c['slo_ttft_ms']:g} ms and TPOT <= {c['slo_tpot_ms']:g} ms")
+print(f"{'':30s} {'colocated (2 cores)':>22s} {'P/D (1 + 1 core)':>22s}")
+for label, f in rows:
+    print(f"{label:30s} {f(c):>22s} {f(d):>22s}")
+for name, r in runs.items():
+    if r["errors"]:
+        print(f"{name} errors: {r['errors']}")
+keys = ["completed", "failed", "errors", "request_throughput", "output_throughput",
+        "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms", "p99_itl_ms",
+        "p99_e2el_ms", "good_requests", "request_goodput"]
+summary = {"settings": {k: c[k] for k in ("num_prompts", "request_rate", "input_len",
+                                            "output_len", "seed", "slo_ttft_ms", "slo_tpot_ms",
+                                            "protocol")},
+           **{name: {k: r[k] for k in keys} for name, r in runs.items()}}
+json.dump(summary, open(f"{out}/summary.json", "w"), indent=2)
+print(f"JSON: {out}/colocated.json {out}/disaggregated.json {out}/summary.json")
+EOF

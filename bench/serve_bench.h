@@ -1,0 +1,62 @@
+// `baton bench serve`: a load generator against the router, reporting latency and throughput with
+// vLLM's benchmark_serving definitions (bench/latency_stats.h).
+//
+// A run: build the requests (a JSONL dataset, or synthetic prompts of a given token length,
+// calibrated against the server), send `warmup` requests that are not measured, then send
+// `num_prompts` requests either at Poisson arrival times of a given rate (open loop, seeded) or
+// with a fixed number in flight (closed loop), and wait for all of them. Every request has a
+// deadline, so the run always ends; failures are counted by status code, never fatal.
+//
+// Thread-safety: RunServeBench is thread-compatible (it runs its own threads: one per request in
+// flight).
+#ifndef BATON_BENCH_SERVE_BENCH_H_
+#define BATON_BENCH_SERVE_BENCH_H_
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "bench/latency_stats.h"
+#include "bench/serve_client.h"
+#include "nlohmann/json.hpp"
+
+namespace baton::bench {
+
+struct ServeBenchOptions {
+  ServeClientOptions client;
+  double request_rate = 0;      // > 0: Poisson arrivals at this rate (requests/s); inf: all at once
+  int32_t concurrency = 0;      // > 0: closed loop with this many requests in flight
+  int32_t max_in_flight = 1024; // open loop: arrivals wait while this many are in flight
+  int32_t num_prompts = 100;
+  int32_t warmup = 0;
+  int32_t input_len = 256;      // synthetic prompts (when dataset_path is empty)
+  int32_t output_len = 64;
+  double range_ratio = 0;
+  std::string dataset_path;     // JSONL: {"prompt": ..., "max_tokens": ...} per line
+  Slo slo;
+  uint64_t seed = 0;
+  bool keep_requests = true;    // per-request arrays in the JSON ("requests")
+};
+
+// The result as one JSON object (keys named as vLLM's benchmark_serving: request_throughput,
+// mean_ttft_ms, median_ttft_ms, p90_ttft_ms, p99_ttft_ms, ..., request_goodput), plus errors by
+// code, the prompt-length check, the server's own timings and, when asked, per-request arrays.
+// `log` gets progress lines. Errors only for bad options or an unreadable dataset.
+struct ServeBenchResult {
+  nlohmann::json json;
+  std::vector<RequestOutcome> outcomes;  // the measured requests, in request order
+};
+absl::StatusOr<ServeBenchResult> RunServeBench(const ServeBenchOptions& options, std::ostream& log);
+
+// The readable table (vLLM's layout) of a result's JSON.
+std::string FormatServeTable(const nlohmann::json& result);
+
+// The measured part of a result as JSON, from outcomes (exposed for tests).
+nlohmann::json MetricsJson(const ServeMetrics& metrics, const Slo& slo);
+
+}  // namespace baton::bench
+
+#endif  // BATON_BENCH_SERVE_BENCH_H_
