@@ -1,6 +1,8 @@
 #include "engine/transformer.h"
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 
@@ -14,6 +16,23 @@ void AddInPlace(float* x, const float* y, int64_t n) {
 void AddBias(float* x, const float* bias, int64_t n_rows, int64_t dim) {
   if (bias == nullptr) return;
   for (int64_t r = 0; r < n_rows; ++r) AddInPlace(x + r * dim, bias, dim);
+}
+
+// Rounds x[0..n) to the nearest f16 values (ties to even), kept as f32, for finite values up to
+// f16's largest: adding and subtracting 1.5 * 2^(e + 13), where 2^e is the value's binade (at
+// least f16's smallest normal binade, 2^-14), leaves it rounded by the f32 addition to a multiple
+// of 2^(e - 10), f16's spacing there. Loop of plain arithmetic that the compiler vectorizes.
+void RoundToHalfPrecision(float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &x[i], sizeof bits);
+    uint32_t biased = (bits >> 23) & 0xffu;
+    biased = biased < 113u ? 113u : biased;  // 113 = 127 - 14
+    const uint32_t magic_bits = ((biased + 13u) << 23) | 0x400000u;
+    float magic;
+    std::memcpy(&magic, &magic_bits, sizeof magic);
+    x[i] = (x[i] + magic) - magic;
+  }
 }
 
 }  // namespace
@@ -127,6 +146,9 @@ absl::Status Transformer::Forward(std::span<const SequenceInput> sequences,
     AddBias(v_.data(), w.bv, n, c.kv_dim());
     backend_.Rope(q_.data(), n, c.n_head, c.head_dim, positions_.data(), rope_);
     backend_.Rope(k_.data(), n, c.n_head_kv, c.head_dim, positions_.data(), rope_);
+    // The product with the f16 K cache takes Q in f16 too, as GGML's mul_mat converts it
+    // (llama.cpp's attention); K and V are rounded by the cache itself.
+    RoundToHalfPrecision(q_.data(), n * c.q_dim());
     int64_t row = 0;
     for (const SequenceInput& seq : sequences) {
       const int64_t n_seq = static_cast<int64_t>(seq.tokens.size());

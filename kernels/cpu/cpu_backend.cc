@@ -1,6 +1,7 @@
 #include "kernels/cpu/cpu_backend.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -14,6 +15,7 @@
 #include "kernels/cpu/reference_kernels.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/dtype.h"
+#include "kernels/half.h"
 
 namespace baton::kernels {
 namespace {
@@ -22,6 +24,25 @@ namespace {
 constexpr int64_t kRowGrain = 16;
 // Below this many elements an elementwise operation runs on the calling thread alone.
 constexpr int64_t kMinParallelElements = 16384;
+
+// GGML's rms_norm followed by its mul with the weight: the sum of squares in double over f32
+// squares, mean and scale in f32, then (x * scale) * weight.
+void RmsNormRows(const float* x, const float* weight, int64_t n, int64_t dim, float eps,
+                 float* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float* xi = x + i * dim;
+    float* yi = y + i * dim;
+    double sum = 0.0;
+    for (int64_t j = 0; j < dim; ++j) sum += static_cast<double>(xi[j] * xi[j]);
+    const float mean = static_cast<float>(sum / static_cast<double>(dim));
+    const float scale = 1.0f / std::sqrt(mean + eps);
+    for (int64_t j = 0; j < dim; ++j) yi[j] = (xi[j] * scale) * weight[j];
+  }
+}
+
+void RoundToF16Scalar(float* v, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) v[i] = F16ToF32(F32ToF16(v[i]));
+}
 
 void CheckMatMulShape(const WeightMatrix& w) {
   const DTypeTraits& t = Traits(w.dtype);
@@ -100,7 +121,7 @@ class FastCpuBackend final : public Backend {
   void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps,
                float* y) override {
     ForRows(n, dim, [&](int64_t begin, int64_t end) {
-      reference::RmsNorm(x + begin * dim, weight, end - begin, dim, eps, y + begin * dim);
+      RmsNormRows(x + begin * dim, weight, end - begin, dim, eps, y + begin * dim);
     });
   }
 
@@ -140,11 +161,33 @@ class FastCpuBackend final : public Backend {
     if (n_q <= 0) return;
     const int32_t group = n_head / kv.n_kv_head;
     const int64_t d = kv.head_dim;
-    const bool vectorized = kernels_.attention_partial != nullptr && d % 8 == 0 &&
-                            d <= kAttentionMaxHeadDim;
     // Queries in the order 0, n-1, 1, n-2, ...: with the static split, every thread gets a
     // similar share of a causal prefill's work.
     auto query = [n_q](int64_t k) { return k % 2 == 0 ? k / 2 : n_q - 1 - k / 2; };
+    if (kernels_.attention_exact != nullptr && d % 16 == 0 && d <= kAttentionMaxHeadDim) {
+      // A task is one query's heads of one kv head (which share the K/V rows), or a single
+      // head when there are too few of those to keep every thread busy; each head's result is
+      // the same either way.
+      const bool per_head = n_q * kv.n_kv_head < 2 * pool_.n_threads();
+      const int32_t heads_per_task = per_head ? 1 : group;
+      const int64_t tasks_per_query = n_head / heads_per_task;
+      pool_.ParallelFor(n_q * tasks_per_query, [&](int64_t begin, int64_t end, int) {
+        static thread_local std::vector<float> scratch;
+        for (int64_t task = begin; task < end; ++task) {
+          const int64_t i = query(task / tasks_per_query);
+          const int32_t h0 = static_cast<int32_t>(task % tasks_per_query) * heads_per_task;
+          const int64_t offset = (i * n_head + h0) * d;
+          const int64_t size =
+              AttentionExactScratchSize(q_positions[i], kv.head_dim, heads_per_task);
+          if (static_cast<int64_t>(scratch.size()) < size) scratch.resize(static_cast<size_t>(size));
+          kernels_.attention_exact(q + offset, q_positions[i], h0 / group, heads_per_task, kv,
+                                   scale, out + offset, scratch.data());
+        }
+      });
+      return;
+    }
+    const bool vectorized = kernels_.attention_partial != nullptr && d % 8 == 0 &&
+                            d <= kAttentionMaxHeadDim;
     if (!vectorized) {
       pool_.ParallelFor(n_q * kv.n_kv_head, [&](int64_t begin, int64_t end, int) {
         for (int64_t task = begin; task < end; ++task) {
@@ -259,6 +302,11 @@ class FastCpuBackend final : public Backend {
           std::fill(s + i * ss + nb, s + (i + 1) * ss, 0.0f);
           std::fill(d + i * ss + nb, d + (i + 1) * ss, 0.0f);
         }
+        // The scales as GGML's block_q8_1 holds them: f16.
+        const RoundToF16Fn round = kernels_.round_to_f16 != nullptr ? kernels_.round_to_f16
+                                                                    : RoundToF16Scalar;
+        round(d + begin * ss, (end - begin) * ss);
+        round(s + begin * ss, (end - begin) * ss);
       });
       a.s = s;
     } else {

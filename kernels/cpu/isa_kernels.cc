@@ -12,13 +12,15 @@
 namespace baton::kernels {
 namespace {
 
-// One block of the symmetric 8-bit activation quantization: d = max|x| / 127, q = round(x / d)
-// (nearest, ties to even, as the SIMD conversions do). Returns d; writes the sum of q.
+// One block of the symmetric 8-bit activation quantization: d = max|x| / 127,
+// q = round(x * (127 / max|x|)) (nearest, ties to even, as the SIMD conversions do; the multiplier
+// is GGML's quantize_row_q8_0/q8_1, which can differ from 1 / d in the last bit). Returns d; writes
+// the sum of q.
 float QuantizeBlock(const float* x, int n, int8_t* qs, int32_t* sum) {
   float amax = 0.0f;
   for (int k = 0; k < n; ++k) amax = std::fmax(amax, std::fabs(x[k]));
   const float d = amax / 127.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const float id = d != 0.0f ? 127.0f / amax : 0.0f;
   int32_t total = 0;
   for (int k = 0; k < n; ++k) {
     const float scaled = x[k] * id;

@@ -6,20 +6,34 @@
 // MatMul kernels read activations quantized once per call into one of three forms, decided by the
 // weight dtype (ActivationFormatFor):
 //   kF32   f32 rows as given                         (F32, F16, BF16 weights)
-//   kQ8_1  int8 blocks of 32 with f32 scale d and     (Q4_0, Q4_1, Q8_0 weights)
+//   kQ8_1  int8 blocks of 32 with scale d and         (Q4_0, Q4_1, Q8_0 weights)
 //          s = d * sum(q) per block
 //   kQ8_K  int8 blocks of 256 with f32 scale d and    (Q4_K, Q6_K weights)
 //          int16 sums of each 16 values
 // The value of element k of a quantized row is q[k] * d[block of k].
 //
+// Numerics: the fast kernels compute what GGML's CPU backend (llama.cpp, evaluating one token at
+// a time) computes for the same operation, bit for bit, on x86 with AVX-512 (the levels
+// avx512-vnni and amx; see the level list below). For kQ8_1 the backend stores d and s rounded to
+// f16, as GGML's block_q8_1 does (the quantizers below produce the f32 values;
+// q = round(x * 127 / max|x|)). Q8_0 weights take the same activations (GGML's q8_0 has the same
+// values and d). The K-quants' Q8_K activations are not GGML's.
+// A MatMul output y[i, r] is GGML's ggml_vec_dot_*: per block b, 8 int32 lane sums of 4 products
+// (lane l covers values 4l..4l+3), acc[l] = fma(d_w * d_x, f32(lane sum), acc[l]) in block order,
+// then ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7)); Q4_1 adds
+// summs = fma(m_w, s_x, summs) over the blocks in order; Q4_0 weights are the signed values q - 8.
+//
 // Batch invariance: every kernel computes each y[i, r] with the same sequence of operations
-// whatever tile or path (single-row decode kernel, multi-row tiles, AMX) it falls in, so a row's
+// whatever tile or path (single-row decode kernel, multi-row panels) it falls in, so a row's
 // result depends only on that row and the weights.
 //
 // Levels (cpu_isa.h): avx2 (simd_avx2.cc, attention_avx2.cc); avx512-vnni (simd_avx512vnni.cc:
-// the same MatMul tiles on vpdpbusd with 32 registers); amx (simd_amx.cc: Q4_0/Q4_1/Q8_0 on AMX
-// tiles for n >= 4 and a 16-column AVX-512 kernel for decode, both with exact per-block integer
-// dot products).
+// the MatMul tiles of matmul_tiles.inc on vpdpbusd for the K-quants and float weights,
+// block32_avx512.cc for Q4_0/Q4_1/Q8_0, attention_avx512.cc for attention and SiLU); amx (the
+// avx512-vnni table, or with kGgmlExactMatMul false AMX tiles for Q4_0/Q4_1/Q8_0: simd_amx.cc).
+// GGML's arithmetic is reproduced exactly at the avx512-vnni and amx levels (llama.cpp built for
+// AVX-512); the avx2 level reproduces GGML's MatMuls and quantization, while its attention and
+// SiLU keep their own f32 arithmetic.
 //
 // Thread-safety: the kernels are pure functions; disjoint row ranges may run concurrently.
 #ifndef BATON_KERNELS_CPU_ISA_KERNELS_H_
@@ -37,6 +51,12 @@ enum class ActivationFormat { kF32, kQ8_1, kQ8_K };
 
 // The activation form the integer/float MatMul kernels want for weights of `dtype`.
 ActivationFormat ActivationFormatFor(DType dtype);
+
+// Whether the amx level multiplies Q4_0/Q4_1/Q8_0 weights with GGML's arithmetic (the exact
+// AVX-512 kernels of block32_avx512.cc, as the avx512-vnni level does) rather than on AMX tiles
+// (simd_amx.cc: about 2x faster on prefill-sized batches, 1.6x for a whole 512-token prefill on a
+// Sapphire Rapids core, but not bit-identical to llama.cpp).
+inline constexpr bool kGgmlExactMatMul = true;
 
 inline constexpr int kQ8_1BlockSize = 32;
 inline constexpr int kQ8_KBlockSize = 256;
@@ -105,6 +125,23 @@ void AttentionInitState(int32_t group, int32_t head_dim, float* state);
 
 using SiluMulFn = void (*)(const float* gate, const float* up, int64_t count, float* y);
 
+// Rounds v[0..n) to the nearest f16 values (ties to even), kept as f32; for the kQ8_1 scales.
+using RoundToF16Fn = void (*)(float* v, int64_t n);
+
+// GGML's attention for one query (GGML's mul_mat of f16 K and V with softmax in between, as
+// llama.cpp evaluates one token at a time; see attention_avx512.cc): the `group` heads
+// q [group, head_dim] that share kv head kv_h, at position pos, over the cached tokens 0..pos:
+// out [group, head_dim]. scratch holds AttentionExactScratchSize(pos, head_dim, group) floats.
+// Needs head_dim % 16 == 0 and head_dim <= kAttentionMaxHeadDim.
+using AttentionExactFn = void (*)(const float* q, int32_t pos, int32_t kv_h, int32_t group,
+                                  const KvLayerView& kv, float scale, float* out, float* scratch);
+
+// Floats of scratch an AttentionExactFn needs for a query at pos: per head, the probabilities of
+// the tokens (rounded up to whole 16-token chunks) and 64 partial sums per value dimension.
+inline int64_t AttentionExactScratchSize(int32_t pos, int32_t head_dim, int32_t group) {
+  return group * ((static_cast<int64_t>(pos) + 16) / 16 * 16 + 64 * static_cast<int64_t>(head_dim));
+}
+
 struct IsaKernels {
   CpuIsa isa = CpuIsa::kScalar;
   MatMulRowsFn matmul_f32 = nullptr;
@@ -120,7 +157,9 @@ struct IsaKernels {
   AttentionPartialFn attention_partial = nullptr;
   AttentionFoldFn attention_fold = nullptr;
   AttentionFinishFn attention_finish = nullptr;
+  AttentionExactFn attention_exact = nullptr;  // preferred over attention_partial when set
   SiluMulFn silu_mul = nullptr;
+  RoundToF16Fn round_to_f16 = nullptr;  // null: the scalar conversions of kernels/half.h
 };
 
 // The MatMul kernel of `kernels` for dtype, or null.
@@ -139,6 +178,8 @@ void QuantizeRowQ8_KScalar(const float* x, int64_t n_cols, int8_t* qs, float* d,
 void FillAvx2Kernels(IsaKernels* kernels);
 void FillAvx2AttentionKernels(IsaKernels* kernels);  // attention_* and silu_mul
 void FillAvx512VnniKernels(IsaKernels* kernels);
+void FillBlock32Avx512Kernels(IsaKernels* kernels);    // matmul_q4_0, _q4_1, _q8_0
+void FillAvx512AttentionKernels(IsaKernels* kernels);  // attention_exact, silu_mul
 void FillAmxKernels(IsaKernels* kernels);
 
 }  // namespace baton::kernels

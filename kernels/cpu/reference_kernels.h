@@ -1,5 +1,5 @@
 // The scalar reference implementations of the Backend operations (kernels/backend.h): plain loops
-// that are obviously correct, accumulating in double. They define what the fast kernels must
+// that are obviously correct, accumulating in double (except RoPE, which follows GGML in f32). They define what the fast kernels must
 // compute and back the fast backend for whatever it does not vectorize. Each function documents
 // its arguments only where they differ from the Backend method of the same name.
 //
@@ -24,10 +24,14 @@ void GetRows(const WeightMatrix& w, const int32_t* ids, int64_t n, float* out);
 
 void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* y);
 
-// Rotates one token's heads x [n_heads, head_dim] in place at position `pos`. The angles are
-// computed once per token in double: theta_i = pos * freq_scale * freq_base^(-2i / n_dims) /
-// freq_factors[i] for i < n_dims / 2; pairs (2i, 2i+1) (normal) or (i, i + n_dims/2) (NeoX) of
-// each head rotate by theta_i, the dims from n_dims on stay as they are.
+// Rotates one token's heads x [n_heads, head_dim] in place at position `pos`, in f32 exactly as
+// GGML's rope does (the fast backend runs this too): theta_i = freq_scale * (p_i / freq_factors[i])
+// for i < n_dims / 2, where p_0 = pos and p_(i+1) = p_i * freq_base^(-2 / n_dims) (powf, then
+// repeated f32 multiplication, as GGML's rope cache); cosf/sinf of theta_i; pairs (2i, 2i+1)
+// (normal) or (i, i + n_dims/2) (NeoX) of each head become (fma(x0, c, -(x1 s)), fma(x0, s, x1 c)),
+// the dims from n_dims on stay as they are. Not the double-precision formula: at positions in
+// the thousands GGML's f32 angles differ from it by a few 1e-4 rad (an f32 near 3000 is 2.4e-4
+// from the next), and that is what llama.cpp's models are run with.
 void RopeToken(float* x, int64_t n_heads, int64_t head_dim, int32_t pos, const RopeParams& params);
 void Rope(float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* positions,
           const RopeParams& params);

@@ -1,5 +1,8 @@
-// The AMX level of the CPU kernels (see isa_kernels.h): the AVX-512 VNNI table with new MatMul
-// kernels for Q4_0, Q4_1 and Q8_0 weights built on one canonical arithmetic per output y[i, r]:
+// The AMX level of the CPU kernels (see isa_kernels.h): the AVX-512 VNNI table, and when
+// kGgmlExactMatMul is false, MatMul kernels for Q4_0, Q4_1 and Q8_0 weights on AMX tiles, which
+// compute another arithmetic than GGML's (AMX's int32 results sum whole blocks, GGML keeps 8 f32
+// lanes per block): about 2x faster on prefill-sized batches, results not bit-identical to
+// llama.cpp's. Their one canonical arithmetic per output y[i, r]:
 //
 //   for each block b of 32 (in order):
 //     S = sum_k qw[r, k] * qx[i, k] over the block            exact int32
@@ -348,9 +351,11 @@ void MatMulRowsAmx(const MatMulArgs& a, int64_t r_begin, int64_t r_end) {
 
 void FillAmxKernels(IsaKernels* k) {
   k->isa = CpuIsa::kAmx;
-  k->matmul_q4_0 = MatMulRowsAmx<FormatQ4_0>;
-  k->matmul_q4_1 = MatMulRowsAmx<FormatQ4_1>;
-  k->matmul_q8_0 = MatMulRowsAmx<FormatQ8_0>;
+  if constexpr (!kGgmlExactMatMul) {
+    k->matmul_q4_0 = MatMulRowsAmx<FormatQ4_0>;
+    k->matmul_q4_1 = MatMulRowsAmx<FormatQ4_1>;
+    k->matmul_q8_0 = MatMulRowsAmx<FormatQ8_0>;
+  }
 }
 
 }  // namespace baton::kernels

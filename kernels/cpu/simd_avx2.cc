@@ -4,6 +4,7 @@
 // detection (cpu_isa.h).
 #include <immintrin.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -52,8 +53,8 @@ inline int32_t HorizontalSumI32(__m256i v) {
 
 // Quantizes 32 * n_groups values (n_groups of 4 vectors of 8) with one scale; writes the int8
 // values, returns d and the sum of q; per-16 sums into bsums when not null. Bit-identical to
-// QuantizeRowQ8_*Scalar: max |x| is exact, d and 1/d are the same scalar divisions, x * (1/d) the
-// same multiplication and the conversion rounds to nearest even.
+// QuantizeRowQ8_*Scalar: max |x| is exact, d and 127 / max|x| are the same scalar divisions,
+// x * (127 / max|x|) the same multiplication and the conversion rounds to nearest even.
 inline float QuantizeSpan(const float* x, int n_groups, int8_t* qs, int32_t* sum,
                           int16_t* bsums) {
   const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -61,8 +62,9 @@ inline float QuantizeSpan(const float* x, int n_groups, int8_t* qs, int32_t* sum
   for (int k = 0; k < 8 * 4 * n_groups; k += 8) {
     amax = _mm256_max_ps(amax, _mm256_and_ps(_mm256_loadu_ps(x + k), abs_mask));
   }
-  const float d = HorizontalMax(amax) / 127.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const float max_abs = HorizontalMax(amax);
+  const float d = max_abs / 127.0f;
+  const float id = d != 0.0f ? 127.0f / max_abs : 0.0f;
   const __m256 idv = _mm256_set1_ps(id);
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   __m256i total = _mm256_setzero_si256();
@@ -95,6 +97,20 @@ void QuantizeRowQ8_1Avx2(const float* x, int64_t n_cols, int8_t* qs, float* d, f
   }
 }
 
+void RoundToF16Avx2(float* v, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(v + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm256_storeu_ps(v + i, _mm256_cvtph_ps(h));
+  }
+  if (i < n) {  // the tail through the same lanes
+    alignas(32) float t[8] = {};
+    std::memcpy(t, v + i, (n - i) * sizeof(float));
+    _mm256_store_ps(t, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_load_ps(t), _MM_FROUND_TO_NEAREST_INT)));
+    std::memcpy(v + i, t, (n - i) * sizeof(float));
+  }
+}
+
 void QuantizeRowQ8_KAvx2(const float* x, int64_t n_cols, int8_t* qs, float* d, int16_t* bsums) {
   for (int64_t b = 0; b < n_cols / 256; ++b) {
     int32_t sum;
@@ -116,6 +132,7 @@ void FillAvx2Kernels(IsaKernels* k) {
   k->matmul_q6_k = MatMulRows<Q6KKernel>;
   k->quantize_q8_1 = QuantizeRowQ8_1Avx2;
   k->quantize_q8_k = QuantizeRowQ8_KAvx2;
+  k->round_to_f16 = RoundToF16Avx2;
   FillAvx2AttentionKernels(k);
 }
 

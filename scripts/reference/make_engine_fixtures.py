@@ -5,13 +5,18 @@ Reads  tests/data/engine/reference_text.txt (hand-written prose, committed)
 Writes tests/data/engine/smollm2_teacher_forced.json
        tests/data/engine/smollm2_greedy.json
 
+Every token is evaluated on its own (one llama_decode of one token per position, "token by
+token"): that is GGML's plain CPU path. A multi-token batch takes other kernels for some
+products (llamafile's tinyBLAS for the f16 attention products once a batch has 2 or more
+tokens), whose rounding differs; see README.md.
+
 Teacher-forced: the whole text is tokenized (add_bos=True, which honours the model's
-add_bos_token=false) and evaluated in one llm.eval() call with logits_all=True.  For each
+add_bos_token=false) and evaluated token by token with logits_all=True.  For each
 position i in 0..n-2: argmax of logits_i (prediction of token i+1), nll_i =
 -log_softmax(logits_i)[token_{i+1}] (float64), and top2_margin_i = best - second best logit.
 
-Greedy: for each prompt, reset, eval the prompt, then 32 times take argmax of the last
-logits and eval it (pure greedy, no sampler, no stop on EOS).
+Greedy: for each prompt, reset, eval the prompt token by token, then 32 times take argmax of
+the last logits and eval it (pure greedy, no sampler, no stop on EOS).
 
 Usage: make_engine_fixtures.py [MODEL.gguf] [--out-dir DIR] [--threads N]
 """
@@ -105,11 +110,17 @@ def logits_row(llm, i):
     return np.asarray(llm.scores[i], dtype=np.float64)
 
 
+def eval_token_by_token(llm, tokens):
+    """Evaluates tokens one llama_decode each (the plain GGML path; see the module docstring)."""
+    for t in tokens:
+        llm.eval([t])
+
+
 def teacher_forced(llm, text, meta):
     tokens = llm.tokenize(text, add_bos=True, special=False)
     assert len(tokens) <= N_CTX, len(tokens)
     llm.reset()
-    llm.eval(tokens)
+    eval_token_by_token(llm, tokens)
     assert llm.n_tokens == len(tokens)
     argmax, nll, margin = [], [], []
     for i in range(len(tokens) - 1):
@@ -136,7 +147,7 @@ def teacher_forced(llm, text, meta):
 def greedy(llm, prompt, parse_special):
     ptoks = llm.tokenize(prompt.encode("utf-8"), add_bos=True, special=parse_special)
     llm.reset()
-    llm.eval(ptoks)
+    eval_token_by_token(llm, ptoks)
     out, margins = [], []
     for _ in range(N_GEN):
         z = logits_row(llm, llm.n_tokens - 1)
@@ -166,7 +177,7 @@ def main():
 
     import llama_cpp
     disable_extra_buffer_types(llama_cpp)
-    llm = llama_cpp.Llama(model_path=args.model, n_ctx=N_CTX, logits_all=True,
+    llm = llama_cpp.Llama(model_path=args.model, n_ctx=N_CTX, logits_all=True, flash_attn=False,
                           n_threads=args.threads, n_threads_batch=args.threads,
                           seed=0, verbose=False)
     meta = {
@@ -176,6 +187,8 @@ def main():
         "n_batch": llm.n_batch,
         "generator": "scripts/reference/make_engine_fixtures.py",
         "use_extra_bufts": False,
+        "eval_mode": "token_by_token",
+        "flash_attn": False,
     }
     meta.update(build_info())
 
