@@ -13,13 +13,6 @@ namespace {
 
 using baton::v1::DecodeResponse;
 
-grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
-                                      const grpc::Status& status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(status);
-  return reactor;
-}
-
 baton::v1::FinishReason ToProto(StopReason reason) {
   switch (reason) {
     case StopReason::kStop:
@@ -158,7 +151,7 @@ grpc::ServerUnaryReactor* DecodeService::Reserve(grpc::CallbackServerContext* co
                                                  const baton::v1::ReserveRequest* request,
                                                  baton::v1::ReserveResponse* response) {
   if (grpc::Status auth = rpc::CheckAuth(*context, options_.auth_token); !auth.ok()) {
-    return FinishUnary(context, auth);
+    return rpc::FinishUnary(context, auth);
   }
   const std::chrono::milliseconds lease = request->lease_ms() > 0
                                               ? std::chrono::milliseconds(request->lease_ms())
@@ -166,11 +159,11 @@ grpc::ServerUnaryReactor* DecodeService::Reserve(grpc::CallbackServerContext* co
   absl::StatusOr<ReserveResult> result =
       reservations_.Reserve(request->request_id(), request->model_fingerprint(),
                             request->n_prompt_tokens(), request->max_tokens(), lease);
-  if (!result.ok()) return FinishUnary(context, rpc::ToGrpcStatus(result.status()));
+  if (!result.ok()) return rpc::FinishUnary(context, rpc::ToGrpcStatus(result.status()));
   response->set_reservation_id(result->reservation_id);
   response->set_n_blocks(result->n_blocks);
   *response->mutable_model() = options_.model;
-  return FinishUnary(context, grpc::Status::OK);
+  return rpc::FinishUnary(context, grpc::Status::OK);
 }
 
 grpc::ServerWriteReactor<DecodeResponse>* DecodeService::Decode(
@@ -226,7 +219,7 @@ grpc::ServerUnaryReactor* DecodeService::Release(grpc::CallbackServerContext* co
                                                  const baton::v1::ReleaseRequest* request,
                                                  baton::v1::ReleaseResponse* response) {
   if (grpc::Status auth = rpc::CheckAuth(*context, options_.auth_token); !auth.ok()) {
-    return FinishUnary(context, auth);
+    return rpc::FinishUnary(context, auth);
   }
   bool found = reservations_.Release(request->reservation_id());
   if (!found) {
@@ -234,19 +227,19 @@ grpc::ServerUnaryReactor* DecodeService::Release(grpc::CallbackServerContext* co
     wake_();
   }
   response->set_found(found);
-  return FinishUnary(context, grpc::Status::OK);
+  return rpc::FinishUnary(context, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* DecodeService::Status(grpc::CallbackServerContext* context,
                                                 const baton::v1::StatusRequest* request,
                                                 baton::v1::StatusResponse* response) {
   if (grpc::Status auth = rpc::CheckAuth(*context, options_.auth_token); !auth.ok()) {
-    return FinishUnary(context, auth);
+    return rpc::FinishUnary(context, auth);
   }
   response->set_role(options_.role);
   *response->mutable_model() = options_.model;
   *response->mutable_load() = load_();
-  return FinishUnary(context, grpc::Status::OK);
+  return rpc::FinishUnary(context, grpc::Status::OK);
 }
 
 }  // namespace baton::decode_worker

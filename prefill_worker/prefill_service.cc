@@ -10,13 +10,6 @@
 namespace baton::prefill_worker {
 namespace {
 
-grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
-                                      const grpc::Status& status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(status);
-  return reactor;
-}
-
 // A Prefill call in flight: cancels its job when the caller goes away.
 class PrefillCall final : public grpc::ServerUnaryReactor {
  public:
@@ -73,14 +66,14 @@ grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* c
                                                   const baton::v1::PrefillRequest* request,
                                                   baton::v1::PrefillResponse* response) {
   if (grpc::Status auth = rpc::CheckAuth(*context, options_.auth_token); !auth.ok()) {
-    return FinishUnary(context, auth);
+    return rpc::FinishUnary(context, auth);
   }
   if (absl::Status valid = Validate(*request); !valid.ok()) {
-    return FinishUnary(context, rpc::ToGrpcStatus(valid));
+    return rpc::FinishUnary(context, rpc::ToGrpcStatus(valid));
   }
   absl::StatusOr<engine::SamplingParams> params =
       rpc::SamplingParamsFromProto(request->sampling(), options_.n_vocab);
-  if (!params.ok()) return FinishUnary(context, rpc::ToGrpcStatus(params.status()));
+  if (!params.ok()) return rpc::FinishUnary(context, rpc::ToGrpcStatus(params.status()));
 
   auto job = std::make_shared<PrefillJob>();
   job->request_id = request->request_id();
@@ -113,22 +106,22 @@ grpc::ServerUnaryReactor* PrefillService::CancelPrefill(grpc::CallbackServerCont
                                                         const baton::v1::CancelRequest* request,
                                                         baton::v1::CancelResponse* response) {
   if (grpc::Status auth = rpc::CheckAuth(*context, options_.auth_token); !auth.ok()) {
-    return FinishUnary(context, auth);
+    return rpc::FinishUnary(context, auth);
   }
   response->set_found(scheduler_.Cancel(request->request_id()));
-  return FinishUnary(context, grpc::Status::OK);
+  return rpc::FinishUnary(context, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* PrefillService::Status(grpc::CallbackServerContext* context,
                                                  const baton::v1::StatusRequest* request,
                                                  baton::v1::StatusResponse* response) {
   if (grpc::Status auth = rpc::CheckAuth(*context, options_.auth_token); !auth.ok()) {
-    return FinishUnary(context, auth);
+    return rpc::FinishUnary(context, auth);
   }
   response->set_role(options_.role);
   *response->mutable_model() = options_.model;
   *response->mutable_load() = load_();
-  return FinishUnary(context, grpc::Status::OK);
+  return rpc::FinishUnary(context, grpc::Status::OK);
 }
 
 }  // namespace baton::prefill_worker

@@ -5,16 +5,6 @@
 #include "rpc/status.h"
 
 namespace baton::router {
-namespace {
-
-grpc::ServerUnaryReactor* Done(grpc::CallbackServerContext* context, const grpc::Status& status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(status);
-  return reactor;
-}
-
-}  // namespace
-
 grpc::ServerWriteReactor<v1::GenerateResponse>* RouterService::Generate(
     grpc::CallbackServerContext* context, const v1::GenerateRequest* request) {
   return new GenerateReactor(context, *request, env_);
@@ -24,21 +14,21 @@ grpc::ServerUnaryReactor* RouterService::ListModels(grpc::CallbackServerContext*
                                                     const v1::ListModelsRequest* request,
                                                     v1::ListModelsResponse* response) {
   if (grpc::Status auth = rpc::CheckAuth(*context, env_.auth_token); !auth.ok()) {
-    return Done(context, auth);
+    return rpc::FinishUnary(context, auth);
   }
   const ServedModel& model = *env_.driver.model;
   v1::ModelInfo* info = response->add_models();
   info->set_id(model.id());
   info->set_n_ctx(model.n_ctx());
   info->set_fingerprint(model.fingerprint());
-  return Done(context, grpc::Status::OK);
+  return rpc::FinishUnary(context, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* RouterService::ClusterStatus(grpc::CallbackServerContext* context,
                                                        const v1::ClusterStatusRequest* request,
                                                        v1::ClusterStatusResponse* response) {
   if (grpc::Status auth = rpc::CheckAuth(*context, env_.auth_token); !auth.ok()) {
-    return Done(context, auth);
+    return rpc::FinishUnary(context, auth);
   }
   const absl::Time now = absl::Now();
   for (const WorkerSnapshot& w : env_.driver.registry->Snapshot()) {
@@ -53,32 +43,32 @@ grpc::ServerUnaryReactor* RouterService::ClusterStatus(grpc::CallbackServerConte
   }
   response->set_queued_requests(env_.driver.table->queued());
   response->set_active_requests(env_.driver.table->active());
-  return Done(context, grpc::Status::OK);
+  return rpc::FinishUnary(context, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* RouterService::RegisterWorker(grpc::CallbackServerContext* context,
                                                         const v1::RegisterWorkerRequest* request,
                                                         v1::RegisterWorkerResponse* response) {
   if (grpc::Status auth = rpc::CheckAuth(*context, env_.auth_token); !auth.ok()) {
-    return Done(context, auth);
+    return rpc::FinishUnary(context, auth);
   }
   WorkerRegistry& registry = *env_.driver.registry;
   absl::StatusOr<std::string> id =
       registry.Register(request->role(), request->address(), request->model(), request->load());
-  if (!id.ok()) return Done(context, rpc::ToGrpcStatus(id.status()));
+  if (!id.ok()) return rpc::FinishUnary(context, rpc::ToGrpcStatus(id.status()));
   response->set_worker_id(*id);
   response->set_heartbeat_interval_ms(absl::ToInt64Milliseconds(registry.heartbeat_interval()));
-  return Done(context, grpc::Status::OK);
+  return rpc::FinishUnary(context, grpc::Status::OK);
 }
 
 grpc::ServerUnaryReactor* RouterService::Heartbeat(grpc::CallbackServerContext* context,
                                                    const v1::HeartbeatRequest* request,
                                                    v1::HeartbeatResponse* response) {
   if (grpc::Status auth = rpc::CheckAuth(*context, env_.auth_token); !auth.ok()) {
-    return Done(context, auth);
+    return rpc::FinishUnary(context, auth);
   }
   response->set_known(env_.driver.registry->Heartbeat(request->worker_id(), request->load()));
-  return Done(context, grpc::Status::OK);
+  return rpc::FinishUnary(context, grpc::Status::OK);
 }
 
 }  // namespace baton::router

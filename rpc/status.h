@@ -14,6 +14,10 @@ namespace baton::rpc {
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
+// Ends a unary callback handler at once with `status` (its response already filled when OK).
+grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
+                                      const grpc::Status& status);
+
 }  // namespace baton::rpc
 
 #endif  // BATON_RPC_STATUS_H_
