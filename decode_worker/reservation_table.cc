@@ -98,15 +98,22 @@ absl::StatusOr<ReserveResult> ReservationTable::Reserve(const std::string& reque
   return result;
 }
 
-absl::StatusOr<ClaimedSequence> ReservationTable::Claim(const std::string& reservation_id,
-                                                        int32_t n_prompt_tokens) {
-  absl::MutexLock lock(&mu_);
+absl::StatusOr<ReservationTable::Reservation*> ReservationTable::FindLocked(
+    const std::string& reservation_id) {
   auto it = reservations_.find(reservation_id);
   if (it == reservations_.end()) {
     return absl::NotFoundError(
         absl::StrCat("reservation '", reservation_id, "' is unknown, expired or released"));
   }
-  Reservation& r = it->second;
+  return &it->second;
+}
+
+absl::StatusOr<ClaimedSequence> ReservationTable::Claim(const std::string& reservation_id,
+                                                        int32_t n_prompt_tokens) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<Reservation*> found = FindLocked(reservation_id);
+  if (!found.ok()) return found.status();
+  Reservation& r = **found;
   if (r.state != State::kReceived) {
     return absl::FailedPreconditionError(
         absl::StrCat("reservation '", reservation_id, "' has not received all of its KV"));
@@ -119,7 +126,7 @@ absl::StatusOr<ClaimedSequence> ReservationTable::Claim(const std::string& reser
   ClaimedSequence claimed{.request_id = r.request_id, .table = std::move(r.table),
                           .max_tokens = r.max_tokens};
   claimed.table.n_tokens = r.n_prompt_tokens;
-  reservations_.erase(it);
+  reservations_.erase(reservation_id);
   return claimed;
 }
 
@@ -154,12 +161,9 @@ int32_t ReservationTable::size() const {
 
 absl::Status ReservationTable::BeginPush(const kvtransfer::KvPushSpec& spec) {
   absl::MutexLock lock(&mu_);
-  auto it = reservations_.find(spec.reservation_id);
-  if (it == reservations_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("reservation '", spec.reservation_id, "' is unknown, expired or released"));
-  }
-  Reservation& r = it->second;
+  absl::StatusOr<Reservation*> found = FindLocked(spec.reservation_id);
+  if (!found.ok()) return found.status();
+  Reservation& r = **found;
   auto mismatch = [&](const char* field, auto expected, auto actual) {
     return absl::InvalidArgumentError(absl::StrCat("KV push for '", spec.reservation_id, "': ",
                                                    field, " is ", actual, ", expected ", expected));
@@ -187,12 +191,9 @@ absl::Status ReservationTable::WriteBlocks(const std::string& reservation_id, in
                                            int32_t first_block, int32_t n_blocks,
                                            std::span<const uint8_t> data) {
   absl::MutexLock lock(&mu_);
-  auto it = reservations_.find(reservation_id);
-  if (it == reservations_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("reservation '", reservation_id, "' is unknown, expired or released"));
-  }
-  Reservation& r = it->second;
+  absl::StatusOr<Reservation*> found = FindLocked(reservation_id);
+  if (!found.ok()) return found.status();
+  Reservation& r = **found;
   if (r.state != State::kReceiving) {
     return absl::FailedPreconditionError(
         absl::StrCat("reservation '", reservation_id, "' is not receiving KV"));
@@ -232,12 +233,9 @@ absl::Status ReservationTable::WriteBlocks(const std::string& reservation_id, in
 
 absl::Status ReservationTable::EndPush(const std::string& reservation_id) {
   absl::MutexLock lock(&mu_);
-  auto it = reservations_.find(reservation_id);
-  if (it == reservations_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("reservation '", reservation_id, "' is unknown, expired or released"));
-  }
-  Reservation& r = it->second;
+  absl::StatusOr<Reservation*> found = FindLocked(reservation_id);
+  if (!found.ok()) return found.status();
+  Reservation& r = **found;
   if (r.state != State::kReceiving || r.n_received != static_cast<int64_t>(r.received.size())) {
     return absl::FailedPreconditionError(absl::StrCat("KV push for '", reservation_id,
                                                       "' ended with ", r.n_received, " of ",

@@ -98,6 +98,9 @@ class ReservationTable : public kvtransfer::KvReceiver {
     int64_t n_received = 0;
   };
   int32_t PromptBlocks(const Reservation& r) const;
+  // NOT_FOUND (saying so) for an unknown, expired or released id.
+  absl::StatusOr<Reservation*> FindLocked(const std::string& reservation_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FreeLocked(absl::flat_hash_map<std::string, Reservation>::iterator it)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
