@@ -184,7 +184,9 @@ absl::StatusOr<Cluster> StartCluster(const HandoffBenchOptions& o, bool colocate
   c.name = colocated ? "colocated" : "disaggregated";
   const std::vector<std::string> common = {"--host", "127.0.0.1", "--port", "0", "--model",
                                            o.model_path};
-  std::vector<std::string> argv = {"router"};
+  // An 8K-token prompt takes minutes to prefill on one core: give it the time.
+  std::vector<std::string> argv = {"router", "--prefill-timeout", "600", "--reservation-lease",
+                                   "120"};
   argv.insert(argv.end(), common.begin(), common.end());
   absl::StatusOr<std::unique_ptr<BenchProcess>> router = StartProcess(o, argv, {}, &c.router);
   if (!router.ok()) return router.status();

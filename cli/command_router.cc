@@ -20,6 +20,8 @@ int RunRouter(const Args& args) {
       {"max-queued", "N", "requests waiting for capacity at most (default 256); then "
                           "RESOURCE_EXHAUSTED"},
       {"heartbeat-ms", "MS", "worker heartbeat interval (default 500)"},
+      {"prefill-timeout", "SECONDS", "deadline of one Prefill call (default 60)"},
+      {"reservation-lease", "SECONDS", "how long a decode reservation waits for its KV (default 30)"},
       {"http-port", "PORT", "serve the OpenAI-compatible HTTP API on this port (0: any free "
                             "port; default: no HTTP API)"},
       {"http-host", "HOST", "address the HTTP API listens on (default 127.0.0.1)"},
@@ -59,6 +61,15 @@ int RunRouter(const Args& args) {
     return UsageError("router", v.status(), usage);
   }
   options.heartbeat_interval = absl::Milliseconds(*v);
+  if (!(v = flags->GetInt("prefill-timeout", 60, 1, 3600)).ok()) {
+    return UsageError("router", v.status(), usage);
+  }
+  options.prefill_timeout = absl::Seconds(*v);
+  // The decode worker caps leases at 120 s (decode_worker/reservation_table.h).
+  if (!(v = flags->GetInt("reservation-lease", 30, 1, 120)).ok()) {
+    return UsageError("router", v.status(), usage);
+  }
+  options.reservation_lease = absl::Seconds(*v);
   if (flags->Has("http-port")) {
     if (!(v = flags->GetInt("http-port", 0, 0, 65535)).ok()) {
       return UsageError("router", v.status(), usage);
