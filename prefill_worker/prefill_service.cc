@@ -82,7 +82,10 @@ grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* c
   job->destination = request->destination().decode_address();
   job->reservation_id = request->destination().reservation_id();
   const auto now = std::chrono::system_clock::now();
-  job->deadline = std::min(context->deadline(), now + options_.default_deadline);
+  // The caller's deadline (the router's --prefill-timeout); default_deadline when it set none.
+  const auto no_deadline = std::chrono::system_clock::time_point::max() - std::chrono::hours(24);
+  job->deadline = context->deadline() < no_deadline ? context->deadline()
+                                                    : now + options_.default_deadline;
   auto* call = new PrefillCall(job);
   job->done = [call, response, n_prompt = request->prompt_tokens_size()](
                   absl::StatusOr<PrefillResult> result) {

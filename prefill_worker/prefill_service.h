@@ -19,7 +19,7 @@ struct PrefillServiceOptions {
   baton::v1::WorkerRole role = baton::v1::WORKER_ROLE_PREFILL;  // what Status reports
   int32_t n_vocab = 0;
   int32_t max_prompt_tokens = 0;  // the largest prompt the scratch KV cache holds
-  std::chrono::milliseconds default_deadline{60000};
+  std::chrono::milliseconds default_deadline{60000};  // for callers that set no deadline
 };
 
 class PrefillService final : public baton::v1::PrefillWorker::CallbackService {
