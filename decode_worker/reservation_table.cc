@@ -80,6 +80,7 @@ absl::StatusOr<ReserveResult> ReservationTable::Reserve(const std::string& reque
   r.request_id = request_id;
   r.n_prompt_tokens = n_prompt_tokens;
   r.max_tokens = max_tokens;
+  r.lease = lease;
   r.lease_deadline = options_.now() + lease;
   // The last generated token is never fed back, so prompt + max_tokens - 1 tokens of KV suffice.
   const int32_t ahead = options_.reserve_ahead_tokens < 0
@@ -184,6 +185,7 @@ absl::Status ReservationTable::BeginPush(const kvtransfer::KvPushSpec& spec) {
         absl::StrCat("reservation '", spec.reservation_id, "' already received a KV push"));
   }
   r.state = State::kReceiving;
+  r.lease_deadline = options_.now() + options_.max_lease;
   return absl::OkStatus();
 }
 
@@ -226,6 +228,7 @@ absl::Status ReservationTable::WriteBlocks(const std::string& reservation_id, in
     r.received[static_cast<size_t>(layer) * prompt_blocks + first_block + i] = 1;
   }
   r.n_received += n_blocks;
+  r.lease_deadline = options_.now() + options_.max_lease;
   Metrics().blocks_received.Increment(n_blocks);
   Metrics().bytes_received.Increment(static_cast<double>(data.size()));
   return absl::OkStatus();
@@ -242,6 +245,7 @@ absl::Status ReservationTable::EndPush(const std::string& reservation_id) {
                                                       r.received.size(), " layer blocks"));
   }
   r.state = State::kReceived;
+  r.lease_deadline = options_.now() + r.lease;  // time for the decode call to claim it
   return absl::OkStatus();
 }
 

@@ -5,6 +5,13 @@
 // claimed by the decode batch, which takes over its blocks. It is freed, every block returned,
 // when its lease passes before it is claimed, when its push aborts, or on Release.
 //
+// Leases: a reserved reservation must see its push begin within its lease (from Reserve). While
+// its KV arrives the lease is paused: the push is bounded by its own deadline (the transport
+// aborts it past that), and every write renews a stall guard of max_lease, so a push whose
+// sender went silent for longer than that is freed too. Once the KV has arrived the reservation
+// must be claimed within its lease again (from EndPush). Long prompts therefore need no longer
+// leases: the lease covers the waits before and after the hand-off, not the prefill itself.
+//
 // Thread-safety: thread-safe (one mutex; block memory writes happen under it so that a block is
 // never written after its reservation was freed).
 #ifndef BATON_DECODE_WORKER_RESERVATION_TABLE_H_
@@ -30,7 +37,7 @@ using Clock = std::chrono::steady_clock;
 struct ReservationTableOptions {
   std::string model_fingerprint;
   int32_t max_context = 0;  // prompt + max_tokens must fit
-  std::chrono::milliseconds max_lease{120000};
+  std::chrono::milliseconds max_lease{120000};  // longest lease; also the stall guard of a push
   // Blocks held for generated tokens at admission: room for min(max_tokens - 1, this many);
   // the decode batch grows the sequence block by block after that (decode_batch.h). A negative
   // value reserves for all of max_tokens up front (no growth, no preemption ever needed).
@@ -93,7 +100,8 @@ class ReservationTable : public kvtransfer::KvReceiver {
     engine::BlockTable table;
     int32_t n_prompt_tokens = 0;
     int32_t max_tokens = 0;
-    Clock::time_point lease_deadline;
+    std::chrono::milliseconds lease{0};
+    Clock::time_point lease_deadline;  // reserved/received: lease; receiving: stall guard
     std::vector<uint8_t> received;  // [n_layer * n_prompt_blocks] block arrived flags
     int64_t n_received = 0;
   };

@@ -110,6 +110,43 @@ TEST_F(ReservationTableTest, ExpiredLeasesAreFreed) {
   EXPECT_EQ(cache_->pool().n_free(), 10);
 }
 
+TEST_F(ReservationTableTest, LeaseIsPausedWhileKvArrivesAndRestartsAtEndPush) {
+  // A prompt whose prefill takes far longer than the lease: the lease covers the wait for the
+  // push to begin and for the claim, not the hand-off, which only a stall of max_lease ends.
+  auto r = table_.Reserve("req", "fp", 8, 2, std::chrono::seconds(1));
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(table_.BeginPush(Spec(r->reservation_id, 8)).ok());
+  for (int layer = 0; layer < 2; ++layer) {
+    for (int block = 0; block < 2; ++block) {
+      now_ += std::chrono::seconds(100);  // each block computes for 100 s, 400 s in all
+      EXPECT_EQ(table_.ExpireLeases(), 0);
+      std::vector<uint8_t> data = Bytes(1, 1);
+      ASSERT_TRUE(table_.WriteBlocks(r->reservation_id, layer, block, 1, data).ok());
+    }
+  }
+  ASSERT_TRUE(table_.EndPush(r->reservation_id).ok());
+  now_ += std::chrono::milliseconds(900);
+  EXPECT_EQ(table_.ExpireLeases(), 0);
+  now_ += std::chrono::milliseconds(200);  // the claim did not come within the lease
+  EXPECT_EQ(table_.ExpireLeases(), 1);
+  EXPECT_EQ(cache_->pool().n_free(), 10);
+}
+
+TEST_F(ReservationTableTest, StalledPushIsFreedAfterMaxLease) {
+  auto r = table_.Reserve("req", "fp", 8, 2, std::chrono::seconds(1));
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(table_.BeginPush(Spec(r->reservation_id, 8)).ok());
+  std::vector<uint8_t> data = Bytes(1, 1);
+  ASSERT_TRUE(table_.WriteBlocks(r->reservation_id, 0, 0, 1, data).ok());
+  now_ += std::chrono::seconds(119);  // max_lease is 120 s
+  EXPECT_EQ(table_.ExpireLeases(), 0);
+  now_ += std::chrono::seconds(2);
+  EXPECT_EQ(table_.ExpireLeases(), 1);
+  EXPECT_EQ(table_.WriteBlocks(r->reservation_id, 0, 1, 1, data).code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(cache_->pool().n_free(), 10);
+}
+
 TEST_F(ReservationTableTest, ReserveValidatesAndFailsWhenFull) {
   EXPECT_EQ(table_.Reserve("r", "other", 4, 4, std::chrono::seconds(1)).status().code(),
             absl::StatusCode::kInvalidArgument);
