@@ -18,6 +18,7 @@
 #include "kvtransfer/grpc_push_stream.h"
 #include "kvtransfer/kv_transport.h"
 #include "kvtransfer/kv_wire.h"
+#include "kvtransfer/push_cursor.h"
 
 namespace baton::kvtransfer {
 namespace {
@@ -35,7 +36,8 @@ class GrpcKvPush final : public KvPush {
         spec_(spec),
         blocks_per_chunk_(blocks_per_chunk),
         deadline_(deadline),
-        started_(std::chrono::steady_clock::now()) {
+        started_(std::chrono::steady_clock::now()),
+        cursor_(spec) {
     const int32_t n_streams = std::clamp(options.n_streams, 1, spec.n_layer);
     for (int32_t i = 0; i < n_streams; ++i) {
       streams_.push_back(std::make_unique<GrpcPushStream>(
@@ -59,15 +61,16 @@ class GrpcKvPush final : public KvPush {
       return absl::FailedPreconditionError(absl::StrCat(Where(), " is no longer open"));
     }
     if (absl::Status failed = Failure(); !failed.ok()) return failed;
-    if (absl::Status bad = CheckLayer(layer, blocks); !bad.ok()) {
+    if (absl::Status bad = cursor_.CheckSendLayer(layer, blocks); !bad.ok()) {
       Cancel();  // an error means the push has failed: the receiver frees the reservation
       return bad;
     }
-    const int32_t n_blocks = spec_.n_blocks();
+    const int32_t begin = cursor_.range_begin();
+    const int32_t end = cursor_.range_end();
     GrpcPushStream& stream = *streams_[StreamOfLayer(layer, static_cast<int32_t>(streams_.size()))];
     const size_t block_bytes = static_cast<size_t>(spec_.layer_block_bytes());
-    for (int32_t first = 0; first < n_blocks; first += blocks_per_chunk_) {
-      const int32_t count = std::min(blocks_per_chunk_, n_blocks - first);
+    for (int32_t first = begin; first < end; first += blocks_per_chunk_) {
+      const int32_t count = std::min(blocks_per_chunk_, end - first);
       auto message = std::make_unique<v1::KvPushMessage>();
       v1::KvChunk& chunk = *message->mutable_chunk();
       chunk.set_layer(layer);
@@ -76,7 +79,7 @@ class GrpcKvPush final : public KvPush {
       std::string& data = *chunk.mutable_data();
       data.reserve(block_bytes * count);
       for (int32_t i = first; i < first + count; ++i) {
-        data.append(reinterpret_cast<const char*>(blocks[i]), block_bytes);
+        data.append(reinterpret_cast<const char*>(blocks[i - begin]), block_bytes);
       }
       chunk.set_xxh64(ChunkChecksum({reinterpret_cast<const uint8_t*>(data.data()), data.size()}));
       const int64_t size = static_cast<int64_t>(data.size());
@@ -84,7 +87,7 @@ class GrpcKvPush final : public KvPush {
       stats_.bytes_sent += size;
       ++stats_.chunks_sent;
     }
-    ++next_layer_;
+    cursor_.Advance(end - begin);
     return absl::OkStatus();
   }
 
@@ -93,10 +96,10 @@ class GrpcKvPush final : public KvPush {
       return absl::FailedPreconditionError(absl::StrCat(Where(), " is no longer open"));
     }
     finished_ = true;
-    if (next_layer_ != spec_.n_layer) {
+    if (!cursor_.done()) {
       CancelStreams();
       return absl::FailedPreconditionError(
-          absl::StrCat(Where(), ": Finish after ", next_layer_, " of ", spec_.n_layer, " layers"));
+          absl::StrCat(Where(), ": Finish before the data of ", cursor_.Describe()));
     }
     for (auto& stream : streams_) stream->Close();
     if (!AwaitAllDone(absl::FromChrono(deadline_) + kFinishGrace)) {
@@ -128,22 +131,6 @@ class GrpcKvPush final : public KvPush {
   }
 
  private:
-  absl::Status CheckLayer(int32_t layer, const std::vector<const uint8_t*>& blocks) const {
-    if (layer != next_layer_) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("SendLayer(", layer, "): expected layer ", next_layer_, " next"));
-    }
-    if (static_cast<int64_t>(blocks.size()) != spec_.n_blocks()) {
-      return absl::InvalidArgumentError(absl::StrCat("SendLayer(", layer, "): expected ",
-                                                     spec_.n_blocks(), " block pointers, got ",
-                                                     blocks.size()));
-    }
-    if (std::find(blocks.begin(), blocks.end(), nullptr) != blocks.end()) {
-      return absl::InvalidArgumentError(absl::StrCat("SendLayer(", layer, "): null block"));
-    }
-    return absl::OkStatus();
-  }
-
   std::string Where() const {
     return absl::StrCat("push to reservation '", spec_.reservation_id, "' at ", destination_);
   }
@@ -208,7 +195,7 @@ class GrpcKvPush final : public KvPush {
   std::vector<std::unique_ptr<GrpcPushStream>> streams_;  // fixed after construction
 
   // Used only by the owner's thread (KvPush is single-threaded).
-  int32_t next_layer_ = 0;
+  PushCursor cursor_;
   bool finished_ = false;
   bool cancelled_ = false;
   KvPushStats stats_;

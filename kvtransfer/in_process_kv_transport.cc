@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "kvtransfer/kv_transport.h"
 #include "kvtransfer/kv_wire.h"
+#include "kvtransfer/push_cursor.h"
 
 namespace baton::kvtransfer {
 namespace {
@@ -20,7 +21,8 @@ class InProcessKvPush final : public KvPush {
       : receiver_(receiver),
         spec_(spec),
         deadline_(deadline),
-        started_(std::chrono::steady_clock::now()) {}
+        started_(std::chrono::steady_clock::now()),
+        cursor_(spec) {}
 
   ~InProcessKvPush() override { Cancel(); }
 
@@ -29,19 +31,19 @@ class InProcessKvPush final : public KvPush {
       return absl::FailedPreconditionError(
           absl::StrCat("push to reservation '", spec_.reservation_id, "' is no longer open"));
     }
-    absl::Status status = CheckLayer(layer, blocks);
+    absl::Status status = cursor_.CheckSendLayer(layer, blocks);
     if (status.ok() && std::chrono::system_clock::now() > deadline_) {
       status = absl::DeadlineExceededError(absl::StrCat(
           "push to reservation '", spec_.reservation_id, "' passed its deadline at layer ", layer));
     }
     if (status.ok()) {
-      // One contiguous buffer per layer: the receiver sees whole layers.
+      // One contiguous buffer per layer of the range: the receiver sees whole layers.
       const int64_t block_bytes = spec_.layer_block_bytes();
       buffer_.resize(static_cast<size_t>(block_bytes) * blocks.size());
       for (size_t i = 0; i < blocks.size(); ++i) {
         std::memcpy(buffer_.data() + i * block_bytes, blocks[i], block_bytes);
       }
-      status = receiver_->WriteBlocks(spec_.reservation_id, layer, /*first_block=*/0,
+      status = receiver_->WriteBlocks(spec_.reservation_id, layer, cursor_.range_begin(),
                                       static_cast<int32_t>(blocks.size()), buffer_);
     }
     if (!status.ok()) {
@@ -50,7 +52,7 @@ class InProcessKvPush final : public KvPush {
     }
     stats_.bytes_sent += static_cast<int64_t>(buffer_.size());
     ++stats_.chunks_sent;
-    ++next_layer_;
+    cursor_.Advance(static_cast<int32_t>(blocks.size()));
     return absl::OkStatus();
   }
 
@@ -60,9 +62,9 @@ class InProcessKvPush final : public KvPush {
           "Finish on a push to reservation '", spec_.reservation_id, "' that is no longer open"));
     }
     absl::Status status;
-    if (next_layer_ != spec_.n_layer) {
+    if (!cursor_.done()) {
       status = absl::FailedPreconditionError(
-          absl::StrCat("Finish after ", next_layer_, " of ", spec_.n_layer, " layers"));
+          absl::StrCat("Finish before the data of ", cursor_.Describe()));
     } else if (std::chrono::system_clock::now() > deadline_) {
       status = absl::DeadlineExceededError(
           absl::StrCat("push to reservation '", spec_.reservation_id, "' passed its deadline"));
@@ -89,25 +91,6 @@ class InProcessKvPush final : public KvPush {
  private:
   enum class State { kOpen, kDone, kFailed };
 
-  absl::Status CheckLayer(int32_t layer, const std::vector<const uint8_t*>& blocks) const {
-    if (layer != next_layer_) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("SendLayer(", layer, "): expected layer ", next_layer_, " next"));
-    }
-    if (static_cast<int64_t>(blocks.size()) != spec_.n_blocks()) {
-      return absl::InvalidArgumentError(absl::StrCat("SendLayer(", layer, "): expected ",
-                                                     spec_.n_blocks(), " block pointers, got ",
-                                                     blocks.size()));
-    }
-    for (size_t i = 0; i < blocks.size(); ++i) {
-      if (blocks[i] == nullptr) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("SendLayer(", layer, "): block ", i, " is null"));
-      }
-    }
-    return absl::OkStatus();
-  }
-
   // The one place a push turns failed: the receiver frees the reservation, once.
   void Fail(const absl::Status& why) {
     state_ = State::kFailed;
@@ -119,7 +102,7 @@ class InProcessKvPush final : public KvPush {
   const std::chrono::system_clock::time_point deadline_;
   const std::chrono::steady_clock::time_point started_;
   State state_ = State::kOpen;
-  int32_t next_layer_ = 0;
+  PushCursor cursor_;
   std::vector<uint8_t> buffer_;  // one layer, reused
   KvPushStats stats_;
 };

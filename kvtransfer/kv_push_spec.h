@@ -1,12 +1,21 @@
 // What one KV push carries and where it lands: a request's prompt KV, all layers, sent to its
 // reservation on a decode worker.
 //
-// Layout of the data: for each layer, the sequence's blocks in block-table order; each block of
-// one layer is `layer_block_bytes()` bytes: f16 [K|V][block_size][kv_dim] (engine/kv_cache.h).
+// Layout of the data: each block of one layer is `layer_block_bytes()` bytes: f16
+// [K|V][block_size][kv_dim] (engine/kv_cache.h), blocks indexed in block-table order.
+//
+// Order of the data (the push's canonical order): the prompt's blocks are cut into ranges of
+// `chunk_blocks` blocks (the last range may be shorter; 0 means one range of every block). The
+// ranges go one after the other; within a range, its blocks of layer 0, then of layer 1, ...;
+// within a layer, blocks in order. A prefill worker that computes a long prompt in chunks
+// (chunked prefill) sends each chunk's range as soon as that chunk is done; one that computes
+// the prompt at once sends one range, layer by layer.
+//
 // Thread-safety: plain value type.
 #ifndef BATON_KVTRANSFER_KV_PUSH_SPEC_H_
 #define BATON_KVTRANSFER_KV_PUSH_SPEC_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -16,13 +25,18 @@ struct KvPushSpec {
   std::string reservation_id;
   std::string model_fingerprint;
   int32_t n_layer = 0;
-  int32_t kv_dim = 0;       // n_kv_head * head_dim
-  int32_t block_size = 0;   // tokens per block
-  int32_t n_tokens = 0;     // prompt tokens whose KV is pushed
+  int32_t kv_dim = 0;        // n_kv_head * head_dim
+  int32_t block_size = 0;    // tokens per block
+  int32_t n_tokens = 0;      // prompt tokens whose KV is pushed
+  int32_t chunk_blocks = 0;  // blocks per range; 0: one range
 
   int32_t n_blocks() const { return (n_tokens + block_size - 1) / block_size; }
   int64_t layer_block_bytes() const { return int64_t{2} * block_size * kv_dim * 2; }
   int64_t total_bytes() const { return layer_block_bytes() * n_blocks() * n_layer; }
+  // Blocks per range (every range but possibly the last).
+  int32_t range_blocks() const {
+    return chunk_blocks > 0 ? std::min(chunk_blocks, n_blocks()) : n_blocks();
+  }
 };
 
 }  // namespace baton::kvtransfer

@@ -1,8 +1,8 @@
 // The receiving end of KV pushes: where pushed KV lands. The decode worker implements it over its
 // reservations and KV cache; transports (gRPC service, in-process) call it.
 //
-// Protocol for one push: BeginPush once, then WriteBlocks for every layer's blocks (layers in
-// order, blocks within a layer in order, possibly split over several calls), then EndPush; or
+// Protocol for one push: BeginPush once, then WriteBlocks for every layer's blocks (in the
+// push's order, kv_push_spec.h; possibly split over several calls), then EndPush; or
 // AbortPush at any point after BeginPush. Every call validates its arguments against the
 // reservation before it writes a byte, and a failed call leaves the reservation consistent.
 //
@@ -31,7 +31,7 @@ class KvReceiver {
 
   // `data` holds n_blocks consecutive blocks of `layer`, starting at block index `first_block` of
   // the reservation's table, each spec.layer_block_bytes() long. INVALID_ARGUMENT for a layer or
-  // block range outside the reservation, a wrong data size, or layers out of order.
+  // block range outside the reservation, a wrong data size, or blocks written twice.
   virtual absl::Status WriteBlocks(const std::string& reservation_id, int32_t layer,
                                    int32_t first_block, int32_t n_blocks,
                                    std::span<const uint8_t> data) = 0;

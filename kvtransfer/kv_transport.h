@@ -3,7 +3,7 @@
 // processes) and in-process (tests, and a worker pushing to itself).
 //
 // Thread-safety: a KvTransport is thread-safe (many pushes at once). A KvPush is used by one
-// thread: SendLayer from the compute thread in layer order, then Finish.
+// thread at a time: SendLayer in the push's order, then Finish.
 #ifndef BATON_KVTRANSFER_KV_TRANSPORT_H_
 #define BATON_KVTRANSFER_KV_TRANSPORT_H_
 
@@ -30,14 +30,16 @@ class KvPush {
  public:
   virtual ~KvPush() = default;
 
-  // Queues layer `layer` for sending: `blocks[i]` points at the sequence's i-th block of that
-  // layer (spec.layer_block_bytes() bytes each; spec.n_blocks() pointers). The bytes are copied
-  // before it returns, so the caller may overwrite its cache afterwards. Does not wait for the
-  // network. An error means the push has failed (the receiver will free the reservation).
+  // Queues layer `layer` of the current block range for sending (the push's order,
+  // kv_push_spec.h: range by range, layer by layer): `blocks[i]` points at block range_begin + i
+  // of that layer (spec.layer_block_bytes() bytes each; one pointer per block of the range; for
+  // a push of one range, every block). The bytes are copied before it returns, so the caller may
+  // overwrite its cache afterwards. Does not wait for the network. An error means the push has
+  // failed (the receiver will free the reservation).
   virtual absl::Status SendLayer(int32_t layer, const std::vector<const uint8_t*>& blocks) = 0;
 
-  // Waits until every layer is acknowledged (EndPush succeeded on the receiver) or the push's
-  // deadline passes. Must be called once, after the last SendLayer.
+  // Waits until everything is acknowledged (EndPush succeeded on the receiver) or the push's
+  // deadline passes. Must be called once, after the last range's last SendLayer.
   virtual absl::StatusOr<KvPushStats> Finish() = 0;
 
   // Abandons the push; the receiver frees the reservation. Safe to call at any time, also after

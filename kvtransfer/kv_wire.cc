@@ -28,6 +28,10 @@ absl::Status ValidateSpec(const KvPushSpec& spec) {
           absl::StrCat(field.name, " must be positive, got ", field.value));
     }
   }
+  if (spec.chunk_blocks < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chunk_blocks must not be negative, got ", spec.chunk_blocks));
+  }
   // One block of one layer must fit a message and an int32 byte count.
   if (spec.layer_block_bytes() > std::numeric_limits<int32_t>::max()) {
     return absl::InvalidArgumentError(absl::StrCat("a block of ", spec.layer_block_bytes(),
@@ -48,6 +52,7 @@ v1::KvPushHeader HeaderFromSpec(const KvPushSpec& spec, int32_t stream_index, in
   header.set_dtype(kKvDtype);
   header.set_stream_index(stream_index);
   header.set_n_streams(n_streams);
+  header.set_chunk_blocks(spec.chunk_blocks);
   return header;
 }
 
@@ -59,6 +64,7 @@ absl::StatusOr<PushHeaderInfo> ParseHeader(const v1::KvPushHeader& header) {
   info.spec.kv_dim = header.kv_dim();
   info.spec.block_size = header.block_size();
   info.spec.n_tokens = header.n_tokens();
+  info.spec.chunk_blocks = header.chunk_blocks();
   if (header.dtype() != kKvDtype) {
     return absl::InvalidArgumentError(
         absl::StrCat("header dtype: expected '", kKvDtype, "', got '", header.dtype(), "'"));
@@ -107,7 +113,7 @@ absl::StatusOr<int32_t> BlocksPerChunk(const KvPushSpec& spec, int64_t chunk_byt
         "chunk_bytes ", chunk_bytes, " cannot hold one block of ", per_block, " bytes"));
   }
   const int64_t blocks = chunk_bytes / per_block;
-  return static_cast<int32_t>(std::min<int64_t>(blocks, std::max(1, spec.n_blocks())));
+  return static_cast<int32_t>(std::min<int64_t>(blocks, std::max(1, spec.range_blocks())));
 }
 
 int32_t LastLayerOfStream(int32_t stream_index, int32_t n_streams, int32_t n_layer) {

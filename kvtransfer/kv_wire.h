@@ -41,8 +41,8 @@ absl::StatusOr<PushHeaderInfo> ParseHeader(const v1::KvPushHeader& header);
 // positive or the data size is not n_blocks * layer_block_bytes.
 absl::Status VerifyChunk(const v1::KvChunk& chunk, int64_t layer_block_bytes);
 
-// How many whole blocks one chunk of at most `chunk_bytes` payload carries (never more than the
-// layer's blocks). INVALID_ARGUMENT when not even one block fits.
+// How many whole blocks one chunk of at most `chunk_bytes` payload carries (never more than a
+// range's blocks). INVALID_ARGUMENT when not even one block fits.
 absl::StatusOr<int32_t> BlocksPerChunk(const KvPushSpec& spec, int64_t chunk_bytes);
 
 // Which stream carries `layer` when a push uses `n_streams` streams; the last layer stream `s`

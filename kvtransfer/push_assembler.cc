@@ -17,7 +17,7 @@ std::string ChunkName(const v1::KvChunk& chunk) {
 bool SameSpec(const KvPushSpec& a, const KvPushSpec& b) {
   return a.reservation_id == b.reservation_id && a.model_fingerprint == b.model_fingerprint &&
          a.n_layer == b.n_layer && a.kv_dim == b.kv_dim && a.block_size == b.block_size &&
-         a.n_tokens == b.n_tokens;
+         a.n_tokens == b.n_tokens && a.chunk_blocks == b.chunk_blocks;
 }
 
 }  // namespace
@@ -33,8 +33,8 @@ PushAssembler::PushAssembler(PushRegistry* registry, KvReceiver* receiver,
       receiver_(receiver),
       spec_(info.spec),
       n_streams_(info.n_streams),
-      n_blocks_(info.spec.n_blocks()),
       deadline_(deadline),
+      cursor_(info.spec),
       streams_(info.n_streams, StreamState::kAbsent) {}
 
 absl::Status PushAssembler::AddStreamLocked(const PushHeaderInfo& info) {
@@ -54,31 +54,27 @@ absl::Status PushAssembler::AddStreamLocked(const PushHeaderInfo& info) {
 }
 
 absl::Status PushAssembler::CheckAtCursorLocked(const v1::KvChunk& chunk) const {
-  if (chunk.layer() == cursor_layer_ && chunk.first_block() == cursor_block_) {
+  if (chunk.layer() == cursor_.layer() && chunk.first_block() == cursor_.block()) {
     return absl::OkStatus();
   }
-  return absl::InvalidArgumentError(absl::StrCat(ChunkName(chunk), " out of order: expected layer ",
-                                                 cursor_layer_, " from block ", cursor_block_));
+  return absl::InvalidArgumentError(
+      absl::StrCat(ChunkName(chunk), " out of order: expected ", cursor_.Describe()));
 }
 
 absl::Status PushAssembler::WriteLocked(const v1::KvChunk& chunk, KvStreamWakeups* wakeups) {
   if (absl::Status status = CheckAtCursorLocked(chunk); !status.ok()) return status;
   if (absl::Status status = CheckDeadline(); !status.ok()) return status;
-  if (int64_t{chunk.first_block()} + chunk.n_blocks() > n_blocks_) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(ChunkName(chunk), ": the push has ", n_blocks_, " blocks per layer"));
+  if (int64_t{chunk.first_block()} + chunk.n_blocks() > cursor_.range_end()) {
+    return absl::InvalidArgumentError(absl::StrCat(ChunkName(chunk), " runs past the end of ",
+                                                   cursor_.Describe()));
   }
   const std::string& data = chunk.data();
   absl::Status written = receiver_->WriteBlocks(
       spec_.reservation_id, chunk.layer(), chunk.first_block(), chunk.n_blocks(),
       std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data.data()), data.size()));
   if (!written.ok()) return written;
-  cursor_block_ += chunk.n_blocks();
-  if (cursor_block_ == n_blocks_) {
-    cursor_block_ = 0;
-    ++cursor_layer_;
-  }
-  if (cursor_layer_ == spec_.n_layer) {
+  cursor_.Advance(chunk.n_blocks());
+  if (cursor_.done()) {
     // The receiver may have been slow: do not admit a push whose sender has given up.
     if (absl::Status status = CheckDeadline(); !status.ok()) return status;
     if (absl::Status ended = receiver_->EndPush(spec_.reservation_id); !ended.ok()) return ended;
@@ -97,8 +93,8 @@ void PushAssembler::CompleteLocked(KvStreamWakeups* wakeups) {
 absl::Status PushAssembler::CheckDeadline() const {
   if (absl::Now() <= deadline_) return absl::OkStatus();
   return absl::DeadlineExceededError(
-      absl::StrCat("push to reservation '", spec_.reservation_id, "' passed its deadline at layer ",
-                   cursor_layer_ < spec_.n_layer ? cursor_layer_ : spec_.n_layer - 1));
+      absl::StrCat("push to reservation '", spec_.reservation_id, "' passed its deadline at ",
+                   cursor_.Describe()));
 }
 
 void PushAssembler::DrainLocked(KvStreamWakeups* wakeups) {
@@ -106,7 +102,10 @@ void PushAssembler::DrainLocked(KvStreamWakeups* wakeups) {
   while (progressed && failure_.ok() && !complete_) {
     progressed = false;
     for (auto it = parked_.begin(); it != parked_.end(); ++it) {
-      if (!it->has_chunk || it->chunk.layer() != cursor_layer_) continue;
+      if (!it->has_chunk || it->chunk.layer() != cursor_.layer() ||
+          it->chunk.first_block() != cursor_.block()) {
+        continue;
+      }
       Parked parked = std::move(*it);
       parked_.erase(it);
       absl::Status written = WriteLocked(parked.chunk, wakeups);
@@ -148,8 +147,12 @@ absl::StatusOr<bool> PushAssembler::Offer(int32_t stream_index, KvStreamWaiter* 
     bad = absl::InvalidArgumentError(absl::StrCat(ChunkName(chunk), " arrived on stream ",
                                                   stream_index, ", belongs on stream ",
                                                   StreamOfLayer(chunk.layer(), n_streams_)));
-  } else if (chunk.layer() > cursor_layer_ &&
-             StreamOfLayer(cursor_layer_, n_streams_) != stream_index) {
+  } else if (!cursor_.InOneRange(chunk.first_block(), chunk.n_blocks())) {
+    bad = absl::InvalidArgumentError(absl::StrCat(ChunkName(chunk), " is outside the push's ",
+                                                  spec_.n_blocks(), " blocks or spans two ranges of ",
+                                                  spec_.range_blocks()));
+  } else if (cursor_.IsAhead(chunk.layer(), chunk.first_block()) &&
+             StreamOfLayer(cursor_.layer(), n_streams_) != stream_index) {
     // Waits for the other streams to bring the layers before it.
     parked_.push_back({stream_index, waiter, /*has_chunk=*/true, std::move(chunk)});
     return true;
@@ -170,11 +173,13 @@ absl::StatusOr<bool> PushAssembler::EndStream(int32_t stream_index, KvStreamWait
   if (streams_[stream_index] == StreamState::kLive) streams_[stream_index] = StreamState::kEnded;
   if (!failure_.ok()) return failure_;
   const int32_t last_layer = LastLayerOfStream(stream_index, n_streams_, spec_.n_layer);
-  if (!complete_ && last_layer >= cursor_layer_) {
+  // Every stream carries a layer of every range, so while ranges remain it still owes chunks.
+  const bool owes_chunks = cursor_.range_end() < spec_.n_blocks() || last_layer >= cursor_.layer();
+  if (!complete_ && owes_chunks) {
     absl::Status missing = absl::InvalidArgumentError(
         absl::StrCat("stream ", stream_index, " of the push to reservation '", spec_.reservation_id,
-                     "' ended before its layers arrived (next expected: layer ", cursor_layer_,
-                     " block ", cursor_block_, ")"));
+                     "' ended before its chunks arrived (next expected: ", cursor_.Describe(),
+                     ")"));
     FailLocked(missing, wakeups);
     return missing;
   }

@@ -1,15 +1,16 @@
 // Server side of a KV push that arrives over one or more PushKv streams: puts the streams' chunks
-// back into the order the KvReceiver requires (layers in order, blocks in order), calls EndPush
-// once the last layer has arrived, and AbortPush once if anything goes wrong.
+// back into the push's order (kv_push_spec.h), calls EndPush once the last chunk has arrived,
+// and AbortPush once if anything goes wrong.
 //
 // Multi-stream protocol (see KvPushHeader in kv_transfer.proto): layer L travels on stream
-// L % n_streams, its chunks in block order. The assembler keeps a write cursor (layer, block).
-// A chunk at the cursor is written at once. A chunk for a later layer whose predecessor belongs to
-// another stream is parked: the stream stops reading (at most one parked chunk per stream, so
-// memory stays bounded by the flow-control windows) until the other streams' chunks move the
-// cursor to it; whoever moves the cursor writes the parked chunk and wakes its stream. This
-// cannot deadlock: the stream owning the cursor's layer is never parked. Anything else (a layer
-// on the wrong stream, a gap, a duplicate, a stream that ends before its layers arrived) is
+// L % n_streams, its chunks in the push's order (block range, layer, block). The assembler keeps
+// a write cursor (push_cursor.h). A chunk at the cursor is written at once. A chunk further on in
+// the order while the cursor's layer belongs to another stream is parked: the stream stops
+// reading (at most one parked chunk per stream, so memory stays bounded by the flow-control
+// windows) until the other streams' chunks move the cursor to it; whoever moves the cursor
+// writes the parked chunk and wakes its stream. This cannot deadlock: the stream owning the
+// cursor's layer is never parked. Anything else (a layer on the wrong stream, a chunk spanning
+// two ranges, a gap, a duplicate, a stream that ends before its chunks arrived) is
 // INVALID_ARGUMENT and fails the push. A stream whose sender half-closed after all its chunks
 // were written waits (parked without a chunk) for the push's outcome, so every stream answers
 // with the outcome of the whole push, and a push whose other streams never come is failed when
@@ -37,6 +38,7 @@
 #include "baton/v1/kv_transfer.pb.h"
 #include "kvtransfer/kv_receiver.h"
 #include "kvtransfer/kv_wire.h"
+#include "kvtransfer/push_cursor.h"
 
 namespace baton::kvtransfer {
 
@@ -120,7 +122,6 @@ class PushAssembler {
   KvReceiver* const receiver_;
   const KvPushSpec spec_;
   const int32_t n_streams_;
-  const int32_t n_blocks_;
   const absl::Time deadline_;  // the first stream's; nothing is written or ended past it
 
   absl::Mutex mu_;
@@ -128,8 +129,7 @@ class PushAssembler {
   absl::Status failure_ ABSL_GUARDED_BY(mu_);   // set once, never cleared
   bool complete_ ABSL_GUARDED_BY(mu_) = false;  // EndPush succeeded
   std::vector<StreamState> streams_ ABSL_GUARDED_BY(mu_);
-  int32_t cursor_layer_ ABSL_GUARDED_BY(mu_) = 0;
-  int32_t cursor_block_ ABSL_GUARDED_BY(mu_) = 0;
+  PushCursor cursor_ ABSL_GUARDED_BY(mu_);
   std::vector<Parked> parked_ ABSL_GUARDED_BY(mu_);
 };
 

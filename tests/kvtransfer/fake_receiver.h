@@ -8,8 +8,10 @@
 
 #include <cstdint>
 #include <cstring>
+#include <algorithm>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -28,8 +30,9 @@ class FakeReceiver final : public KvReceiver {
     KvPushSpec expected;   // fingerprint and layout the push must match
     int32_t n_blocks = 0;  // blocks reserved per layer
     State state = State::kReserved;
-    int32_t next_layer = 0;
-    int32_t next_block = 0;
+    // The push's order (kv_push_spec.h), spelled out: (layer, block) in the order they must come.
+    std::vector<std::pair<int32_t, int32_t>> order;
+    size_t n_written = 0;
     std::vector<uint8_t> bytes;  // [n_layer][n_blocks][layer_block_bytes]
     absl::Status abort_reason;
   };
@@ -84,6 +87,15 @@ class FakeReceiver final : public KvReceiver {
       return absl::InvalidArgumentError("layout mismatch");
     }
     r.expected.n_tokens = spec.n_tokens;
+    r.expected.chunk_blocks = spec.chunk_blocks;
+    const int32_t range = spec.chunk_blocks > 0 ? spec.chunk_blocks : spec.n_blocks();
+    for (int32_t begin = 0; begin < spec.n_blocks(); begin += range) {
+      for (int32_t layer = 0; layer < spec.n_layer; ++layer) {
+        for (int32_t block = begin; block < std::min(begin + range, spec.n_blocks()); ++block) {
+          r.order.emplace_back(layer, block);
+        }
+      }
+    }
     r.state = State::kReceiving;
     return absl::OkStatus();
   }
@@ -101,23 +113,21 @@ class FakeReceiver final : public KvReceiver {
     if (it == reservations_.end()) return absl::NotFoundError(reservation_id);
     Reservation& r = it->second;
     if (r.state != State::kReceiving) return absl::FailedPreconditionError("not receiving");
-    if (layer != r.next_layer || first_block != r.next_block) {
-      return absl::InvalidArgumentError(absl::StrCat("out of order: layer ", layer, " block ",
-                                                     first_block, ", expected layer ", r.next_layer,
-                                                     " block ", r.next_block));
-    }
     const int64_t block_bytes = r.expected.layer_block_bytes();
-    if (first_block + n_blocks > r.expected.n_blocks() ||
+    if (n_blocks <= 0 || first_block + n_blocks > r.expected.n_blocks() ||
         static_cast<int64_t>(data.size()) != n_blocks * block_bytes) {
       return absl::InvalidArgumentError("bad block range or size");
     }
+    for (int32_t i = 0; i < n_blocks; ++i) {
+      const size_t at = r.n_written + i;
+      if (at >= r.order.size() || r.order[at] != std::make_pair(layer, first_block + i)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("out of order: layer ", layer, " block ", first_block + i));
+      }
+    }
     std::memcpy(r.bytes.data() + (int64_t{layer} * r.n_blocks + first_block) * block_bytes,
                 data.data(), data.size());
-    r.next_block += n_blocks;
-    if (r.next_block == r.expected.n_blocks()) {
-      r.next_block = 0;
-      ++r.next_layer;
-    }
+    r.n_written += n_blocks;
     return absl::OkStatus();
   }
 
@@ -127,7 +137,7 @@ class FakeReceiver final : public KvReceiver {
     auto it = reservations_.find(reservation_id);
     if (it == reservations_.end()) return absl::NotFoundError(reservation_id);
     Reservation& r = it->second;
-    if (r.state != State::kReceiving || r.next_layer != r.expected.n_layer) {
+    if (r.state != State::kReceiving || r.n_written != r.order.size()) {
       return absl::FailedPreconditionError("KV incomplete");
     }
     r.state = State::kReceived;

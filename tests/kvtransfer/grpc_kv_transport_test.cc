@@ -18,6 +18,7 @@ using ::baton::kvtransfer::testing::FakeReceiver;
 using ::baton::kvtransfer::testing::In;
 using ::baton::kvtransfer::testing::KvData;
 using ::baton::kvtransfer::testing::MakeSpec;
+using ::baton::kvtransfer::testing::SendAll;
 using ::baton::kvtransfer::testing::TestKvServer;
 using std::chrono_literals::operator""ms;
 
@@ -31,15 +32,13 @@ GrpcKvTransportOptions Options(int n_streams = 1, int64_t chunk_bytes = 1 << 20,
   return options;
 }
 
-// Sends every layer, then Finish; the first error wins (SendLayer may already see it).
+// Sends everything in the push's order, then Finish; the first error wins (SendLayer may already see it).
 absl::StatusOr<KvPushStats> PushAll(KvTransport& transport, const std::string& address,
                                     const KvPushSpec& spec, const KvData& data,
                                     std::chrono::milliseconds timeout = 10000ms) {
   auto push = transport.StartPush(address, spec, In(timeout));
   if (!push.ok()) return push.status();
-  for (int32_t layer = 0; layer < spec.n_layer; ++layer) {
-    if (absl::Status sent = (*push)->SendLayer(layer, data.Layer(layer)); !sent.ok()) return sent;
-  }
+  if (absl::Status sent = SendAll(**push, spec, data); !sent.ok()) return sent;
   return (*push)->Finish();
 }
 
@@ -47,6 +46,7 @@ struct RoundTripCase {
   int n_streams;
   int64_t chunk_bytes;
   std::string name;
+  int32_t chunk_blocks = 0;  // the push's block ranges (chunked prefill); 0: one range
 };
 
 class GrpcRoundTripTest : public ::testing::TestWithParam<RoundTripCase> {};
@@ -54,15 +54,22 @@ class GrpcRoundTripTest : public ::testing::TestWithParam<RoundTripCase> {};
 TEST_P(GrpcRoundTripTest, ArrivesByteIdentical) {
   TestKvServer server;
   // 7 layers of 5 blocks (70 tokens, block 16), 512 bytes per block: a layer is 2560 bytes.
-  const KvPushSpec spec = MakeSpec("r1", 7, 70);
+  KvPushSpec spec = MakeSpec("r1", 7, 70);
+  spec.chunk_blocks = GetParam().chunk_blocks;
   const KvData data(spec, 11);
   server.receiver().Reserve(spec, 8);
   auto transport = CreateGrpcKvTransport(Options(GetParam().n_streams, GetParam().chunk_bytes));
   absl::StatusOr<KvPushStats> stats = PushAll(*transport, server.address(), spec, data);
   ASSERT_TRUE(stats.ok()) << stats.status();
   EXPECT_EQ(stats->bytes_sent, spec.total_bytes());
-  const int64_t per_chunk = std::min<int64_t>(GetParam().chunk_bytes / 512, 5);
-  EXPECT_EQ(stats->chunks_sent, spec.n_layer * ((5 + per_chunk - 1) / per_chunk));
+  // Chunks never span two ranges: each range's layer is cut on its own.
+  const int64_t per_chunk = std::min<int64_t>(GetParam().chunk_bytes / 512, spec.range_blocks());
+  int64_t chunks_per_layer = 0;
+  for (int32_t begin = 0; begin < 5; begin += spec.range_blocks()) {
+    const int64_t blocks = std::min(5 - begin, spec.range_blocks());
+    chunks_per_layer += (blocks + per_chunk - 1) / per_chunk;
+  }
+  EXPECT_EQ(stats->chunks_sent, spec.n_layer * chunks_per_layer);
   EXPECT_GT(stats->seconds, 0);
   const FakeReceiver::Reservation arrived = server.receiver().reservation("r1");
   EXPECT_EQ(arrived.state, FakeReceiver::State::kReceived);
@@ -78,7 +85,11 @@ INSTANTIATE_TEST_SUITE_P(
                       RoundTripCase{1, 1 << 20, "OneStreamChunkLargerThanLayer"},
                       RoundTripCase{3, 1024, "ThreeStreamsSmallChunks"},
                       RoundTripCase{3, 1 << 20, "ThreeStreamsChunkLargerThanLayer"},
-                      RoundTripCase{16, 512, "MoreStreamsThanLayersOneBlockChunks"}),
+                      RoundTripCase{16, 512, "MoreStreamsThanLayersOneBlockChunks"},
+                      RoundTripCase{1, 1 << 20, "OneStreamRangesOfTwoBlocks", 2},
+                      RoundTripCase{3, 512, "ThreeStreamsRangesOfTwoBlocksOneBlockChunks", 2},
+                      RoundTripCase{3, 1 << 20, "ThreeStreamsRangesOfOneBlock", 1},
+                      RoundTripCase{2, 1 << 20, "RangeLargerThanThePrompt", 9}),
     [](const ::testing::TestParamInfo<RoundTripCase>& info) { return info.param.name; });
 
 TEST(GrpcKvTransportTest, ConcurrentPushesShareTheTransport) {

@@ -14,6 +14,7 @@ using ::baton::kvtransfer::testing::FakeReceiver;
 using ::baton::kvtransfer::testing::In;
 using ::baton::kvtransfer::testing::KvData;
 using ::baton::kvtransfer::testing::MakeSpec;
+using ::baton::kvtransfer::testing::SendAll;
 using std::chrono_literals::operator""ms;
 
 class InProcessKvTransportTest : public ::testing::Test {
@@ -47,6 +48,42 @@ TEST_F(InProcessKvTransportTest, RoundTripIsByteIdentical) {
   push->reset();
   EXPECT_EQ(receiver_.counts().abort, 0);
   EXPECT_EQ(receiver_.counts().end, 1);
+}
+
+TEST_F(InProcessKvTransportTest, RangesArriveInThePushOrder) {
+  KvPushSpec spec = MakeSpec("ranges", 3, 70);  // 5 blocks: ranges [0,2) [2,4) [4,5)
+  spec.chunk_blocks = 2;
+  const KvData data(spec, 9);
+  receiver_.Reserve(spec, 5);
+  auto push = transport_->StartPush("ignored", spec, In(5000ms));
+  ASSERT_TRUE(push.ok()) << push.status();
+  // Sending a whole layer when the push is in ranges is refused, and fails the push.
+  EXPECT_EQ((*push)->SendLayer(0, data.Layer(0)).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(receiver_.reservation("ranges").state, FakeReceiver::State::kAborted);
+
+  receiver_.Reserve(spec, 5);
+  push = transport_->StartPush("ignored", spec, In(5000ms));
+  ASSERT_TRUE(push.ok()) << push.status();
+  ASSERT_TRUE(SendAll(**push, spec, data).ok());
+  absl::StatusOr<KvPushStats> stats = (*push)->Finish();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(stats->bytes_sent, spec.total_bytes());
+  EXPECT_EQ(stats->chunks_sent, 3 * 3);  // a layer per range
+  EXPECT_EQ(receiver_.reservation("ranges").bytes, data.Expected(5));
+}
+
+TEST_F(InProcessKvTransportTest, FinishBeforeTheLastRangeFails) {
+  KvPushSpec spec = MakeSpec("short", 2, 40);  // 3 blocks: ranges [0,2) [2,3)
+  spec.chunk_blocks = 2;
+  const KvData data(spec, 1);
+  receiver_.Reserve(spec, 3);
+  auto push = transport_->StartPush("ignored", spec, In(5000ms));
+  ASSERT_TRUE(push.ok());
+  for (int32_t layer = 0; layer < 2; ++layer) {
+    ASSERT_TRUE((*push)->SendLayer(layer, data.Range(layer, 0, 2)).ok());
+  }
+  EXPECT_EQ((*push)->Finish().status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(receiver_.reservation("short").state, FakeReceiver::State::kAborted);
 }
 
 TEST_F(InProcessKvTransportTest, BeginPushErrorComesFromStartPush) {

@@ -3,6 +3,7 @@
 #ifndef BATON_TESTS_KVTRANSFER_KV_TEST_UTIL_H_
 #define BATON_TESTS_KVTRANSFER_KV_TEST_UTIL_H_
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -13,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "kvtransfer/kv_push_spec.h"
 #include "kvtransfer/kv_transfer_service.h"
+#include "kvtransfer/kv_transport.h"
 #include "rpc/server_options.h"
 #include "tests/kvtransfer/fake_receiver.h"
 
@@ -50,8 +52,12 @@ class KvData {
   }
 
   std::vector<const uint8_t*> Layer(int32_t layer) const {
+    return Range(layer, 0, spec_.n_blocks());
+  }
+  // Blocks [begin, end) of `layer`.
+  std::vector<const uint8_t*> Range(int32_t layer, int32_t begin, int32_t end) const {
     std::vector<const uint8_t*> pointers;
-    for (const auto& block : blocks_[layer]) pointers.push_back(block.data());
+    for (int32_t b = begin; b < end; ++b) pointers.push_back(blocks_[layer][b].data());
     return pointers;
   }
 
@@ -99,6 +105,20 @@ class TestKvServer {
   std::unique_ptr<grpc::Service> service_;
   rpc::StartedServer started_;
 };
+
+// Sends all of `data` in the push's order (range by range, layer by layer); the first error.
+inline absl::Status SendAll(KvPush& push, const KvPushSpec& spec, const KvData& data) {
+  const int32_t range = spec.range_blocks();
+  for (int32_t begin = 0; begin < spec.n_blocks(); begin += range) {
+    const int32_t end = std::min(begin + range, spec.n_blocks());
+    for (int32_t layer = 0; layer < spec.n_layer; ++layer) {
+      if (absl::Status sent = push.SendLayer(layer, data.Range(layer, begin, end)); !sent.ok()) {
+        return sent;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
 
 inline std::chrono::system_clock::time_point In(std::chrono::milliseconds ms) {
   return std::chrono::system_clock::now() + ms;

@@ -20,7 +20,8 @@ TEST(ChunkChecksumTest, IsXxh64WithSeedZero) {
 }
 
 TEST(KvWireTest, HeaderRoundTrips) {
-  const KvPushSpec spec = MakeSpec("r1", 6, 33);
+  KvPushSpec spec = MakeSpec("r1", 6, 33);
+  spec.chunk_blocks = 2;
   absl::StatusOr<PushHeaderInfo> info = ParseHeader(HeaderFromSpec(spec, 2, 3));
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->spec.reservation_id, "r1");
@@ -29,6 +30,7 @@ TEST(KvWireTest, HeaderRoundTrips) {
   EXPECT_EQ(info->spec.kv_dim, spec.kv_dim);
   EXPECT_EQ(info->spec.block_size, spec.block_size);
   EXPECT_EQ(info->spec.n_tokens, 33);
+  EXPECT_EQ(info->spec.chunk_blocks, 2);
   EXPECT_EQ(info->stream_index, 2);
   EXPECT_EQ(info->n_streams, 3);
 }
@@ -58,6 +60,9 @@ TEST(KvWireTest, RejectsBadHeaders) {
   v1::KvPushHeader no_reservation = HeaderFromSpec(spec, 0, 1);
   no_reservation.clear_reservation_id();
   EXPECT_EQ(ParseHeader(no_reservation).status().code(), absl::StatusCode::kInvalidArgument);
+  v1::KvPushHeader negative_ranges = HeaderFromSpec(spec, 0, 1);
+  negative_ranges.set_chunk_blocks(-2);
+  EXPECT_EQ(ParseHeader(negative_ranges).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 v1::KvChunk MakeChunk(int32_t layer, int32_t first_block, int32_t n_blocks, size_t size) {
@@ -97,6 +102,9 @@ TEST(BlocksPerChunkTest, WholeBlocksUpToTheLimit) {
   EXPECT_EQ(*BlocksPerChunk(spec, 1100), 2);
   EXPECT_EQ(*BlocksPerChunk(spec, 1 << 20), 3);
   EXPECT_EQ(BlocksPerChunk(spec, 511).status().code(), absl::StatusCode::kInvalidArgument);
+  KvPushSpec ranges = spec;
+  ranges.chunk_blocks = 2;  // a chunk never spans two ranges
+  EXPECT_EQ(*BlocksPerChunk(ranges, 1 << 20), 2);
 }
 
 TEST(StreamAssignmentTest, RoundRobin) {

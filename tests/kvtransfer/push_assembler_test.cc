@@ -99,6 +99,78 @@ TEST_F(PushAssemblerTest, ReordersLayersArrivingOnTwoStreams) {
   EXPECT_EQ(receiver_.counts().abort, 0);
 }
 
+TEST(PushAssemblerRangesTest, ReordersRangesArrivingOnTwoStreams) {
+  // 4 layers, 3 blocks in ranges of 2: the order is range [0,2) layers 0..3, then [2,3) 0..3.
+  KvPushSpec spec = MakeSpec("r1", 4, 40);
+  spec.chunk_blocks = 2;
+  const KvData data(spec, 5);
+  FakeReceiver receiver;
+  receiver.Reserve(spec, 3);
+  PushRegistry registry(&receiver);
+  auto s0 = registry.Join(Info(spec, 0, 2));
+  ASSERT_TRUE(s0.ok() && registry.Join(Info(spec, 1, 2)).ok());
+  PushAssembler& push = **s0;
+  RecordingWaiter w0, w1;
+  KvStreamWakeups wakeups;
+  // Stream 0 races ahead: layer 0 of the first range is written, layer 2 parks.
+  EXPECT_FALSE(*push.Offer(0, &w0, Chunk(data, spec, 0, 0, 2), &wakeups));
+  EXPECT_TRUE(*push.Offer(0, &w0, Chunk(data, spec, 2, 0, 2), &wakeups));
+  // Stream 1's layer 1 moves the cursor to the parked chunk, which is written.
+  EXPECT_FALSE(*push.Offer(1, &w1, Chunk(data, spec, 1, 0, 2), &wakeups));
+  ASSERT_EQ(wakeups.size(), 1u);
+  EXPECT_EQ(wakeups[0].waiter, &w0);
+  RunWakeups(wakeups);
+  // Stream 0 is already on the second range while layer 3 of the first is missing: it parks.
+  EXPECT_TRUE(*push.Offer(0, &w0, Chunk(data, spec, 0, 2, 1), &wakeups));
+  EXPECT_FALSE(*push.Offer(1, &w1, Chunk(data, spec, 3, 0, 2), &wakeups));
+  ASSERT_EQ(wakeups.size(), 1u);
+  RunWakeups(wakeups);
+  // The second range: stream 0 sends its layers 0 and 2 and ends; it waits for stream 1's.
+  EXPECT_TRUE(*push.Offer(0, &w0, Chunk(data, spec, 2, 2, 1), &wakeups));
+  EXPECT_FALSE(*push.Offer(1, &w1, Chunk(data, spec, 1, 2, 1), &wakeups));
+  RunWakeups(wakeups);
+  EXPECT_TRUE(*push.EndStream(0, &w0, &wakeups));
+  EXPECT_FALSE(*push.Offer(1, &w1, Chunk(data, spec, 3, 2, 1), &wakeups));
+  EXPECT_EQ(receiver.counts().end, 1);
+  EXPECT_EQ(receiver.reservation("r1").bytes, data.Expected(3));
+  EXPECT_EQ(receiver.counts().abort, 0);
+}
+
+TEST(PushAssemblerRangesTest, ChunkSpanningTwoRangesFailsThePush) {
+  KvPushSpec spec = MakeSpec("r1", 2, 40);
+  spec.chunk_blocks = 2;
+  const KvData data(spec, 5);
+  FakeReceiver receiver;
+  receiver.Reserve(spec, 3);
+  PushRegistry registry(&receiver);
+  auto push = registry.Join(Info(spec, 0, 1));
+  ASSERT_TRUE(push.ok());
+  RecordingWaiter w;
+  KvStreamWakeups wakeups;
+  absl::StatusOr<bool> result = (*push)->Offer(0, &w, Chunk(data, spec, 0, 0, 3), &wakeups);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(result.status().message().find("spans two ranges"), std::string::npos);
+  EXPECT_EQ(receiver.counts().abort, 1);
+}
+
+TEST(PushAssemblerRangesTest, StreamEndingWhileRangesRemainFailsThePush) {
+  KvPushSpec spec = MakeSpec("r1", 2, 40);
+  spec.chunk_blocks = 2;
+  const KvData data(spec, 5);
+  FakeReceiver receiver;
+  receiver.Reserve(spec, 3);
+  PushRegistry registry(&receiver);
+  auto s0 = registry.Join(Info(spec, 0, 2));
+  ASSERT_TRUE(s0.ok() && registry.Join(Info(spec, 1, 2)).ok());
+  RecordingWaiter w0;
+  KvStreamWakeups wakeups;
+  EXPECT_FALSE(*(*s0)->Offer(0, &w0, Chunk(data, spec, 0, 0, 2), &wakeups));
+  // Stream 0's layer 0 of range [2,3) never came.
+  EXPECT_EQ((*s0)->EndStream(0, &w0, &wakeups).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(receiver.counts().abort, 1);
+}
+
 TEST_F(PushAssemblerTest, SecondPushToAReceivingReservationIsFailedPrecondition) {
   auto first = registry_.Join(Info(spec_, 0, 1));
   ASSERT_TRUE(first.ok());

@@ -1,0 +1,98 @@
+#include "kvtransfer/push_cursor.h"
+
+#include <utility>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace baton::kvtransfer {
+namespace {
+
+KvPushSpec Spec(int32_t n_layer, int32_t n_blocks, int32_t chunk_blocks) {
+  return {.reservation_id = "r", .model_fingerprint = "m", .n_layer = n_layer, .kv_dim = 4,
+          .block_size = 8, .n_tokens = n_blocks * 8 - 3, .chunk_blocks = chunk_blocks};
+}
+
+// Walks a cursor one block at a time and records the (layer, block) order.
+std::vector<std::pair<int32_t, int32_t>> Walk(const KvPushSpec& spec) {
+  std::vector<std::pair<int32_t, int32_t>> order;
+  PushCursor cursor(spec);
+  while (!cursor.done()) {
+    order.emplace_back(cursor.layer(), cursor.block());
+    cursor.Advance(1);
+  }
+  return order;
+}
+
+TEST(PushCursorTest, OneRangeIsLayerMajor) {
+  const std::vector<std::pair<int32_t, int32_t>> expected = {{0, 0}, {0, 1}, {0, 2},
+                                                             {1, 0}, {1, 1}, {1, 2}};
+  EXPECT_EQ(Walk(Spec(2, 3, 0)), expected);
+  EXPECT_EQ(Walk(Spec(2, 3, 3)), expected);
+  EXPECT_EQ(Walk(Spec(2, 3, 7)), expected);  // a range larger than the prompt is one range
+}
+
+TEST(PushCursorTest, RangesGoOneAfterTheOtherWithTheShortOneLast) {
+  const std::vector<std::pair<int32_t, int32_t>> expected = {
+      {0, 0}, {0, 1}, {1, 0}, {1, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {0, 4}, {1, 4}};
+  EXPECT_EQ(Walk(Spec(2, 5, 2)), expected);
+}
+
+TEST(PushCursorTest, AdvancingAWholeLayerOfARange) {
+  PushCursor cursor(Spec(2, 5, 2));
+  EXPECT_EQ(cursor.range_end(), 2);
+  cursor.Advance(2);
+  EXPECT_EQ(cursor.layer(), 1);
+  EXPECT_EQ(cursor.block(), 0);
+  cursor.Advance(2);
+  EXPECT_EQ(cursor.layer(), 0);
+  EXPECT_EQ(cursor.range_begin(), 2);
+  EXPECT_EQ(cursor.range_end(), 4);
+  cursor.Advance(2);
+  cursor.Advance(2);
+  EXPECT_EQ(cursor.range_begin(), 4);
+  EXPECT_EQ(cursor.range_end(), 5);
+  cursor.Advance(1);
+  cursor.Advance(1);
+  EXPECT_TRUE(cursor.done());
+  EXPECT_EQ(cursor.Describe(), "the end of the push");
+}
+
+TEST(PushCursorTest, AheadAndRangeChecks) {
+  PushCursor cursor(Spec(3, 5, 2));
+  cursor.Advance(2);  // layer 1, block 0
+  EXPECT_FALSE(cursor.IsAhead(1, 0));  // at the cursor
+  EXPECT_FALSE(cursor.IsAhead(0, 0));  // behind
+  EXPECT_TRUE(cursor.IsAhead(2, 0));
+  EXPECT_TRUE(cursor.IsAhead(1, 1));
+  EXPECT_TRUE(cursor.IsAhead(0, 2));  // a later range, even at a lower layer
+  EXPECT_TRUE(cursor.InOneRange(0, 2));
+  EXPECT_FALSE(cursor.InOneRange(1, 2));  // spans [0,2) and [2,4)
+  EXPECT_TRUE(cursor.InOneRange(4, 1));
+  EXPECT_FALSE(cursor.InOneRange(4, 2));  // past the last block
+  EXPECT_FALSE(cursor.InOneRange(5, 1));
+  EXPECT_FALSE(cursor.InOneRange(-1, 1));
+  EXPECT_FALSE(cursor.InOneRange(0, 0));
+}
+
+TEST(PushCursorTest, CheckSendLayerWantsTheCurrentRangesPointers) {
+  PushCursor cursor(Spec(2, 3, 2));
+  uint8_t byte = 0;
+  const std::vector<const uint8_t*> two = {&byte, &byte};
+  const std::vector<const uint8_t*> one = {&byte};
+  EXPECT_TRUE(cursor.CheckSendLayer(0, two).ok());
+  EXPECT_EQ(cursor.CheckSendLayer(1, two).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cursor.CheckSendLayer(0, one).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cursor.CheckSendLayer(0, {&byte, nullptr}).code(),
+            absl::StatusCode::kInvalidArgument);
+  cursor.Advance(2);
+  cursor.Advance(2);  // the last range holds one block
+  EXPECT_TRUE(cursor.CheckSendLayer(0, one).ok());
+  EXPECT_EQ(cursor.CheckSendLayer(0, two).code(), absl::StatusCode::kInvalidArgument);
+  cursor.Advance(1);
+  cursor.Advance(1);
+  EXPECT_EQ(cursor.CheckSendLayer(0, one).code(), absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace baton::kvtransfer
