@@ -19,7 +19,8 @@ int RunWorkerWithRole(const std::string& command, const Args& args,
       {"advertise", "HOST:PORT", "address the router and peers should dial (default host:port)"},
       {"threads", "N", "CPU threads for the model (default: all cores)"},
       {"kv-cache-memory", "BYTES", "KV cache size (default 512 MiB); suffixes K, M, G"},
-      {"max-batch-tokens", "N", "prefill: prompt tokens per forward pass (default 2048)"},
+      {"max-batch-tokens", "N", "prefill: prompt tokens per forward pass; longer prompts are "
+                               "prefilled in chunks of this many (default 2048)"},
       {"max-decode-batch", "N", "decode: sequences per step (default 64)"},
       {"kv-reserve-ahead", "N", "decode: generated tokens whose KV is held at admission; later "
                                 "ones grow on demand, preempting the youngest sequence when full "

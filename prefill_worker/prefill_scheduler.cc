@@ -44,7 +44,12 @@ const PrefillMetrics& Metrics() {
 PrefillScheduler::PrefillScheduler(engine::Transformer* transformer, engine::KvCache* cache,
                                    kvtransfer::KvTransport* transport,
                                    PrefillSchedulerOptions options)
-    : transformer_(*transformer), cache_(*cache), transport_(*transport), options_(options) {
+    : transformer_(*transformer),
+      cache_(*cache),
+      transport_(*transport),
+      options_(options),
+      chunk_tokens_(std::max(1, options.max_batch_tokens / cache->block_size()) *
+                    cache->block_size()) {
   Metrics();  // exported from the start
   for (int i = 0; i < options_.finisher_threads; ++i) {
     finishers_.emplace_back([this] { FinisherLoop(); });
@@ -52,12 +57,12 @@ PrefillScheduler::PrefillScheduler(engine::Transformer* transformer, engine::KvC
 }
 
 PrefillScheduler::~PrefillScheduler() {
-  std::deque<std::shared_ptr<PrefillJob>> queued;
+  std::deque<Work> queued;
   {
     absl::MutexLock lock(&mu_);
     queued.swap(queue_);
   }
-  for (auto& job : queued) job->done(absl::UnavailableError("prefill worker shutting down"));
+  for (Work& work : queued) Fail(work, absl::UnavailableError("prefill worker shutting down"));
   {
     absl::MutexLock lock(&finish_mu_);
     stopping_ = true;
@@ -68,14 +73,16 @@ PrefillScheduler::~PrefillScheduler() {
 void PrefillScheduler::Enqueue(std::shared_ptr<PrefillJob> job) {
   queued_tokens_ += static_cast<int64_t>(job->prompt.size());
   absl::MutexLock lock(&mu_);
-  queue_.push_back(std::move(job));
+  Work work;
+  work.job = std::move(job);
+  queue_.push_back(std::move(work));
 }
 
 bool PrefillScheduler::Cancel(const std::string& request_id) {
   absl::MutexLock lock(&mu_);
   bool found = false;
-  for (auto& job : queue_) {
-    if (job->request_id == request_id) job->cancelled = found = true;
+  for (Work& work : queue_) {
+    if (work.job->request_id == request_id) work.job->cancelled = found = true;
   }
   for (auto& job : running_) {
     if (job->request_id == request_id) job->cancelled = found = true;
@@ -83,62 +90,111 @@ bool PrefillScheduler::Cancel(const std::string& request_id) {
   return found;
 }
 
-std::vector<std::shared_ptr<PrefillJob>> PrefillScheduler::TakeBatch() {
+int32_t PrefillScheduler::NextPiece(const Work& work) const {
+  const int32_t left = work.n_prompt() - work.n_done;
+  if (work.n_prompt() <= options_.max_batch_tokens) return left;  // not chunked
+  return std::min(left, chunk_tokens_);
+}
+
+std::vector<PrefillScheduler::Work> PrefillScheduler::TakeBatch() {
   absl::MutexLock lock(&mu_);
-  std::vector<std::shared_ptr<PrefillJob>> batch;
+  std::vector<Work> batch;
+  std::deque<Work> rest;
   int64_t tokens = 0;
   int32_t blocks_free = cache_.pool().n_free();
+  bool new_work_waits = false;  // a new prompt found no scratch blocks: later new ones wait too
   while (!queue_.empty()) {
-    const std::shared_ptr<PrefillJob>& job = queue_.front();
-    const int64_t n = static_cast<int64_t>(job->prompt.size());
-    const int32_t blocks = (static_cast<int32_t>(n) + cache_.block_size() - 1) / cache_.block_size();
-    if (!batch.empty() && (tokens + n > options_.max_batch_tokens || blocks > blocks_free)) break;
-    if (batch.empty() && blocks > blocks_free) break;  // wait for scratch blocks to free up
-    tokens += n;
-    blocks_free -= blocks;
-    batch.push_back(job);
+    Work work = std::move(queue_.front());
+    queue_.pop_front();
+    const int32_t piece = NextPiece(work);
+    if (!batch.empty() && tokens + piece > options_.max_batch_tokens) {
+      rest.push_back(std::move(work));
+      break;
+    }
+    if (!work.started) {
+      const int32_t blocks = (work.n_prompt() + cache_.block_size() - 1) / cache_.block_size();
+      if (new_work_waits || blocks > blocks_free) {
+        new_work_waits = true;
+        rest.push_back(std::move(work));
+        continue;
+      }
+      blocks_free -= blocks;
+    }
+    work.n_step = piece;
+    tokens += piece;
+    batch.push_back(std::move(work));
+  }
+  while (!queue_.empty()) {
+    rest.push_back(std::move(queue_.front()));
     queue_.pop_front();
   }
-  running_ = batch;
+  queue_.swap(rest);
+  running_.clear();
+  for (const Work& work : batch) running_.push_back(work.job);
   return batch;
 }
 
+void PrefillScheduler::Fail(Work& work, const absl::Status& status) {
+  if (work.push != nullptr) work.push->Cancel();
+  cache_.Free(work.table);
+  work.job->done(status);
+}
+
+bool PrefillScheduler::Start(Work& work) {
+  const PrefillJob& job = *work.job;
+  if (absl::Status s = cache_.Reserve(work.table, work.n_prompt()); !s.ok()) {
+    Fail(work, s);
+    return false;
+  }
+  const engine::ModelConfig& config = transformer_.config();
+  const bool chunked = work.n_prompt() > options_.max_batch_tokens;
+  const kvtransfer::KvPushSpec spec{
+      .reservation_id = job.reservation_id,
+      .model_fingerprint = options_.model_fingerprint,
+      .n_layer = config.n_layer,
+      .kv_dim = config.kv_dim(),
+      .block_size = cache_.block_size(),
+      .n_tokens = work.n_prompt(),
+      .chunk_blocks = chunked ? chunk_tokens_ / cache_.block_size() : 0,
+  };
+  absl::StatusOr<std::unique_ptr<kvtransfer::KvPush>> push =
+      transport_.StartPush(job.destination, spec, job.deadline);
+  if (!push.ok()) {
+    Fail(work, push.status());
+    return false;
+  }
+  work.push = *std::move(push);
+  work.push_start = SteadyClock::now();
+  work.started = true;
+  return true;
+}
+
 bool PrefillScheduler::Step() {
-  std::vector<std::shared_ptr<PrefillJob>> batch = TakeBatch();
+  std::vector<Work> batch = TakeBatch();
   if (batch.empty()) return false;
   const auto start = SteadyClock::now();
   const engine::ModelConfig& config = transformer_.config();
 
-  std::vector<Running> running;
-  for (std::shared_ptr<PrefillJob>& job : batch) {
-    queued_tokens_ -= static_cast<int64_t>(job->prompt.size());
-    if (job->cancelled) {
-      job->done(absl::CancelledError(absl::StrCat("request ", job->request_id, " cancelled")));
+  std::vector<Work> running;
+  for (Work& work : batch) {
+    queued_tokens_ -= work.n_step;
+    if (work.job->cancelled) {
+      queued_tokens_ -= work.n_prompt() - work.n_done - work.n_step;
+      Fail(work, absl::CancelledError(absl::StrCat("request ", work.job->request_id, " cancelled")));
       continue;
     }
-    Running r{.job = job};
-    if (absl::Status s = cache_.Reserve(r.table, static_cast<int32_t>(job->prompt.size()));
-        !s.ok()) {
-      job->done(s);
+    if (std::chrono::system_clock::now() > work.job->deadline) {
+      queued_tokens_ -= work.n_prompt() - work.n_done - work.n_step;
+      Fail(work, absl::DeadlineExceededError(absl::StrCat(
+                     "request ", work.job->request_id, " passed its deadline after ",
+                     work.n_done, " of ", work.n_prompt(), " prompt tokens")));
       continue;
     }
-    const kvtransfer::KvPushSpec spec{
-        .reservation_id = job->reservation_id,
-        .model_fingerprint = options_.model_fingerprint,
-        .n_layer = config.n_layer,
-        .kv_dim = config.kv_dim(),
-        .block_size = cache_.block_size(),
-        .n_tokens = static_cast<int32_t>(job->prompt.size()),
-    };
-    absl::StatusOr<std::unique_ptr<kvtransfer::KvPush>> push =
-        transport_.StartPush(job->destination, spec, job->deadline);
-    if (!push.ok()) {
-      cache_.Free(r.table);
-      job->done(push.status());
+    if (!work.started && !Start(work)) {
+      queued_tokens_ -= work.n_prompt() - work.n_step;
       continue;
     }
-    r.push = std::move(*push);
-    running.push_back(std::move(r));
+    running.push_back(std::move(work));
   }
   if (running.empty()) {
     absl::MutexLock lock(&mu_);
@@ -147,55 +203,74 @@ bool PrefillScheduler::Step() {
   }
 
   std::vector<engine::SequenceInput> inputs;
-  for (Running& r : running) inputs.push_back({.tokens = r.job->prompt, .kv = &r.table});
-  const auto push_start = SteadyClock::now();
+  for (Work& work : running) {
+    inputs.push_back({.tokens = std::span<const engine::TokenId>(work.job->prompt)
+                                    .subspan(work.n_done, work.n_step),
+                      .kv = &work.table});
+  }
   std::vector<const uint8_t*> blocks;
   absl::Status forward = transformer_.Prefill(inputs, logits_, [&](int32_t layer) {
-    for (Running& r : running) {
-      if (!r.status.ok()) continue;
-      const int32_t n_blocks = static_cast<int32_t>(r.table.blocks.size());
-      blocks.resize(n_blocks);
-      for (int32_t b = 0; b < n_blocks; ++b) {
-        blocks[b] = reinterpret_cast<const uint8_t*>(cache_.LayerBlock(layer, r.table.blocks[b]));
+    // Each prompt's blocks that this step's tokens touch: its range of the push.
+    for (Work& work : running) {
+      if (!work.status.ok()) continue;
+      const int32_t first = work.n_done / cache_.block_size();
+      const int32_t end = (work.n_done + work.n_step + cache_.block_size() - 1) / cache_.block_size();
+      blocks.resize(end - first);
+      for (int32_t b = first; b < end; ++b) {
+        blocks[b - first] =
+            reinterpret_cast<const uint8_t*>(cache_.LayerBlock(layer, work.table.blocks[b]));
       }
-      r.status = r.push->SendLayer(layer, blocks);
+      work.status = work.push->SendLayer(layer, blocks);
     }
   });
-  const double prefill_seconds = SecondsBetween(start, SteadyClock::now());
+  const double step_seconds = SecondsBetween(start, SteadyClock::now());
   int64_t batch_tokens = 0;
-  for (const Running& r : running) batch_tokens += static_cast<int64_t>(r.job->prompt.size());
+  for (const Work& work : running) batch_tokens += work.n_step;
   Metrics().batch_tokens.Observe(static_cast<double>(batch_tokens));
-  Metrics().prefill_seconds.Observe(prefill_seconds);
+  Metrics().prefill_seconds.Observe(step_seconds);
   if (forward.ok()) Metrics().prompt_tokens.Increment(static_cast<double>(batch_tokens));
+
+  std::vector<Work> unfinished;
   for (size_t i = 0; i < running.size(); ++i) {
-    Running& r = running[i];
-    cache_.Free(r.table);
-    if (r.status.ok()) r.status = forward;
-    if (r.status.ok() && r.job->cancelled) {
-      r.status = absl::CancelledError(absl::StrCat("request ", r.job->request_id, " cancelled"));
+    Work& work = running[i];
+    work.forward_seconds += step_seconds;
+    work.n_done += work.n_step;
+    if (work.status.ok()) work.status = forward;
+    if (work.status.ok() && work.job->cancelled) {
+      work.status =
+          absl::CancelledError(absl::StrCat("request ", work.job->request_id, " cancelled"));
     }
-    if (!r.status.ok()) {
-      r.push->Cancel();
-      r.job->done(r.status);
+    const int32_t left = work.n_prompt() - work.n_done;
+    if (!work.status.ok()) {
+      queued_tokens_ -= left;
+      Fail(work, work.status);
       continue;
     }
-    const std::vector<engine::TokenId>& prompt = r.job->prompt;
+    if (left > 0) {
+      unfinished.push_back(std::move(work));
+      continue;
+    }
+    cache_.Free(work.table);
+    const std::vector<engine::TokenId>& prompt = work.job->prompt;
     const engine::TokenId first = sampler_.Sample(
-        r.job->params, {logits_.data() + i * config.n_vocab, static_cast<size_t>(config.n_vocab)},
-        prompt, static_cast<int64_t>(prompt.size()));
-    FinishLater(std::move(r), first, prefill_seconds, push_start);
+        work.job->params,
+        {logits_.data() + i * config.n_vocab, static_cast<size_t>(config.n_vocab)}, prompt,
+        static_cast<int64_t>(prompt.size()));
+    FinishLater(std::move(work), first);
   }
   absl::MutexLock lock(&mu_);
   running_.clear();
+  // Part-way prompts go to the back of the queue (the no-starvation rule in the header).
+  for (Work& work : unfinished) queue_.push_back(std::move(work));
   return true;
 }
 
-void PrefillScheduler::FinishLater(Running running, engine::TokenId first_token,
-                                   double prefill_seconds, SteadyClock::time_point push_start) {
+void PrefillScheduler::FinishLater(Work work, engine::TokenId first_token) {
+  const double prefill_seconds = work.forward_seconds;
   absl::MutexLock lock(&finish_mu_);
-  finishing_.push_back({.running = std::move(running),
-                        .result = {.first_token = first_token, .prefill_seconds = prefill_seconds},
-                        .push_start = push_start});
+  finishing_.push_back(
+      {.work = std::move(work),
+       .result = {.first_token = first_token, .prefill_seconds = prefill_seconds}});
 }
 
 void PrefillScheduler::FinisherLoop() {
@@ -211,20 +286,21 @@ void PrefillScheduler::FinisherLoop() {
       f = std::move(finishing_.front());
       finishing_.pop_front();
     }
-    absl::StatusOr<kvtransfer::KvPushStats> stats = f.running.push->Finish();
+    PrefillJob& job = *f.work.job;
+    absl::StatusOr<kvtransfer::KvPushStats> stats = f.work.push->Finish();
     if (!stats.ok()) {
-      f.running.job->done(stats.status());
+      job.done(stats.status());
       continue;
     }
-    if (f.running.job->cancelled) {
-      f.running.push->Cancel();
-      f.running.job->done(absl::CancelledError("cancelled"));
+    if (job.cancelled) {
+      f.work.push->Cancel();
+      job.done(absl::CancelledError("cancelled"));
       continue;
     }
     f.result.kv_bytes = stats->bytes_sent;
-    f.result.kv_transfer_seconds = SecondsBetween(f.push_start, SteadyClock::now());
+    f.result.kv_transfer_seconds = SecondsBetween(f.work.push_start, SteadyClock::now());
     Metrics().kv_transfer_seconds.Observe(f.result.kv_transfer_seconds);
-    f.running.job->done(f.result);
+    job.done(f.result);
   }
 }
 

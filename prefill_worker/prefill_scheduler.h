@@ -1,9 +1,21 @@
 // Batches queued prompts into prefill forward passes and hands each prompt's KV to its decode
 // worker layer by layer while the next layer computes.
 //
-// Batching policy: first come, first served; a batch takes queued prompts in arrival order while
-// their tokens fit the token budget (a prompt larger than the budget runs alone), so a long
-// prompt delays at most the prompts behind it by one batch.
+// Batching policy: first come, first served; a step takes queued work in arrival order while its
+// tokens fit the token budget (max_batch_tokens).
+//
+// Chunked prefill: a prompt longer than the budget is prefilled in chunks of chunk_tokens = the
+// budget rounded down to whole KV blocks (at least one block). Each chunk attends to the chunks
+// before it (kept in this worker's scratch KV) and its KV is pushed as soon as each layer is done,
+// as one block range of the request's push (kv_push_spec.h). After each chunk the prompt goes to
+// the back of the queue, so a short prompt arriving behind a long one waits for at most one
+// chunk, and a long prompt advances one chunk per turn of the queue: neither starves. The first
+// token is sampled after the last chunk. Chunking changes no result: every kernel is
+// batch-invariant and attention reads the same cached KV either way.
+//
+// Scratch KV: a prompt takes the blocks for all of its tokens when its first chunk starts and
+// returns them after its last. A new prompt whose blocks are not free waits (and so do new
+// prompts behind it); prompts already under way go on, and free their blocks when they finish.
 //
 // Thread-safety: Enqueue, Cancel and queued_prompt_tokens are thread-safe; Step runs on the
 // engine loop thread only.
@@ -28,7 +40,7 @@
 namespace baton::prefill_worker {
 
 struct PrefillSchedulerOptions {
-  int32_t max_batch_tokens = 2048;  // prompt tokens per forward pass (one longer prompt runs alone)
+  int32_t max_batch_tokens = 2048;  // prompt tokens per forward pass; longer prompts are chunked
   std::string model_fingerprint;
   int finisher_threads = 8;         // jobs waiting for their KV push to be acknowledged at once
 };
@@ -48,37 +60,53 @@ class PrefillScheduler {
   // Engine thread: runs one batch. False when nothing was queued.
   bool Step();
 
+  // Prompt tokens not prefilled yet, over every queued prompt (also those part-way through).
   int64_t queued_prompt_tokens() const { return queued_tokens_.load(); }
+  // Tokens per chunk of a prompt longer than the budget.
+  int32_t chunk_tokens() const { return chunk_tokens_; }
 
  private:
-  struct Running {
+  // A prompt in the queue or in this step, possibly part-way through a chunked prefill.
+  struct Work {
     std::shared_ptr<PrefillJob> job;
-    engine::BlockTable table;
+    bool started = false;       // table and push are set up (its first chunk ran or is running)
+    engine::BlockTable table;   // this worker's scratch KV for the whole prompt
     std::unique_ptr<kvtransfer::KvPush> push;
-    absl::Status status;
+    int32_t n_done = 0;         // prompt tokens prefilled
+    int32_t n_step = 0;         // tokens this step prefills
+    double forward_seconds = 0;
+    std::chrono::steady_clock::time_point push_start;
+    absl::Status status;        // first failure of this step
+
+    int32_t n_prompt() const { return static_cast<int32_t>(job->prompt.size()); }
   };
-  std::vector<std::shared_ptr<PrefillJob>> TakeBatch();
-  void FinishLater(Running running, engine::TokenId first_token, double prefill_seconds,
-                   std::chrono::steady_clock::time_point push_start);
+  // Tokens `work` prefills in its next step.
+  int32_t NextPiece(const Work& work) const;
+  std::vector<Work> TakeBatch();
+  // Reserves the scratch KV and opens the push; false (the job failed) when either fails.
+  bool Start(Work& work);
+  // Fails the job with `status`, returning its scratch blocks and abandoning its push.
+  void Fail(Work& work, const absl::Status& status);
+  void FinishLater(Work work, engine::TokenId first_token);
   void FinisherLoop();
 
   engine::Transformer& transformer_;
   engine::KvCache& cache_;
   kvtransfer::KvTransport& transport_;
   const PrefillSchedulerOptions options_;
+  const int32_t chunk_tokens_;
   engine::Sampler sampler_;
   std::vector<float> logits_;
 
   mutable absl::Mutex mu_;
-  std::deque<std::shared_ptr<PrefillJob>> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<Work> queue_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<PrefillJob>> running_ ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> queued_tokens_{0};
 
   // Pushes waiting for acknowledgement, finished by a few threads off the engine thread.
   struct Finishing {
-    Running running;
+    Work work;
     PrefillResult result;
-    std::chrono::steady_clock::time_point push_start;
   };
   absl::Mutex finish_mu_;
   std::deque<Finishing> finishing_ ABSL_GUARDED_BY(finish_mu_);

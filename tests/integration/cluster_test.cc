@@ -22,10 +22,10 @@ using testing::HasSubstr;
 
 class ClusterTest : public testing::Test {
  protected:
-  void StartCluster(int n_prefill = 1) {
+  void StartCluster(int n_prefill = 1, std::vector<std::string> prefill_args = {}) {
     ASSERT_TRUE(cluster_.StartRouter().ok());
     for (int i = 0; i < n_prefill; ++i) {
-      absl::StatusOr<test_support::Proc*> p = cluster_.StartWorker("prefill");
+      absl::StatusOr<test_support::Proc*> p = cluster_.StartWorker("prefill", prefill_args);
       ASSERT_TRUE(p.ok()) << p.status();
       prefill_.push_back(*p);
     }
@@ -51,6 +51,46 @@ class ClusterTest : public testing::Test {
     return test_support::RunGenerate(*stub, context, request);
   }
 
+  // For every prompt, greedy and seeded: the cluster's output equals in-process generation, and
+  // the hand-off carries exactly the blocks that hold the prompt, every layer.
+  void ExpectOutputsEqualInProcess(const std::vector<std::string>& prompts) {
+    absl::StatusOr<std::unique_ptr<engine::Model>> model =
+        engine::Model::Load(test_support::DefaultModelPath());
+    ASSERT_TRUE(model.ok());
+    auto generator =
+        *engine::Generator::Create(model->get(), {.n_threads = 1, .max_context = 1024});
+    const engine::Tokenizer& tok = (*model)->tokenizer();
+    const engine::ModelConfig& config = (*model)->config();
+    for (const std::string& prompt : prompts) {
+      for (engine::SamplingParams params :
+           {engine::SamplingParams{.temperature = 0, .max_tokens = 24},
+            engine::SamplingParams{.temperature = 0.9f, .top_k = 40, .seed = 1234,
+                                   .max_tokens = 24}}) {
+        GenerateOutcome remote = Generate(Request(prompt, params));
+        ASSERT_TRUE(remote.status.ok()) << remote.status.error_message();
+        const std::vector<engine::TokenId> ids =
+            tok.Encode(prompt, {.add_bos = tok.vocab().add_bos, .parse_special = true});
+        std::string local_text;
+        absl::StatusOr<engine::GenerationResult> local =
+            generator->Generate(ids, params, [&](std::string_view t) { local_text += t; });
+        ASSERT_TRUE(local.ok()) << local.status();
+        EXPECT_EQ(remote.text, local_text) << prompt << " T=" << params.temperature;
+        EXPECT_EQ(remote.last.usage().prompt_tokens(), static_cast<int>(ids.size()));
+        EXPECT_EQ(remote.last.usage().completion_tokens(),
+                  static_cast<int>(local->output_tokens.size()));
+        kvtransfer::KvPushSpec spec;
+        spec.n_layer = config.n_layer;
+        spec.kv_dim = config.kv_dim();
+        spec.block_size = 16;
+        spec.n_tokens = static_cast<int32_t>(ids.size());
+        EXPECT_EQ(remote.last.timings().kv_bytes(), spec.total_bytes());
+        EXPECT_GE(remote.last.timings().kv_bytes(),
+                  static_cast<int64_t>(ids.size()) * config.kv_bytes_per_token());
+      }
+    }
+    EXPECT_TRUE(cluster_.WaitAllBlocksFree(decode_->address));
+  }
+
   LocalCluster cluster_{{}, {}};
   std::vector<test_support::Proc*> prefill_;
   test_support::Proc* decode_ = nullptr;
@@ -58,42 +98,19 @@ class ClusterTest : public testing::Test {
 
 TEST_F(ClusterTest, OutputsEqualInProcessGenerationAndHandOffIsThePromptKv) {
   StartCluster();
-  absl::StatusOr<std::unique_ptr<engine::Model>> model =
-      engine::Model::Load(test_support::DefaultModelPath());
-  ASSERT_TRUE(model.ok());
-  auto generator = *engine::Generator::Create(model->get(), {.n_threads = 1, .max_context = 1024});
-  const engine::Tokenizer& tok = (*model)->tokenizer();
-  const engine::ModelConfig& config = (*model)->config();
+  ExpectOutputsEqualInProcess({"The capital of France is", "Write a short poem about the sea:\n",
+                               "def fibonacci(n):"});
+}
 
-  const std::vector<std::string> prompts = {"The capital of France is",
-                                            "Write a short poem about the sea:\n",
-                                            "def fibonacci(n):"};
-  for (const std::string& prompt : prompts) {
-    for (engine::SamplingParams params :
-         {engine::SamplingParams{.temperature = 0, .max_tokens = 24},
-          engine::SamplingParams{.temperature = 0.9f, .top_k = 40, .seed = 1234, .max_tokens = 24}}) {
-      GenerateOutcome remote = Generate(Request(prompt, params));
-      ASSERT_TRUE(remote.status.ok()) << remote.status.error_message();
-      const std::vector<engine::TokenId> ids =
-          tok.Encode(prompt, {.add_bos = tok.vocab().add_bos, .parse_special = true});
-      std::string local_text;
-      absl::StatusOr<engine::GenerationResult> local =
-          generator->Generate(ids, params, [&](std::string_view t) { local_text += t; });
-      ASSERT_TRUE(local.ok()) << local.status();
-      EXPECT_EQ(remote.text, local_text) << prompt << " T=" << params.temperature;
-      EXPECT_EQ(remote.last.usage().prompt_tokens(), static_cast<int>(ids.size()));
-      EXPECT_EQ(remote.last.usage().completion_tokens(),
-                static_cast<int>(local->output_tokens.size()));
-      // The hand-off carries exactly the blocks that hold the prompt, every layer.
-      const kvtransfer::KvPushSpec spec{.n_layer = config.n_layer, .kv_dim = config.kv_dim(),
-                                        .block_size = 16,
-                                        .n_tokens = static_cast<int32_t>(ids.size())};
-      EXPECT_EQ(remote.last.timings().kv_bytes(), spec.total_bytes());
-      EXPECT_GE(remote.last.timings().kv_bytes(),
-                static_cast<int64_t>(ids.size()) * config.kv_bytes_per_token());
-    }
+TEST_F(ClusterTest, LongPromptsPrefilledInChunksGiveTheSameOutputs) {
+  // A budget of 40 tokens: chunks of 32 (two 16-token blocks), each pushed as it is done.
+  StartCluster(1, {"--max-batch-tokens", "40"});
+  std::string long_prompt = "Here is a list of the planets of the solar system and a fact about each:";
+  for (const char* planet : {" Mercury", " Venus", " Earth", " Mars", " Jupiter", " Saturn"}) {
+    long_prompt += planet;
+    long_prompt += " is a planet that orbits the Sun.";
   }
-  EXPECT_TRUE(cluster_.WaitAllBlocksFree(decode_->address));
+  ExpectOutputsEqualInProcess({long_prompt, "A prompt shorter than one chunk"});
 }
 
 TEST_F(ClusterTest, CancelledRequestFreesEveryBlock) {

@@ -1,0 +1,211 @@
+// The prefill scheduler on a synthetic model, pushing in-process into a decode worker's real
+// ReservationTable: batching, chunked prefill (results identical to an unchunked prefill), the
+// no-starvation order, cancellation part-way, and token accounting.
+#include "prefill_worker/prefill_scheduler.h"
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "decode_worker/reservation_table.h"
+#include "engine/model.h"
+#include "gtest/gtest.h"
+#include "kernels/backend.h"
+#include "tests/support/synthetic_model.h"
+
+namespace baton::prefill_worker {
+namespace {
+
+constexpr int32_t kBlockSize = 4;
+
+// Outcomes of the jobs, by request id, as the finisher threads report them.
+class Outcomes {
+ public:
+  std::function<void(absl::StatusOr<PrefillResult>)> For(const std::string& id) {
+    return [this, id](absl::StatusOr<PrefillResult> result) {
+      absl::MutexLock lock(&mu_);
+      results_.emplace(id, std::move(result));
+    };
+  }
+  // Waits (up to 30 s) for `id`'s outcome.
+  absl::StatusOr<PrefillResult> Await(const std::string& id) {
+    absl::MutexLock lock(&mu_);
+    auto has = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return results_.contains(id); };
+    if (!mu_.AwaitWithTimeout(absl::Condition(&has), absl::Seconds(30))) {
+      return absl::DeadlineExceededError("no outcome for " + id);
+    }
+    return results_.at(id);
+  }
+  bool Has(const std::string& id) {
+    absl::MutexLock lock(&mu_);
+    return results_.contains(id);
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::map<std::string, absl::StatusOr<PrefillResult>> results_ ABSL_GUARDED_BY(mu_);
+};
+
+class PrefillSchedulerTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = test_support::TempPath("prefill-scheduler.gguf");
+    ASSERT_TRUE(test_support::WriteSyntheticModel(path_, {.seed = 5, .n_ctx = 256}).ok());
+    model_ = *engine::Model::Load(path_);
+    backend_ = kernels::CreateCpuBackend({.n_threads = 1});
+    decode_cache_ = *engine::KvCache::Create(model_->config(),
+                                             {.block_size = kBlockSize, .n_blocks = 128});
+    reservations_ = std::make_unique<decode_worker::ReservationTable>(
+        decode_cache_.get(),
+        decode_worker::ReservationTableOptions{.model_fingerprint = "fp", .max_context = 256});
+    transport_ = kvtransfer::CreateInProcessKvTransport(reservations_.get());
+  }
+
+  // A prefill worker with a token budget of `max_batch_tokens`.
+  void StartWorker(int32_t max_batch_tokens) {
+    scheduler_.reset();
+    transformer_.reset();
+    prefill_cache_ = *engine::KvCache::Create(model_->config(),
+                                              {.block_size = kBlockSize, .n_blocks = 64});
+    transformer_ = std::make_unique<engine::Transformer>(&model_->config(), &model_->weights(),
+                                                         backend_.get(), prefill_cache_.get());
+    scheduler_ = std::make_unique<PrefillScheduler>(
+        transformer_.get(), prefill_cache_.get(), transport_.get(),
+        PrefillSchedulerOptions{.max_batch_tokens = max_batch_tokens,
+                                .model_fingerprint = "fp",
+                                .finisher_threads = 2});
+  }
+
+  static std::vector<engine::TokenId> Prompt(int32_t n, int32_t salt) {
+    std::vector<engine::TokenId> tokens;
+    for (int32_t i = 0; i < n; ++i) tokens.push_back((i * 37 + salt * 11 + 5) % 256);
+    return tokens;
+  }
+
+  // Reserves on the decode side and queues the prompt; returns the reservation id.
+  std::string Enqueue(const std::string& id, std::vector<engine::TokenId> prompt) {
+    absl::StatusOr<decode_worker::ReserveResult> reserved = reservations_->Reserve(
+        id, "fp", static_cast<int32_t>(prompt.size()), 4, std::chrono::seconds(30));
+    EXPECT_TRUE(reserved.ok()) << reserved.status();
+    auto job = std::make_shared<PrefillJob>();
+    job->request_id = id;
+    job->prompt = std::move(prompt);
+    job->params = {.temperature = 0.0f};
+    job->reservation_id = reserved->reservation_id;
+    job->deadline = std::chrono::system_clock::now() + std::chrono::seconds(60);
+    job->done = outcomes_.For(id);
+    scheduler_->Enqueue(job);
+    return reserved->reservation_id;
+  }
+
+  // Steps until the queue is empty; returns how many steps ran.
+  int RunAll() {
+    int steps = 0;
+    while (scheduler_->Step()) ++steps;
+    return steps;
+  }
+
+  // The K and V the decode worker received for the prompt's tokens, [layer][token][K|V][kv_dim].
+  std::vector<uint16_t> ReceivedKv(const std::string& reservation_id, int32_t n_prompt) {
+    absl::StatusOr<decode_worker::ClaimedSequence> claimed =
+        reservations_->Claim(reservation_id, n_prompt);
+    EXPECT_TRUE(claimed.ok()) << claimed.status();
+    if (!claimed.ok()) return {};
+    const int32_t kv_dim = decode_cache_->kv_dim();
+    std::vector<uint16_t> kv;
+    for (int32_t layer = 0; layer < decode_cache_->n_layer(); ++layer) {
+      for (int32_t t = 0; t < n_prompt; ++t) {
+        const uint16_t* block = decode_cache_->LayerBlock(layer, claimed->table.blocks[t / kBlockSize]);
+        for (int kv_half = 0; kv_half < 2; ++kv_half) {
+          const uint16_t* row = block + (kv_half * kBlockSize + t % kBlockSize) * kv_dim;
+          kv.insert(kv.end(), row, row + kv_dim);
+        }
+      }
+    }
+    decode_cache_->Free(claimed->table);
+    return kv;
+  }
+
+  std::string path_;
+  std::unique_ptr<engine::Model> model_;
+  std::unique_ptr<kernels::Backend> backend_;
+  std::unique_ptr<engine::KvCache> decode_cache_;
+  std::unique_ptr<decode_worker::ReservationTable> reservations_;
+  std::unique_ptr<kvtransfer::KvTransport> transport_;
+  std::unique_ptr<engine::KvCache> prefill_cache_;
+  std::unique_ptr<engine::Transformer> transformer_;
+  Outcomes outcomes_;
+  std::unique_ptr<PrefillScheduler> scheduler_;
+};
+
+TEST_F(PrefillSchedulerTest, ChunkedPrefillGivesTheSameFirstTokenAndKvAsOneForward) {
+  const std::vector<engine::TokenId> prompt = Prompt(50, 1);
+  StartWorker(2048);
+  const std::string whole_id = Enqueue("whole", prompt);
+  EXPECT_EQ(RunAll(), 1);
+  absl::StatusOr<PrefillResult> whole = outcomes_.Await("whole");
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  const std::vector<uint16_t> whole_kv = ReceivedKv(whole_id, 50);
+
+  // A budget of 18 tokens: chunks of 16 (4 blocks), so 16 + 16 + 16 + 2 tokens in 4 steps.
+  StartWorker(18);
+  EXPECT_EQ(scheduler_->chunk_tokens(), 16);
+  const std::string chunked_id = Enqueue("chunked", prompt);
+  EXPECT_EQ(RunAll(), 4);
+  absl::StatusOr<PrefillResult> chunked = outcomes_.Await("chunked");
+  ASSERT_TRUE(chunked.ok()) << chunked.status();
+  EXPECT_EQ(chunked->first_token, whole->first_token);
+  EXPECT_EQ(chunked->kv_bytes, whole->kv_bytes);
+  EXPECT_TRUE(ReceivedKv(chunked_id, 50) == whole_kv) << "chunked KV differs";
+  EXPECT_EQ(prefill_cache_->pool().n_free(), prefill_cache_->pool().n_blocks());
+}
+
+TEST_F(PrefillSchedulerTest, ShortPromptWaitsForAtMostOneChunkOfALongOne) {
+  StartWorker(16);
+  Enqueue("long", Prompt(64, 2));  // 4 chunks of 16
+  Enqueue("short", Prompt(5, 3));
+  EXPECT_EQ(scheduler_->queued_prompt_tokens(), 69);
+  ASSERT_TRUE(scheduler_->Step());  // the long prompt's first chunk fills the budget
+  EXPECT_EQ(scheduler_->queued_prompt_tokens(), 53);
+  ASSERT_TRUE(scheduler_->Step());  // the short prompt, ahead of the long one's second chunk
+  ASSERT_TRUE(outcomes_.Await("short").ok());
+  EXPECT_FALSE(outcomes_.Has("long"));
+  EXPECT_EQ(scheduler_->queued_prompt_tokens(), 48);
+  EXPECT_EQ(RunAll(), 3);
+  ASSERT_TRUE(outcomes_.Await("long").ok());
+  EXPECT_EQ(scheduler_->queued_prompt_tokens(), 0);
+}
+
+TEST_F(PrefillSchedulerTest, PromptsThatFitShareAForward) {
+  StartWorker(64);
+  Enqueue("a", Prompt(20, 4));
+  Enqueue("b", Prompt(30, 5));
+  Enqueue("c", Prompt(30, 6));  // 20 + 30 + 30 > 64: next step
+  EXPECT_EQ(RunAll(), 2);
+  for (const char* id : {"a", "b", "c"}) EXPECT_TRUE(outcomes_.Await(id).ok()) << id;
+}
+
+TEST_F(PrefillSchedulerTest, CancelPartWayFreesEveryBlockOnBothSides) {
+  StartWorker(16);
+  Enqueue("long", Prompt(64, 7));
+  const int32_t decode_free = decode_cache_->pool().n_free();
+  ASSERT_TRUE(scheduler_->Step());
+  EXPECT_LT(prefill_cache_->pool().n_free(), prefill_cache_->pool().n_blocks());
+  EXPECT_TRUE(scheduler_->Cancel("long"));
+  ASSERT_TRUE(scheduler_->Step());
+  absl::StatusOr<PrefillResult> result = outcomes_.Await("long");
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_FALSE(scheduler_->Step());
+  EXPECT_EQ(scheduler_->queued_prompt_tokens(), 0);
+  EXPECT_EQ(prefill_cache_->pool().n_free(), prefill_cache_->pool().n_blocks());
+  // The aborted push released the reservation: its blocks are back in the decode pool.
+  EXPECT_EQ(reservations_->size(), 0);
+  EXPECT_GT(decode_cache_->pool().n_free(), decode_free);
+  EXPECT_EQ(decode_cache_->pool().n_free(), decode_cache_->pool().n_blocks());
+}
+
+}  // namespace
+}  // namespace baton::prefill_worker
