@@ -1,33 +1,13 @@
 #include "engine/tokenizer_bpe.h"
 
-#include <queue>
+#include <optional>
 
 #include "absl/hash/hash.h"
+#include "engine/symbol_merge.h"
 #include "engine/unicode.h"
 
 namespace baton::engine {
 namespace {
-
-struct Symbol {
-  int32_t prev;
-  int32_t next;
-  uint32_t start;  // byte offset in the word
-  uint32_t size;   // bytes; 0 once merged into the symbol on its left
-};
-
-struct Bigram {
-  int32_t left;
-  int32_t right;
-  int32_t rank;
-  uint32_t size;  // left.size + right.size when queued: a stale entry no longer matches
-};
-
-// Orders the queue so that top() is the lowest rank, then the leftmost pair.
-struct BigramAfter {
-  bool operator()(const Bigram& a, const Bigram& b) const {
-    return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
-  }
-};
 
 bool IsSurrogateLead(const std::string& s, size_t i) {
   return static_cast<uint8_t>(s[i]) == 0xED && i + 1 < s.size() &&
@@ -120,43 +100,12 @@ void BpeEncoder::EncodeWord(std::string_view word, std::vector<TokenId>* out) co
     }
   }
 
-  std::vector<Symbol> symbols;
-  symbols.reserve(word.size());
-  for (size_t offset = 0; offset < word.size();) {
-    const size_t size = std::min(
-        word.size() - offset, unicode::Utf8LengthFromLeadByte(static_cast<uint8_t>(word[offset])));
-    const int32_t i = static_cast<int32_t>(symbols.size());
-    symbols.push_back({i - 1, offset + size == word.size() ? -1 : i + 1,
-                       static_cast<uint32_t>(offset), static_cast<uint32_t>(size)});
-    offset += size;
-  }
-  auto view = [&](int32_t i) { return word.substr(symbols[i].start, symbols[i].size); };
-
-  std::priority_queue<Bigram, std::vector<Bigram>, BigramAfter> queue;
-  auto add_bigram = [&](int32_t left, int32_t right) {
-    if (left < 0 || right < 0) return;
-    const int32_t rank = Rank(view(left), view(right));
-    if (rank < 0) return;
-    queue.push({left, right, rank, symbols[left].size + symbols[right].size});
-  };
-  for (int32_t i = 1; i < static_cast<int32_t>(symbols.size()); ++i) add_bigram(i - 1, i);
-
-  while (!queue.empty()) {
-    const Bigram bigram = queue.top();
-    queue.pop();
-    Symbol& left = symbols[bigram.left];
-    Symbol& right = symbols[bigram.right];
-    if (left.size == 0 || right.size == 0 || left.size + right.size != bigram.size) continue;
-    left.size += right.size;
-    right.size = 0;
-    left.next = right.next;
-    if (right.next >= 0) symbols[right.next].prev = bigram.left;
-    add_bigram(left.prev, bigram.left);
-    add_bigram(bigram.left, left.next);
-  }
-
-  for (int32_t i = symbols.empty() ? -1 : 0; i != -1; i = symbols[i].next) {
-    const std::string_view piece = view(i);
+  const std::vector<std::string_view> pieces =
+      MergeSymbols(word, [this](std::string_view left, std::string_view right) {
+        const int32_t rank = Rank(left, right);
+        return rank < 0 ? std::nullopt : std::optional<double>(rank);
+      });
+  for (const std::string_view piece : pieces) {
     if (auto it = text_to_id.find(piece); it != text_to_id.end()) {
       out->push_back(it->second);
       continue;

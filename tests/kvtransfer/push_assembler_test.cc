@@ -99,14 +99,26 @@ TEST_F(PushAssemblerTest, ReordersLayersArrivingOnTwoStreams) {
   EXPECT_EQ(receiver_.counts().abort, 0);
 }
 
-TEST(PushAssemblerRangesTest, ReordersRangesArrivingOnTwoStreams) {
-  // 4 layers, 3 blocks in ranges of 2: the order is range [0,2) layers 0..3, then [2,3) 0..3.
-  KvPushSpec spec = MakeSpec("r1", 4, 40);
-  spec.chunk_blocks = 2;
-  const KvData data(spec, 5);
+// A push in block ranges (chunked prefill): 4 layers, 3 blocks in ranges of 2, so the order is
+// range [0,2) layers 0..3, then range [2,3) layers 0..3.
+class PushAssemblerRangesTest : public ::testing::Test {
+ protected:
+  static KvPushSpec RangesSpec() {
+    KvPushSpec spec = MakeSpec("r1", 4, 40);
+    spec.chunk_blocks = 2;
+    return spec;
+  }
+  PushAssemblerRangesTest() : spec(RangesSpec()), data(spec, 5), registry(&receiver) {
+    receiver.Reserve(spec, 3);
+  }
+
+  KvPushSpec spec;
+  KvData data;
   FakeReceiver receiver;
-  receiver.Reserve(spec, 3);
-  PushRegistry registry(&receiver);
+  PushRegistry registry;
+};
+
+TEST_F(PushAssemblerRangesTest, ReordersRangesArrivingOnTwoStreams) {
   auto s0 = registry.Join(Info(spec, 0, 2));
   ASSERT_TRUE(s0.ok() && registry.Join(Info(spec, 1, 2)).ok());
   PushAssembler& push = **s0;
@@ -136,13 +148,7 @@ TEST(PushAssemblerRangesTest, ReordersRangesArrivingOnTwoStreams) {
   EXPECT_EQ(receiver.counts().abort, 0);
 }
 
-TEST(PushAssemblerRangesTest, ChunkSpanningTwoRangesFailsThePush) {
-  KvPushSpec spec = MakeSpec("r1", 2, 40);
-  spec.chunk_blocks = 2;
-  const KvData data(spec, 5);
-  FakeReceiver receiver;
-  receiver.Reserve(spec, 3);
-  PushRegistry registry(&receiver);
+TEST_F(PushAssemblerRangesTest, ChunkSpanningTwoRangesFailsThePush) {
   auto push = registry.Join(Info(spec, 0, 1));
   ASSERT_TRUE(push.ok());
   RecordingWaiter w;
@@ -153,13 +159,7 @@ TEST(PushAssemblerRangesTest, ChunkSpanningTwoRangesFailsThePush) {
   EXPECT_EQ(receiver.counts().abort, 1);
 }
 
-TEST(PushAssemblerRangesTest, StreamEndingWhileRangesRemainFailsThePush) {
-  KvPushSpec spec = MakeSpec("r1", 2, 40);
-  spec.chunk_blocks = 2;
-  const KvData data(spec, 5);
-  FakeReceiver receiver;
-  receiver.Reserve(spec, 3);
-  PushRegistry registry(&receiver);
+TEST_F(PushAssemblerRangesTest, StreamEndingWhileRangesRemainFailsThePush) {
   auto s0 = registry.Join(Info(spec, 0, 2));
   ASSERT_TRUE(s0.ok() && registry.Join(Info(spec, 1, 2)).ok());
   RecordingWaiter w0;
