@@ -47,6 +47,21 @@ Transformer::Transformer(const ModelConfig* config, const ModelWeights* weights,
       .neox = config_.rope_neox,
       .freq_factors = weights_.rope_freq_factors,
   };
+  ForEachMatrix([this](const kernels::WeightMatrix& m) { backend_.RegisterWeights(m); });
+}
+
+Transformer::~Transformer() {
+  ForEachMatrix([this](const kernels::WeightMatrix& m) { backend_.ReleaseWeights(m); });
+}
+
+template <typename Fn>
+void Transformer::ForEachMatrix(const Fn& fn) const {
+  for (const LayerWeights& l : weights_.layers) {
+    for (const kernels::WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      fn(*m);
+    }
+  }
+  fn(weights_.output);
 }
 
 absl::Status Transformer::Validate(std::span<const SequenceInput> sequences) const {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/dequantize.h"
 #include "kernels/cpu/isa_kernels.h"
+#include "kernels/cpu/packed_block32.h"
 #include "kernels/cpu/reference_kernels.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/dtype.h"
@@ -106,10 +108,30 @@ class FastCpuBackend final : public Backend {
     args.n_cols = w.n_cols;
     args.n = n;
     args.y = y;
+    MatMulRowsFn run = kernel;
+    if (const MatMulRowsFn packed_kernel = PackedMatMulKernelFor(kernels_, w.dtype);
+        packed_kernel != nullptr) {
+      args.w = PackedFor(w);
+      run = packed_kernel;
+    }
     args.x = PrepareActivations(ActivationFormatFor(w.dtype), x, n, w.n_cols);
     pool_.ParallelFor(n_tasks, [&](int64_t begin, int64_t end, int) {
-      kernel(args, begin * kRowGrain, std::min(end * kRowGrain, w.n_rows));
+      run(args, begin * kRowGrain, std::min(end * kRowGrain, w.n_rows));
     });
+  }
+
+  void RegisterWeights(const WeightMatrix& w) override {
+    if (PackedMatMulKernelFor(kernels_, w.dtype) == nullptr) return;
+    Registered& r = registered_[w.data];
+    if (r.count++ > 0) return;
+    r.packed.resize(static_cast<size_t>(PackedBytes(w.dtype, w.n_rows, w.n_cols)));
+    Pack(w, r.packed.data());
+  }
+
+  void ReleaseWeights(const WeightMatrix& w) override {
+    auto it = registered_.find(w.data);
+    if (it == registered_.end()) return;
+    if (--it->second.count == 0) registered_.erase(it);
   }
 
   void GetRows(const WeightMatrix& w, const int32_t* ids, int64_t n, float* out) override {
@@ -262,6 +284,27 @@ class FastCpuBackend final : public Backend {
   }
 
  private:
+  // A registered weight matrix's packed copy.
+  struct Registered {
+    int count = 0;
+    std::vector<uint8_t> packed;
+  };
+
+  void Pack(const WeightMatrix& w, uint8_t* packed) {
+    const int64_t groups = (w.n_rows + kPackedGroupRows - 1) / kPackedGroupRows;
+    pool_.ParallelFor(groups, [&](int64_t begin, int64_t end, int) {
+      PackGroups(w, begin, end, packed);
+    });
+  }
+
+  // The packed form of w: the registered copy, or w packed into scratch for this call.
+  const uint8_t* PackedFor(const WeightMatrix& w) {
+    if (auto it = registered_.find(w.data); it != registered_.end()) return it->second.packed.data();
+    pack_scratch_.resize(static_cast<size_t>(PackedBytes(w.dtype, w.n_rows, w.n_cols)));
+    Pack(w, pack_scratch_.data());
+    return pack_scratch_.data();
+  }
+
   // Runs fn(begin, end) over [0, n) rows of `row_cost` elements each, on the pool when the total
   // is worth it.
   template <typename Fn>
@@ -336,6 +379,8 @@ class FastCpuBackend final : public Backend {
   std::vector<float> x_s_;
   std::vector<int16_t> x_bsums_;
   std::vector<float> attention_scratch_;  // partial results of attention segments
+  std::map<const void*, Registered> registered_;  // by w.data
+  std::vector<uint8_t> pack_scratch_;             // an unregistered matrix, packed per call
 };
 
 }  // namespace
