@@ -109,10 +109,12 @@ class FastCpuBackend final : public Backend {
     args.n = n;
     args.y = y;
     MatMulRowsFn run = kernel;
-    if (const MatMulRowsFn packed_kernel = PackedMatMulKernelFor(kernels_, w.dtype);
-        packed_kernel != nullptr) {
-      args.w = PackedFor(w);
-      run = packed_kernel;
+    if (n <= kPackedMaxRows) {
+      // Decode: the packed copy of a registered matrix streams faster (the same bits).
+      if (auto it = registered_.find(w.data); it != registered_.end()) {
+        args.w = it->second.packed.data();
+        run = PackedMatMulKernelFor(kernels_, w.dtype);
+      }
     }
     args.x = PrepareActivations(ActivationFormatFor(w.dtype), x, n, w.n_cols);
     pool_.ParallelFor(n_tasks, [&](int64_t begin, int64_t end, int) {
@@ -297,14 +299,6 @@ class FastCpuBackend final : public Backend {
     });
   }
 
-  // The packed form of w: the registered copy, or w packed into scratch for this call.
-  const uint8_t* PackedFor(const WeightMatrix& w) {
-    if (auto it = registered_.find(w.data); it != registered_.end()) return it->second.packed.data();
-    pack_scratch_.resize(static_cast<size_t>(PackedBytes(w.dtype, w.n_rows, w.n_cols)));
-    Pack(w, pack_scratch_.data());
-    return pack_scratch_.data();
-  }
-
   // Runs fn(begin, end) over [0, n) rows of `row_cost` elements each, on the pool when the total
   // is worth it.
   template <typename Fn>
@@ -380,7 +374,6 @@ class FastCpuBackend final : public Backend {
   std::vector<int16_t> x_bsums_;
   std::vector<float> attention_scratch_;  // partial results of attention segments
   std::map<const void*, Registered> registered_;  // by w.data
-  std::vector<uint8_t> pack_scratch_;             // an unregistered matrix, packed per call
 };
 
 }  // namespace

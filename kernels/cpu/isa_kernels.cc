@@ -149,16 +149,13 @@ const IsaKernels& KernelsFor(CpuIsa isa) {
     IsaKernels k = avx2;
     if (DetectCpuIsaUncapped() >= CpuIsa::kAvx512Vnni) {
       FillAvx512VnniKernels(&k);
-      if (!kGgmlExactMatMul) FillPackedAvx512Kernels(&k);
+      FillPackedAvx512Kernels(&k);
     }
     return k;
   }();
   static const IsaKernels amx = [] {
     IsaKernels k = avx512;
-    if (DetectCpuIsaUncapped() >= CpuIsa::kAmx) {
-      FillAmxKernels(&k);
-      if (!kGgmlExactMatMul) FillPackedAmxKernels(&k);
-    }
+    if (DetectCpuIsaUncapped() >= CpuIsa::kAmx) FillAmxKernels(&k);
     return k;
   }();
   switch (isa) {

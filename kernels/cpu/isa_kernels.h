@@ -12,35 +12,33 @@
 //          int16 sums of each 16 values
 // The value of element k of a quantized row is q[k] * d[block of k].
 //
-// Numerics: Q4_0, Q4_1 and Q8_0 MatMuls at the avx512-vnni and amx levels run on packed weights
-// (packed_block32.h; the backend packs a model's matrices once when they are registered, other
-// matrices per call) with one arithmetic per output, defined there: an exact int32 sum per block
-// of 32, then acc = fma(f32(sum), d_w * d_x, acc) in block order, plus the minima's chain for Q4.
-// It is not GGML's (GGML keeps 8 f32 lanes per block; see below), so results differ from
-// llama.cpp's in the last bits (tests/engine/llama_cpp_agreement_test.cc bounds the difference).
-// kGgmlExactMatMul = true restores the kernels below, which reproduce GGML bit for bit.
-// For kQ8_1 the backend stores d and s rounded to f16, as GGML's block_q8_1 does (the quantizers
-// below produce the f32 values; q = round(x * 127 / max|x|)).
-// The other fast kernels compute what GGML's CPU backend (llama.cpp, evaluating one token at a
-// time) computes for the same operation, bit for bit, on x86 with AVX-512 (the levels avx512-vnni
-// and amx). Q8_0 weights take the same activations (GGML's q8_0 has the same values and d). The
-// K-quants' Q8_K activations are not GGML's.
-// GGML's arithmetic (block32_avx512.cc, used with kGgmlExactMatMul): a MatMul output y[i, r] is
-// GGML's ggml_vec_dot_*: per block b, 8 int32 lane sums of 4 products
+// Numerics: the fast kernels compute what GGML's CPU backend (llama.cpp, evaluating one token at
+// a time) computes for the same operation, bit for bit, on x86 with AVX-512 (the levels
+// avx512-vnni and amx; see the level list below). For kQ8_1 the backend stores d and s rounded to
+// f16, as GGML's block_q8_1 does (the quantizers below produce the f32 values;
+// q = round(x * 127 / max|x|)). Q8_0 weights take the same activations (GGML's q8_0 has the same
+// values and d). The K-quants' Q8_K activations are not GGML's.
+// A MatMul output y[i, r] is GGML's ggml_vec_dot_*: per block b, 8 int32 lane sums of 4 products
 // (lane l covers values 4l..4l+3), acc[l] = fma(d_w * d_x, f32(lane sum), acc[l]) in block order,
 // then ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7)); Q4_1 adds
 // summs = fma(m_w, s_x, summs) over the blocks in order; Q4_0 weights are the signed values q - 8.
+// Q4_0/Q4_1/Q8_0 have two implementations with these bits: block32_avx512.cc on the original rows
+// (all batch sizes), and packed_matmul_avx512.cc on packed weights (packed_block32.h: a
+// registered model's matrices, re-laid out once; the backend uses it for decode-sized batches).
+// Why not AMX: its int32 tiles sum whole blocks (or 4-value lanes at a 16x lower rate), and any
+// arithmetic other than GGML's flips about 4% of llama.cpp's argmaxes through the 8-bit
+// requantization of the activations (tests/engine/llama_cpp_agreement_test.cc requires 99%).
 //
 // Batch invariance: every kernel computes each y[i, r] with the same sequence of operations
-// whatever tile or path (single-row decode kernel, multi-row panels, AMX tiles) it falls in, so a
+// whatever tile or path (single-row decode kernel, packed weights, multi-row panels) it falls in, so a
 // row's result depends only on that row and the weights.
 //
 // Levels (cpu_isa.h): avx2 (simd_avx2.cc, attention_avx2.cc); avx512-vnni (simd_avx512vnni.cc:
 // the MatMul tiles of matmul_tiles.inc on vpdpbusd for the K-quants and float weights,
-// packed_matmul_avx512.cc's direct kernels for packed Q4_0/Q4_1/Q8_0 (block32_avx512.cc with
-// kGgmlExactMatMul), attention_avx512.cc for attention and SiLU); amx (the avx512-vnni table,
-// with AMX tiles for packed Q4_0/Q4_1/Q8_0 batches of 4 rows or more: packed_matmul_avx512.cc).
-// The avx2 level reproduces GGML's MatMuls and quantization, while its attention and SiLU keep
+// block32_avx512.cc and packed_matmul_avx512.cc for Q4_0/Q4_1/Q8_0, attention_avx512.cc for
+// attention and SiLU); amx (the avx512-vnni table; no AMX kernels, see above). GGML's arithmetic
+// is reproduced exactly at the avx512-vnni and amx levels (llama.cpp built for AVX-512); the avx2
+// level reproduces GGML's MatMuls and quantization, while its attention and SiLU keep
 // their own f32 arithmetic.
 //
 // Thread-safety: the kernels are pure functions; disjoint row ranges may run concurrently.
@@ -60,11 +58,9 @@ enum class ActivationFormat { kF32, kQ8_1, kQ8_K };
 // The activation form the integer/float MatMul kernels want for weights of `dtype`.
 ActivationFormat ActivationFormatFor(DType dtype);
 
-// Whether the avx512-vnni and amx levels multiply Q4_0/Q4_1/Q8_0 weights with GGML's arithmetic
-// (the exact AVX-512 kernels of block32_avx512.cc) rather than on packed weights
-// (packed_matmul_avx512.cc: VNNI for decode, AMX tiles for batches; faster, not bit-identical to
-// llama.cpp).
-inline constexpr bool kGgmlExactMatMul = false;
+
+// Batches up to which the packed direct kernels beat the panel kernels of block32_avx512.cc.
+inline constexpr int kPackedMaxRows = 3;
 
 inline constexpr int kQ8_1BlockSize = 32;
 inline constexpr int kQ8_KBlockSize = 256;
@@ -160,8 +156,9 @@ struct IsaKernels {
   MatMulRowsFn matmul_q8_0 = nullptr;
   MatMulRowsFn matmul_q4_k = nullptr;
   MatMulRowsFn matmul_q6_k = nullptr;
-  // On packed weights (packed_block32.h; args.w the packed matrix, kQ8_1 activations): used for
-  // Q4_0/Q4_1/Q8_0 instead of matmul_q4_0/_q4_1/_q8_0 when set.
+  // On packed weights (packed_block32.h; args.w the packed matrix, kQ8_1 activations), the same
+  // bits as matmul_q4_0/_q4_1/_q8_0: the backend uses them for registered weights and batches of
+  // fewer than kPackedMaxRows rows (decode).
   MatMulRowsFn matmul_packed_q4_0 = nullptr;
   MatMulRowsFn matmul_packed_q4_1 = nullptr;
   MatMulRowsFn matmul_packed_q8_0 = nullptr;
@@ -197,7 +194,6 @@ void FillBlock32Avx512Kernels(IsaKernels* kernels);    // matmul_q4_0, _q4_1, _q
 void FillAvx512AttentionKernels(IsaKernels* kernels);  // attention_exact, silu_mul
 void FillAmxKernels(IsaKernels* kernels);
 void FillPackedAvx512Kernels(IsaKernels* kernels);  // matmul_packed_*: direct VNNI kernels
-void FillPackedAmxKernels(IsaKernels* kernels);     // matmul_packed_*: AMX for batches
 
 }  // namespace baton::kernels
 

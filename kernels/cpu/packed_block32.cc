@@ -85,32 +85,37 @@ void MatMulPackedScalar(const MatMulArgs& a, int64_t row_begin, int64_t row_end)
     for (int64_t r = row_begin; r < row_end; ++r) {
       const int64_t g = r / kPackedGroupRows;
       const int j = static_cast<int>(r % kPackedGroupRows);
-      float acc = 0.0f, acc_min = 0.0f;
+      float acc[8] = {};
+      float summs = 0.0f;
       for (int64_t b = 0; b < nb; ++b) {
         const uint8_t* blk = a.w + (g * nb + b) * gbb;
-        int32_t s = 0;
-        for (int k = 0; k < 32; ++k) {
-          int32_t w;
-          if constexpr (kDType == DType::kQ8_0) {
-            w = static_cast<int8_t>(blk[64 * (k / 4) + 4 * j + k % 4]);
-          } else {
-            const uint8_t byte = blk[64 * ((k % 16) / 4) + 4 * j + k % 4];
-            w = k < 16 ? (byte & 0x0f) : (byte >> 4);
-          }
-          s += w * xq[32 * b + k];
-        }
         uint16_t h;
         std::memcpy(&h, blk + value_bytes + 2 * j, 2);
-        const float d = F16ToF32(h);
-        acc = std::fma(static_cast<float>(s), d * a.x.d[i * ss + b], acc);
+        const float scale = F16ToF32(h) * a.x.d[i * ss + b];
+        for (int l = 0; l < 8; ++l) {
+          int32_t p = 0;
+          for (int t = 0; t < 4; ++t) {
+            const int k = 4 * l + t;
+            int32_t w;
+            if constexpr (kDType == DType::kQ8_0) {
+              w = static_cast<int8_t>(blk[64 * l + 4 * j + t]);
+            } else {
+              const uint8_t byte = blk[64 * (l % 4) + 4 * j + t];
+              w = l < 4 ? (byte & 0x0f) : (byte >> 4);
+              if constexpr (kDType == DType::kQ4_0) w -= 8;
+            }
+            p += w * xq[32 * b + k];
+          }
+          acc[l] = std::fma(scale, static_cast<float>(p), acc[l]);
+        }
         if constexpr (kDType == DType::kQ4_1) {
           std::memcpy(&h, blk + value_bytes + 32 + 2 * j, 2);
-          acc_min = std::fma(F16ToF32(h), a.x.s[i * ss + b], acc_min);
-        } else if constexpr (kDType == DType::kQ4_0) {
-          acc_min = std::fma(-8.0f * d, a.x.s[i * ss + b], acc_min);
+          summs = std::fma(F16ToF32(h), a.x.s[i * ss + b], summs);
         }
       }
-      a.y[i * a.n_rows + r] = kDType == DType::kQ8_0 ? acc : acc + acc_min;
+      float y = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+      if constexpr (kDType == DType::kQ4_1) y += summs;
+      a.y[i * a.n_rows + r] = y;
     }
   }
 }

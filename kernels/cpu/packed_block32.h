@@ -12,14 +12,16 @@
 //   then        d[16] f16 (each row's scale), and for Q4_1 m[16] f16 (each row's minimum)
 // Rows past n_rows in the last group are zero (their results are never stored).
 //
-// The MatMul arithmetic on packed weights (one canonical sequence per output y[i, r], whatever
-// kernel or batch computes it, see isa_kernels.h):
-//   for each block b in order:
-//     S = sum over the block of w[r, k] * q_x[i, k]      exact int32 (w: Q4 nibble 0..15, Q8 int8)
-//     acc = fma(f32(S), d_w[r, b] * d_x[i, b], acc)      f32 from 0
-//     acc_min = fma(m_w[r, b], s_x[i, b], acc_min)       f32 from 0; Q4_0 m_w = -8 d_w; not Q8_0
-//   y[i, r] = acc + acc_min                               (Q8_0: acc)
-// MatMulPackedScalar is its portable definition.
+// The MatMul arithmetic on packed weights is GGML's (isa_kernels.h), the same bits as the kernels
+// of block32_avx512.cc on the original rows: for output y[i, r], per block b in order,
+//   P[l] = sum of the 4 products of dword l (values 4l..4l+3), l < 8      exact int32
+//          (w: Q4_0 nibble - 8, Q4_1 nibble, Q8_0 int8)
+//   acc[l] = fma(d_w[r, b] * d_x[i, b], f32(P[l]), acc[l])                 f32 from 0
+//   Q4_1: summs = fma(m_w[r, b], s_x[i, b], summs)                          f32 from 0
+// y[i, r] = ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7)) (+ summs for Q4_1).
+// In the packed layout, one vpdpbusd of vector l with the broadcast activation dword l gives P[l]
+// of all 16 rows; acc[l] are 8 vectors and the final sum is vertical. MatMulPackedScalar is the
+// portable definition.
 //
 // Thread-safety: pure functions over caller-owned memory; disjoint groups may be packed
 // concurrently.
@@ -48,7 +50,7 @@ int64_t PackedBytes(DType dtype, int64_t n_rows, int64_t n_cols);
 // Writes groups [g_begin, g_end) of w's packed form into packed (the whole matrix's buffer).
 void PackGroups(const WeightMatrix& w, int64_t g_begin, int64_t g_end, uint8_t* packed);
 
-// The canonical arithmetic above, y[i, r] for i < args.n and r in [row_begin, row_end) (a
+// The arithmetic above, y[i, r] for i < args.n and r in [row_begin, row_end) (a
 // MatMulRowsFn): args.w is the packed matrix, args.x kQ8_1 activations; args.row_bytes unused.
 template <DType kDType>
 void MatMulPackedScalar(const MatMulArgs& args, int64_t row_begin, int64_t row_end);

@@ -1,5 +1,5 @@
-// The AMX level of the CPU kernels (see isa_kernels.h): the AVX-512 VNNI table; its AMX MatMul
-// kernels (for packed Q4_0/Q4_1/Q8_0 weights) live in packed_matmul_avx512.cc.
+// The AMX level of the CPU kernels (see isa_kernels.h): the AVX-512 VNNI table. It has no AMX
+// kernels: AMX's block-wide int32 sums cannot give GGML's per-lane arithmetic (isa_kernels.h).
 #include "kernels/cpu/isa_kernels.h"
 
 namespace baton::kernels {

@@ -1,6 +1,7 @@
-// The packed-weight MatMul kernels (packed_block32.h) of every level that has them, against the
-// scalar definition of their arithmetic, bit for bit: odd row counts (a partial last group),
-// single rows, batches around the AMX tile height, canaries around the outputs.
+// The packed-weight MatMul kernels (packed_block32.h) of every level that has them, bit for bit
+// against the scalar definition of their arithmetic and against the GGML-exact kernels on the
+// original rows (block32_avx512.cc): odd row counts (a partial last group), single rows, small
+// batches, canaries around the outputs. And the backend: registering a matrix changes no bits.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "kernels/backend.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/isa_kernels.h"
 #include "kernels/cpu/packed_block32.h"
@@ -96,7 +98,7 @@ TEST_P(PackedMatMulTest, EqualsScalarDefinitionBitForBit) {
   for (CpuIsa isa : {CpuIsa::kAvx512Vnni, CpuIsa::kAmx}) {
     if (isa > DetectCpuIsaUncapped()) continue;
     const MatMulRowsFn kernel = PackedMatMulKernelFor(KernelsFor(isa), dtype);
-    if (kernel == nullptr) continue;
+    ASSERT_NE(kernel, nullptr) << CpuIsaName(isa);
     GuardedBuffer got(n * rows, NAN);
     args.y = got.data();
     // In two ranges of whole groups, as the backend's threads split them.
@@ -105,7 +107,33 @@ TEST_P(PackedMatMulTest, EqualsScalarDefinitionBitForBit) {
     kernel(args, split, rows);
     EXPECT_TRUE(got.CanariesIntact()) << CpuIsaName(isa);
     ASSERT_EQ(0, std::memcmp(got.data(), want.data(), n * rows * sizeof(float))) << CpuIsaName(isa);
+
+    // GGML's bits, as the kernel on the original rows computes them.
+    GuardedBuffer ggml(n * rows, NAN);
+    MatMulArgs original = args;
+    original.w = w.bytes.data();
+    original.row_bytes = RowBytes(dtype, cols);
+    original.y = ggml.data();
+    MatMulKernelFor(KernelsFor(isa), dtype)(original, 0, rows);
+    ASSERT_EQ(0, std::memcmp(ggml.data(), want.data(), n * rows * sizeof(float))) << CpuIsaName(isa);
   }
+}
+
+TEST_P(PackedMatMulTest, RegisteringWeightsChangesNoBits) {
+  const auto [dtype, rows, cols, n] = GetParam();
+  const TestWeights w = MakeWeights(dtype, rows, cols, 3 + rows);
+  const std::vector<float> x = RandomFloats(n * cols, 5 + n);
+  auto backend = CreateCpuBackend({.n_threads = 2});
+  std::vector<float> plain(n * rows);
+  backend->MatMul(w.matrix(), x.data(), n, plain.data());
+  backend->RegisterWeights(w.matrix());
+  backend->RegisterWeights(w.matrix());  // counted
+  GuardedBuffer registered(n * rows, NAN);
+  backend->MatMul(w.matrix(), x.data(), n, registered.data());
+  EXPECT_TRUE(registered.CanariesIntact());
+  EXPECT_EQ(0, std::memcmp(registered.data(), plain.data(), n * rows * sizeof(float)));
+  backend->ReleaseWeights(w.matrix());
+  backend->ReleaseWeights(w.matrix());
 }
 
 std::string Name(const ::testing::TestParamInfo<Param>& info) {
