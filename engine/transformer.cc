@@ -47,6 +47,21 @@ Transformer::Transformer(const ModelConfig* config, const ModelWeights* weights,
       .neox = config_.rope_neox,
       .freq_factors = weights_.rope_freq_factors,
   };
+  ForEachMatrix([this](const kernels::WeightMatrix& m) { backend_.RegisterWeights(m); });
+}
+
+Transformer::~Transformer() {
+  ForEachMatrix([this](const kernels::WeightMatrix& m) { backend_.ReleaseWeights(m); });
+}
+
+template <typename Fn>
+void Transformer::ForEachMatrix(const Fn& fn) const {
+  for (const LayerWeights& l : weights_.layers) {
+    for (const kernels::WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      fn(*m);
+    }
+  }
+  fn(weights_.output);
 }
 
 absl::Status Transformer::Validate(std::span<const SequenceInput> sequences) const {
@@ -138,9 +153,11 @@ absl::Status Transformer::Forward(std::span<const SequenceInput> sequences,
     const LayerWeights& w = weights_.layers[l];
     // Attention block.
     backend_.RmsNorm(x_.data(), w.attn_norm, n, c.n_embd, c.rms_eps, xb_.data());
-    backend_.MatMul(w.wq, xb_.data(), n, q_.data());
-    backend_.MatMul(w.wk, xb_.data(), n, k_.data());
-    backend_.MatMul(w.wv, xb_.data(), n, v_.data());
+    {
+      const kernels::WeightMatrix* qkv[] = {&w.wq, &w.wk, &w.wv};
+      float* out[] = {q_.data(), k_.data(), v_.data()};
+      backend_.MatMulMany(qkv, xb_.data(), n, out);
+    }
     AddBias(q_.data(), w.bq, n, c.q_dim());
     AddBias(k_.data(), w.bk, n, c.kv_dim());
     AddBias(v_.data(), w.bv, n, c.kv_dim());
@@ -166,8 +183,11 @@ absl::Status Transformer::Forward(std::span<const SequenceInput> sequences,
     AddInPlace(x_.data(), xb_.data(), n * c.n_embd);
     // Feed-forward block (SwiGLU).
     backend_.RmsNorm(x_.data(), w.ffn_norm, n, c.n_embd, c.rms_eps, xb_.data());
-    backend_.MatMul(w.w_gate, xb_.data(), n, gate_.data());
-    backend_.MatMul(w.w_up, xb_.data(), n, up_.data());
+    {
+      const kernels::WeightMatrix* gate_up[] = {&w.w_gate, &w.w_up};
+      float* out[] = {gate_.data(), up_.data()};
+      backend_.MatMulMany(gate_up, xb_.data(), n, out);
+    }
     backend_.SiluMul(gate_.data(), up_.data(), n * c.n_ff, gate_.data());
     backend_.MatMul(w.w_down, gate_.data(), n, xb_.data());
     AddInPlace(x_.data(), xb_.data(), n * c.n_embd);

@@ -43,6 +43,11 @@ class Transformer {
   // All pointers must outlive the Transformer.
   Transformer(const ModelConfig* config, const ModelWeights* weights, kernels::Backend* backend,
               KvCache* cache);
+  // Registers the weight matrices with the backend (Backend::RegisterWeights) for the
+  // Transformer's lifetime.
+  ~Transformer();
+  Transformer(const Transformer&) = delete;
+  Transformer& operator=(const Transformer&) = delete;
 
   // Logits [n_out, n_vocab], n_out = sum over sequences of (all_logits ? tokens : 1), in order.
   // INVALID_ARGUMENT for an empty sequence, a token id out of range, a position past the model's
@@ -59,6 +64,9 @@ class Transformer {
   absl::Status Forward(std::span<const SequenceInput> sequences, std::vector<float>& logits,
                        const LayerDoneCallback& on_layer_done);
   void ResizeScratch(int64_t n_tokens);
+  // Calls fn(matrix) for every weight matrix that MatMul multiplies.
+  template <typename Fn>
+  void ForEachMatrix(const Fn& fn) const;
 
   const ModelConfig& config_;
   const ModelWeights& weights_;

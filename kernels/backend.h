@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "kernels/dtype.h"
@@ -57,6 +58,21 @@ class Backend {
 
   // y [n, w.n_rows] = x [n, w.n_cols] · Wᵀ
   virtual void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y) = 0;
+
+  // MatMul(*ws[k], x, n, ys[k]) for every k (the same x, e.g. the Q, K and V projections), with
+  // the same results; a backend may share the work of preparing x and run the products as one
+  // parallel job. Default: one MatMul after the other.
+  virtual void MatMulMany(std::span<const WeightMatrix* const> ws, const float* x, int64_t n,
+                          std::span<float* const> ys) {
+    for (size_t k = 0; k < ws.size(); ++k) MatMul(*ws[k], x, n, ys[k]);
+  }
+
+  // Declares that w (a model's weight matrix) will be multiplied many times: the backend may keep
+  // a re-laid-out copy of it for faster MatMuls (the CPU backend does for Q4_0/Q4_1/Q8_0). The
+  // results of MatMul do not depend on registration. w.data must stay valid and unchanged until
+  // as many ReleaseWeights(w) calls as RegisterWeights(w) calls. Default: nothing.
+  virtual void RegisterWeights(const WeightMatrix& w) { (void)w; }
+  virtual void ReleaseWeights(const WeightMatrix& w) { (void)w; }
 
   // out [n, w.n_cols] = rows ids[0..n) of W, dequantized (embedding lookup). ids must be in range.
   virtual void GetRows(const WeightMatrix& w, const int32_t* ids, int64_t n, float* out) = 0;

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -12,6 +14,7 @@
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/dequantize.h"
 #include "kernels/cpu/isa_kernels.h"
+#include "kernels/cpu/packed_block32.h"
 #include "kernels/cpu/reference_kernels.h"
 #include "kernels/cpu/thread_pool.h"
 #include "kernels/dtype.h"
@@ -99,17 +102,58 @@ class FastCpuBackend final : public Backend {
       });
       return;
     }
-    MatMulArgs args;
-    args.w = static_cast<const uint8_t*>(w.data);
-    args.row_bytes = RowBytes(w.dtype, w.n_cols);
-    args.n_rows = w.n_rows;
-    args.n_cols = w.n_cols;
-    args.n = n;
-    args.y = y;
+    MatMulRowsFn run;
+    MatMulArgs args = KernelArgs(w, n, y, &run);
     args.x = PrepareActivations(ActivationFormatFor(w.dtype), x, n, w.n_cols);
     pool_.ParallelFor(n_tasks, [&](int64_t begin, int64_t end, int) {
-      kernel(args, begin * kRowGrain, std::min(end * kRowGrain, w.n_rows));
+      run(args, begin * kRowGrain, std::min(end * kRowGrain, w.n_rows));
     });
+  }
+
+  void MatMulMany(std::span<const WeightMatrix* const> ws, const float* x, int64_t n,
+                  std::span<float* const> ys) override {
+    constexpr size_t kMaxMatrices = 4;
+    bool shared = ws.size() <= kMaxMatrices && n > 0;
+    for (const WeightMatrix* w : ws) {
+      shared = shared && w->dtype == ws[0]->dtype && w->n_cols == ws[0]->n_cols &&
+               w->n_rows > 0 && MatMulKernelFor(kernels_, w->dtype) != nullptr;
+    }
+    if (!shared) {
+      Backend::MatMulMany(ws, x, n, ys);
+      return;
+    }
+    // One quantization of x, one parallel job over the row tasks of all matrices in turn.
+    MatMulArgs args[kMaxMatrices];
+    MatMulRowsFn run[kMaxMatrices];
+    int64_t first_task[kMaxMatrices + 1] = {0};
+    for (size_t k = 0; k < ws.size(); ++k) {
+      CheckMatMulShape(*ws[k]);
+      args[k] = KernelArgs(*ws[k], n, ys[k], &run[k]);
+      first_task[k + 1] = first_task[k] + (ws[k]->n_rows + kRowGrain - 1) / kRowGrain;
+    }
+    const MatMulActivations xa = PrepareActivations(ActivationFormatFor(ws[0]->dtype), x, n, ws[0]->n_cols);
+    for (size_t k = 0; k < ws.size(); ++k) args[k].x = xa;
+    pool_.ParallelFor(first_task[ws.size()], [&](int64_t begin, int64_t end, int) {
+      for (size_t k = 0; k < ws.size(); ++k) {
+        const int64_t b = std::max(begin, first_task[k]) - first_task[k];
+        const int64_t e = std::min(end, first_task[k + 1]) - first_task[k];
+        if (b < e) run[k](args[k], b * kRowGrain, std::min(e * kRowGrain, ws[k]->n_rows));
+      }
+    });
+  }
+
+  void RegisterWeights(const WeightMatrix& w) override {
+    if (PackedMatMulKernelFor(kernels_, w.dtype) == nullptr) return;
+    Registered& r = registered_[w.data];
+    if (r.count++ > 0) return;
+    r.packed.resize(static_cast<size_t>(PackedBytes(w.dtype, w.n_rows, w.n_cols)));
+    Pack(w, r.packed.data());
+  }
+
+  void ReleaseWeights(const WeightMatrix& w) override {
+    auto it = registered_.find(w.data);
+    if (it == registered_.end()) return;
+    if (--it->second.count == 0) registered_.erase(it);
   }
 
   void GetRows(const WeightMatrix& w, const int32_t* ids, int64_t n, float* out) override {
@@ -262,6 +306,39 @@ class FastCpuBackend final : public Backend {
   }
 
  private:
+  // The arguments (all but x) and the kernel for a MatMul of w, which must have a kernel.
+  MatMulArgs KernelArgs(const WeightMatrix& w, int64_t n, float* y, MatMulRowsFn* run) {
+    MatMulArgs args;
+    args.w = static_cast<const uint8_t*>(w.data);
+    args.row_bytes = RowBytes(w.dtype, w.n_cols);
+    args.n_rows = w.n_rows;
+    args.n_cols = w.n_cols;
+    args.n = n;
+    args.y = y;
+    *run = MatMulKernelFor(kernels_, w.dtype);
+    if (n <= kPackedMaxRows) {
+      // Decode: the packed copy of a registered matrix streams faster (the same bits).
+      if (auto it = registered_.find(w.data); it != registered_.end()) {
+        args.w = it->second.packed.data();
+        *run = PackedMatMulKernelFor(kernels_, w.dtype);
+      }
+    }
+    return args;
+  }
+
+  // A registered weight matrix's packed copy.
+  struct Registered {
+    int count = 0;
+    std::vector<uint8_t> packed;
+  };
+
+  void Pack(const WeightMatrix& w, uint8_t* packed) {
+    const int64_t groups = (w.n_rows + kPackedGroupRows - 1) / kPackedGroupRows;
+    pool_.ParallelFor(groups, [&](int64_t begin, int64_t end, int) {
+      PackGroups(w, begin, end, packed);
+    });
+  }
+
   // Runs fn(begin, end) over [0, n) rows of `row_cost` elements each, on the pool when the total
   // is worth it.
   template <typename Fn>
@@ -336,6 +413,7 @@ class FastCpuBackend final : public Backend {
   std::vector<float> x_s_;
   std::vector<int16_t> x_bsums_;
   std::vector<float> attention_scratch_;  // partial results of attention segments
+  std::map<const void*, Registered> registered_;  // by w.data
 };
 
 }  // namespace

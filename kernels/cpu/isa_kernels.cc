@@ -122,6 +122,19 @@ MatMulRowsFn MatMulKernelFor(const IsaKernels& kernels, DType dtype) {
   }
 }
 
+MatMulRowsFn PackedMatMulKernelFor(const IsaKernels& kernels, DType dtype) {
+  switch (dtype) {
+    case DType::kQ4_0:
+      return kernels.matmul_packed_q4_0;
+    case DType::kQ4_1:
+      return kernels.matmul_packed_q4_1;
+    case DType::kQ8_0:
+      return kernels.matmul_packed_q8_0;
+    default:
+      return nullptr;
+  }
+}
+
 const IsaKernels& KernelsFor(CpuIsa isa) {
   CHECK(isa <= DetectCpuIsaUncapped())
       << "CPU kernels for " << CpuIsaName(isa) << " requested on a CPU with only "
@@ -134,7 +147,10 @@ const IsaKernels& KernelsFor(CpuIsa isa) {
   }();
   static const IsaKernels avx512 = [] {
     IsaKernels k = avx2;
-    if (DetectCpuIsaUncapped() >= CpuIsa::kAvx512Vnni) FillAvx512VnniKernels(&k);
+    if (DetectCpuIsaUncapped() >= CpuIsa::kAvx512Vnni) {
+      FillAvx512VnniKernels(&k);
+      FillPackedAvx512Kernels(&k);
+    }
     return k;
   }();
   static const IsaKernels amx = [] {

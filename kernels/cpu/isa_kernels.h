@@ -22,18 +22,24 @@
 // (lane l covers values 4l..4l+3), acc[l] = fma(d_w * d_x, f32(lane sum), acc[l]) in block order,
 // then ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7)); Q4_1 adds
 // summs = fma(m_w, s_x, summs) over the blocks in order; Q4_0 weights are the signed values q - 8.
+// Q4_0/Q4_1/Q8_0 have two implementations with these bits: block32_avx512.cc on the original rows
+// (all batch sizes), and packed_matmul_avx512.cc on packed weights (packed_block32.h: a
+// registered model's matrices, re-laid out once; the backend uses it for decode-sized batches).
+// Why not AMX: its int32 tiles sum whole blocks (or 4-value lanes at a 16x lower rate), and any
+// arithmetic other than GGML's flips about 4% of llama.cpp's argmaxes through the 8-bit
+// requantization of the activations (tests/engine/llama_cpp_agreement_test.cc requires 99%).
 //
 // Batch invariance: every kernel computes each y[i, r] with the same sequence of operations
-// whatever tile or path (single-row decode kernel, multi-row panels) it falls in, so a row's
-// result depends only on that row and the weights.
+// whatever tile or path (single-row decode kernel, packed weights, multi-row panels) it falls in, so a
+// row's result depends only on that row and the weights.
 //
 // Levels (cpu_isa.h): avx2 (simd_avx2.cc, attention_avx2.cc); avx512-vnni (simd_avx512vnni.cc:
 // the MatMul tiles of matmul_tiles.inc on vpdpbusd for the K-quants and float weights,
-// block32_avx512.cc for Q4_0/Q4_1/Q8_0, attention_avx512.cc for attention and SiLU); amx (the
-// avx512-vnni table, or with kGgmlExactMatMul false AMX tiles for Q4_0/Q4_1/Q8_0: simd_amx.cc).
-// GGML's arithmetic is reproduced exactly at the avx512-vnni and amx levels (llama.cpp built for
-// AVX-512); the avx2 level reproduces GGML's MatMuls and quantization, while its attention and
-// SiLU keep their own f32 arithmetic.
+// block32_avx512.cc and packed_matmul_avx512.cc for Q4_0/Q4_1/Q8_0, attention_avx512.cc for
+// attention and SiLU); amx (the avx512-vnni table; no AMX kernels, see above). GGML's arithmetic
+// is reproduced exactly at the avx512-vnni and amx levels (llama.cpp built for AVX-512); the avx2
+// level reproduces GGML's MatMuls and quantization, while its attention and SiLU keep
+// their own f32 arithmetic.
 //
 // Thread-safety: the kernels are pure functions; disjoint row ranges may run concurrently.
 #ifndef BATON_KERNELS_CPU_ISA_KERNELS_H_
@@ -52,11 +58,9 @@ enum class ActivationFormat { kF32, kQ8_1, kQ8_K };
 // The activation form the integer/float MatMul kernels want for weights of `dtype`.
 ActivationFormat ActivationFormatFor(DType dtype);
 
-// Whether the amx level multiplies Q4_0/Q4_1/Q8_0 weights with GGML's arithmetic (the exact
-// AVX-512 kernels of block32_avx512.cc, as the avx512-vnni level does) rather than on AMX tiles
-// (simd_amx.cc: about 2x faster on prefill-sized batches, 1.6x for a whole 512-token prefill on a
-// Sapphire Rapids core, but not bit-identical to llama.cpp).
-inline constexpr bool kGgmlExactMatMul = true;
+
+// Batches up to which the packed direct kernels beat the panel kernels of block32_avx512.cc.
+inline constexpr int kPackedMaxRows = 3;
 
 inline constexpr int kQ8_1BlockSize = 32;
 inline constexpr int kQ8_KBlockSize = 256;
@@ -152,6 +156,12 @@ struct IsaKernels {
   MatMulRowsFn matmul_q8_0 = nullptr;
   MatMulRowsFn matmul_q4_k = nullptr;
   MatMulRowsFn matmul_q6_k = nullptr;
+  // On packed weights (packed_block32.h; args.w the packed matrix, kQ8_1 activations), the same
+  // bits as matmul_q4_0/_q4_1/_q8_0: the backend uses them for registered weights and batches of
+  // fewer than kPackedMaxRows rows (decode).
+  MatMulRowsFn matmul_packed_q4_0 = nullptr;
+  MatMulRowsFn matmul_packed_q4_1 = nullptr;
+  MatMulRowsFn matmul_packed_q8_0 = nullptr;
   QuantizeQ8_1Fn quantize_q8_1 = nullptr;  // never null
   QuantizeQ8_KFn quantize_q8_k = nullptr;  // never null
   AttentionPartialFn attention_partial = nullptr;
@@ -164,6 +174,8 @@ struct IsaKernels {
 
 // The MatMul kernel of `kernels` for dtype, or null.
 MatMulRowsFn MatMulKernelFor(const IsaKernels& kernels, DType dtype);
+// The packed-weight MatMul kernel of `kernels` for dtype, or null.
+MatMulRowsFn PackedMatMulKernelFor(const IsaKernels& kernels, DType dtype);
 
 // The table of a level; `isa` must not exceed DetectCpuIsaUncapped() (CHECK).
 const IsaKernels& KernelsFor(CpuIsa isa);
@@ -181,6 +193,7 @@ void FillAvx512VnniKernels(IsaKernels* kernels);
 void FillBlock32Avx512Kernels(IsaKernels* kernels);    // matmul_q4_0, _q4_1, _q8_0
 void FillAvx512AttentionKernels(IsaKernels* kernels);  // attention_exact, silu_mul
 void FillAmxKernels(IsaKernels* kernels);
+void FillPackedAvx512Kernels(IsaKernels* kernels);  // matmul_packed_*: direct VNNI kernels
 
 }  // namespace baton::kernels
 

@@ -1,0 +1,60 @@
+// Q4_0 / Q4_1 / Q8_0 weights re-laid out for the fast MatMul kernels (packed_matmul_avx512.cc):
+// 16 weight rows ("a group") side by side, block by block, so that one 64-byte vector holds one
+// dword (4 consecutive values) of each of the 16 rows -- the layout of an AMX B tile, and the one
+// that lets a vpdpbusd leave each row's block sum in its own lane.
+//
+// Layout: groups g = 0 .. ceil(n_rows / 16) - 1, each nb = n_cols / 32 blocks, each block
+// GroupBlockBytes(dtype) bytes at (g * nb + b) * GroupBlockBytes:
+//   Q4_0, Q4_1  4 vectors of 64 bytes; vector v, byte 4j + t = byte 4v + t of row j's 16 nibble
+//               bytes, i.e. low nibble = value 4v + t, high nibble = value 16 + 4v + t (GGML's
+//               nibble order); values unsigned 0..15
+//   Q8_0        8 vectors of 64 bytes; vector v, byte 4j + t = value 4v + t of row j (int8)
+//   then        d[16] f16 (each row's scale), and for Q4_1 m[16] f16 (each row's minimum)
+// Rows past n_rows in the last group are zero (their results are never stored).
+//
+// The MatMul arithmetic on packed weights is GGML's (isa_kernels.h), the same bits as the kernels
+// of block32_avx512.cc on the original rows: for output y[i, r], per block b in order,
+//   P[l] = sum of the 4 products of dword l (values 4l..4l+3), l < 8      exact int32
+//          (w: Q4_0 nibble - 8, Q4_1 nibble, Q8_0 int8)
+//   acc[l] = fma(d_w[r, b] * d_x[i, b], f32(P[l]), acc[l])                 f32 from 0
+//   Q4_1: summs = fma(m_w[r, b], s_x[i, b], summs)                          f32 from 0
+// y[i, r] = ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7)) (+ summs for Q4_1).
+// In the packed layout, one vpdpbusd of vector l with the broadcast activation dword l gives P[l]
+// of all 16 rows; acc[l] are 8 vectors and the final sum is vertical. MatMulPackedScalar is the
+// portable definition.
+//
+// Thread-safety: pure functions over caller-owned memory; disjoint groups may be packed
+// concurrently.
+#ifndef BATON_KERNELS_CPU_PACKED_BLOCK32_H_
+#define BATON_KERNELS_CPU_PACKED_BLOCK32_H_
+
+#include <cstdint>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/isa_kernels.h"
+#include "kernels/dtype.h"
+
+namespace baton::kernels {
+
+inline constexpr int kPackedGroupRows = 16;
+
+// Whether weights of dtype have a packed layout (Q4_0, Q4_1, Q8_0).
+bool HasPackedLayout(DType dtype);
+
+// Bytes of one block of one group; 0 for other dtypes.
+int64_t GroupBlockBytes(DType dtype);
+
+// Bytes of the whole packed matrix of n_rows x n_cols.
+int64_t PackedBytes(DType dtype, int64_t n_rows, int64_t n_cols);
+
+// Writes groups [g_begin, g_end) of w's packed form into packed (the whole matrix's buffer).
+void PackGroups(const WeightMatrix& w, int64_t g_begin, int64_t g_end, uint8_t* packed);
+
+// The arithmetic above, y[i, r] for i < args.n and r in [row_begin, row_end) (a
+// MatMulRowsFn): args.w is the packed matrix, args.x kQ8_1 activations; args.row_bytes unused.
+template <DType kDType>
+void MatMulPackedScalar(const MatMulArgs& args, int64_t row_begin, int64_t row_end);
+
+}  // namespace baton::kernels
+
+#endif  // BATON_KERNELS_CPU_PACKED_BLOCK32_H_

@@ -1,0 +1,141 @@
+// The direct (decode) MatMul kernel on packed Q4_0 / Q4_1 / Q8_0 weights (packed_block32.h):
+// GGML's arithmetic, the same bits as block32_avx512.cc's kernels on the original rows (and as
+// MatMulPackedScalar). One activation row against one group of 16 weight rows: per block, for
+// each dword l of the block, one vpdpbusd of packed vector l (dword l of all 16 rows) with the
+// activation dword broadcast gives GGML's lane sum P[l] of the 16 rows in the 16 lanes, and
+// acc[l] = fma(d_w * d_x, f32(P[l]), acc[l]) with acc[l] one zmm per lane; at the end GGML's
+// hsum_float_8 is 7 vertical adds. No shuffles, no gathers, and the packed matrix streams from
+// memory contiguously, group after group.
+//
+// f32(P) comes from the int32 accumulator started at the bits of 1.5 * 2^23: read as f32 it holds
+// 1.5 * 2^23 + P (|P| < 2^22), and one subtraction gives f32(P) exactly. Signed weights: Q8_0
+// takes |w| against x with w's sign (vpdpbusd multiplies u8 by s8); Q4_0 (nibble - 8) takes the
+// unsigned nibble and subtracts 8 * (sum of the activation dword): exact, the same sums.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cpu/isa_kernels.h"
+#include "kernels/cpu/packed_block32.h"
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni"))), apply_to = function)
+#else
+#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
+#endif
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+namespace baton::kernels {
+namespace {
+
+constexpr int kRows = kPackedGroupRows;
+constexpr int32_t kMagicBits = 0x4b400000;  // 1.5 * 2^23
+
+template <DType kDType>
+struct Packed {
+  static constexpr bool kQ8 = kDType == DType::kQ8_0;
+  static constexpr int kValueBytes = kQ8 ? 512 : 256;
+  static constexpr int kBlockBytes = kValueBytes + (kDType == DType::kQ4_1 ? 64 : 32);
+};
+
+inline __m512 LoadHalf16(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+inline __m512i BroadcastDword(const int8_t* p) {
+  return _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(p));
+}
+
+// GGML's lane sums P[0..8) of the 16 rows of a group block against activation block xq, each as
+// 1.5 * 2^23 + P in f32 bits.
+template <DType kDType>
+inline void LaneSums(const uint8_t* blk, const int8_t* xq, __m512i (&p)[8]) {
+  const __m512i magic = _mm512_set1_epi32(kMagicBits);
+  if constexpr (kDType == DType::kQ8_0) {
+#pragma GCC unroll 8
+    for (int l = 0; l < 8; ++l) {
+      const __m512i w = _mm512_loadu_si512(blk + 64 * l);
+      const __m512i x = BroadcastDword(xq + 4 * l);
+      const __m512i x_signed = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
+      p[l] = _mm512_dpbusd_epi32(magic, _mm512_abs_epi8(w), x_signed);
+    }
+  } else {
+    const __m512i low = _mm512_set1_epi8(0x0f);
+#pragma GCC unroll 4
+    for (int v = 0; v < 4; ++v) {
+      const __m512i w = _mm512_loadu_si512(blk + 64 * v);
+      const __m512i x_lo = BroadcastDword(xq + 4 * v);
+      const __m512i x_hi = BroadcastDword(xq + 16 + 4 * v);
+      __m512i start_lo = magic, start_hi = magic;
+      if constexpr (kDType == DType::kQ4_0) {
+        // - 8 * (sum of the dword's 4 activations), so that the sum is over (nibble - 8) * x.
+        const __m512i ones = _mm512_set1_epi8(1);
+        const __m512i sum_lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, x_lo);
+        const __m512i sum_hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, x_hi);
+        start_lo = _mm512_sub_epi32(magic, _mm512_slli_epi32(sum_lo, 3));
+        start_hi = _mm512_sub_epi32(magic, _mm512_slli_epi32(sum_hi, 3));
+      }
+      p[v] = _mm512_dpbusd_epi32(start_lo, _mm512_and_si512(w, low), x_lo);
+      p[v + 4] = _mm512_dpbusd_epi32(start_hi, _mm512_and_si512(_mm512_srli_epi16(w, 4), low), x_hi);
+    }
+  }
+}
+
+template <DType kDType>
+void DirectGroup(const MatMulArgs& a, int64_t i, int64_t g, int valid) {
+  using P = Packed<kDType>;
+  const int64_t nb = a.n_cols / 32;
+  const int64_t ss = a.x.scale_stride;
+  const uint8_t* group = a.w + g * nb * P::kBlockBytes;
+  const int8_t* xq = a.x.qs + i * a.n_cols;
+  const float* xd = a.x.d + i * ss;
+  const float* xs = a.x.s + i * ss;
+  const __m512 magic_f = _mm512_castsi512_ps(_mm512_set1_epi32(kMagicBits));
+  __m512 acc[8];
+#pragma GCC unroll 8
+  for (int l = 0; l < 8; ++l) acc[l] = _mm512_setzero_ps();
+  __m512 summs = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = group + b * P::kBlockBytes;
+    _mm_prefetch(reinterpret_cast<const char*>(blk + 4 * P::kBlockBytes), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(blk + 4 * P::kBlockBytes + 64 * 4), _MM_HINT_T0);
+    __m512i p[8];
+    LaneSums<kDType>(blk, xq + 32 * b, p);
+    const __m512 scale = _mm512_mul_ps(LoadHalf16(blk + P::kValueBytes), _mm512_set1_ps(xd[b]));
+#pragma GCC unroll 8
+    for (int l = 0; l < 8; ++l) {
+      acc[l] = _mm512_fmadd_ps(scale, _mm512_sub_ps(_mm512_castsi512_ps(p[l]), magic_f), acc[l]);
+    }
+    if constexpr (kDType == DType::kQ4_1) {
+      summs = _mm512_fmadd_ps(LoadHalf16(blk + P::kValueBytes + 32), _mm512_set1_ps(xs[b]), summs);
+    }
+  }
+  __m512 y = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[4]), _mm512_add_ps(acc[2], acc[6])),
+                           _mm512_add_ps(_mm512_add_ps(acc[1], acc[5]), _mm512_add_ps(acc[3], acc[7])));
+  if constexpr (kDType == DType::kQ4_1) y = _mm512_add_ps(y, summs);
+  _mm512_mask_storeu_ps(a.y + i * a.n_rows + g * kRows, static_cast<__mmask16>((1u << valid) - 1), y);
+}
+
+template <DType kDType>
+void MatMulPackedDirect(const MatMulArgs& a, int64_t r_begin, int64_t r_end) {
+  for (int64_t r0 = r_begin; r0 < r_end; r0 += kRows) {
+    const int valid = static_cast<int>(std::min<int64_t>(kRows, r_end - r0));
+    for (int64_t i = 0; i < a.n; ++i) DirectGroup<kDType>(a, i, r0 / kRows, valid);
+  }
+}
+
+}  // namespace
+
+void FillPackedAvx512Kernels(IsaKernels* k) {
+  k->matmul_packed_q4_0 = MatMulPackedDirect<DType::kQ4_0>;
+  k->matmul_packed_q4_1 = MatMulPackedDirect<DType::kQ4_1>;
+  k->matmul_packed_q8_0 = MatMulPackedDirect<DType::kQ8_0>;
+}
+
+}  // namespace baton::kernels
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif

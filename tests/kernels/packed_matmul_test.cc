@@ -1,0 +1,154 @@
+// The packed-weight MatMul kernels (packed_block32.h) of every level that has them, bit for bit
+// against the scalar definition of their arithmetic and against the GGML-exact kernels on the
+// original rows (block32_avx512.cc): odd row counts (a partial last group), single rows, small
+// batches, canaries around the outputs. And the backend: registering a matrix changes no bits.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/isa_kernels.h"
+#include "kernels/cpu/packed_block32.h"
+#include "kernels/dtype.h"
+#include "kernels/half.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace baton::kernels {
+namespace {
+
+using testing::GuardedBuffer;
+using testing::MakeWeights;
+using testing::RandomFloats;
+using testing::TestWeights;
+
+// Q8_1 activations of x [n, n_cols] as the CPU backend prepares them: f16-rounded scales, rows
+// padded to a multiple of 16 with zero scales.
+struct Activations {
+  std::vector<int8_t> qs;
+  std::vector<float> d, s;
+  MatMulActivations view;
+};
+
+Activations Quantize(const std::vector<float>& x, int64_t n, int64_t n_cols) {
+  Activations a;
+  const int64_t ss = ActivationScaleStride(ActivationFormat::kQ8_1, n_cols);
+  const int64_t padded = (n + 15) / 16 * 16;
+  a.qs.assign(static_cast<size_t>(padded * n_cols), 0x55);
+  a.d.assign(static_cast<size_t>(padded * ss), 0.0f);
+  a.s.assign(static_cast<size_t>(padded * ss), 0.0f);
+  for (int64_t i = 0; i < n; ++i) {
+    QuantizeRowQ8_1Scalar(x.data() + i * n_cols, n_cols, a.qs.data() + i * n_cols,
+                          a.d.data() + i * ss, a.s.data() + i * ss);
+  }
+  for (float& v : a.d) v = F16ToF32(F32ToF16(v));
+  for (float& v : a.s) v = F16ToF32(F32ToF16(v));
+  a.view = MatMulActivations{.qs = a.qs.data(), .d = a.d.data(), .s = a.s.data(), .scale_stride = ss};
+  return a;
+}
+
+MatMulRowsFn ScalarFor(DType dtype) {
+  switch (dtype) {
+    case DType::kQ4_0: return MatMulPackedScalar<DType::kQ4_0>;
+    case DType::kQ4_1: return MatMulPackedScalar<DType::kQ4_1>;
+    default: return MatMulPackedScalar<DType::kQ8_0>;
+  }
+}
+
+// dtype, weight rows, columns, activation rows.
+using Param = std::tuple<DType, int64_t, int64_t, int64_t>;
+
+class PackedMatMulTest : public ::testing::TestWithParam<Param> {};
+
+TEST_P(PackedMatMulTest, EqualsScalarDefinitionBitForBit) {
+  const auto [dtype, rows, cols, n] = GetParam();
+  const TestWeights w = MakeWeights(dtype, rows, cols, 11 + rows);
+  std::vector<uint8_t> packed(static_cast<size_t>(PackedBytes(dtype, rows, cols)));
+  PackGroups(w.matrix(), 0, (rows + 15) / 16, packed.data());
+  const Activations x = Quantize(RandomFloats(n * cols, 7 + n), n, cols);
+  MatMulArgs args{.w = packed.data(), .row_bytes = 0, .n_rows = rows, .n_cols = cols, .x = x.view,
+                  .n = n};
+
+  GuardedBuffer want(n * rows, NAN);
+  args.y = want.data();
+  ScalarFor(dtype)(args, 0, rows);
+  // The definition is the dot product of the dequantized values, up to f32 rounding.
+  const std::vector<float> dense = w.Dequantized();
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t r = 0; r < rows; ++r) {
+      double dot = 0, x_norm = 0, w_max = 0;
+      for (int64_t k = 0; k < cols; ++k) {
+        const int64_t ss = x.view.scale_stride;
+        const double xv = x.qs[i * cols + k] * static_cast<double>(x.d[i * ss + k / 32]);
+        dot += xv * dense[r * cols + k];
+        x_norm += std::fabs(xv);
+        w_max = std::max<double>(w_max, std::fabs(dense[r * cols + k]));
+      }
+      const double norm = x_norm * w_max;
+      // The f16 rounding of s_x (Q4 minima) costs up to 2^-11 of each block's |m * s|.
+      ASSERT_NEAR(want[i * rows + r], dot, 2e-3 * norm + 1e-6) << "i " << i << " r " << r;
+    }
+  }
+
+  for (CpuIsa isa : {CpuIsa::kAvx512Vnni, CpuIsa::kAmx}) {
+    if (isa > DetectCpuIsaUncapped()) continue;
+    const MatMulRowsFn kernel = PackedMatMulKernelFor(KernelsFor(isa), dtype);
+    ASSERT_NE(kernel, nullptr) << CpuIsaName(isa);
+    GuardedBuffer got(n * rows, NAN);
+    args.y = got.data();
+    // In two ranges of whole groups, as the backend's threads split them.
+    const int64_t split = rows > 16 ? 16 : rows;
+    kernel(args, 0, split);
+    kernel(args, split, rows);
+    EXPECT_TRUE(got.CanariesIntact()) << CpuIsaName(isa);
+    ASSERT_EQ(0, std::memcmp(got.data(), want.data(), n * rows * sizeof(float))) << CpuIsaName(isa);
+
+    // GGML's bits, as the kernel on the original rows computes them.
+    GuardedBuffer ggml(n * rows, NAN);
+    MatMulArgs original = args;
+    original.w = w.bytes.data();
+    original.row_bytes = RowBytes(dtype, cols);
+    original.y = ggml.data();
+    MatMulKernelFor(KernelsFor(isa), dtype)(original, 0, rows);
+    ASSERT_EQ(0, std::memcmp(ggml.data(), want.data(), n * rows * sizeof(float))) << CpuIsaName(isa);
+  }
+}
+
+TEST_P(PackedMatMulTest, RegisteringWeightsChangesNoBits) {
+  const auto [dtype, rows, cols, n] = GetParam();
+  const TestWeights w = MakeWeights(dtype, rows, cols, 3 + rows);
+  const std::vector<float> x = RandomFloats(n * cols, 5 + n);
+  auto backend = CreateCpuBackend({.n_threads = 2});
+  std::vector<float> plain(n * rows);
+  backend->MatMul(w.matrix(), x.data(), n, plain.data());
+  backend->RegisterWeights(w.matrix());
+  backend->RegisterWeights(w.matrix());  // counted
+  GuardedBuffer registered(n * rows, NAN);
+  backend->MatMul(w.matrix(), x.data(), n, registered.data());
+  EXPECT_TRUE(registered.CanariesIntact());
+  EXPECT_EQ(0, std::memcmp(registered.data(), plain.data(), n * rows * sizeof(float)));
+  backend->ReleaseWeights(w.matrix());
+  backend->ReleaseWeights(w.matrix());
+}
+
+std::string Name(const ::testing::TestParamInfo<Param>& info) {
+  const auto [dtype, rows, cols, n] = info.param;
+  return std::string(DTypeName(dtype)) + "_" + std::to_string(rows) + "x" + std::to_string(cols) +
+         "_n" + std::to_string(n);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, PackedMatMulTest,
+    ::testing::Combine(::testing::Values(DType::kQ4_0, DType::kQ4_1, DType::kQ8_0),
+                       ::testing::Values(int64_t{1}, int64_t{16}, int64_t{37}),
+                       ::testing::Values(int64_t{32}, int64_t{96}, int64_t{576}),
+                       ::testing::Values(int64_t{1}, int64_t{3}, int64_t{4}, int64_t{17})),
+    Name);
+
+}  // namespace
+}  // namespace baton::kernels
