@@ -95,8 +95,9 @@ int RunGenerate(const Args& args) {
   if (flags->Has("server")) {
     absl::StatusOr<int64_t> timeout = flags->GetInt("timeout", 600, 1, 86400);
     if (!timeout.ok()) return UsageError("generate", timeout.status(), usage);
-    RemoteGenerateOptions remote{.address = *flags->Get("server"),
-                                 .timeout = std::chrono::seconds(*timeout)};
+    RemoteGenerateOptions remote;
+    remote.address = *flags->Get("server");
+    remote.timeout = std::chrono::seconds(*timeout);
     remote.client.auth_token = flags->GetOr("token", "");
     remote.client.tls.ca_file = flags->GetOr("tls-ca", "");
     if (flags->Has("chat")) {

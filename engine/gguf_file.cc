@@ -112,6 +112,7 @@ class GgufParser {
   uint64_t index_ = 0;                  // entry number within the section
   std::string name_;                    // the key or tensor name once read
   std::vector<uint64_t> element_path_;  // indices into (nested) arrays being read
+  uint64_t n_array_elements_ = 0;       // over every metadata array so far
 
   std::vector<uint64_t> metadata_offsets_;  // where each entry starts
   std::vector<uint64_t> tensor_offsets_;    // where each tensor info starts
@@ -379,6 +380,12 @@ absl::Status GgufParser::ParseArray(int depth, GgufValue* out) {
         Sv(GgufValueTypeName(static_cast<GgufValueType>(element_type))), " values need at least ",
         *min_bytes, " bytes each but only ", left(), " bytes are left (file size ", size_, ")"));
   }
+  if (count > GgufFile::kMaxMetadataArrayElements - n_array_elements_) {
+    return Invalid(absl::StrCat("array length ", count, " at offset ", pos_ - 8, " takes the ",
+                                "metadata past ", GgufFile::kMaxMetadataArrayElements,
+                                " array elements in all (", n_array_elements_, " before it)"));
+  }
+  n_array_elements_ += count;
   GgufValue::Array array;
   array.element_type = static_cast<GgufValueType>(element_type);
   array.values.resize(count);

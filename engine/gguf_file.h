@@ -50,6 +50,10 @@ class GgufFile {
   static constexpr int kMaxArrayNesting = 8;
   // GGML_MAX_DIMS.
   static constexpr int kMaxDims = 4;
+  // Array elements over all metadata, nested ones included. Bounds the memory a file can make the
+  // parser allocate (each parsed value takes tens of bytes, a one-byte element in the file);
+  // real vocabularies hold a few hundred thousand tokens, scores and types.
+  static constexpr uint64_t kMaxMetadataArrayElements = uint64_t{1} << 23;
 
   // Maps `path` and parses it. See the header comment for the validation performed.
   static absl::StatusOr<std::unique_ptr<GgufFile>> Open(const std::string& path);

@@ -585,6 +585,26 @@ TEST(GgufFileBadTest, UnknownArrayElementType) {
                 {"key 'arr'", "unknown array element type 99", absl::StrCat("offset ", at)});
 }
 
+// A uint8 array metadata value of `count` elements (the bytes are all in the file).
+std::string Uint8Array(uint64_t count) {
+  return Encode<uint32_t>(static_cast<uint32_t>(GgufValueType::kUint8)) + Encode<uint64_t>(count) +
+         std::string(count, '\x01');
+}
+
+TEST(GgufFileBadTest, MetadataArraysPastTheElementLimit) {
+  // The limit applies to all arrays together, and is checked before anything is allocated.
+  constexpr uint64_t kLimit = GgufFile::kMaxMetadataArrayElements;
+  const uint32_t array = static_cast<uint32_t>(GgufValueType::kArray);
+  GgufWriter one;
+  one.AddRawMetadata("huge", array, Uint8Array(kLimit + 1));
+  ExpectInvalid(one.Build(), {"key 'huge'", absl::StrCat("array length ", kLimit + 1),
+                              absl::StrCat("past ", kLimit, " array elements")});
+  GgufWriter two;
+  two.AddRawMetadata("small", array, Uint8Array(1000));
+  two.AddRawMetadata("big", array, Uint8Array(kLimit - 999));
+  ExpectInvalid(two.Build(), {"key 'big'", "(1000 before it)"});
+}
+
 TEST(GgufFileBadTest, BoolNeitherZeroNorOne) {
   GgufWriter w;
   w.AddRawMetadata("flag", static_cast<uint32_t>(GgufValueType::kBool), "\x02");
