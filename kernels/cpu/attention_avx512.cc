@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -263,9 +264,21 @@ void ValuePartsHeads(const uint16_t* v_base, const int64_t* rows, int32_t simd_e
     ValueParts<kHeads, NV>(v_base, rows, simd_end, probs + g * probs_stride, probs_stride, d, d0,
                            parts + g * parts_stride, parts_stride);
   }
-  for (; g < group; ++g) {
-    ValueParts<1, NV>(v_base, rows, simd_end, probs + g * probs_stride, probs_stride, d, d0,
-                      parts + g * parts_stride, parts_stride);
+  // The remaining heads in one pass too, so that each V row is converted once for all of them
+  // (GQA groups are often smaller than kHeads).
+  auto rest = [&](auto heads) {
+    ValueParts<decltype(heads)::value, NV>(v_base, rows, simd_end, probs + g * probs_stride,
+                                           probs_stride, d, d0, parts + g * parts_stride,
+                                           parts_stride);
+  };
+  static_assert(kHeads == 6, "the remainder below is 0..5 heads");
+  switch (group - g) {
+    case 1: rest(std::integral_constant<int, 1>()); break;
+    case 2: rest(std::integral_constant<int, 2>()); break;
+    case 3: rest(std::integral_constant<int, 3>()); break;
+    case 4: rest(std::integral_constant<int, 4>()); break;
+    case 5: rest(std::integral_constant<int, 5>()); break;
+    default: break;
   }
 }
 
