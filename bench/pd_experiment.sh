@@ -48,35 +48,13 @@ out=${out:-build/bench-results/pd-$(date +%Y%m%d-%H%M%S)}  # build*/ is git-igno
 [ -x "$baton" ] || { echo "pd_experiment: no baton binary at $baton (scripts/build.sh, or --baton)" >&2; exit 1; }
 mkdir -p "$out"
 
-up_pid=""
-stop_cluster() {
-  if [ -n "$up_pid" ] && kill -0 "$up_pid" 2>/dev/null; then
-    kill -TERM "$up_pid" 2>/dev/null || true
-    wait "$up_pid" 2>/dev/null || true
-  fi
-  up_pid=""
-}
-trap stop_cluster EXIT
-trap 'exit 130' INT TERM
+source bench/cluster_lib.sh
 
 # run NAME CONFIG: start the cluster, load it, stop it.
 run() {
-  local name=$1 config=$2 up_out="$out/$1.up.out" address="" waited=0
-  echo "pd_experiment: $name: baton up --config $config" >&2
-  : >"$up_out"  # exists before the background process opens it: the loop below reads it
-  "$baton" up --config "$config" >"$up_out" 2>"$out/$name.up.log" &
-  up_pid=$!
-  local prefix="router: "
+  local name=$1 config=$2 prefix="router: "
   [ "$protocol" = http ] && prefix="http: "
-  while [ -z "$address" ]; do
-    address=$(sed -n "s/^$prefix//p" "$up_out" | head -n 1)
-    if [ -z "$address" ]; then
-      kill -0 "$up_pid" 2>/dev/null || { echo "pd_experiment: $name: baton up exited (see $out/$name.up.log)" >&2; return 1; }
-      ((waited++ < 1800)) || { echo "pd_experiment: $name: no '$prefix' line in 180 s" >&2; return 1; }
-      sleep 0.1
-    fi
-  done
-  echo "pd_experiment: $name: $protocol $address" >&2
+  start_cluster "$name" "$config" "$prefix" || return 1
   local plot_args=()
   ((plot)) && plot_args=(--plot "$out/$name.png")
   "$baton" bench serve --server "$address" --protocol "$protocol" --request-rate "$rate" \
