@@ -2,7 +2,8 @@
 // how to report back. Created by the PrefillWorker service, run by the PrefillScheduler.
 //
 // Thread-safety: the fields are set before the job is queued and read-only afterwards, except
-// `cancelled` (atomic). `done` is called exactly once, from any thread.
+// `cancelled` (atomic). `forward_done` is called at most once, from the engine thread, and
+// before `done`; `done` is called exactly once, from any thread.
 #ifndef BATON_PREFILL_WORKER_PREFILL_JOB_H_
 #define BATON_PREFILL_WORKER_PREFILL_JOB_H_
 
@@ -32,6 +33,8 @@ struct PrefillJob {
   std::string destination;      // decode worker host:port
   std::string reservation_id;
   std::chrono::system_clock::time_point deadline;
+  // The forward pass is done and the first token sampled; the KV push is being finished.
+  std::function<void()> forward_done;
   std::function<void(absl::StatusOr<PrefillResult>)> done;
   std::atomic<bool> cancelled{false};
 };

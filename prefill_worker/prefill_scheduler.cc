@@ -256,6 +256,7 @@ bool PrefillScheduler::Step() {
         work.job->params,
         {logits_.data() + i * config.n_vocab, static_cast<size_t>(config.n_vocab)}, prompt,
         static_cast<int64_t>(prompt.size()));
+    if (work.job->forward_done) work.job->forward_done();
     FinishLater(std::move(work), first);
   }
   absl::MutexLock lock(&mu_);

@@ -4,20 +4,32 @@
 
 #include "absl/strings/str_cat.h"
 #include "rpc/auth.h"
+#include "rpc/prefill_stage.h"
 #include "rpc/sampling_params_proto.h"
 #include "rpc/status.h"
 
 namespace baton::prefill_worker {
 namespace {
 
-// A Prefill call in flight: cancels its job when the caller goes away.
+// A Prefill call in flight: cancels its job when the caller goes away, and tells the caller when
+// the forward pass is done.
 class PrefillCall final : public grpc::ServerUnaryReactor {
  public:
-  explicit PrefillCall(std::shared_ptr<PrefillJob> job) : job_(std::move(job)) {}
+  PrefillCall(grpc::CallbackServerContext* context, std::shared_ptr<PrefillJob> job)
+      : context_(context), job_(std::move(job)) {}
   void OnCancel() override { job_->cancelled = true; }
   void OnDone() override { delete this; }
 
+  // The initial metadata that tells the caller the forward pass is done (worker.proto). Called
+  // once, before Finish.
+  void SendKvSending() {
+    context_->AddInitialMetadata(std::string(rpc::kPrefillStageKey),
+                                std::string(rpc::kPrefillStageKvSending));
+    StartSendInitialMetadata();
+  }
+
  private:
+  grpc::CallbackServerContext* const context_;
   std::shared_ptr<PrefillJob> job_;
 };
 
@@ -86,7 +98,8 @@ grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* c
   const auto no_deadline = std::chrono::system_clock::time_point::max() - std::chrono::hours(24);
   job->deadline = context->deadline() < no_deadline ? context->deadline()
                                                     : now + options_.default_deadline;
-  auto* call = new PrefillCall(job);
+  auto* call = new PrefillCall(context, job);
+  job->forward_done = [call] { call->SendKvSending(); };
   job->done = [call, response, n_prompt = request->prompt_tokens_size()](
                   absl::StatusOr<PrefillResult> result) {
     if (!result.ok()) {

@@ -1,6 +1,7 @@
 #include "router/request_driver.h"
 
 #include <algorithm>
+#include <functional>
 #include <utility>
 
 #include "absl/random/random.h"
@@ -8,10 +9,64 @@
 #include "absl/strings/str_format.h"
 #include "baton/v1/worker.grpc.pb.h"
 #include "router/request_metrics.h"
+#include "rpc/prefill_stage.h"
 #include "rpc/server_options.h"
 
 namespace baton::router {
 namespace {
+
+// One Prefill call, waited for on the request thread. When the worker says its forward pass is
+// done (rpc/prefill_stage.h), records the time and runs `on_kv_sending` (on a gRPC thread,
+// before the call ends).
+class PrefillCallWaiter final : public grpc::ClientUnaryReactor {
+ public:
+  PrefillCallWaiter(grpc::ClientContext* context, std::function<void()> on_kv_sending)
+      : context_(context), on_kv_sending_(std::move(on_kv_sending)) {}
+
+  void OnReadInitialMetadataDone(bool ok) override {
+    if (!ok) return;
+    const auto& metadata = context_->GetServerInitialMetadata();
+    const auto it = metadata.find(grpc::string_ref(rpc::kPrefillStageKey.data(),
+                                                   rpc::kPrefillStageKey.size()));
+    if (it == metadata.end() ||
+        it->second != grpc::string_ref(rpc::kPrefillStageKvSending.data(),
+                                       rpc::kPrefillStageKvSending.size())) {
+      return;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      kv_sending_at_ = absl::Now();
+    }
+    on_kv_sending_();
+  }
+
+  void OnDone(const grpc::Status& status) override {
+    absl::MutexLock lock(&mu_);
+    status_ = status;
+    done_ = true;
+  }
+
+  // Blocks until the call has ended; its status.
+  grpc::Status Wait() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&done_));
+    return status_;
+  }
+
+  // When the worker said its forward pass was done; InfinitePast when it did not.
+  absl::Time kv_sending_at() {
+    absl::MutexLock lock(&mu_);
+    return kv_sending_at_;
+  }
+
+ private:
+  grpc::ClientContext* const context_;
+  const std::function<void()> on_kv_sending_;
+  absl::Mutex mu_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status status_ ABSL_GUARDED_BY(mu_);
+  absl::Time kv_sending_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+};
 
 uint64_t RandomSeed() {
   thread_local absl::BitGen gen;
@@ -226,10 +281,15 @@ absl::Status RequestDriver::Prefill() {
   request.set_model_fingerprint(deps_.model->fingerprint());
   if (!BeginCall(&context)) return CancelledStatus();
   prefill_started_ = true;
-  const grpc::Status status = stub->Prefill(&context, request, &prefill_response_);
+  PrefillCallWaiter call(&context, [this] { SetState(v1::REQUEST_STATE_KV_SENDING).IgnoreError(); });
+  stub->async()->Prefill(&context, &request, &prefill_response_, &call);
+  call.StartCall();
+  const grpc::Status status = call.Wait();
   EndCall();
   if (status.ok()) {
     prefill_done_ = true;
+    kv_sending_at_ = call.kv_sending_at();
+    kv_received_at_ = absl::Now();
     // Prefill answers once every layer's KV is acknowledged by the decode worker.
     return SetState(v1::REQUEST_STATE_KV_RECEIVED);
   }
@@ -339,6 +399,9 @@ void RequestDriver::Finalize(const engine::GenerationState& generation, v1::Fini
   timings.set_e2e_seconds(Seconds(now - received_));
   timings.set_kv_bytes(prefill_response_.kv_bytes_sent());
   timings.set_kv_transfer_seconds(prefill_response_.kv_transfer_seconds());
+  if (kv_sending_at_ != absl::InfinitePast()) {
+    timings.set_kv_tail_seconds(Seconds(kv_received_at_ - kv_sending_at_));
+  }
   timings.set_prefill_worker(prefill_.address);
   timings.set_decode_worker(decode_.address);
 }

@@ -127,6 +127,8 @@ class RequestDriver {
   bool prefill_done_ = false;
   v1::PrefillResponse prefill_response_;
   absl::Time reserved_at_;
+  absl::Time kv_sending_at_ = absl::InfinitePast();  // the prefill worker's forward pass done
+  absl::Time kv_received_at_;
   absl::Time first_token_at_;
   // Set by Finalize, for the metrics recorded when the request ends.
   v1::FinishReason finish_reason_ = v1::FINISH_REASON_UNSPECIFIED;

@@ -190,7 +190,7 @@ TEST(HttpOpenAiTest, BadParametersNameTheParameter) {
 }
 
 TEST(HttpOpenAiTest, MalformedBodies) {
-  for (const std::string body : {std::string("{bad"), std::string("[1, 2]"), std::string(""),
+  for (const std::string& body : {std::string("{bad"), std::string("[1, 2]"), std::string(""),
                                  std::string("\"text\""),
                                  std::string("{\"prompt\": \"caf\xC3\"}"),  // ill-formed UTF-8
                                  std::string(R"({"prompt": "\ud800"})")}) {  // lone surrogate

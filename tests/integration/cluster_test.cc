@@ -84,6 +84,9 @@ class ClusterTest : public testing::Test {
         spec.block_size = 16;
         spec.n_tokens = static_cast<int32_t>(ids.size());
         EXPECT_EQ(remote.last.timings().kv_bytes(), spec.total_bytes());
+        // The router saw the prefill worker's kv-sending stage before the KV was received.
+        EXPECT_GT(remote.last.timings().kv_tail_seconds(), 0.0);
+        EXPECT_LT(remote.last.timings().kv_tail_seconds(), remote.last.timings().ttft_seconds());
         EXPECT_GE(remote.last.timings().kv_bytes(),
                   static_cast<int64_t>(ids.size()) * config.kv_bytes_per_token());
       }
