@@ -63,6 +63,7 @@ struct RequestOutcome {
   double server_ttft_s = 0;
   int64_t kv_bytes = 0;
   double kv_transfer_s = 0;
+  double kv_tail_s = 0;  // the hand-off after the prefill forward pass (Timings.kv_tail_seconds)
 };
 
 // Applies the TTFT / ITL / E2E definitions to one response stream as its chunks arrive.

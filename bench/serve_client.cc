@@ -77,6 +77,7 @@ class GrpcServeClient final : public ServeClient {
     outcome.server_ttft_s = t.ttft_seconds();
     outcome.kv_bytes = t.kv_bytes();
     outcome.kv_transfer_s = t.kv_transfer_seconds();
+    outcome.kv_tail_s = t.kv_tail_seconds();
     return outcome;
   }
 
