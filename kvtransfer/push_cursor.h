@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "absl/status/status.h"
-
 #include "kvtransfer/kv_push_spec.h"
 
 namespace baton::kvtransfer {
