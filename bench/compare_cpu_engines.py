@@ -1,13 +1,21 @@
 #!/usr/bin/env python3
 """Decode and prefill speed of baton against llama.cpp and ik_llama.cpp, in one run, same model.
 
-Outside CI: the peers come from PyPI and are installed in their own virtual environments
-(scripts/reference/README.md shows how):
+Outside CI: the peers come from PyPI, each installed in its own virtual environment
+(`python3 -m venv DIR && DIR/bin/pip install numpy PACKAGE`):
   llama.cpp     llama-cpp-python     (python with `import llama_cpp`)
   ik_llama.cpp  ik-llama-cpp-python  (python with `import ik_llama_cpp`)
 
   bench/compare_cpu_engines.py --llama-python /opt/llamaref/bin/python \
       --ik-python /opt/ikref/bin/python [--threads 2] [--model PATH]
+
+PyPI's ik-llama-cpp-python 0.1.5 wheel is a generic AVX2 build (no AVX-512). For a build for this
+CPU, build its sdist (`pip download --no-deps --no-binary :all: ik-llama-cpp-python==0.1.5`) with
+`CMAKE_ARGS=-DGGML_NATIVE=ON pip install ./ik_llama_cpp_python-0.1.5` in its own venv, after adding
+the CMake script the sdist lacks, vendor/ik_llama.cpp/common/cmake/build-info-gen-cpp.cmake: set
+BUILD_NUMBER, BUILD_COMMIT, BUILD_COMPILER and BUILD_TARGET to anything and configure_file()
+../build-info.cpp.in into ../build-info.cpp.
+The table then says which CPU features each peer was built with.
 
 Each engine runs in its own process, one after the other (never at the same time), best of
 --repeats runs: prefill of a 512-token prompt, and decode of 128 tokens (one sequence, greedy)
@@ -40,12 +48,14 @@ for _ in range(repeats):
         tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
         llm.eval([tok])
     best_decode = min(best_decode, time.perf_counter() - t)
+import llama_cpp
 print(json.dumps({"prefill_tokens_per_s": prompt_tokens / best_prefill,
-                  "decode_tokens_per_s": decode_tokens / best_decode}))
+                  "decode_tokens_per_s": decode_tokens / best_decode,
+                  "system_info": llama_cpp.llama_print_system_info().decode()}))
 """
 
 PROBE_IK = r"""
-import json, sys, time
+import ctypes, json, sys, time
 import numpy as np
 from ik_llama_cpp import IkLlama
 from ik_llama_cpp import _internals as I
@@ -76,8 +86,12 @@ for _ in range(repeats):
         tok = int(np.argmax(logits))
         batch = I.make_batch_single(tok, pos); ctx.decode(batch); C.llama_batch_free(batch); pos += 1
     best_decode = min(best_decode, time.perf_counter() - t)
+from ik_llama_cpp import _lib_loader
+lib = _lib_loader.load_shared_library()
+lib.llama_print_system_info.restype = ctypes.c_char_p
 print(json.dumps({"prefill_tokens_per_s": prompt_tokens / best_prefill,
-                  "decode_tokens_per_s": decode_tokens / best_decode}))
+                  "decode_tokens_per_s": decode_tokens / best_decode,
+                  "system_info": lib.llama_print_system_info().decode()}))
 """
 
 
@@ -122,6 +136,12 @@ def main():
     ik = results["ik_llama.cpp"]
     print(f"\nbaton / ik_llama.cpp: decode {baton['decode_tokens_per_s'] / ik['decode_tokens_per_s']:.2f}x, "
           f"prefill {baton['prefill_tokens_per_s'] / ik['prefill_tokens_per_s']:.2f}x")
+    # Whether each peer was built for this CPU: PyPI's ik-llama-cpp-python wheel is a generic
+    # AVX2 build (see the module docstring for a native one).
+    for name in ("llama.cpp", "ik_llama.cpp"):
+        info = results[name].get("system_info", "")
+        flags = [f for f in ("AVX512", "AVX512_VNNI", "AMX_INT8") if f"{f} = 1" in info]
+        print(f"{name} built with: {', '.join(flags) if flags else 'no AVX-512'}")
     batched = baton.get("batched_decode_tokens_per_s", {})
     if "1" in batched and "32" in batched:
         print(f"baton batched decode, 32 sequences: {batched['32']:.0f} tokens/s = "
