@@ -34,8 +34,8 @@ PushAssembler::PushAssembler(PushRegistry* registry, KvReceiver* receiver,
       spec_(info.spec),
       n_streams_(info.n_streams),
       deadline_(deadline),
-      cursor_(info.spec),
-      streams_(info.n_streams, StreamState::kAbsent) {}
+      streams_(info.n_streams, StreamState::kAbsent),
+      cursor_(info.spec) {}
 
 absl::Status PushAssembler::AddStreamLocked(const PushHeaderInfo& info) {
   if (!failure_.ok()) return failure_;

@@ -111,7 +111,7 @@ std::vector<PrefillScheduler::Work> PrefillScheduler::TakeBatch() {
       rest.push_back(std::move(work));
       break;
     }
-    if (!work.started) {
+    if (!work.started()) {
       const int32_t blocks = (work.n_prompt() + cache_.block_size() - 1) / cache_.block_size();
       if (new_work_waits || blocks > blocks_free) {
         new_work_waits = true;
@@ -165,7 +165,6 @@ bool PrefillScheduler::Start(Work& work) {
   }
   work.push = *std::move(push);
   work.push_start = SteadyClock::now();
-  work.started = true;
   return true;
 }
 
@@ -190,7 +189,7 @@ bool PrefillScheduler::Step() {
                      work.n_done, " of ", work.n_prompt(), " prompt tokens")));
       continue;
     }
-    if (!work.started && !Start(work)) {
+    if (!work.started() && !Start(work)) {
       queued_tokens_ -= work.n_prompt() - work.n_step;
       continue;
     }

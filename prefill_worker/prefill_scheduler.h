@@ -69,9 +69,8 @@ class PrefillScheduler {
   // A prompt in the queue or in this step, possibly part-way through a chunked prefill.
   struct Work {
     std::shared_ptr<PrefillJob> job;
-    bool started = false;       // table and push are set up (its first chunk ran or is running)
     engine::BlockTable table;   // this worker's scratch KV for the whole prompt
-    std::unique_ptr<kvtransfer::KvPush> push;
+    std::unique_ptr<kvtransfer::KvPush> push;  // set (with table) once its first chunk starts
     int32_t n_done = 0;         // prompt tokens prefilled
     int32_t n_step = 0;         // tokens this step prefills
     double forward_seconds = 0;
@@ -79,6 +78,7 @@ class PrefillScheduler {
     absl::Status status;        // first failure of this step
 
     int32_t n_prompt() const { return static_cast<int32_t>(job->prompt.size()); }
+    bool started() const { return push != nullptr; }
   };
   // Tokens `work` prefills in its next step.
   int32_t NextPiece(const Work& work) const;

@@ -7,6 +7,7 @@
 #include "rpc/prefill_stage.h"
 #include "rpc/sampling_params_proto.h"
 #include "rpc/status.h"
+#include "rpc/worker_status.h"
 
 namespace baton::prefill_worker {
 namespace {
@@ -131,13 +132,8 @@ grpc::ServerUnaryReactor* PrefillService::CancelPrefill(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* PrefillService::Status(grpc::CallbackServerContext* context,
                                                  const baton::v1::StatusRequest* request,
                                                  baton::v1::StatusResponse* response) {
-  if (grpc::Status auth = rpc::CheckAuth(*context, options_.auth_token); !auth.ok()) {
-    return rpc::FinishUnary(context, auth);
-  }
-  response->set_role(options_.role);
-  *response->mutable_model() = options_.model;
-  *response->mutable_load() = load_();
-  return rpc::FinishUnary(context, grpc::Status::OK);
+  return rpc::AnswerWorkerStatus(context, options_.auth_token, options_.role, options_.model, load_,
+                                 response);
 }
 
 }  // namespace baton::prefill_worker

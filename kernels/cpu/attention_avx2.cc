@@ -32,19 +32,7 @@ constexpr int kChunk = 32;                          // keys per online-softmax s
 constexpr int kMaxGroup = 8;                        // query heads processed together
 constexpr int kMaxHeadDim = kAttentionMaxHeadDim;   // larger: the reference path
 
-inline float HorizontalSum(__m256 v) {
-  __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
-
-inline float HorizontalMax(__m256 v) {
-  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-  m = _mm_max_ss(m, _mm_movehdup_ps(m));
-  return _mm_cvtss_f32(m);
-}
+#include "kernels/cpu/horizontal_avx2.inc"
 
 inline float Exp1(float x) { return _mm256_cvtss_f32(Exp256(_mm256_set1_ps(x))); }
 
