@@ -43,7 +43,9 @@
 #endif
 // GCC 12's AVX-512 headers start some conversions from _mm*_undefined_*() values, which
 // -Wmaybe-uninitialized / -Wuninitialized report at every use (a known false positive).
+#if !defined(__clang__)  // a GCC-only warning
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace baton::kernels {

@@ -355,7 +355,9 @@ TEST_F(HttpClusterTest, StreamingEqualsNonStreamingAndEndsWithUsage) {
       const json& choice = chunk["choices"][0];
       if (chat) {
         EXPECT_EQ(choice["delta"].contains("role"), i == 0);
-        if (i == 0) EXPECT_EQ(choice["delta"]["role"], "assistant");
+        if (i == 0) {
+          EXPECT_EQ(choice["delta"]["role"], "assistant");
+        }
         if (choice["delta"].contains("content")) text += choice["delta"]["content"];
       } else {
         text += choice["text"];
