@@ -29,7 +29,8 @@ import kubernetes_validate
 import pytest
 import yaml
 
-ROOT = pathlib.Path(os.environ.get("BATON_SOURCE_DIR") or pathlib.Path(__file__).resolve().parents[2])
+ROOT = pathlib.Path(os.environ.get("BATON_SOURCE_DIR")
+                    or pathlib.Path(__file__).resolve().parents[2])
 K8S = ROOT / "deploy" / "k8s"
 DOCKERFILE = ROOT / "deploy" / "container" / "Dockerfile"
 
@@ -100,7 +101,9 @@ def render_here():
         assert set(entry) <= {"pairs", "includeSelectors", "includeTemplates"}, entry
         for obj in objects:
             obj["metadata"].setdefault("labels", {}).update(entry["pairs"])
-            template = obj.get("spec", {}).get("template") if obj["kind"] in WORKLOAD_KINDS else None
+            template = None
+            if obj["kind"] in WORKLOAD_KINDS:
+                template = obj["spec"].get("template")
             if template is not None and (entry.get("includeTemplates")
                                          or entry.get("includeSelectors")):
                 template.setdefault("metadata", {}).setdefault("labels", {}).update(entry["pairs"])
@@ -519,10 +522,11 @@ def test_references_resolve_and_the_model_volume_is_read_only(objects):
             for m in mounts.values():
                 assert m["name"] in volumes, f"{name_of(obj)}: mount of undeclared {m['name']}"
             model = mounts.get(MODEL_MOUNT)
-            assert model is not None, f"{name_of(obj)} {c['name']}: no model volume at {MODEL_MOUNT}"
+            assert model is not None, f"{name_of(obj)} {c['name']}: nothing at {MODEL_MOUNT}"
             assert model.get("readOnly") is True, f"{name_of(obj)}: {MODEL_MOUNT} must be read-only"
             claim = volumes[model["name"]].get("persistentVolumeClaim")
-            assert claim and claim.get("readOnly") is True, f"{name_of(obj)}: {volumes[model['name']]}"
+            assert claim and claim.get("readOnly") is True, (
+                f"{name_of(obj)}: {volumes[model['name']]}")
             assert "/tmp" in mounts, f"{name_of(obj)}: no writable /tmp on the read-only root"
             # The model the pod serves: BATON_MODEL, --model's default, from the generated
             # ConfigMap; optional, so without it the image's own BATON_MODEL applies.
@@ -538,4 +542,4 @@ def test_configured_model_lives_on_the_model_volume(objects):
         if obj["kind"] == "ConfigMap" and "BATON_MODEL" in (obj.get("data") or {}):
             path = obj["data"]["BATON_MODEL"]
             assert path.startswith(MODEL_MOUNT + "/") or path.startswith("/opt/baton/"), (
-                f"{name_of(obj)}: BATON_MODEL {path} is neither on the model volume nor in the image")
+                f"{name_of(obj)}: BATON_MODEL {path}: neither on the model volume nor in the image")
