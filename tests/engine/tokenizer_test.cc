@@ -1,18 +1,22 @@
-// The tokenizer against llama.cpp's own ids (shared test vectors, the SmolLM2 corpus), and its
+// The tokenizer against llama.cpp's own ids (its test vectors, the SmolLM2 corpus), and its
 // decoding, streaming detokenization, special tokens and pre-tokenizer splits.
 #include "engine/tokenizer.h"
 
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "engine/gguf_file.h"
 #include "engine/gguf_writer.h"
@@ -30,13 +34,10 @@ using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::Not;
 
-// shared/ lies beside the repository (CI) or inside it.
-std::string SharedVectorsDir() {
-  for (const char* rel : {"/../shared/tokenizer-vectors", "/shared/tokenizer-vectors"}) {
-    const std::string dir = std::string(BATON_SOURCE_DIR) + rel;
-    if (std::filesystem::exists(dir)) return dir;
-  }
-  return "";
+// llama.cpp's vocabulary-only GGUF files and the ids it gives for them
+// (tests/data/tokenizer-vectors/README.md).
+std::string VectorsPath(const std::string& file) {
+  return test_support::SourcePath("tests/data/tokenizer-vectors/" + file);
 }
 
 std::string ReadFile(const std::string& path) {
@@ -46,35 +47,32 @@ std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
-std::unique_ptr<Tokenizer> LoadTokenizer(const std::string& path) {
+// The tokenizer of the GGUF file at `path`; every error names the file.
+absl::StatusOr<std::unique_ptr<Tokenizer>> LoadTokenizer(const std::string& path) {
   absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(path);
-  if (!file.ok()) {
-    ADD_FAILURE() << file.status();
-    return nullptr;
-  }
+  if (!file.ok()) return file.status();
   absl::StatusOr<Vocab> vocab = LoadVocab(**file);
-  if (!vocab.ok()) {
-    ADD_FAILURE() << vocab.status();
-    return nullptr;
-  }
-  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::Create(std::move(*vocab));
+  if (!vocab.ok()) return vocab.status();
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::Create(*std::move(vocab));
   if (!tokenizer.ok()) {
-    ADD_FAILURE() << tokenizer.status();
-    return nullptr;
+    return absl::Status(tokenizer.status().code(),
+                        absl::StrCat(path, ": ", tokenizer.status().message()));
   }
-  return std::move(*tokenizer);
+  return tokenizer;
 }
 
-// Loaded once: the SmolLM2 vocabulary takes a moment.
-const Tokenizer& SmolLM2() {
-  static const Tokenizer* const tokenizer =
-      LoadTokenizer(test_support::DefaultModelPath()).release();
+// The default model's tokenizer and llama.cpp's SentencePiece vocabulary, each loaded once (the
+// SmolLM2 vocabulary takes a moment). Not ok, naming the file, when it cannot be loaded: callers
+// ASSERT ok() before using the tokenizer.
+const absl::StatusOr<std::unique_ptr<Tokenizer>>& SmolLM2() {
+  static const auto* const tokenizer = new absl::StatusOr<std::unique_ptr<Tokenizer>>(
+      LoadTokenizer(test_support::DefaultModelPath()));
   return *tokenizer;
 }
 
-const Tokenizer& LlamaSpm() {
-  static const Tokenizer* const tokenizer =
-      LoadTokenizer(SharedVectorsDir() + "/ggml-vocab-llama-spm.gguf").release();
+const absl::StatusOr<std::unique_ptr<Tokenizer>>& LlamaSpm() {
+  static const auto* const tokenizer = new absl::StatusOr<std::unique_ptr<Tokenizer>>(
+      LoadTokenizer(VectorsPath("ggml-vocab-llama-spm.gguf")));
   return *tokenizer;
 }
 
@@ -136,19 +134,18 @@ std::vector<VectorCase> ReadVectors(const std::string& base) {
   return cases;
 }
 
-class SharedVectorsTest : public ::testing::TestWithParam<std::string> {};
+class LlamaCppVectorsTest : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(SharedVectorsTest, MatchesLlamaCpp) {
-  const std::string dir = SharedVectorsDir();
-  ASSERT_FALSE(dir.empty()) << "shared/tokenizer-vectors not found beside " << BATON_SOURCE_DIR;
-  const std::string base = dir + "/" + GetParam();
-  std::unique_ptr<Tokenizer> tokenizer = LoadTokenizer(base);
-  ASSERT_NE(tokenizer, nullptr);
+TEST_P(LlamaCppVectorsTest, MatchesLlamaCpp) {
+  const std::string base = VectorsPath(GetParam());
+  absl::StatusOr<std::unique_ptr<Tokenizer>> loaded = LoadTokenizer(base);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const Tokenizer& tokenizer = **loaded;
   const std::vector<VectorCase> cases = ReadVectors(base);
-  ASSERT_FALSE(cases.empty());
+  ASSERT_FALSE(cases.empty()) << "no test cases in " << base << ".inp and .out";
   int passed = 0;
   for (const VectorCase& c : cases) {
-    const std::vector<TokenId> ids = tokenizer->Encode(c.text, {});
+    const std::vector<TokenId> ids = tokenizer.Encode(c.text, {});
     if (ids == c.ids) {
       ++passed;
     } else {
@@ -156,7 +153,7 @@ TEST_P(SharedVectorsTest, MatchesLlamaCpp) {
                     << "\n  actual:   " << Ids(ids);
     }
     if (unicode::IsValidUtf8(c.text)) {
-      EXPECT_EQ(tokenizer->Decode(ids), c.text) << Escaped(c.text);
+      EXPECT_EQ(tokenizer.Decode(ids), c.text) << Escaped(c.text);
     }
   }
   std::cout << "[ vectors  ] " << GetParam() << ": " << passed << "/" << cases.size()
@@ -165,7 +162,7 @@ TEST_P(SharedVectorsTest, MatchesLlamaCpp) {
   RecordProperty("total", static_cast<int>(cases.size()));
 }
 
-INSTANTIATE_TEST_SUITE_P(Files, SharedVectorsTest,
+INSTANTIATE_TEST_SUITE_P(Files, LlamaCppVectorsTest,
                          ::testing::Values("ggml-vocab-gpt-2.gguf", "ggml-vocab-llama-spm.gguf"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param == "ggml-vocab-gpt-2.gguf" ? "Gpt2" : "LlamaSpm";
@@ -227,11 +224,14 @@ void CheckCorpus(const Tokenizer& t, const std::string& name) {
   EXPECT_GT(lines, 0);
 }
 
-TEST(CorpusTest, SmolLM2) { CheckCorpus(SmolLM2(), "smollm2_corpus.jsonl"); }
+TEST(CorpusTest, SmolLM2) {
+  ASSERT_TRUE(SmolLM2().ok()) << SmolLM2().status();
+  CheckCorpus(**SmolLM2(), "smollm2_corpus.jsonl");
+}
 
 TEST(CorpusTest, LlamaSpm) {
-  ASSERT_FALSE(SharedVectorsDir().empty()) << "shared/tokenizer-vectors not found";
-  CheckCorpus(LlamaSpm(), "llama_spm_corpus.jsonl");
+  ASSERT_TRUE(LlamaSpm().ok()) << LlamaSpm().status();
+  CheckCorpus(**LlamaSpm(), "llama_spm_corpus.jsonl");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -239,9 +239,8 @@ TEST(CorpusTest, LlamaSpm) {
 // against llama.cpp's ids for the same re-labelled files (make_extra_tokenizer_refs.py).
 
 TEST(PreTokenizerVariantsTest, MatchesLlamaCpp) {
-  const std::string dir = SharedVectorsDir();
-  ASSERT_FALSE(dir.empty()) << "shared/tokenizer-vectors not found beside " << BATON_SOURCE_DIR;
-  absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(dir + "/ggml-vocab-gpt-2.gguf");
+  absl::StatusOr<std::unique_ptr<GgufFile>> file =
+      GgufFile::Open(VectorsPath("ggml-vocab-gpt-2.gguf"));
   ASSERT_TRUE(file.ok()) << file.status();
   absl::StatusOr<Vocab> gpt2 = LoadVocab(**file);
   ASSERT_TRUE(gpt2.ok()) << gpt2.status();
@@ -283,7 +282,8 @@ TEST(PreTokenizerVariantsTest, MatchesLlamaCpp) {
 // Special tokens, options, invalid input.
 
 TEST(TokenizerTest, SpecialTokensOnlyWithParseSpecial) {
-  const Tokenizer& t = SmolLM2();
+  ASSERT_TRUE(SmolLM2().ok()) << SmolLM2().status();
+  const Tokenizer& t = **SmolLM2();
   const std::string text = "<|im_start|>user\nHi there<|im_end|>\n";
   const std::vector<TokenId> special = t.Encode(text, {.parse_special = true});
   ASSERT_GE(special.size(), 4u);
@@ -300,7 +300,8 @@ TEST(TokenizerTest, SpecialTokensOnlyWithParseSpecial) {
 }
 
 TEST(TokenizerTest, BosAndEosOptions) {
-  const Tokenizer& t = SmolLM2();
+  ASSERT_TRUE(SmolLM2().ok()) << SmolLM2().status();
+  const Tokenizer& t = **SmolLM2();
   const std::vector<TokenId> plain = t.Encode("Hello", {});
   std::vector<TokenId> both = plain;
   both.insert(both.begin(), t.vocab().bos_id);
@@ -311,7 +312,8 @@ TEST(TokenizerTest, BosAndEosOptions) {
 }
 
 TEST(TokenizerTest, InvalidUtf8BecomesReplacementCharacter) {
-  const Tokenizer& t = SmolLM2();
+  ASSERT_TRUE(SmolLM2().ok()) << SmolLM2().status();
+  const Tokenizer& t = **SmolLM2();
   // As llama.cpp: each byte that does not start a sequence becomes U+FFFD, then encodes normally.
   EXPECT_EQ(t.Encode("a\xFF"
                      "b",
@@ -330,23 +332,27 @@ TEST(TokenizerTest, InvalidUtf8BecomesReplacementCharacter) {
                      {}),
             t.Encode(std::string("a\0b", 3), {}));
   EXPECT_FALSE(t.Encode("\xED\xA0\x80 \xED\xBF\xBF!", {}).empty());
-  EXPECT_FALSE(LlamaSpm().Encode("\xFF\xC3 \xE2\x82", {}).empty());
+  ASSERT_TRUE(LlamaSpm().ok()) << LlamaSpm().status();
+  EXPECT_FALSE((*LlamaSpm())->Encode("\xFF\xC3 \xE2\x82", {}).empty());
 }
 
 TEST(TokenizerTest, EndOfGeneration) {
-  const Tokenizer& t = SmolLM2();
+  ASSERT_TRUE(SmolLM2().ok()) << SmolLM2().status();
+  const Tokenizer& t = **SmolLM2();
   EXPECT_TRUE(t.IsEndOfGeneration(2));   // <|im_end|>: EOS and EOT
   EXPECT_TRUE(t.IsEndOfGeneration(0));   // <|endoftext|>
   EXPECT_FALSE(t.IsEndOfGeneration(1));  // <|im_start|>
   EXPECT_FALSE(t.IsEndOfGeneration(t.Encode("Hello", {})[0]));
   EXPECT_FALSE(t.IsEndOfGeneration(kNoToken));
   EXPECT_FALSE(t.IsEndOfGeneration(1 << 30));
-  EXPECT_TRUE(LlamaSpm().IsEndOfGeneration(2));  // </s>
-  EXPECT_FALSE(LlamaSpm().IsEndOfGeneration(1));
+  ASSERT_TRUE(LlamaSpm().ok()) << LlamaSpm().status();
+  EXPECT_TRUE((*LlamaSpm())->IsEndOfGeneration(2));  // </s>
+  EXPECT_FALSE((*LlamaSpm())->IsEndOfGeneration(1));
 }
 
 TEST(TokenizerTest, TokenToPiece) {
-  const Tokenizer& t = SmolLM2();
+  ASSERT_TRUE(SmolLM2().ok()) << SmolLM2().status();
+  const Tokenizer& t = **SmolLM2();
   EXPECT_EQ(t.TokenToPiece(1), "");
   EXPECT_EQ(t.TokenToPiece(1, /*render_special=*/true), "<|im_start|>");
   EXPECT_EQ(t.TokenToPiece(-1), "");
@@ -354,7 +360,8 @@ TEST(TokenizerTest, TokenToPiece) {
   EXPECT_EQ(t.TokenToPiece(ByteToken(t, ' ')), " ");
   EXPECT_EQ(t.TokenToPiece(ByteToken(t, 0xE2)), "\xE2");  // a partial character
 
-  const Tokenizer& spm = LlamaSpm();
+  ASSERT_TRUE(LlamaSpm().ok()) << LlamaSpm().status();
+  const Tokenizer& spm = **LlamaSpm();
   EXPECT_EQ(spm.TokenToPiece(0), "");  // <unk> is special
   EXPECT_EQ(spm.TokenToPiece(0, true), "<unk>");
   EXPECT_EQ(spm.TokenToPiece(3 + 0x41), "A");  // <0x41>
@@ -362,7 +369,8 @@ TEST(TokenizerTest, TokenToPiece) {
 }
 
 TEST(TokenizerTest, SentencePieceSpacePrefixAndDecode) {
-  const Tokenizer& t = LlamaSpm();
+  ASSERT_TRUE(LlamaSpm().ok()) << LlamaSpm().status();
+  const Tokenizer& t = **LlamaSpm();
   const std::vector<TokenId> ids = t.Encode("Hello world", {.add_bos = true});
   ASSERT_GE(ids.size(), 3u);
   EXPECT_EQ(ids[0], 1);
@@ -396,7 +404,9 @@ TEST(TokenizerTest, DecodeRoundTrip) {
       "code: for (int i = 0; i < n; ++i) { x[i] += 1; }",
       "<|im_start|> as plain text",
   };
-  for (const Tokenizer* t : {&SmolLM2(), &LlamaSpm()}) {
+  ASSERT_TRUE(SmolLM2().ok()) << SmolLM2().status();
+  ASSERT_TRUE(LlamaSpm().ok()) << LlamaSpm().status();
+  for (const Tokenizer* t : {SmolLM2()->get(), LlamaSpm()->get()}) {
     for (const std::string& text : texts) {
       EXPECT_EQ(t->Decode(t->Encode(text, {})), text);
     }
@@ -404,7 +414,8 @@ TEST(TokenizerTest, DecodeRoundTrip) {
 }
 
 TEST(TokenizerTest, LongInput) {
-  const Tokenizer& t = SmolLM2();
+  ASSERT_TRUE(SmolLM2().ok()) << SmolLM2().status();
+  const Tokenizer& t = **SmolLM2();
   std::string text;
   while (text.size() < 64 * 1024) {
     text += "The quick brown fox, \xE4\xBD\xA0\xE5\xA5\xBD, jumps over 1234 lazy dogs!\n\t";
@@ -437,7 +448,8 @@ std::string Joined(const std::vector<std::string>& chunks) {
 }
 
 TEST(IncrementalDetokenizerTest, CharactersSplitAcrossTokens) {
-  const Tokenizer& t = SmolLM2();
+  ASSERT_TRUE(SmolLM2().ok()) << SmolLM2().status();
+  const Tokenizer& t = **SmolLM2();
   const std::string text =
       "Hi \xF0\x9F\x98\x80\xF0\x9F\x8E\x89 \xE4\xBD\xA0\xE5\xA5\xBD\xE4\xB8\x96\xE7\x95\x8C "
       "\xF0\x9F\xA6\x99\xF0\x9F\xA7\xAC ok";
@@ -451,7 +463,8 @@ TEST(IncrementalDetokenizerTest, CharactersSplitAcrossTokens) {
 }
 
 TEST(IncrementalDetokenizerTest, HoldsBackThenCompletes) {
-  const Tokenizer& t = SmolLM2();
+  ASSERT_TRUE(SmolLM2().ok()) << SmolLM2().status();
+  const Tokenizer& t = **SmolLM2();
   IncrementalDetokenizer d(t);
   EXPECT_EQ(d.Add(ByteToken(t, 0xF0)), "");
   EXPECT_EQ(d.Add(ByteToken(t, 0x9F)), "");
@@ -462,7 +475,8 @@ TEST(IncrementalDetokenizerTest, HoldsBackThenCompletes) {
 }
 
 TEST(IncrementalDetokenizerTest, InvalidSequences) {
-  const Tokenizer& t = SmolLM2();
+  ASSERT_TRUE(SmolLM2().ok()) << SmolLM2().status();
+  const Tokenizer& t = **SmolLM2();
   const std::string fffd = "\xEF\xBF\xBD";
   // A byte that never starts a character is replaced at once.
   EXPECT_THAT(Stream(t, {ByteToken(t, 0x80), ByteToken(t, 'a')}), ElementsAre(fffd, "a", ""));
@@ -479,7 +493,8 @@ TEST(IncrementalDetokenizerTest, InvalidSequences) {
 }
 
 TEST(IncrementalDetokenizerTest, SpecialTokens) {
-  const Tokenizer& t = SmolLM2();
+  ASSERT_TRUE(SmolLM2().ok()) << SmolLM2().status();
+  const Tokenizer& t = **SmolLM2();
   const std::string text = "<|im_start|>assistant\nSure!<|im_end|>";
   const std::vector<TokenId> ids = t.Encode(text, {.parse_special = true});
   EXPECT_EQ(Joined(Stream(t, ids)), "assistant\nSure!");
@@ -487,7 +502,8 @@ TEST(IncrementalDetokenizerTest, SpecialTokens) {
 }
 
 TEST(IncrementalDetokenizerTest, SentencePieceLeadingSpace) {
-  const Tokenizer& t = LlamaSpm();
+  ASSERT_TRUE(LlamaSpm().ok()) << LlamaSpm().status();
+  const Tokenizer& t = **LlamaSpm();
   const std::string text = "Hello \xE4\xB8\x80 \xF0\x9F\xA6\x99 world";
   for (bool bos : {false, true}) {
     const std::vector<TokenId> ids = t.Encode(text, {.add_bos = bos});
@@ -553,18 +569,21 @@ TEST(PreTokenizerTest, Default) {
 }
 
 TEST(PreTokenizerTest, Names) {
-  EXPECT_EQ(*PreTokenizerKindFromName("smollm"), PreTokenizerKind::kStarCoder);
-  EXPECT_EQ(*PreTokenizerKindFromName("starcoder"), PreTokenizerKind::kStarCoder);
-  EXPECT_EQ(*PreTokenizerKindFromName("llama-bpe"), PreTokenizerKind::kLlama3);
-  EXPECT_EQ(*PreTokenizerKindFromName("llama3"), PreTokenizerKind::kLlama3);
-  EXPECT_EQ(*PreTokenizerKindFromName("qwen2"), PreTokenizerKind::kQwen2);
-  EXPECT_EQ(*PreTokenizerKindFromName("gpt-2"), PreTokenizerKind::kGpt2);
-  EXPECT_EQ(*PreTokenizerKindFromName("default"), PreTokenizerKind::kDefault);
-  EXPECT_EQ(*PreTokenizerKindFromName(""), PreTokenizerKind::kDefault);
+  const std::vector<std::pair<std::string, PreTokenizerKind>> known = {
+      {"smollm", PreTokenizerKind::kStarCoder}, {"starcoder", PreTokenizerKind::kStarCoder},
+      {"llama-bpe", PreTokenizerKind::kLlama3}, {"llama3", PreTokenizerKind::kLlama3},
+      {"qwen2", PreTokenizerKind::kQwen2},      {"gpt-2", PreTokenizerKind::kGpt2},
+      {"default", PreTokenizerKind::kDefault},  {"", PreTokenizerKind::kDefault},
+  };
+  for (const auto& [name, kind] : known) {
+    absl::StatusOr<PreTokenizerKind> found = PreTokenizerKindFromName(name);
+    ASSERT_TRUE(found.ok()) << "'" << name << "': " << found.status();
+    EXPECT_EQ(*found, kind) << "'" << name << "'";
+  }
   EXPECT_FALSE(PreTokenizerKindFromName("gpt2").ok());
 }
 
-std::unique_ptr<Tokenizer> TinyBpe(const std::string& pre) {
+absl::StatusOr<std::unique_ptr<Tokenizer>> TinyBpe(const std::string& pre) {
   GgufWriter w;
   w.AddString("tokenizer.ggml.model", "gpt2");
   w.AddString("tokenizer.ggml.pre", pre);
@@ -572,26 +591,26 @@ std::unique_ptr<Tokenizer> TinyBpe(const std::string& pre) {
   w.AddInt32Array("tokenizer.ggml.token_type", {1, 1, 1, 1, 1, 1, 1, 4});
   w.AddStringArray("tokenizer.ggml.merges", {"b c", "a b", "a bc"});
   absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::FromBytes(w.Build(), "tiny.gguf");
-  EXPECT_TRUE(file.ok()) << file.status();
+  if (!file.ok()) return file.status();
   absl::StatusOr<Vocab> vocab = LoadVocab(**file);
-  EXPECT_TRUE(vocab.ok()) << vocab.status();
-  absl::StatusOr<std::unique_ptr<Tokenizer>> t = Tokenizer::Create(std::move(*vocab));
-  EXPECT_TRUE(t.ok()) << t.status();
-  return std::move(*t);
+  if (!vocab.ok()) return vocab.status();
+  return Tokenizer::Create(*std::move(vocab));
 }
 
 TEST(BytePairTest, MergesByRank) {
-  std::unique_ptr<Tokenizer> t = TinyBpe("gpt-2");
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tiny = TinyBpe("gpt-2");
+  ASSERT_TRUE(tiny.ok()) << tiny.status();
+  const Tokenizer& t = **tiny;
   // "b c" (rank 0) before "a b" (rank 1); then "a bc" (rank 2).
-  EXPECT_THAT(t->Encode("abc", {}), ElementsAre(5));
-  EXPECT_THAT(t->Encode("ab", {}), ElementsAre(3));
-  EXPECT_THAT(t->Encode("cab", {}), ElementsAre(2, 3));
+  EXPECT_THAT(t.Encode("abc", {}), ElementsAre(5));
+  EXPECT_THAT(t.Encode("ab", {}), ElementsAre(3));
+  EXPECT_THAT(t.Encode("cab", {}), ElementsAre(2, 3));
   // A character that is no token (and whose bytes are none) is dropped, as in llama.cpp.
-  EXPECT_THAT(t->Encode("abxc", {}), ElementsAre(3, 2));
-  EXPECT_THAT(t->Encode("a b", {}), ElementsAre(0, 6, 1));  // " b": "Ġ" then "b"
+  EXPECT_THAT(t.Encode("abxc", {}), ElementsAre(3, 2));
+  EXPECT_THAT(t.Encode("a b", {}), ElementsAre(0, 6, 1));  // " b": "Ġ" then "b"
   // User-defined tokens are split off even without parse_special (llama.cpp, Hugging Face).
-  EXPECT_THAT(t->Encode("a<x>b", {}), ElementsAre(0, 7, 1));
-  EXPECT_EQ(t->Decode({0, 7, 1}), "a<x>b");
+  EXPECT_THAT(t.Encode("a<x>b", {}), ElementsAre(0, 7, 1));
+  EXPECT_EQ(t.Decode({0, 7, 1}), "a<x>b");
 }
 
 TEST(BytePairTest, Llama3TakesWholeWords) {

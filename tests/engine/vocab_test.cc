@@ -1,7 +1,6 @@
 // LoadVocab: the tokenizer.ggml.* keys of real and synthetic GGUF files, defaults and errors.
 #include "engine/vocab.h"
 
-#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,12 +18,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string SharedVectorsDir() {
-  for (const char* rel : {"/../shared/tokenizer-vectors", "/shared/tokenizer-vectors"}) {
-    const std::string dir = std::string(BATON_SOURCE_DIR) + rel;
-    if (std::filesystem::exists(dir)) return dir;
-  }
-  return "";
+// llama.cpp's vocabulary-only GGUF files (tests/data/tokenizer-vectors/README.md).
+std::string VectorsPath(const std::string& file) {
+  return test_support::SourcePath("tests/data/tokenizer-vectors/" + file);
 }
 
 absl::StatusOr<Vocab> LoadFile(const std::string& path) {
@@ -74,11 +70,8 @@ TEST(LoadVocabTest, SmolLM2) {
   EXPECT_THAT(v->chat_template, HasSubstr("<|im_start|>"));
 }
 
-TEST(LoadVocabTest, SharedVectorFiles) {
-  const std::string dir = SharedVectorsDir();
-  ASSERT_FALSE(dir.empty()) << "shared/tokenizer-vectors not found beside " << BATON_SOURCE_DIR;
-
-  absl::StatusOr<Vocab> gpt2 = LoadFile(dir + "/ggml-vocab-gpt-2.gguf");
+TEST(LoadVocabTest, LlamaCppVectorFiles) {
+  absl::StatusOr<Vocab> gpt2 = LoadFile(VectorsPath("ggml-vocab-gpt-2.gguf"));
   ASSERT_TRUE(gpt2.ok()) << gpt2.status();
   EXPECT_EQ(gpt2->model, TokenizerModel::kBytePairGpt2);
   EXPECT_EQ(gpt2->pre, "gpt-2");
@@ -88,7 +81,7 @@ TEST(LoadVocabTest, SharedVectorFiles) {
   EXPECT_EQ(gpt2->eot_id, 50256);
   EXPECT_FALSE(gpt2->add_bos);
 
-  absl::StatusOr<Vocab> spm = LoadFile(dir + "/ggml-vocab-llama-spm.gguf");
+  absl::StatusOr<Vocab> spm = LoadFile(VectorsPath("ggml-vocab-llama-spm.gguf"));
   ASSERT_TRUE(spm.ok()) << spm.status();
   EXPECT_EQ(spm->model, TokenizerModel::kSentencePiece);
   EXPECT_EQ(spm->size(), 32000);

@@ -1,5 +1,5 @@
 // libFuzzer target: arbitrary bytes through the tokenizer of the default model (SmolLM2, byte-level
-// BPE) and, when the shared test vectors are present, a SentencePiece vocabulary. Encodes with and
+// BPE) and llama.cpp's SentencePiece vocabulary (tests/data/tokenizer-vectors). Encodes with and
 // without special-token parsing, decodes, and streams through IncrementalDetokenizer. Aborts when
 // an id is out of range, when a streamed chunk is not valid UTF-8, when streaming and Decode()
 // disagree on valid output, or when valid UTF-8 plain text does not decode back to itself.
@@ -8,13 +8,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "engine/gguf_file.h"
 #include "engine/tokenizer.h"
 #include "engine/unicode.h"
@@ -36,19 +37,29 @@ void Check(bool ok, const char* what) {
   }
 }
 
-std::unique_ptr<Tokenizer> Load(const std::string& path) {
+absl::StatusOr<std::unique_ptr<Tokenizer>> Load(const std::string& path) {
   absl::StatusOr<std::unique_ptr<baton::engine::GgufFile>> file =
       baton::engine::GgufFile::Open(path);
-  if (!file.ok()) return nullptr;
+  if (!file.ok()) return file.status();
   absl::StatusOr<baton::engine::Vocab> vocab = baton::engine::LoadVocab(**file);
-  if (!vocab.ok()) return nullptr;
-  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::Create(std::move(*vocab));
-  return tokenizer.ok() ? std::move(*tokenizer) : nullptr;
+  if (!vocab.ok()) return vocab.status();
+  return Tokenizer::Create(*std::move(vocab));
+}
+
+// The tokenizer of `path`; aborts, naming the file and why, when it cannot be loaded.
+std::unique_ptr<Tokenizer> LoadOrDie(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Load(path);
+  if (!tokenizer.ok()) {
+    std::fprintf(stderr, "tokenizer_fuzz: cannot load %s: %s\n", path.c_str(),
+                 tokenizer.status().ToString().c_str());
+    std::abort();
+  }
+  return *std::move(tokenizer);
 }
 
 struct Tokenizers {
   std::unique_ptr<Tokenizer> smollm2;
-  std::unique_ptr<Tokenizer> spm;  // may be null
+  std::unique_ptr<Tokenizer> spm;
   // Bytes that have a byte-level token in smollm2 (some control bytes have none, and their
   // characters are dropped, as llama.cpp drops them).
   std::array<bool, 256> smollm2_has_byte{};
@@ -57,12 +68,7 @@ struct Tokenizers {
 const Tokenizers& Get() {
   static const Tokenizers* const tokenizers = [] {
     auto* t = new Tokenizers();
-    t->smollm2 = Load(baton::test_support::DefaultModelPath());
-    if (t->smollm2 == nullptr) {
-      std::fprintf(stderr, "tokenizer_fuzz: cannot load %s\n",
-                   baton::test_support::DefaultModelPath().c_str());
-      std::abort();
-    }
+    t->smollm2 = LoadOrDie(baton::test_support::DefaultModelPath());
     std::map<std::string, int> byte_of_text;
     for (int b = 0; b < 256; ++b) byte_of_text[unicode::ByteToUnicode(static_cast<uint8_t>(b))] = b;
     for (const std::string& token : t->smollm2->vocab().tokens) {
@@ -70,13 +76,8 @@ const Tokenizers& Get() {
         t->smollm2_has_byte[it->second] = true;
       }
     }
-    for (const char* rel : {"../shared/tokenizer-vectors", "shared/tokenizer-vectors"}) {
-      const std::string path = baton::test_support::SourcePath(rel) + "/ggml-vocab-llama-spm.gguf";
-      if (std::filesystem::exists(path)) {
-        t->spm = Load(path);
-        break;
-      }
-    }
+    t->spm = LoadOrDie(
+        baton::test_support::SourcePath("tests/data/tokenizer-vectors/ggml-vocab-llama-spm.gguf"));
     return t;
   }();
   return *tokenizers;
@@ -125,8 +126,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   bool all_bytes = true;
   for (char c : text) all_bytes &= t.smollm2_has_byte[static_cast<uint8_t>(c)];
   Exercise(*t.smollm2, text, /*has_all_bytes=*/all_bytes, /*expect_round_trip=*/all_bytes);
-  if (t.spm != nullptr) {
-    Exercise(*t.spm, text, /*has_all_bytes=*/true, /*expect_round_trip=*/false);
-  }
+  Exercise(*t.spm, text, /*has_all_bytes=*/true, /*expect_round_trip=*/false);
   return 0;
 }

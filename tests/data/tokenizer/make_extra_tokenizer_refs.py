@@ -2,21 +2,21 @@
 """Reference ids from llama.cpp beyond smollm2_corpus.jsonl, for tokenizer_test.cc.
 
 1. gpt2_pre_variants.jsonl: the pre-tokenizers that no shipped vocabulary covers. The GPT-2
-   vocabulary of the shared test vectors is re-labelled with other tokenizer.ggml.pre values
-   ("default", "llama-bpe", "qwen2", "starcoder"), written as temporary vocabulary-only GGUF files,
-   and every input is tokenized by llama.cpp with each of them:
+   vocabulary of llama.cpp's test vectors (tests/data/tokenizer-vectors) is re-labelled with
+   other tokenizer.ggml.pre values ("default", "llama-bpe", "qwen2", "starcoder"), written as
+   temporary vocabulary-only GGUF files, and every input is tokenized by llama.cpp with each of them:
 
        {"hex": <input bytes as hex>, "ids": {"<pre>": [...], ...}, "ids_special": {"<pre>": [...]}}
 
    ids_special (special=True) is written only for the inputs where it differs from ids.
 
-2. llama_spm_corpus.jsonl: the same inputs through the shared SentencePiece vocabulary,
+2. llama_spm_corpus.jsonl: the same inputs through llama.cpp's SentencePiece vocabulary,
 
        {"hex": ..., "ids": [...], "ids_special": [...], "ids_bos": [...]}
 
    from tokenize(add_bos=False, special=False), (False, True) and (True, False).
 
-The inputs are those of smollm2_corpus.jsonl plus the shared vectors' inputs. Inputs on which
+The inputs are those of smollm2_corpus.jsonl plus the test vectors' inputs. Inputs on which
 llama.cpp aborts (code points above U+10FFFF) are left out. Uses llama-cpp-python (see
 scripts/reference/README.md); deterministic; runs by hand, not in CI:
 
@@ -30,10 +30,9 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
-SHARED = next(d for d in (os.path.join(REPO, "..", "shared", "tokenizer-vectors"),
-                          os.path.join(REPO, "shared", "tokenizer-vectors")) if os.path.isdir(d))
-GPT2_VOCAB = os.path.join(SHARED, "ggml-vocab-gpt-2.gguf")
-SPM_VOCAB = os.path.join(SHARED, "ggml-vocab-llama-spm.gguf")
+VECTORS = os.path.join(REPO, "tests", "data", "tokenizer-vectors")
+GPT2_VOCAB = os.path.join(VECTORS, "ggml-vocab-gpt-2.gguf")
+SPM_VOCAB = os.path.join(VECTORS, "ggml-vocab-llama-spm.gguf")
 CORPUS = os.path.join(HERE, "smollm2_corpus.jsonl")
 PRE_OUT = os.path.join(HERE, "gpt2_pre_variants.jsonl")
 SPM_OUT = os.path.join(HERE, "llama_spm_corpus.jsonl")
