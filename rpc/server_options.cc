@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "rpc/reflection_v1.h"
 
 namespace baton::rpc {
 namespace {
@@ -51,6 +52,7 @@ absl::StatusOr<StartedServer> StartServer(const ServerOptions& options,
   builder.AddListeningPort(address, credentials, &started.port);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
+  AddReflectionV1(builder);
   for (grpc::Service* service : services) builder.RegisterService(service);
   started.server = builder.BuildAndStart();
   if (started.server == nullptr || started.port == 0) {
