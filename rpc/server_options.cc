@@ -1,7 +1,13 @@
 #include "rpc/server_options.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <fstream>
 #include <iterator>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -16,6 +22,28 @@ absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) 
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", what, " file '", path, "'"));
   return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Whether host:port cannot be bound because something listens there: why a server's bind failed.
+bool AddressInUse(const std::string& host, int port) {
+  if (port == 0) return false;
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return false;
+  bool in_use = false;
+  for (const addrinfo* a = found; a != nullptr && !in_use; a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) continue;
+    const int yes = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));  // as gRPC binds
+    in_use = bind(fd, a->ai_addr, a->ai_addrlen) != 0 && errno == EADDRINUSE;
+    close(fd);
+  }
+  freeaddrinfo(found);
+  return in_use;
 }
 
 }  // namespace
@@ -52,11 +80,16 @@ absl::StatusOr<StartedServer> StartServer(const ServerOptions& options,
   builder.AddListeningPort(address, credentials, &started.port);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
+  // gRPC sets SO_REUSEPORT by default: a second server on the same port would "listen" too and
+  // silently take a share of the connections. Without it that bind fails.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   AddReflectionV1(builder);
   for (grpc::Service* service : services) builder.RegisterService(service);
   started.server = builder.BuildAndStart();
   if (started.server == nullptr || started.port == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", address,
+        AddressInUse(options.host, options.port) ? ": address in use" : ""));
   }
   return started;
 }

@@ -47,8 +47,11 @@ struct StartedServer {
   int port = 0;
 };
 
-// Registers `services` (plus grpc.health.v1 and server reflection), applies the security options
-// and starts listening. Services check the token themselves with CheckAuth (rpc/auth.h). UNAVAILABLE with the address when the port cannot be bound.
+// Registers `services` (plus grpc.health.v1 and server reflection, v1 and v1alpha), applies the
+// security options and starts listening. Services check the token themselves with CheckAuth
+// (rpc/auth.h). UNAVAILABLE with the address when the port cannot be bound, saying
+// "address in use" when something listens there already (no SO_REUSEPORT: a second server on a
+// port in use fails instead of sharing its connections).
 absl::StatusOr<StartedServer> StartServer(const ServerOptions& options,
                                           const std::vector<grpc::Service*>& services);
 
