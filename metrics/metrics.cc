@@ -8,6 +8,7 @@
 
 #include "absl/log/check.h"
 #include "absl/strings/str_cat.h"
+#include "metrics/process_metrics.h"
 
 namespace baton::metrics {
 namespace {
@@ -24,6 +25,17 @@ bool IsValidName(const std::string& name, bool allow_colon) {
     if (!IsNameChar(name[i], i == 0, allow_colon)) return false;
   }
   return true;
+}
+
+bool IsValidLabelName(const std::string& name) {
+  return IsValidName(name, /*allow_colon=*/false) && name.rfind("__", 0) != 0;
+}
+
+// A series' labels with the constant ones merged in; the series' own win.
+Labels WithConstantLabels(const Labels& own, const Labels& constant) {
+  Labels merged = own;
+  merged.insert(constant.begin(), constant.end());
+  return merged;
 }
 
 // A sample value as Prometheus writes it: shortest round-trip form, NaN, +Inf, -Inf.
@@ -173,16 +185,32 @@ std::vector<double> CountBuckets(double max) {
 }
 
 Registry& Registry::Global() {
-  static Registry* const registry = new Registry();
+  static Registry* const registry = [] {
+    auto* r = new Registry();
+    AddProcessCollector(*r);
+    return r;
+  }();
   return *registry;
+}
+
+void Registry::SetConstantLabels(Labels labels) {
+  for (const auto& [key, value] : labels) {
+    CHECK(IsValidLabelName(key) && key != "le") << "invalid constant label name '" << key << "'";
+  }
+  absl::MutexLock lock(&mu_);
+  constant_labels_ = std::move(labels);
+}
+
+Labels Registry::constant_labels() const {
+  absl::MutexLock lock(&mu_);
+  return constant_labels_;
 }
 
 Registry::Family& Registry::GetFamily(const std::string& name, Kind kind, const std::string& help,
                                       const Labels& labels) {
   CHECK(IsValidName(name, /*allow_colon=*/true)) << "invalid metric name '" << name << "'";
   for (const auto& [key, value] : labels) {
-    CHECK(IsValidName(key, /*allow_colon=*/false) && key.rfind("__", 0) != 0)
-        << "invalid label name '" << key << "' on metric " << name;
+    CHECK(IsValidLabelName(key)) << "invalid label name '" << key << "' on metric " << name;
     CHECK(kind != Kind::kHistogram || key != "le")
         << "histogram " << name << " cannot have a label named le";
   }
@@ -242,6 +270,7 @@ std::string Registry::RenderText() const {
   }
   std::string out;
   absl::MutexLock lock(&mu_);
+  const Labels& constant = constant_labels_;
   for (const auto& [name, family] : families_) {
     out += "# HELP ";
     out += name;
@@ -255,7 +284,7 @@ std::string Registry::RenderText() const {
     switch (family.kind) {
       case Kind::kCounter:
         for (const auto& [labels, counter] : family.counters) {
-          AppendSeriesName(out, name, "", labels, nullptr);
+          AppendSeriesName(out, name, "", WithConstantLabels(labels, constant), nullptr);
           out += ' ';
           AppendValue(out, counter->value());
           out += '\n';
@@ -263,14 +292,15 @@ std::string Registry::RenderText() const {
         break;
       case Kind::kGauge:
         for (const auto& [labels, gauge] : family.gauges) {
-          AppendSeriesName(out, name, "", labels, nullptr);
+          AppendSeriesName(out, name, "", WithConstantLabels(labels, constant), nullptr);
           out += ' ';
           AppendValue(out, gauge->value());
           out += '\n';
         }
         break;
       case Kind::kHistogram:
-        for (const auto& [labels, histogram] : family.histograms) {
+        for (const auto& [own_labels, histogram] : family.histograms) {
+          const Labels labels = WithConstantLabels(own_labels, constant);
           // One snapshot of the buckets, so that the +Inf bucket and _count agree.
           const std::vector<uint64_t> counts = histogram->cumulative_counts();
           const double sum = histogram->sum();

@@ -11,6 +11,9 @@
 // above, keeps the hot path free of look-ups). Gauges that mirror state may instead be refreshed by
 // a collector, a callback the registry runs before each RenderText().
 //
+// Every series carries the registry's constant labels (SetConstantLabels: model_name, as vLLM's
+// series do). Registry::Global() also exports the standard process metrics (process_metrics.h).
+//
 // Thread-safety: everything is thread-safe; updates are lock-free (atomics) once a series exists.
 // Misuse (an invalid name, one name with two kinds, a negative counter increment) is a programmer
 // error and CHECK-fails.
@@ -91,8 +94,14 @@ class Registry {
   Registry(const Registry&) = delete;
   Registry& operator=(const Registry&) = delete;
 
-  // The process's registry (never destroyed).
+  // The process's registry (never destroyed), with the process_* metrics of process_metrics.h.
   static Registry& Global();
+
+  // Labels added to every series when rendered, e.g. {{"model_name", "Qwen2.5-0.5B"}}; replaces
+  // the previous set. A series' own label of the same name wins. Label names as below ("le" is
+  // not allowed, for histograms).
+  void SetConstantLabels(Labels labels);
+  Labels constant_labels() const;
 
   // The series for (name, labels), created on first use; the reference stays valid as long as the
   // registry. A name is always used with the same kind (CHECK-fails otherwise); the first help
@@ -113,7 +122,8 @@ class Registry {
   void RemoveCollector(CollectorId id);
 
   // Runs the collectors, then renders every series in the text exposition format: families in
-  // name order, each with its # HELP and # TYPE lines, its series in label order.
+  // name order, each with its # HELP and # TYPE lines, its series in label order, each with the
+  // constant labels merged into its own.
   std::string RenderText() const;
 
  private:
@@ -137,6 +147,7 @@ class Registry {
 
   mutable absl::Mutex mu_;
   std::map<std::string, Family> families_ ABSL_GUARDED_BY(mu_);
+  Labels constant_labels_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace baton::metrics

@@ -16,6 +16,7 @@ namespace {
 using testing::ElementsAre;
 using testing::HasSubstr;
 using testing::Not;
+using testing::Pair;
 
 TEST(CounterTest, StartsAtZeroAndOnlyGoesUp) {
   Counter c;
@@ -109,14 +110,16 @@ TEST(RegistryTest, GlobalIsOneInstance) { EXPECT_EQ(&Registry::Global(), &Regist
 
 TEST(RegistryDeathTest, MisuseIsAProgrammerError) {
   Registry r;
-  r.GetCounter("x_total", "X.");
-  EXPECT_DEATH(r.GetGauge("x_total", "X."), "registered as a counter, used as a gauge");
+  r.GetCounter("x", "X.");
+  EXPECT_DEATH(r.GetGauge("x", "X."), "registered as a counter, used as a gauge");
   EXPECT_DEATH(r.GetCounter("bad name", "X."), "invalid metric name");
   EXPECT_DEATH(r.GetCounter("0abc", "X."), "invalid metric name");
   EXPECT_DEATH(r.GetCounter("ok", "X.", {{"bad-label", "v"}}), "invalid label name");
   EXPECT_DEATH(r.GetCounter("ok", "X.", {{"__reserved", "v"}}), "invalid label name");
   EXPECT_DEATH(r.GetCounter("ok", "X.", {{"a:b", "v"}}), "invalid label name");
   EXPECT_DEATH(r.GetHistogram("h", "H.", {1}, {{"le", "1"}}), "cannot have a label named le");
+  EXPECT_DEATH(r.SetConstantLabels({{"le", "1"}}), "invalid constant label name");
+  EXPECT_DEATH(r.SetConstantLabels({{"bad-label", "1"}}), "invalid constant label name");
 }
 
 TEST(RegistryTest, EmptyRegistryRendersNothing) {
@@ -164,6 +167,32 @@ TEST(RegistryTest, ExpositionFormat) {
             "lat_seconds_bucket{a=\"1\",b=\"2\",le=\"+Inf\"} 1\n"
             "lat_seconds_sum{a=\"1\",b=\"2\"} 0.5\n"
             "lat_seconds_count{a=\"1\",b=\"2\"} 1\n");
+}
+
+TEST(RegistryTest, ConstantLabelsAreOnEverySeries) {
+  Registry r;
+  r.GetCounter("c_total", "C.").Increment();
+  r.GetGauge("g", "G.", {{"a", "1"}, {"z", "2"}}).Set(3);
+  r.GetGauge("g", "G.", {{"model_name", "own"}}).Set(4);
+  r.GetHistogram("h", "H.", {1}).Observe(0.5);
+  r.SetConstantLabels({{"model_name", "Qwen \"0.5B\""}});
+  EXPECT_THAT(r.constant_labels(), ElementsAre(Pair("model_name", "Qwen \"0.5B\"")));
+  EXPECT_EQ(r.RenderText(),
+            "# HELP c_total C.\n"
+            "# TYPE c_total counter\n"
+            "c_total{model_name=\"Qwen \\\"0.5B\\\"\"} 1\n"
+            "# HELP g G.\n"
+            "# TYPE g gauge\n"
+            "g{a=\"1\",model_name=\"Qwen \\\"0.5B\\\"\",z=\"2\"} 3\n"
+            "g{model_name=\"own\"} 4\n"  // the series' own label wins
+            "# HELP h H.\n"
+            "# TYPE h histogram\n"
+            "h_bucket{model_name=\"Qwen \\\"0.5B\\\"\",le=\"1\"} 1\n"
+            "h_bucket{model_name=\"Qwen \\\"0.5B\\\"\",le=\"+Inf\"} 1\n"
+            "h_sum{model_name=\"Qwen \\\"0.5B\\\"\"} 0.5\n"
+            "h_count{model_name=\"Qwen \\\"0.5B\\\"\"} 1\n");
+  r.SetConstantLabels({});
+  EXPECT_THAT(r.RenderText(), HasSubstr("\nc_total 1\n"));
 }
 
 TEST(RegistryTest, EmptyHistogramRendersZeroBuckets) {
