@@ -4,10 +4,9 @@
 #include "absl/strings/str_format.h"
 #include "cli/command.h"
 #include "cli/remote_generate.h"
-#include "engine/chat_template.h"
+#include "engine/prompt_encoder.h"
 #include "engine/generator.h"
 #include "engine/model.h"
-#include "engine/unicode.h"
 
 namespace baton::cli {
 
@@ -55,7 +54,9 @@ int RunGenerate(const Args& args) {
   absl::Status parsed = [&]() -> absl::Status {
     absl::StatusOr<int64_t> i;
     absl::StatusOr<double> d;
-    if (!(i = flags->GetInt("max-tokens", 256, 1, 1 << 20)).ok()) return i.status();
+    if (!(i = flags->GetInt("max-tokens", engine::kDefaultMaxTokens, 1, 1 << 20)).ok()) {
+      return i.status();
+    }
     params.max_tokens = static_cast<int32_t>(*i);
     if (!(d = flags->GetDouble("temperature", 0.8, 0, 100)).ok()) return d.status();
     params.temperature = static_cast<float>(*d);
@@ -84,12 +85,10 @@ int RunGenerate(const Args& args) {
   if (!threads.ok()) return UsageError("generate", threads.status(), usage);
 
   const std::string text = flags->GetOr(flags->Has("prompt") ? "prompt" : "chat", "");
-  if (text.empty()) {
-    return UsageError("generate", absl::InvalidArgumentError("the prompt is empty"), usage);
-  }
-  if (!engine::unicode::IsValidUtf8(text) || !engine::unicode::IsValidUtf8(flags->GetOr("system", ""))) {
-    return UsageError("generate", absl::InvalidArgumentError("the prompt is not valid UTF-8"),
-                      usage);
+  std::vector<engine::ChatMessage> chat;
+  if (flags->Has("chat")) {
+    if (auto system = flags->Get("system")) chat.push_back({"system", *system});
+    chat.push_back({"user", text});
   }
 
   if (flags->Has("server")) {
@@ -101,8 +100,7 @@ int RunGenerate(const Args& args) {
     remote.client.auth_token = flags->GetOr("token", "");
     remote.client.tls.ca_file = flags->GetOr("tls-ca", "");
     if (flags->Has("chat")) {
-      if (auto system = flags->Get("system")) remote.chat.push_back({"system", *system});
-      remote.chat.push_back({"user", text});
+      remote.chat = chat;
     } else {
       remote.prompt = text;
     }
@@ -112,24 +110,11 @@ int RunGenerate(const Args& args) {
   absl::StatusOr<std::unique_ptr<engine::Model>> model =
       engine::Model::Load(flags->GetOr("model", DefaultModelPath()));
   if (!model.ok()) return RunError("generate", model.status());
-  const engine::Tokenizer& tokenizer = (*model)->tokenizer();
-  std::vector<engine::TokenId> prompt;
-  if (flags->Has("chat")) {
-    absl::StatusOr<engine::ChatTemplateKind> kind =
-        flags->Has("template") ? engine::ParseChatTemplateName(*flags->Get("template"))
-                               : engine::DetectChatTemplate(tokenizer.vocab().chat_template);
-    if (!kind.ok()) return RunError("generate", kind.status());
-    std::vector<engine::ChatMessage> messages;
-    if (auto system = flags->Get("system")) messages.push_back({"system", *system});
-    messages.push_back({"user", text});
-    const std::string formatted = engine::ApplyChatTemplate(
-        *kind, messages, /*add_generation_prompt=*/true,
-        engine::ChatTemplateDefaultSystem(tokenizer.vocab().chat_template));
-    prompt = tokenizer.Encode(formatted,
-                              {.add_bos = tokenizer.vocab().add_bos, .parse_special = true});
-  } else {
-    prompt = tokenizer.Encode(text, {.add_bos = tokenizer.vocab().add_bos, .parse_special = true});
-  }
+  const engine::PromptEncoder encoder(&(*model)->tokenizer(), flags->GetOr("template", ""));
+  absl::StatusOr<std::vector<engine::TokenId>> encoded =
+      flags->Has("chat") ? encoder.EncodeChat(chat) : encoder.EncodeText(text);
+  if (!encoded.ok()) return RunError("generate", encoded.status());
+  const std::vector<engine::TokenId>& prompt = *encoded;
 
   absl::StatusOr<std::unique_ptr<engine::Generator>> generator = engine::Generator::Create(
       model->get(), {.n_threads = static_cast<int>(*threads),

@@ -38,11 +38,13 @@ DecodeBatch::~DecodeBatch() {
 void DecodeBatch::Admit(DecodeSequence sequence) {
   absl::MutexLock lock(&mu_);
   sequence.arrival = next_arrival_++;
+  live_ids_.insert(sequence.id);
   admitted_.push_back(std::move(sequence));
 }
 
 bool DecodeBatch::Cancel(const std::string& id) {
   absl::MutexLock lock(&mu_);
+  if (!live_ids_.contains(id)) return false;
   cancelled_.push_back(id);
   return true;
 }
@@ -52,11 +54,16 @@ int32_t DecodeBatch::n_waiting() const {
   return static_cast<int32_t>(admitted_.size()) + n_preempted_.load();
 }
 
-void DecodeBatch::Finish(DecodeSequence& seq, StopReason reason, const absl::Status& error) {
+void DecodeBatch::Finish(DecodeSequence& seq, engine::FinishReason finish,
+                         const absl::Status& error) {
   cache_.Free(seq.table);
+  {
+    absl::MutexLock lock(&mu_);
+    live_ids_.erase(seq.id);
+  }
   if (seq.sink) {
     const int32_t n_generated = static_cast<int32_t>(seq.tokens.size()) - seq.n_prompt;
-    seq.sink->OnToken(-1, n_generated, reason, error);
+    seq.sink->OnEnd(finish, n_generated, error);
   }
 }
 
@@ -68,11 +75,11 @@ void DecodeBatch::TakeArrivalsAndCancellations() {
     admitted_.clear();
     cancelled.swap(cancelled_);
   }
-  auto finish_if = [&](std::vector<DecodeSequence>& list, auto should_finish, StopReason reason,
-                       const absl::Status& status) {
+  auto finish_if = [&](std::vector<DecodeSequence>& list, auto should_finish,
+                       engine::FinishReason finish, const absl::Status& status) {
     for (auto it = list.begin(); it != list.end();) {
       if (should_finish(*it)) {
-        Finish(*it, reason, status);
+        Finish(*it, finish, status);
         it = list.erase(it);
       } else {
         ++it;
@@ -84,8 +91,8 @@ void DecodeBatch::TakeArrivalsAndCancellations() {
   };
   if (!cancelled.empty()) {
     const absl::Status status = absl::CancelledError("cancelled");
-    finish_if(running_, is_cancelled, StopReason::kCancelled, status);
-    finish_if(preempted_, is_cancelled, StopReason::kCancelled, status);
+    finish_if(running_, is_cancelled, engine::FinishReason::kNone, status);
+    finish_if(preempted_, is_cancelled, engine::FinishReason::kNone, status);
   }
   // Admitted with nothing left to generate (max_tokens reached by the first token).
   finish_if(
@@ -93,7 +100,7 @@ void DecodeBatch::TakeArrivalsAndCancellations() {
       [](const DecodeSequence& seq) {
         return static_cast<int32_t>(seq.tokens.size()) - seq.n_prompt >= seq.params.max_tokens;
       },
-      StopReason::kLength, absl::OkStatus());
+      engine::FinishReason::kLength, absl::OkStatus());
 }
 
 void DecodeBatch::Preempt(size_t index) {
@@ -116,7 +123,7 @@ void DecodeBatch::ResumePreempted() {
     const int32_t n_tokens = static_cast<int32_t>(seq.tokens.size());
     const int32_t needed = cache_.BlocksNeeded(seq.table, n_tokens);
     if (needed > cache_.pool().n_blocks()) {
-      Finish(seq, StopReason::kError,
+      Finish(seq, engine::FinishReason::kNone,
              absl::ResourceExhaustedError(absl::StrCat(
                  "sequence of ", n_tokens, " tokens needs ", needed, " KV blocks; the cache has ",
                  cache_.pool().n_blocks())));
@@ -130,7 +137,7 @@ void DecodeBatch::ResumePreempted() {
                                 .kv = &seq.table};
     absl::Status status = transformer_.Prefill({&input, 1}, logits_);
     if (!status.ok()) {
-      Finish(seq, StopReason::kError, status);
+      Finish(seq, engine::FinishReason::kNone, status);
     } else {
       running_.push_back(std::move(seq));
     }
@@ -177,7 +184,7 @@ bool DecodeBatch::Step() {
   for (size_t i = 0; i < n; ++i) {
     DecodeSequence& seq = running_[i];
     if (!status.ok()) {
-      Finish(seq, StopReason::kError, status);
+      Finish(seq, engine::FinishReason::kNone, status);
       done[i] = true;
       continue;
     }
@@ -186,18 +193,12 @@ bool DecodeBatch::Step() {
                         seq.tokens, static_cast<int64_t>(seq.tokens.size()));
     seq.tokens.push_back(token);
     const int32_t n_generated = static_cast<int32_t>(seq.tokens.size()) - seq.n_prompt;
-    StopReason stop = StopReason::kNone;
-    if ((!seq.params.ignore_eos && tokenizer_.IsEndOfGeneration(token)) ||
-        std::find(seq.params.stop_token_ids.begin(), seq.params.stop_token_ids.end(), token) !=
-            seq.params.stop_token_ids.end()) {
-      stop = StopReason::kStop;
-    } else if (n_generated >= seq.params.max_tokens ||
-               static_cast<int32_t>(seq.tokens.size()) >= transformer_.config().n_ctx_train) {
-      stop = StopReason::kLength;
-    }
-    if (seq.sink) seq.sink->OnToken(token, n_generated, StopReason::kNone, absl::OkStatus());
-    if (stop != StopReason::kNone) {
-      Finish(seq, stop, absl::OkStatus());
+    const engine::FinishReason finish = engine::FinishReasonAfterToken(
+        tokenizer_, seq.params, token, n_generated, static_cast<int32_t>(seq.tokens.size()),
+        transformer_.config().n_ctx_train);
+    if (seq.sink) seq.sink->OnToken(token, n_generated);
+    if (finish != engine::FinishReason::kNone) {
+      Finish(seq, finish, absl::OkStatus());
       done[i] = true;
     }
   }

@@ -22,8 +22,10 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "engine/generation_state.h"
 #include "engine/kv_cache.h"
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
@@ -32,16 +34,16 @@
 
 namespace baton::decode_worker {
 
-enum class StopReason { kNone, kStop, kLength, kCancelled, kError };
-
 // Where a sequence's tokens go (the Decode RPC). Called on the engine thread: must not block.
 class TokenSink {
  public:
   virtual ~TokenSink() = default;
-  // `token` is the n_generated-th generated token (the prefill worker's first token counts as 1).
-  // `stop` != kNone on the sequence's last call; then `error` says why for kError.
-  virtual void OnToken(int32_t token, int32_t n_generated, StopReason stop,
-                       const absl::Status& error) = 0;
+  // A generated token: the n_generated-th (the prefill worker's first token counts as 1).
+  virtual void OnToken(int32_t token, int32_t n_generated) = 0;
+  // The sequence's last call: it ended by the token stop rules (`finish` != kNone,
+  // engine::FinishReasonAfterToken), or `error` says why it did not (CANCELLED when cancelled).
+  virtual void OnEnd(engine::FinishReason finish, int32_t n_generated,
+                     const absl::Status& error) = 0;
 };
 
 struct DecodeSequence {
@@ -66,8 +68,9 @@ class DecodeBatch {
 
   // Queues a sequence to join at the next step.
   void Admit(DecodeSequence sequence);
-  // Stops a sequence (client gone); its blocks are freed at the next step. Unknown ids are
-  // ignored. Returns whether the id was queued or running.
+  // Stops a sequence (client gone); its blocks are freed at the next step. Returns whether the id
+  // was admitted and has not ended yet (waiting, running or preempted); false for an unknown or
+  // already ended id, which is then ignored.
   bool Cancel(const std::string& id);
 
   // Engine thread: admits waiting sequences, runs one decode step. False when idle.
@@ -81,7 +84,8 @@ class DecodeBatch {
   int64_t n_steps() const { return n_steps_.load(); }
 
  private:
-  void Finish(DecodeSequence& seq, StopReason reason, const absl::Status& error);
+  // Frees the sequence's blocks and tells its sink how it ended.
+  void Finish(DecodeSequence& seq, engine::FinishReason finish, const absl::Status& error);
   // Moves admitted sequences in and applies cancellations (running and preempted).
   void TakeArrivalsAndCancellations();
   // Resumes preempted sequences, oldest first, while the pool has room for them.
@@ -100,6 +104,8 @@ class DecodeBatch {
   mutable absl::Mutex mu_;
   std::vector<DecodeSequence> admitted_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> cancelled_ ABSL_GUARDED_BY(mu_);
+  // Ids admitted and not yet ended: what Cancel can find.
+  absl::flat_hash_set<std::string> live_ids_ ABSL_GUARDED_BY(mu_);
 
   std::vector<DecodeSequence> running_;    // engine thread only
   std::vector<DecodeSequence> preempted_;  // engine thread only; oldest first

@@ -4,7 +4,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "rpc/auth.h"
+#include "rpc/finish_reason_proto.h"
 #include "rpc/sampling_params_proto.h"
 #include "rpc/status.h"
 #include "rpc/worker_status.h"
@@ -13,22 +13,6 @@ namespace baton::decode_worker {
 namespace {
 
 using baton::v1::DecodeResponse;
-
-baton::v1::FinishReason ToProto(StopReason reason) {
-  switch (reason) {
-    case StopReason::kStop:
-      return baton::v1::FINISH_REASON_STOP;
-    case StopReason::kLength:
-      return baton::v1::FINISH_REASON_LENGTH;
-    case StopReason::kCancelled:
-      return baton::v1::FINISH_REASON_CANCELLED;
-    case StopReason::kError:
-      return baton::v1::FINISH_REASON_ERROR;
-    case StopReason::kNone:
-      break;
-  }
-  return baton::v1::FINISH_REASON_UNSPECIFIED;
-}
 
 // One Decode stream: the engine thread queues tokens (TokenSink), gRPC writes them one at a time.
 // Shared by the reactor and the decode batch; the reactor is valid until Finish has been called.
@@ -52,25 +36,29 @@ class DecodeStream final : public TokenSink,
     Pump();
   }
 
-  void OnToken(int32_t token, int32_t n_generated, StopReason stop,
-               const absl::Status& error) override {
+  void OnToken(int32_t token, int32_t n_generated) override {
     {
       absl::MutexLock lock(&mu_);
       if (done_) return;
-      if (token >= 0) {
-        DecodeResponse& r = queue_.emplace_back();
-        r.add_tokens(token);
-        r.set_n_generated(n_generated);
-      }
-      if (stop != StopReason::kNone) {
-        done_ = true;
-        if (stop == StopReason::kError || stop == StopReason::kCancelled) {
-          final_status_ = rpc::ToGrpcStatus(error);
-        } else {
-          DecodeResponse& last = queue_.emplace_back();
-          last.set_finish_reason(ToProto(stop));
-          last.set_n_generated(n_generated);
-        }
+      DecodeResponse& r = queue_.emplace_back();
+      r.add_tokens(token);
+      r.set_n_generated(n_generated);
+    }
+    Pump();
+  }
+
+  void OnEnd(engine::FinishReason finish, int32_t n_generated,
+             const absl::Status& error) override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (done_) return;
+      done_ = true;
+      if (!error.ok()) {
+        final_status_ = rpc::ToGrpcStatus(error);
+      } else {
+        DecodeResponse& last = queue_.emplace_back();
+        last.set_finish_reason(rpc::FinishReasonToProto(finish));
+        last.set_n_generated(n_generated);
       }
     }
     Pump();
@@ -151,9 +139,6 @@ DecodeService::DecodeService(ReservationTable* reservations, DecodeBatch* batch,
 grpc::ServerUnaryReactor* DecodeService::Reserve(grpc::CallbackServerContext* context,
                                                  const baton::v1::ReserveRequest* request,
                                                  baton::v1::ReserveResponse* response) {
-  if (grpc::Status auth = rpc::CheckAuth(*context, options_.auth_token); !auth.ok()) {
-    return rpc::FinishUnary(context, auth);
-  }
   const std::chrono::milliseconds lease = request->lease_ms() > 0
                                               ? std::chrono::milliseconds(request->lease_ms())
                                               : options_.default_lease;
@@ -171,10 +156,6 @@ grpc::ServerWriteReactor<DecodeResponse>* DecodeService::Decode(
     grpc::CallbackServerContext* context, const baton::v1::DecodeRequest* request) {
   auto stream = std::make_shared<DecodeStream>(&batch_, wake_);
   stream->Start(request->reservation_id(), stream);
-  if (grpc::Status auth = rpc::CheckAuth(*context, options_.auth_token); !auth.ok()) {
-    stream->FinishEarly(auth);
-    return stream.get();
-  }
   absl::StatusOr<engine::SamplingParams> params =
       rpc::SamplingParamsFromProto(request->sampling(), options_.n_vocab);
   absl::Status valid = params.status();
@@ -219,9 +200,6 @@ grpc::ServerWriteReactor<DecodeResponse>* DecodeService::Decode(
 grpc::ServerUnaryReactor* DecodeService::Release(grpc::CallbackServerContext* context,
                                                  const baton::v1::ReleaseRequest* request,
                                                  baton::v1::ReleaseResponse* response) {
-  if (grpc::Status auth = rpc::CheckAuth(*context, options_.auth_token); !auth.ok()) {
-    return rpc::FinishUnary(context, auth);
-  }
   bool found = reservations_.Release(request->reservation_id());
   if (!found) {
     found = batch_.Cancel(request->reservation_id());
@@ -234,7 +212,7 @@ grpc::ServerUnaryReactor* DecodeService::Release(grpc::CallbackServerContext* co
 grpc::ServerUnaryReactor* DecodeService::Status(grpc::CallbackServerContext* context,
                                                 const baton::v1::StatusRequest* request,
                                                 baton::v1::StatusResponse* response) {
-  return rpc::AnswerWorkerStatus(context, options_.auth_token, options_.role, options_.model, load_,
+  return rpc::AnswerWorkerStatus(context, options_.role, options_.model, load_,
                                  response);
 }
 

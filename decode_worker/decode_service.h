@@ -17,7 +17,6 @@
 namespace baton::decode_worker {
 
 struct DecodeServiceOptions {
-  std::string auth_token;
   baton::v1::ModelIdentity model;
   baton::v1::WorkerRole role = baton::v1::WORKER_ROLE_DECODE;  // what Status reports
   std::chrono::milliseconds default_lease{30000};

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/kv_budget.h"
 #include "metrics/metrics.h"
 
 namespace baton::decode_worker {
@@ -43,7 +44,7 @@ ReservationTable::~ReservationTable() {
 }
 
 int32_t ReservationTable::PromptBlocks(const Reservation& r) const {
-  return (r.n_prompt_tokens + cache_.block_size() - 1) / cache_.block_size();
+  return static_cast<int32_t>(engine::KvBlocksFor(r.n_prompt_tokens, cache_.block_size()));
 }
 
 void ReservationTable::FreeLocked(absl::flat_hash_map<std::string, Reservation>::iterator it) {
@@ -81,12 +82,10 @@ absl::StatusOr<ReserveResult> ReservationTable::Reserve(const std::string& reque
   r.n_prompt_tokens = n_prompt_tokens;
   r.max_tokens = max_tokens;
   r.lease = lease;
-  r.lease_deadline = options_.now() + lease;
-  // The last generated token is never fed back, so prompt + max_tokens - 1 tokens of KV suffice.
-  const int32_t ahead = options_.reserve_ahead_tokens < 0
-                            ? max_tokens - 1
-                            : std::min(max_tokens - 1, options_.reserve_ahead_tokens);
-  if (absl::Status s = cache_.Reserve(r.table, n_prompt_tokens + ahead); !s.ok()) {
+  r.lease_deadline = options_.clock->Now() + absl::FromChrono(lease);
+  const int64_t n_tokens =
+      engine::KvTokensAtAdmission(n_prompt_tokens, max_tokens, options_.reserve_ahead_tokens);
+  if (absl::Status s = cache_.Reserve(r.table, static_cast<int32_t>(n_tokens)); !s.ok()) {
     return s;
   }
   r.received.assign(static_cast<size_t>(cache_.n_layer()) * PromptBlocks(r), 0);
@@ -140,7 +139,7 @@ bool ReservationTable::Release(const std::string& reservation_id) {
 }
 
 int ReservationTable::ExpireLeases() {
-  const Clock::time_point now = options_.now();
+  const absl::Time now = options_.clock->Now();
   absl::MutexLock lock(&mu_);
   int expired = 0;
   for (auto it = reservations_.begin(); it != reservations_.end();) {
@@ -185,7 +184,7 @@ absl::Status ReservationTable::BeginPush(const kvtransfer::KvPushSpec& spec) {
         absl::StrCat("reservation '", spec.reservation_id, "' already received a KV push"));
   }
   r.state = State::kReceiving;
-  r.lease_deadline = options_.now() + options_.max_lease;
+  r.lease_deadline = options_.clock->Now() + absl::FromChrono(options_.max_lease);
   return absl::OkStatus();
 }
 
@@ -228,7 +227,7 @@ absl::Status ReservationTable::WriteBlocks(const std::string& reservation_id, in
     r.received[static_cast<size_t>(layer) * prompt_blocks + first_block + i] = 1;
   }
   r.n_received += n_blocks;
-  r.lease_deadline = options_.now() + options_.max_lease;
+  r.lease_deadline = options_.clock->Now() + absl::FromChrono(options_.max_lease);
   Metrics().blocks_received.Increment(n_blocks);
   Metrics().bytes_received.Increment(static_cast<double>(data.size()));
   return absl::OkStatus();
@@ -245,7 +244,8 @@ absl::Status ReservationTable::EndPush(const std::string& reservation_id) {
                                                       r.received.size(), " layer blocks"));
   }
   r.state = State::kReceived;
-  r.lease_deadline = options_.now() + r.lease;  // time for the decode call to claim it
+  // Time for the decode call to claim it.
+  r.lease_deadline = options_.clock->Now() + absl::FromChrono(r.lease);
   return absl::OkStatus();
 }
 

@@ -27,23 +27,23 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "base/clock.h"
+#include "engine/kv_budget.h"
 #include "engine/kv_cache.h"
 #include "kvtransfer/kv_receiver.h"
 
 namespace baton::decode_worker {
 
-using Clock = std::chrono::steady_clock;
-
 struct ReservationTableOptions {
   std::string model_fingerprint;
   int32_t max_context = 0;  // prompt + max_tokens must fit
   std::chrono::milliseconds max_lease{120000};  // longest lease; also the stall guard of a push
-  // Blocks held for generated tokens at admission: room for min(max_tokens - 1, this many);
-  // the decode batch grows the sequence block by block after that (decode_batch.h). A negative
-  // value reserves for all of max_tokens up front (no growth, no preemption ever needed).
-  int32_t reserve_ahead_tokens = 64;
-  // Injectable for tests.
-  std::function<Clock::time_point()> now = [] { return Clock::now(); };
+  // Generated tokens whose KV is held at admission (engine/kv_budget.h, the rule the router's
+  // placement shares); the decode batch grows the sequence block by block after that
+  // (decode_batch.h). Negative: all of max_tokens up front (no growth, no preemption ever needed).
+  int32_t reserve_ahead_tokens = engine::kDefaultReserveAheadTokens;
+  // Where leases read the time; tests inject a fake one. Must outlive the table.
+  const Clock* clock = &Clock::Real();
 };
 
 struct ReserveResult {
@@ -101,7 +101,7 @@ class ReservationTable : public kvtransfer::KvReceiver {
     int32_t n_prompt_tokens = 0;
     int32_t max_tokens = 0;
     std::chrono::milliseconds lease{0};
-    Clock::time_point lease_deadline;  // reserved/received: lease; receiving: stall guard
+    absl::Time lease_deadline;  // reserved/received: lease; receiving: stall guard
     std::vector<uint8_t> received;  // [n_layer * n_prompt_blocks] block arrived flags
     int64_t n_received = 0;
   };

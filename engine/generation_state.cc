@@ -18,6 +18,18 @@ std::string_view FinishReasonName(FinishReason reason) {
   return "";
 }
 
+FinishReason FinishReasonAfterToken(const Tokenizer& tokenizer, const SamplingParams& params,
+                                    TokenId token, int32_t n_generated, int32_t n_tokens,
+                                    int32_t max_context) {
+  const bool stop_token =
+      (!params.ignore_eos && tokenizer.IsEndOfGeneration(token)) ||
+      std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(), token) !=
+          params.stop_token_ids.end();
+  if (stop_token) return FinishReason::kStop;
+  if (n_generated >= params.max_tokens || n_tokens >= max_context) return FinishReason::kLength;
+  return FinishReason::kNone;
+}
+
 GenerationState::GenerationState(const Tokenizer& tokenizer, const SamplingParams& params,
                                  std::vector<TokenId> prompt, int32_t max_context)
     : tokenizer_(tokenizer),
@@ -31,21 +43,16 @@ GenerationState::GenerationState(const Tokenizer& tokenizer, const SamplingParam
 std::string GenerationState::Accept(TokenId token) {
   CHECK(!finished()) << "token accepted after generation finished";
   tokens_.push_back(token);
-  const bool stop_token =
-      (!params_.ignore_eos && tokenizer_.IsEndOfGeneration(token)) ||
-      std::find(params_.stop_token_ids.begin(), params_.stop_token_ids.end(), token) !=
-          params_.stop_token_ids.end();
+  const FinishReason by_token =
+      FinishReasonAfterToken(tokenizer_, params_, token, n_generated(),
+                             static_cast<int32_t>(tokens_.size()), max_context_);
   std::string text;
-  if (stop_token) {
+  if (by_token == FinishReason::kStop) {
     finish_reason_ = FinishReason::kStop;
   } else {
     StopMatcher::Result r = stop_matcher_.Feed(detokenizer_.Add(token));
     text = std::move(r.emit);
-    if (r.stopped) finish_reason_ = FinishReason::kStop;
-  }
-  if (!finished() && (n_generated() >= params_.max_tokens ||
-                      static_cast<int32_t>(tokens_.size()) >= max_context_)) {
-    finish_reason_ = FinishReason::kLength;
+    finish_reason_ = r.stopped ? FinishReason::kStop : by_token;
   }
   if (finished() && !stop_matcher_.stopped()) {
     StopMatcher::Result r = stop_matcher_.Feed(detokenizer_.Flush());

@@ -26,6 +26,16 @@ enum class FinishReason {
 
 std::string_view FinishReasonName(FinishReason reason);  // "", "stop", "length"
 
+// The token-level stop rules, the one place they are written: after `token` was generated as the
+// `n_generated`-th token, with `n_tokens` tokens (prompt + generated) in the sequence,
+//  - kStop when it is an end-of-generation token (unless params.ignore_eos) or a stop token id;
+//  - else kLength when max_tokens or `max_context` is reached;
+//  - else kNone.
+// Stop strings need the text and are GenerationState's business on top of this.
+FinishReason FinishReasonAfterToken(const Tokenizer& tokenizer, const SamplingParams& params,
+                                    TokenId token, int32_t n_generated, int32_t n_tokens,
+                                    int32_t max_context);
+
 class GenerationState {
  public:
   // `max_context` bounds prompt + generated tokens (the model's context length).

@@ -24,6 +24,8 @@ inline constexpr float kMaxPenalty = 2.0f;
 // The default seed. A request that sets none is therefore reproducible too; a server that wants
 // unseeded requests to differ draws a fresh seed per request before sampling.
 inline constexpr uint64_t kDefaultSamplingSeed = 0xBA70;
+// Generated tokens at most when a request sets none (OpenAI's API leaves it to the server).
+inline constexpr int32_t kDefaultMaxTokens = 256;
 
 struct SamplingParams {
   // Divides the logits after filtering. 0 = greedy (argmax, lowest id wins ties).
@@ -50,7 +52,7 @@ struct SamplingParams {
   // (seed, position, logits, previous tokens, the settings above).
   uint64_t seed = kDefaultSamplingSeed;
   // Generated tokens at most (the stop token, when one ends generation, counts). >= 1.
-  int32_t max_tokens = 256;
+  int32_t max_tokens = kDefaultMaxTokens;
   // Generation stops after any of these tokens (in addition to end-of-generation tokens unless
   // ignore_eos). Each in [0, n_vocab).
   std::vector<int32_t> stop_token_ids = {};

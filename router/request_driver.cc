@@ -7,8 +7,10 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "base/log.h"
 #include "baton/v1/worker.grpc.pb.h"
 #include "router/request_metrics.h"
+#include "rpc/finish_reason_proto.h"
 #include "rpc/prefill_stage.h"
 #include "rpc/server_options.h"
 
@@ -73,18 +75,6 @@ uint64_t RandomSeed() {
   return absl::Uniform<uint64_t>(gen);
 }
 
-v1::FinishReason ToProto(engine::FinishReason reason) {
-  switch (reason) {
-    case engine::FinishReason::kStop:
-      return v1::FINISH_REASON_STOP;
-    case engine::FinishReason::kLength:
-      return v1::FINISH_REASON_LENGTH;
-    case engine::FinishReason::kNone:
-      break;
-  }
-  return v1::FINISH_REASON_UNSPECIFIED;
-}
-
 // A failed worker call as the client sees it: the worker's role and address, and what happened.
 absl::Status WorkerError(absl::string_view kind, absl::string_view address, absl::string_view rpc,
                          const grpc::Status& status) {
@@ -120,6 +110,7 @@ void RequestDriver::Run() {
   const absl::Time ended = absl::Now();
   RecordRequestEnd(status, finish_reason_, ended - received_, ended - first_token_at_,
                    static_cast<int64_t>(prepared_.prompt.size()), n_generated_);
+  LogRequestEnd(status, ended);
   // Free what the request still holds: the prefill first (it may still push KV), then the blocks.
   if (prefill_started_ && !prefill_done_ && (cancelled_.load() || absl::IsDeadlineExceeded(status))) {
     CancelPrefillCall();
@@ -127,6 +118,21 @@ void RequestDriver::Run() {
   ReleaseReservation();
   SetState(status.ok() ? v1::REQUEST_STATE_FINISHED : v1::REQUEST_STATE_FAILED).IgnoreError();
   sink_->Close(status);
+}
+
+void RequestDriver::LogRequestEnd(const absl::Status& status, absl::Time ended) const {
+  const bool got_first_token = first_token_at_ != absl::Time();
+  BATON_LOG(INFO) << "request " << request_id_ << " " << RequestOutcome(status, finish_reason_)
+                  << ": prompt " << prepared_.prompt.size() << " tokens, generated "
+                  << n_generated_ << ", ttft "
+                  << (got_first_token ? absl::StrFormat("%.1f ms", absl::ToDoubleMilliseconds(
+                                                                     first_token_at_ - received_))
+                                      : std::string("-"))
+                  << ", e2e "
+                  << absl::StrFormat("%.1f ms", absl::ToDoubleMilliseconds(ended - received_))
+                  << ", prefill " << (prefill_.address.empty() ? "-" : prefill_.address)
+                  << ", decode " << (decode_.address.empty() ? "-" : decode_.address)
+                  << (status.ok() ? "" : absl::StrCat(": ", status.ToString()));
 }
 
 void RequestDriver::Cancel() {
@@ -144,16 +150,7 @@ absl::Status RequestDriver::Drive() {
   absl::StatusOr<PreparedRequest> prepared = PrepareRequest(request_, *deps_.model, RandomSeed());
   if (!prepared.ok()) return prepared.status();
   prepared_ = std::move(*prepared);
-  const int64_t n_prompt = static_cast<int64_t>(prepared_.prompt.size());
-  // Decode workers hold KV for the prompt and the first generated tokens at admission and grow a
-  // sequence block by block afterwards (decode_worker/reservation_table.h reserve_ahead_tokens,
-  // default 64): placement looks for room for the same.
-  constexpr int64_t kReserveAheadTokens = 64;
-  if (absl::Status s = Reserve(n_prompt + std::min<int64_t>(prepared_.params.max_tokens,
-                                                            kReserveAheadTokens));
-      !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = Reserve(); !s.ok()) return s;
   reserved_at_ = absl::Now();
   RequestMetrics::Get().queue_time.Observe(Seconds(reserved_at_ - received_));
   if (absl::Status s = Prefill(); !s.ok()) return s;
@@ -177,14 +174,14 @@ absl::Status RequestDriver::Drive() {
   RequestMetrics::Get().ttft.Observe(Seconds(first_token_at_ - received_));
   if (generation.finished()) {
     // Done with the first token: Decode never starts, so the reservation is released (in Run).
-    Finalize(generation, ToProto(generation.finish_reason()), first);
+    Finalize(generation, rpc::FinishReasonToProto(generation.finish_reason()), first);
     return sink_->Send(std::move(first)) ? absl::OkStatus() : CancelledStatus();
   }
   if (!sink_->Send(std::move(first))) return CancelledStatus();
   return Decode(generation);
 }
 
-absl::Status RequestDriver::Reserve(int64_t n_tokens) {
+absl::Status RequestDriver::Reserve() {
   const RequestDriverOptions& options = deps_.options;
   int failures = 0;
   bool queued = false;
@@ -192,7 +189,8 @@ absl::Status RequestDriver::Reserve(int64_t n_tokens) {
     if (cancelled_.load()) return CancelledStatus();
     const uint64_t epoch = deps_.registry->epoch();
     NoPlacement why = NoPlacement::kNoWorker;
-    absl::StatusOr<Placement> placement = deps_.registry->PickDecode(n_tokens, &why);
+    absl::StatusOr<Placement> placement = deps_.registry->PickDecode(
+        static_cast<int64_t>(prepared_.prompt.size()), prepared_.params.max_tokens, &why);
     if (placement.ok()) {
       absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
           deps_.channels->Get(placement->address);
@@ -353,7 +351,7 @@ absl::Status RequestDriver::Decode(engine::GenerationState& generation) {
     if (message.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) worker_finished = true;
     if (generation.finished() || worker_finished) {
       Finalize(generation,
-               generation.finished() ? ToProto(generation.finish_reason())
+               generation.finished() ? rpc::FinishReasonToProto(generation.finish_reason())
                                      : message.finish_reason(),
                out);
       last = std::move(out);

@@ -90,7 +90,9 @@ class RequestDriver {
 
  private:
   absl::Status Drive();
-  absl::Status Reserve(int64_t n_tokens);
+  // The request's one line in the log (info): id, outcome, tokens, TTFT, E2E, workers.
+  void LogRequestEnd(const absl::Status& status, absl::Time ended) const;
+  absl::Status Reserve();
   absl::Status Prefill();
   absl::Status Decode(engine::GenerationState& generation);
   // Final fields of the last message.

@@ -8,8 +8,8 @@
 // valid UTF-8; the sampling settings must pass engine::ValidateSamplingParams; prompt + max_tokens
 // must fit the context.
 //
-// The wire's "unset" values become their documented defaults: top_p 0 -> 1, repetition_penalty
-// 0 -> 1, max_tokens 0 -> 256, no seed -> the caller's random seed.
+// The wire's "unset" values become their documented defaults (rpc/sampling_params_proto.h); no
+// seed -> the caller's random seed.
 //
 // Thread-safety: pure functions.
 #ifndef BATON_ROUTER_REQUEST_INTAKE_H_
@@ -27,8 +27,6 @@
 
 namespace baton::router {
 
-inline constexpr int32_t kDefaultMaxTokens = 256;
-
 struct PreparedRequest {
   std::vector<engine::TokenId> prompt;
   engine::SamplingParams params;  // defaults applied, validated
@@ -37,12 +35,6 @@ struct PreparedRequest {
 
 absl::StatusOr<PreparedRequest> PrepareRequest(const v1::GenerateRequest& request,
                                                const ServedModel& model, uint64_t random_seed);
-
-// The wire's settings with the "unset" defaults applied (not validated).
-engine::SamplingParams SamplingFromProto(const v1::SamplingParams& wire, uint64_t random_seed);
-// Every field set explicitly (the seed included); stop strings are the router's business and left
-// out.
-v1::SamplingParams SamplingToProto(const engine::SamplingParams& params);
 
 }  // namespace baton::router
 

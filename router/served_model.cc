@@ -16,9 +16,8 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string
   if (served->id_.empty()) served->id_ = served->model_->config().name;
   const int32_t n_ctx_train = served->model_->config().n_ctx_train;
   served->n_ctx_ = n_ctx > 0 ? std::min(n_ctx, n_ctx_train) : n_ctx_train;
-  const std::string& jinja = served->model_->tokenizer().vocab().chat_template;
-  served->chat_template_ = engine::DetectChatTemplate(jinja);
-  served->default_system_ = engine::ChatTemplateDefaultSystem(jinja);
+  served->prompt_encoder_ =
+      std::make_unique<engine::PromptEncoder>(&served->model_->tokenizer());
   return served;
 }
 

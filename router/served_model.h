@@ -11,8 +11,8 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "engine/chat_template.h"
 #include "engine/model.h"
+#include "engine/prompt_encoder.h"
 #include "engine/tokenizer.h"
 
 namespace baton::router {
@@ -32,18 +32,15 @@ class ServedModel {
   int32_t n_ctx() const { return n_ctx_; }
   int32_t n_vocab() const { return model_->config().n_vocab; }
   const engine::Tokenizer& tokenizer() const { return model_->tokenizer(); }
-  // The model's chat template family, or why chat requests cannot be served.
-  const absl::StatusOr<engine::ChatTemplateKind>& chat_template() const { return chat_template_; }
-  // The default system message the template injects (ChatML), "" when none.
-  const std::string& default_system() const { return default_system_; }
+  // Text and chats to prompt tokens, with the model's own chat template.
+  const engine::PromptEncoder& prompt_encoder() const { return *prompt_encoder_; }
 
  private:
   ServedModel() = default;
   std::unique_ptr<engine::Model> model_;
   std::string id_;
   int32_t n_ctx_ = 0;
-  absl::StatusOr<engine::ChatTemplateKind> chat_template_;
-  std::string default_system_;
+  std::unique_ptr<engine::PromptEncoder> prompt_encoder_;
 };
 
 }  // namespace baton::router

@@ -4,13 +4,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/kv_budget.h"
 
 namespace baton::router {
 namespace {
-
-int64_t BlocksFor(int64_t n_tokens, int32_t block_size) {
-  return (n_tokens + block_size - 1) / block_size;
-}
 
 absl::Status CheckModel(const std::string& router_fingerprint, const std::string& address,
                         v1::WorkerRole role, const v1::ModelIdentity& model) {
@@ -70,7 +67,7 @@ absl::StatusOr<std::string> WorkerRegistry::Register(v1::WorkerRole role,
     return s;
   }
   absl::MutexLock lock(&mu_);
-  const absl::Time now = options_.now();
+  const absl::Time now = options_.clock->Now();
   ++epoch_;
   // A static worker that also registers: its registration and heartbeats count as its reports.
   for (Worker& w : workers_) {
@@ -108,7 +105,7 @@ bool WorkerRegistry::Heartbeat(const std::string& worker_id, const v1::WorkerLoa
   Worker* w = FindLocked(worker_id);
   if (w == nullptr || !w->reported) return false;
   w->info.load = load;
-  w->info.last_seen = options_.now();
+  w->info.last_seen = options_.clock->Now();
   w->unavailable = false;
   ++epoch_;
   return true;
@@ -144,7 +141,7 @@ absl::Status WorkerRegistry::ReportStatic(const std::string& worker_id,
         "worker ", w->info.address, " was listed as a ", WorkerRoleName(w->info.role),
         " worker but serves the role ", WorkerRoleName(reported_role)));
   }
-  w->info.last_seen = options_.now();
+  w->info.last_seen = options_.clock->Now();
   w->info.load = load;
   w->info.model = model;
   w->unavailable = false;
@@ -162,9 +159,11 @@ void WorkerRegistry::ReportStaticFailure(const std::string& worker_id, const abs
   w->info.last_error = std::string(why.message());
 }
 
-absl::StatusOr<Placement> WorkerRegistry::PickDecode(int64_t n_tokens, NoPlacement* why) {
+absl::StatusOr<Placement> WorkerRegistry::PickDecode(int64_t n_prompt_tokens, int64_t max_tokens,
+                                                     NoPlacement* why) {
+  const int64_t n_tokens = n_prompt_tokens + max_tokens;
   absl::MutexLock lock(&mu_);
-  const absl::Time now = options_.now();
+  const absl::Time now = options_.clock->Now();
   ForgetStaleLocked(now);
   std::vector<size_t> eligible;
   std::vector<int64_t> needs(workers_.size(), 0);
@@ -176,7 +175,11 @@ absl::StatusOr<Placement> WorkerRegistry::PickDecode(int64_t n_tokens, NoPlaceme
     if (!ServesDecode(w.info.role) || !HealthyLocked(w, now)) continue;
     if (w.info.model.n_ctx() > 0 && n_tokens > w.info.model.n_ctx()) continue;
     any_worker = true;
-    needs[i] = BlocksFor(n_tokens, w.info.model.block_size());
+    // The blocks the worker itself will reserve: by its own reserve-ahead policy.
+    needs[i] = engine::KvBlocksFor(
+        engine::KvTokensAtAdmission(n_prompt_tokens, max_tokens,
+                                    w.info.model.kv_reserve_ahead_tokens()),
+        w.info.model.block_size());
     const int32_t total = w.info.load.kv_blocks_total();
     largest_total = std::max<int64_t>(largest_total, total);
     if (total <= 0 || needs[i] <= total) any_large_enough = true;
@@ -221,7 +224,7 @@ absl::StatusOr<Placement> WorkerRegistry::PickDecode(int64_t n_tokens, NoPlaceme
 absl::StatusOr<Placement> WorkerRegistry::PickPrefill(int64_t n_prompt_tokens,
                                                       const std::string& decode_worker_id) {
   absl::MutexLock lock(&mu_);
-  const absl::Time now = options_.now();
+  const absl::Time now = options_.clock->Now();
   ForgetStaleLocked(now);
   std::vector<size_t> eligible;
   for (size_t i = 0; i < workers_.size(); ++i) {
@@ -270,7 +273,7 @@ void WorkerRegistry::MarkFull(const std::string& worker_id) {
 
 std::vector<WorkerSnapshot> WorkerRegistry::Snapshot() {
   absl::MutexLock lock(&mu_);
-  const absl::Time now = options_.now();
+  const absl::Time now = options_.clock->Now();
   ForgetStaleLocked(now);
   std::vector<WorkerSnapshot> out;
   out.reserve(workers_.size());
@@ -280,7 +283,7 @@ std::vector<WorkerSnapshot> WorkerRegistry::Snapshot() {
 
 std::vector<WorkerSnapshot> WorkerRegistry::StaticWorkers() {
   absl::MutexLock lock(&mu_);
-  const absl::Time now = options_.now();
+  const absl::Time now = options_.clock->Now();
   std::vector<WorkerSnapshot> out;
   for (const Worker& w : workers_) {
     if (w.info.is_static) out.push_back(SnapshotLocked(w, now));

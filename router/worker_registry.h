@@ -38,6 +38,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "base/clock.h"
 #include "baton/v1/common.pb.h"
 #include "router/placement_policy.h"
 
@@ -53,8 +54,8 @@ struct WorkerRegistryOptions {
   // A registered (not static) worker unseen this long is forgotten.
   absl::Duration forget_after = absl::Minutes(5);
   PlacementPolicy placement = PlacementPolicy::kLeastLoaded;
-  // The clock; tests inject their own.
-  std::function<absl::Time()> now = [] { return absl::Now(); };
+  // Where heartbeat ages are read; tests inject a fake one. Must outlive the registry.
+  const Clock* clock = &Clock::Real();
 };
 
 // One worker as the registry sees it (a copy).
@@ -114,9 +115,12 @@ class WorkerRegistry {
   // A failed poll of a static worker: unhealthy until its next answer, with `why` kept.
   void ReportStaticFailure(const std::string& worker_id, const absl::Status& why);
 
-  // Placement; see the header comment. `n_tokens` = prompt + max_tokens (the KV the reservation
-  // holds). Updates the load view on success.
-  absl::StatusOr<Placement> PickDecode(int64_t n_tokens, NoPlacement* why = nullptr);
+  // Placement; see the header comment. A worker is eligible when prompt + max_tokens fits its
+  // context and its free blocks cover what it reserves at admission by its own reserve-ahead
+  // policy (engine/kv_budget.h, ModelIdentity.kv_reserve_ahead_tokens). Updates the load view on
+  // success.
+  absl::StatusOr<Placement> PickDecode(int64_t n_prompt_tokens, int64_t max_tokens,
+                                       NoPlacement* why = nullptr);
   // `n_prompt_tokens` is added to the chosen worker's queued prompt tokens. When
   // `decode_worker_id` names a healthy colocated worker (role both), that worker is chosen: its KV
   // then stays where it is computed (the colocated baseline). UNAVAILABLE when no healthy

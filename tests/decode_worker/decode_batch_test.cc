@@ -13,28 +13,42 @@ namespace {
 // Records what the batch streams for one sequence.
 class RecordingSink : public TokenSink {
  public:
-  void OnToken(int32_t token, int32_t n_generated, StopReason stop,
-               const absl::Status& error) override {
+  void OnToken(int32_t token, int32_t n_generated) override {
     absl::MutexLock lock(&mu_);
-    if (token >= 0) tokens_.push_back(token);
-    if (stop != StopReason::kNone) {
-      stop_ = stop;
-      error_ = error;
-    }
+    EXPECT_FALSE(ended_) << "token after the end";
+    tokens_.push_back(token);
+  }
+  void OnEnd(engine::FinishReason finish, int32_t n_generated,
+             const absl::Status& error) override {
+    absl::MutexLock lock(&mu_);
+    EXPECT_FALSE(ended_) << "ended twice";
+    EXPECT_NE(finish == engine::FinishReason::kNone, error.ok()) << "a finish reason xor an error";
+    ended_ = true;
+    finish_ = finish;
+    error_ = error;
   }
   std::vector<int32_t> tokens() const {
     absl::MutexLock lock(&mu_);
     return tokens_;
   }
-  StopReason stop() const {
+  bool ended() const {
     absl::MutexLock lock(&mu_);
-    return stop_;
+    return ended_;
+  }
+  engine::FinishReason finish() const {
+    absl::MutexLock lock(&mu_);
+    return finish_;
+  }
+  absl::StatusCode error_code() const {
+    absl::MutexLock lock(&mu_);
+    return error_.code();
   }
 
  private:
   mutable absl::Mutex mu_;
   std::vector<int32_t> tokens_;
-  StopReason stop_ = StopReason::kNone;
+  bool ended_ = false;
+  engine::FinishReason finish_ = engine::FinishReason::kNone;
   absl::Status error_;
 };
 
@@ -99,8 +113,8 @@ TEST_F(DecodeBatchTest, SequencesGrowOnDemandAndPreemptedOnesResumeWithoutLosing
   Run tight = RunSequences(4, /*n_blocks=*/14, /*max_tokens=*/24);
   EXPECT_GT(tight.batch->n_preemptions(), 0);
   for (int s = 0; s < 4; ++s) {
-    EXPECT_EQ(roomy.sinks[s]->stop(), StopReason::kLength);
-    EXPECT_EQ(tight.sinks[s]->stop(), StopReason::kLength) << "sequence " << s;
+    EXPECT_EQ(roomy.sinks[s]->finish(), engine::FinishReason::kLength);
+    EXPECT_EQ(tight.sinks[s]->finish(), engine::FinishReason::kLength) << "sequence " << s;
     EXPECT_EQ(roomy.sinks[s]->tokens().size(), 23u);  // the first token came from the prefill
     EXPECT_EQ(tight.sinks[s]->tokens(), roomy.sinks[s]->tokens()) << "sequence " << s;
   }
@@ -110,7 +124,8 @@ TEST_F(DecodeBatchTest, SequencesGrowOnDemandAndPreemptedOnesResumeWithoutLosing
 
 TEST_F(DecodeBatchTest, SequenceLargerThanTheCacheFailsClearly) {
   Run run = RunSequences(1, /*n_blocks=*/3, /*max_tokens=*/40);
-  EXPECT_EQ(run.sinks[0]->stop(), StopReason::kError);
+  EXPECT_TRUE(run.sinks[0]->ended());
+  EXPECT_EQ(run.sinks[0]->error_code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(run.cache->pool().n_free(), 3);
 }
 
@@ -139,9 +154,15 @@ TEST_F(DecodeBatchTest, CancelFreesRunningAndPreemptedSequences) {
   }
   for (int i = 0; i < 12; ++i) run.batch->Step();
   EXPECT_GT(run.batch->n_preemptions(), 0);
-  for (int s = 0; s < 3; ++s) run.batch->Cancel("c" + std::to_string(s));
+  for (int s = 0; s < 3; ++s) EXPECT_TRUE(run.batch->Cancel("c" + std::to_string(s)));
+  EXPECT_FALSE(run.batch->Cancel("never-admitted"));
   run.batch->Step();
-  for (int s = 0; s < 3; ++s) EXPECT_EQ(run.sinks[s]->stop(), StopReason::kCancelled);
+  for (int s = 0; s < 3; ++s) {
+    EXPECT_TRUE(run.sinks[s]->ended());
+    EXPECT_EQ(run.sinks[s]->error_code(), absl::StatusCode::kCancelled);
+  }
+  // Ended sequences are no longer found.
+  EXPECT_FALSE(run.batch->Cancel("c0"));
   EXPECT_EQ(run.cache->pool().n_free(), 8);
   EXPECT_EQ(run.batch->n_running(), 0);
   EXPECT_EQ(run.batch->n_waiting(), 0);

@@ -4,6 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/fake_clock.h"
 
 namespace baton::decode_worker {
 namespace {
@@ -26,7 +27,7 @@ class ReservationTableTest : public testing::Test {
       : cache_(*engine::KvCache::Create(Config(), {.block_size = 4, .n_blocks = 10})),
         table_(cache_.get(), {.model_fingerprint = "fp",
                               .max_context = 64,
-                              .now = [this] { return now_; }}) {}
+                              .clock = &clock_}) {}
 
   kvtransfer::KvPushSpec Spec(const std::string& id, int32_t n_tokens) {
     return {.reservation_id = id, .model_fingerprint = "fp", .n_layer = 2, .kv_dim = 4,
@@ -36,7 +37,7 @@ class ReservationTableTest : public testing::Test {
     return std::vector<uint8_t>(n_blocks * Spec("", 1).layer_block_bytes(), fill);
   }
 
-  Clock::time_point now_ = Clock::time_point() + std::chrono::hours(1);
+  test_support::FakeClock clock_;
   std::unique_ptr<engine::KvCache> cache_;
   ReservationTable table_;
 };
@@ -102,7 +103,7 @@ TEST_F(ReservationTableTest, ExpiredLeasesAreFreed) {
   auto b = table_.Reserve("b", "fp", 4, 4, std::chrono::seconds(10));
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(table_.ExpireLeases(), 0);
-  now_ += std::chrono::seconds(2);
+  clock_.Advance(absl::Seconds(2));
   EXPECT_EQ(table_.ExpireLeases(), 1);
   EXPECT_EQ(table_.Claim(a->reservation_id, 4).status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(table_.Release(b->reservation_id));
@@ -118,16 +119,16 @@ TEST_F(ReservationTableTest, LeaseIsPausedWhileKvArrivesAndRestartsAtEndPush) {
   ASSERT_TRUE(table_.BeginPush(Spec(r->reservation_id, 8)).ok());
   for (int layer = 0; layer < 2; ++layer) {
     for (int block = 0; block < 2; ++block) {
-      now_ += std::chrono::seconds(100);  // each block computes for 100 s, 400 s in all
+      clock_.Advance(absl::Seconds(100));  // each block computes for 100 s, 400 s in all
       EXPECT_EQ(table_.ExpireLeases(), 0);
       std::vector<uint8_t> data = Bytes(1, 1);
       ASSERT_TRUE(table_.WriteBlocks(r->reservation_id, layer, block, 1, data).ok());
     }
   }
   ASSERT_TRUE(table_.EndPush(r->reservation_id).ok());
-  now_ += std::chrono::milliseconds(900);
+  clock_.Advance(absl::Milliseconds(900));
   EXPECT_EQ(table_.ExpireLeases(), 0);
-  now_ += std::chrono::milliseconds(200);  // the claim did not come within the lease
+  clock_.Advance(absl::Milliseconds(200));  // the claim did not come within the lease
   EXPECT_EQ(table_.ExpireLeases(), 1);
   EXPECT_EQ(cache_->pool().n_free(), 10);
 }
@@ -138,9 +139,9 @@ TEST_F(ReservationTableTest, StalledPushIsFreedAfterMaxLease) {
   ASSERT_TRUE(table_.BeginPush(Spec(r->reservation_id, 8)).ok());
   std::vector<uint8_t> data = Bytes(1, 1);
   ASSERT_TRUE(table_.WriteBlocks(r->reservation_id, 0, 0, 1, data).ok());
-  now_ += std::chrono::seconds(119);  // max_lease is 120 s
+  clock_.Advance(absl::Seconds(119));  // max_lease is 120 s
   EXPECT_EQ(table_.ExpireLeases(), 0);
-  now_ += std::chrono::seconds(2);
+  clock_.Advance(absl::Seconds(2));
   EXPECT_EQ(table_.ExpireLeases(), 1);
   EXPECT_EQ(table_.WriteBlocks(r->reservation_id, 0, 1, 1, data).code(),
             absl::StatusCode::kNotFound);

@@ -40,7 +40,7 @@ TEST_F(RequestIntakeTest, ModelIdentity) {
   EXPECT_EQ(model().id(), "SmolLM2-135M-Instruct.Q4_1");
   EXPECT_GT(model().n_ctx(), 0);
   EXPECT_EQ(model().fingerprint().size(), 32u);
-  EXPECT_TRUE(model().chat_template().ok());
+  EXPECT_TRUE(model().prompt_encoder().chat_template().ok());
 }
 
 TEST_F(RequestIntakeTest, PromptIsTokenizedAsLlamaCpp) {
@@ -120,13 +120,13 @@ TEST_F(RequestIntakeTest, UnsetSamplingFieldsGetTheirDefaults) {
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->params.top_p, 1.0f);
   EXPECT_EQ(p->params.repetition_penalty, 1.0f);
-  EXPECT_EQ(p->params.max_tokens, kDefaultMaxTokens);
+  EXPECT_EQ(p->params.max_tokens, engine::kDefaultMaxTokens);
   EXPECT_EQ(p->params.seed, 1234u);
   EXPECT_EQ(p->params.temperature, 0.0f);
   // Workers get every value explicitly.
   EXPECT_EQ(p->wire.top_p(), 1.0f);
   EXPECT_EQ(p->wire.repetition_penalty(), 1.0f);
-  EXPECT_EQ(p->wire.max_tokens(), kDefaultMaxTokens);
+  EXPECT_EQ(p->wire.max_tokens(), engine::kDefaultMaxTokens);
   ASSERT_TRUE(p->wire.has_seed());
   EXPECT_EQ(p->wire.seed(), 1234u);
 

@@ -5,6 +5,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/fake_clock.h"
 
 namespace baton::router {
 namespace {
@@ -44,11 +45,11 @@ class WorkerRegistryTest : public ::testing::Test {
         .model_fingerprint = kFingerprint,
         .heartbeat_interval = absl::Milliseconds(500),
         .placement = policy,
-        .now = [this] { return now_; }});
+        .clock = &clock_});
   }
-  void Advance(absl::Duration d) { now_ += d; }
+  void Advance(absl::Duration d) { clock_.Advance(d); }
 
-  absl::Time now_ = absl::FromUnixSeconds(1'700'000'000);
+  test_support::FakeClock clock_;
 };
 
 TEST_F(WorkerRegistryTest, RegisteredWorkerExpiresWithoutHeartbeatsAndComesBack) {
@@ -57,20 +58,20 @@ TEST_F(WorkerRegistryTest, RegisteredWorkerExpiresWithoutHeartbeatsAndComesBack)
   absl::StatusOr<std::string> id =
       registry->Register(v1::WORKER_ROLE_DECODE, "10.0.0.1:7200", Model(), DecodeLoad(100));
   ASSERT_TRUE(id.ok()) << id.status();
-  EXPECT_TRUE(registry->PickDecode(16).ok());
+  EXPECT_TRUE(registry->PickDecode(16, 1).ok());
 
   Advance(absl::Milliseconds(1500));
   EXPECT_TRUE(registry->Snapshot()[0].healthy);
   Advance(absl::Milliseconds(1));
   EXPECT_FALSE(registry->Snapshot()[0].healthy);
   NoPlacement why;
-  absl::StatusOr<Placement> p = registry->PickDecode(16, &why);
+  absl::StatusOr<Placement> p = registry->PickDecode(16, 1, &why);
   EXPECT_EQ(p.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(why, NoPlacement::kNoWorker);
 
   EXPECT_TRUE(registry->Heartbeat(*id, DecodeLoad(100)));
   EXPECT_TRUE(registry->Snapshot()[0].healthy);
-  EXPECT_TRUE(registry->PickDecode(16).ok());
+  EXPECT_TRUE(registry->PickDecode(16, 1).ok());
 }
 
 TEST_F(WorkerRegistryTest, HeartbeatFromUnknownWorkerIsNotKnown) {
@@ -107,20 +108,20 @@ TEST_F(WorkerRegistryTest, LeastLoadedDecodePicksMostFreeBlocksAndSubtractsThem)
   ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_DECODE, "a:1", Model(), DecodeLoad(100)).ok());
   ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_DECODE, "b:1", Model(), DecodeLoad(120)).ok());
   // 300 tokens = 19 blocks of 16.
-  absl::StatusOr<Placement> p = registry->PickDecode(300);
+  absl::StatusOr<Placement> p = registry->PickDecode(300, 1);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->address, "b:1");
   EXPECT_EQ(p->n_blocks, 19);
   // b now has 101 free in the router's view, still more than a.
-  EXPECT_EQ(registry->PickDecode(300)->address, "b:1");
+  EXPECT_EQ(registry->PickDecode(300, 1)->address, "b:1");
   // b: 82 < a: 100.
-  EXPECT_EQ(registry->PickDecode(300)->address, "a:1");
+  EXPECT_EQ(registry->PickDecode(300, 1)->address, "a:1");
   // The next heartbeat overwrites the optimistic view.
   const std::vector<WorkerSnapshot> workers = registry->Snapshot();
   EXPECT_EQ(workers[0].load.kv_blocks_free(), 81);
   EXPECT_EQ(workers[1].load.kv_blocks_free(), 82);
   EXPECT_TRUE(registry->Heartbeat(workers[1].id, DecodeLoad(500)));
-  EXPECT_EQ(registry->PickDecode(300)->address, "b:1");
+  EXPECT_EQ(registry->PickDecode(300, 1)->address, "b:1");
 }
 
 TEST_F(WorkerRegistryTest, DecodeCapacityFilter) {
@@ -129,19 +130,46 @@ TEST_F(WorkerRegistryTest, DecodeCapacityFilter) {
       registry->Register(v1::WORKER_ROLE_DECODE, "a:1", Model(), DecodeLoad(10, 20)).ok());
   NoPlacement why;
   // 11 blocks: fits the total, not what is free.
-  absl::StatusOr<Placement> p = registry->PickDecode(11 * 16, &why);
+  absl::StatusOr<Placement> p = registry->PickDecode(11 * 16, 1, &why);
   EXPECT_EQ(p.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(why, NoPlacement::kNoCapacity);
   // 21 blocks: more than it has at all.
-  p = registry->PickDecode(21 * 16, &why);
+  p = registry->PickDecode(21 * 16, 1, &why);
   EXPECT_EQ(p.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(why, NoPlacement::kTooLarge);
   // 10 blocks exactly.
-  p = registry->PickDecode(10 * 16, &why);
+  p = registry->PickDecode(10 * 16, 1, &why);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(p->n_blocks, 10);
   // Now nothing is free.
-  EXPECT_FALSE(registry->PickDecode(1).ok());
+  EXPECT_FALSE(registry->PickDecode(1, 1).ok());
+}
+
+TEST_F(WorkerRegistryTest, DecodeCountsBlocksByEachWorkersReserveAhead) {
+  auto registry = MakeRegistry();
+  // Holds all of max_tokens at admission: a 32-token prompt with max_tokens 320 needs
+  // ceil((32 + 319) / 16) = 22 blocks there, more than its 20 free.
+  v1::ModelIdentity all_up_front = Model();
+  all_up_front.set_kv_reserve_ahead_tokens(-1);
+  ASSERT_TRUE(
+      registry->Register(v1::WORKER_ROLE_DECODE, "all:1", all_up_front, DecodeLoad(20)).ok());
+  // Holds 16 generated tokens ahead: ceil((32 + 16) / 16) = 3 blocks.
+  v1::ModelIdentity sixteen_ahead = Model();
+  sixteen_ahead.set_kv_reserve_ahead_tokens(16);
+  ASSERT_TRUE(
+      registry->Register(v1::WORKER_ROLE_DECODE, "ahead:1", sixteen_ahead, DecodeLoad(3)).ok());
+  absl::StatusOr<Placement> p = registry->PickDecode(32, 320);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->address, "ahead:1");
+  EXPECT_EQ(p->n_blocks, 3);
+  // Now "ahead" is full and "all" cannot hold the request: nothing fits, but a short one does.
+  NoPlacement why;
+  EXPECT_FALSE(registry->PickDecode(32, 320, &why).ok());
+  EXPECT_EQ(why, NoPlacement::kNoCapacity);
+  p = registry->PickDecode(32, 10);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->address, "all:1");
+  EXPECT_EQ(p->n_blocks, 3);  // ceil((32 + 9) / 16)
 }
 
 TEST_F(WorkerRegistryTest, DecodeSkipsWorkersWithTooShortContext) {
@@ -152,8 +180,8 @@ TEST_F(WorkerRegistryTest, DecodeSkipsWorkersWithTooShortContext) {
   ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_DECODE, "long:1", Model(kFingerprint, 16, 4096),
                                  DecodeLoad(100))
                   .ok());
-  EXPECT_EQ(registry->PickDecode(100)->address, "short:1");
-  EXPECT_EQ(registry->PickDecode(1000)->address, "long:1");
+  EXPECT_EQ(registry->PickDecode(100, 1)->address, "short:1");
+  EXPECT_EQ(registry->PickDecode(1000, 1)->address, "long:1");
 }
 
 TEST_F(WorkerRegistryTest, LeastLoadedPrefillPicksFewestQueuedTokensAndAddsThem) {
@@ -182,7 +210,7 @@ TEST_F(WorkerRegistryTest, RoundRobinRotatesOverEligibleWorkers) {
   }
   std::vector<std::string> decode, prefill;
   for (int i = 0; i < 4; ++i) {
-    decode.push_back(registry->PickDecode(16)->address);
+    decode.push_back(registry->PickDecode(16, 1)->address);
     prefill.push_back(registry->PickPrefill(16)->address);
   }
   EXPECT_THAT(decode, ::testing::ElementsAre("a:1", "b:1", "c:1", "a:1"));
@@ -191,9 +219,9 @@ TEST_F(WorkerRegistryTest, RoundRobinRotatesOverEligibleWorkers) {
   const std::string b = registry->Snapshot()[2].id;
   ASSERT_EQ(registry->Snapshot()[2].address, "b:1");
   registry->MarkFull(b);
-  EXPECT_EQ(registry->PickDecode(16)->address, "c:1");
-  EXPECT_EQ(registry->PickDecode(16)->address, "a:1");
-  EXPECT_EQ(registry->PickDecode(16)->address, "c:1");
+  EXPECT_EQ(registry->PickDecode(16, 1)->address, "c:1");
+  EXPECT_EQ(registry->PickDecode(16, 1)->address, "a:1");
+  EXPECT_EQ(registry->PickDecode(16, 1)->address, "c:1");
 }
 
 TEST_F(WorkerRegistryTest, ColocatedWorkerServesBothSidesAndKeepsItsKvLocal) {
@@ -205,7 +233,7 @@ TEST_F(WorkerRegistryTest, ColocatedWorkerServesBothSidesAndKeepsItsKvLocal) {
                         return l;
                       }())
                   .ok());
-  absl::StatusOr<Placement> decode = registry->PickDecode(16);
+  absl::StatusOr<Placement> decode = registry->PickDecode(16, 1);
   ASSERT_TRUE(decode.ok());
   EXPECT_EQ(decode->address, "both:1");
   // Least loaded would pick p:1, but the colocated decode worker prefills its own request.
@@ -219,11 +247,11 @@ TEST_F(WorkerRegistryTest, StaticWorkerIsUnhealthyUntilItsStatusAnswers) {
   EXPECT_EQ(registry->AddStatic(v1::WORKER_ROLE_DECODE, "s:1"), id);
   ASSERT_EQ(registry->StaticWorkers().size(), 1u);
   EXPECT_FALSE(registry->Snapshot()[0].healthy);
-  EXPECT_FALSE(registry->PickDecode(16).ok());
+  EXPECT_FALSE(registry->PickDecode(16, 1).ok());
 
   EXPECT_TRUE(registry->ReportStatic(id, v1::WORKER_ROLE_DECODE, Model(), DecodeLoad(50)).ok());
   EXPECT_TRUE(registry->Snapshot()[0].healthy);
-  EXPECT_TRUE(registry->PickDecode(16).ok());
+  EXPECT_TRUE(registry->PickDecode(16, 1).ok());
 
   // Answers count as heartbeats: none for the timeout, unhealthy.
   Advance(absl::Seconds(2));
@@ -274,9 +302,9 @@ TEST_F(WorkerRegistryTest, MarkUnavailableLastsUntilNextHeartbeat) {
   absl::StatusOr<std::string> id =
       registry->Register(v1::WORKER_ROLE_DECODE, "a:1", Model(), DecodeLoad(5));
   registry->MarkUnavailable(*id);
-  EXPECT_FALSE(registry->PickDecode(16).ok());
+  EXPECT_FALSE(registry->PickDecode(16, 1).ok());
   registry->Heartbeat(*id, DecodeLoad(5));
-  EXPECT_TRUE(registry->PickDecode(16).ok());
+  EXPECT_TRUE(registry->PickDecode(16, 1).ok());
 }
 
 TEST_F(WorkerRegistryTest, ForgetsRegisteredWorkersLongGone) {

@@ -1,0 +1,20 @@
+#include "engine/kv_budget.h"
+
+#include <algorithm>
+
+namespace baton::engine {
+
+int64_t KvTokensAtAdmission(int64_t n_prompt_tokens, int64_t max_tokens,
+                            int32_t reserve_ahead_tokens) {
+  const int64_t all_generated = std::max<int64_t>(0, max_tokens - 1);
+  const int64_t ahead = reserve_ahead_tokens < 0
+                            ? all_generated
+                            : std::min<int64_t>(all_generated, reserve_ahead_tokens);
+  return n_prompt_tokens + ahead;
+}
+
+int64_t KvBlocksFor(int64_t n_tokens, int32_t block_size) {
+  return (n_tokens + block_size - 1) / block_size;
+}
+
+}  // namespace baton::engine
