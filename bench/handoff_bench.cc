@@ -58,7 +58,7 @@ absl::StatusOr<std::vector<TransferResult>> MeasureTransfers(const engine::Model
   if (!cache.ok()) return cache.status();
   decode_worker::ReservationTable table(
       cache->get(), {.model_fingerprint = model.fingerprint(), .max_context = max_prompt + 1});
-  std::unique_ptr<grpc::Service> service = kvtransfer::CreateKvTransferService(&table, {});
+  std::unique_ptr<grpc::Service> service = kvtransfer::CreateKvTransferService(&table);
   rpc::ServerOptions server_options;
   server_options.host = "127.0.0.1";
   server_options.port = 0;

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "absl/time/time.h"
+#include "base/log.h"
 #include "cli/command.h"
 #include "cli/serve_flags.h"
 #include "router/router_server.h"
@@ -87,7 +88,7 @@ int RunRouter(const Args& args) {
     std::cout << "http listening on " << router.http_address() << std::endl;
   }
   const int signal = WaitForShutdownSignal();
-  std::cerr << "baton router: signal " << signal << ", draining\n";
+  BATON_LOG(INFO) << "signal " << signal << ", draining";
   router.Shutdown();
   return 0;
 }

@@ -3,9 +3,10 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "base/log.h"
 #include "cli/command.h"
 #include "cli/serve_flags.h"
-#include "cli/worker_server.h"
+#include "worker/worker_server.h"
 
 namespace baton::cli {
 namespace {
@@ -40,7 +41,7 @@ int RunWorkerWithRole(const std::string& command, const Args& args,
     std::cout << usage;
     return 0;
   }
-  WorkerOptions options;
+  worker::WorkerOptions options;
   if (fixed_role) {
     options.role = *fixed_role;
   } else {
@@ -74,7 +75,7 @@ int RunWorkerWithRole(const std::string& command, const Args& args,
   options.max_batch_tokens = static_cast<int32_t>(*v);
   if (!(v = flags->GetInt("max-decode-batch", 64, 1, 4096)).ok()) return UsageError(command, v.status(), usage);
   options.max_decode_batch = static_cast<int32_t>(*v);
-  if (!(v = flags->GetInt("kv-reserve-ahead", 64, -1, 1 << 20)).ok()) return UsageError(command, v.status(), usage);
+  if (!(v = flags->GetInt("kv-reserve-ahead", engine::kDefaultReserveAheadTokens, -1, 1 << 20)).ok()) return UsageError(command, v.status(), usage);
   options.kv_reserve_ahead = static_cast<int32_t>(*v);
   if (!(v = flags->GetInt("kv-chunk-bytes", 1 << 20, 4096, 1 << 26)).ok()) return UsageError(command, v.status(), usage);
   options.kv_chunk_bytes = *v;
@@ -87,14 +88,15 @@ int RunWorkerWithRole(const std::string& command, const Args& args,
   options.metrics_host = flags->GetOr("metrics-host", "127.0.0.1");
 
   BlockShutdownSignals();
-  absl::StatusOr<std::unique_ptr<WorkerServer>> server = WorkerServer::Start(options);
+  absl::StatusOr<std::unique_ptr<worker::WorkerServer>> server =
+      worker::WorkerServer::Start(options);
   if (!server.ok()) return RunError(command, server.status());
   std::cout << "listening on " << (*server)->address() << std::endl;
   if (!(*server)->metrics_address().empty()) {
     std::cout << "metrics listening on " << (*server)->metrics_address() << std::endl;
   }
   const int signal = WaitForShutdownSignal();
-  std::cerr << "baton " << command << ": signal " << signal << ", draining\n";
+  BATON_LOG(INFO) << "signal " << signal << ", draining";
   (*server)->Shutdown();
   return 0;
 }

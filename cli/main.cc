@@ -4,6 +4,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/log.h"
 #include "cli/command.h"
 
 namespace {
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
   std::string_view command = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
   using namespace baton::cli;
+  baton::SetLogTag(std::string(command));
   if (command == "info") return RunInfo(args);
   if (command == "tokenize") return RunTokenize(args);
   if (command == "generate") return RunGenerate(args);

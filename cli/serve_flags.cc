@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include "absl/strings/str_cat.h"
+#include "base/log.h"
 
 namespace baton::cli {
 
@@ -18,6 +19,7 @@ std::vector<FlagSpec> ServeFlagSpecs() {
       {"tls-key", "PEM", "TLS private key"},
       {"tls-ca", "PEM", "CA to verify peers' TLS certificates (enables TLS to peers)"},
       {"max-message-bytes", "N", "largest gRPC message accepted or sent (default 64 MiB)"},
+      {"log-level", "LEVEL", "debug | info | warning | error (default info)"},
   };
 }
 
@@ -44,6 +46,9 @@ absl::Status ParseServeFlags(const Flags& flags, rpc::ServerOptions& server,
     return absl::InvalidArgumentError("--tls-cert and --tls-key go together");
   }
   peers.tls.ca_file = flags.GetOr("tls-ca", "");
+  absl::StatusOr<LogLevel> level = ParseLogLevel(flags.GetOr("log-level", "info"));
+  if (!level.ok()) return level.status();
+  SetLogLevel(*level);
   return absl::OkStatus();
 }
 

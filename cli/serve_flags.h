@@ -15,8 +15,9 @@ namespace baton::cli {
 // --host --port --token --token-file --tls-cert --tls-key --tls-ca --max-message-bytes
 std::vector<FlagSpec> ServeFlagSpecs();
 
-// Fills the server and peer (client) options from those flags. The token is shared: the process
-// requires it of its callers and presents it to its peers.
+// Fills the server and peer (client) options from those flags and sets the process's log level
+// (--log-level, base/log.h). The token is shared: the process requires it of its callers and
+// presents it to its peers.
 absl::Status ParseServeFlags(const Flags& flags, rpc::ServerOptions& server,
                              rpc::ClientOptions& peers);
 

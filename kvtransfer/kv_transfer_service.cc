@@ -12,13 +12,12 @@
 #include "baton/v1/kv_transfer.grpc.pb.h"
 #include "kvtransfer/kv_wire.h"
 #include "kvtransfer/push_assembler.h"
-#include "rpc/auth.h"
 #include "rpc/status.h"
 
 namespace baton::kvtransfer {
 namespace {
 
-// One PushKv stream: authenticates, joins the push its header names, verifies each chunk and
+// One PushKv stream: joins the push its header names, verifies each chunk and
 // offers it to the push's assembler. Reads one message at a time; while the assembler holds a
 // parked chunk no read is outstanding, and the assembler's Wake resumes (or finishes) the stream.
 // Once the sender half-closes, the stream answers with the outcome of the whole push, waiting
@@ -27,12 +26,8 @@ class PushKvReactor final : public grpc::ServerReadReactor<v1::KvPushMessage>,
                             public KvStreamWaiter {
  public:
   PushKvReactor(grpc::CallbackServerContext* context, v1::KvPushResponse* response,
-                PushRegistry* registry, const std::string& auth_token)
+                PushRegistry* registry)
       : context_(context), response_(response), registry_(registry) {
-    if (grpc::Status auth = rpc::CheckAuth(*context, auth_token); !auth.ok()) {
-      FinishOnce(auth);
-      return;
-    }
     StartRead(&message_);
   }
 
@@ -200,24 +195,21 @@ class PushKvReactor final : public grpc::ServerReadReactor<v1::KvPushMessage>,
 
 class KvTransferService final : public v1::KvTransfer::CallbackService {
  public:
-  KvTransferService(KvReceiver* receiver, const KvTransferServiceOptions& options)
-      : options_(options), registry_(receiver) {}
+  explicit KvTransferService(KvReceiver* receiver) : registry_(receiver) {}
 
   grpc::ServerReadReactor<v1::KvPushMessage>* PushKv(grpc::CallbackServerContext* context,
                                                      v1::KvPushResponse* response) override {
-    return new PushKvReactor(context, response, &registry_, options_.auth_token);
+    return new PushKvReactor(context, response, &registry_);
   }
 
  private:
-  const KvTransferServiceOptions options_;
   PushRegistry registry_;
 };
 
 }  // namespace
 
-std::unique_ptr<grpc::Service> CreateKvTransferService(KvReceiver* receiver,
-                                                       const KvTransferServiceOptions& options) {
-  return std::make_unique<KvTransferService>(receiver, options);
+std::unique_ptr<grpc::Service> CreateKvTransferService(KvReceiver* receiver) {
+  return std::make_unique<KvTransferService>(receiver);
 }
 
 }  // namespace baton::kvtransfer

@@ -1,12 +1,12 @@
-// The gRPC KvTransfer service (proto/baton/v1/kv_transfer.proto), served by decode workers: checks
-// the token, verifies every chunk's checksum and size, and hands the data to a KvReceiver.
+// The gRPC KvTransfer service (proto/baton/v1/kv_transfer.proto), served by decode workers:
+// verifies every chunk's checksum and size and hands the data to a KvReceiver. (The server's
+// credentials check the token before any call gets here: rpc/auth.h.)
 //
 // Thread-safety: thread-safe; one reactor per PushKv stream owns that stream's state.
 #ifndef BATON_KVTRANSFER_KV_TRANSFER_SERVICE_H_
 #define BATON_KVTRANSFER_KV_TRANSFER_SERVICE_H_
 
 #include <memory>
-#include <string>
 
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/impl/service_type.h"  // grpc::Service complete, for unique_ptr
@@ -14,13 +14,8 @@
 
 namespace baton::kvtransfer {
 
-struct KvTransferServiceOptions {
-  std::string auth_token;  // empty: none required
-};
-
 // `receiver` must outlive the service.
-std::unique_ptr<grpc::Service> CreateKvTransferService(KvReceiver* receiver,
-                                                       const KvTransferServiceOptions& options);
+std::unique_ptr<grpc::Service> CreateKvTransferService(KvReceiver* receiver);
 
 }  // namespace baton::kvtransfer
 

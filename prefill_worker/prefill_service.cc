@@ -3,7 +3,6 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "rpc/auth.h"
 #include "rpc/prefill_stage.h"
 #include "rpc/sampling_params_proto.h"
 #include "rpc/status.h"
@@ -78,9 +77,6 @@ absl::Status PrefillService::Validate(const baton::v1::PrefillRequest& request) 
 grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* context,
                                                   const baton::v1::PrefillRequest* request,
                                                   baton::v1::PrefillResponse* response) {
-  if (grpc::Status auth = rpc::CheckAuth(*context, options_.auth_token); !auth.ok()) {
-    return rpc::FinishUnary(context, auth);
-  }
   if (absl::Status valid = Validate(*request); !valid.ok()) {
     return rpc::FinishUnary(context, rpc::ToGrpcStatus(valid));
   }
@@ -122,9 +118,6 @@ grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* c
 grpc::ServerUnaryReactor* PrefillService::CancelPrefill(grpc::CallbackServerContext* context,
                                                         const baton::v1::CancelRequest* request,
                                                         baton::v1::CancelResponse* response) {
-  if (grpc::Status auth = rpc::CheckAuth(*context, options_.auth_token); !auth.ok()) {
-    return rpc::FinishUnary(context, auth);
-  }
   response->set_found(scheduler_.Cancel(request->request_id()));
   return rpc::FinishUnary(context, grpc::Status::OK);
 }
@@ -132,7 +125,7 @@ grpc::ServerUnaryReactor* PrefillService::CancelPrefill(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* PrefillService::Status(grpc::CallbackServerContext* context,
                                                  const baton::v1::StatusRequest* request,
                                                  baton::v1::StatusResponse* response) {
-  return rpc::AnswerWorkerStatus(context, options_.auth_token, options_.role, options_.model, load_,
+  return rpc::AnswerWorkerStatus(context, options_.role, options_.model, load_,
                                  response);
 }
 

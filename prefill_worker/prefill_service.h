@@ -14,7 +14,6 @@
 namespace baton::prefill_worker {
 
 struct PrefillServiceOptions {
-  std::string auth_token;
   baton::v1::ModelIdentity model;
   baton::v1::WorkerRole role = baton::v1::WORKER_ROLE_PREFILL;  // what Status reports
   int32_t n_vocab = 0;

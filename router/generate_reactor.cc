@@ -7,7 +7,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "router/request_admission.h"
-#include "rpc/auth.h"
 #include "rpc/status.h"
 
 namespace baton::router {
@@ -29,10 +28,6 @@ GenerateReactor::GenerateReactor(grpc::CallbackServerContext* context,
 void GenerateReactor::Start(grpc::CallbackServerContext* context,
                             const v1::GenerateRequest& request) {
   const absl::Time received = absl::Now();
-  if (grpc::Status auth = rpc::CheckAuth(*context, env_.auth_token); !auth.ok()) {
-    Finish(auth);
-    return;
-  }
   const std::string request_id =
       request.request_id().empty() ? NewRequestId() : request.request_id();
   // The client's deadline bounds the whole request; without one, the router's default does.

@@ -32,7 +32,6 @@ namespace baton::router {
 struct GenerateEnv {
   RequestDriverDeps driver;
   RequestPool* pool = nullptr;
-  std::string auth_token;                              // empty: none required
   absl::Duration request_timeout = absl::Minutes(10);  // when the client sets no deadline
   const std::atomic<bool>* draining = nullptr;         // true: refuse new requests
 };

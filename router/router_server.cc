@@ -51,6 +51,7 @@ absl::Status Router::Start() {
       ServedModel::Load(options_.model_path, options_.n_ctx);
   if (!model.ok()) return model.status();
   model_ = std::move(*model);
+  metrics::Registry::Global().SetConstantLabels({{"model_name", model_->id()}});
 
   registry_ = std::make_unique<WorkerRegistry>(
       WorkerRegistryOptions{.model_fingerprint = model_->fingerprint(),
@@ -80,7 +81,6 @@ absl::Status Router::Start() {
                   .cleanup_timeout = options_.cleanup_timeout,
                   .queue_poll_interval = options_.heartbeat_interval}};
   env_.pool = pool_.get();
-  env_.auth_token = options_.server.auth_token;
   env_.request_timeout = options_.request_timeout;
   env_.draining = &draining_;
   service_ = std::make_unique<RouterService>(&env_);

@@ -1,7 +1,6 @@
 #include "router/router_service.h"
 
 #include "absl/time/clock.h"
-#include "rpc/auth.h"
 #include "rpc/status.h"
 
 namespace baton::router {
@@ -13,9 +12,6 @@ grpc::ServerWriteReactor<v1::GenerateResponse>* RouterService::Generate(
 grpc::ServerUnaryReactor* RouterService::ListModels(grpc::CallbackServerContext* context,
                                                     const v1::ListModelsRequest* request,
                                                     v1::ListModelsResponse* response) {
-  if (grpc::Status auth = rpc::CheckAuth(*context, env_.auth_token); !auth.ok()) {
-    return rpc::FinishUnary(context, auth);
-  }
   const ServedModel& model = *env_.driver.model;
   v1::ModelInfo* info = response->add_models();
   info->set_id(model.id());
@@ -27,9 +23,6 @@ grpc::ServerUnaryReactor* RouterService::ListModels(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* RouterService::ClusterStatus(grpc::CallbackServerContext* context,
                                                        const v1::ClusterStatusRequest* request,
                                                        v1::ClusterStatusResponse* response) {
-  if (grpc::Status auth = rpc::CheckAuth(*context, env_.auth_token); !auth.ok()) {
-    return rpc::FinishUnary(context, auth);
-  }
   const absl::Time now = absl::Now();
   for (const WorkerSnapshot& w : env_.driver.registry->Snapshot()) {
     v1::WorkerStatus* status = response->add_workers();
@@ -49,9 +42,6 @@ grpc::ServerUnaryReactor* RouterService::ClusterStatus(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* RouterService::RegisterWorker(grpc::CallbackServerContext* context,
                                                         const v1::RegisterWorkerRequest* request,
                                                         v1::RegisterWorkerResponse* response) {
-  if (grpc::Status auth = rpc::CheckAuth(*context, env_.auth_token); !auth.ok()) {
-    return rpc::FinishUnary(context, auth);
-  }
   WorkerRegistry& registry = *env_.driver.registry;
   absl::StatusOr<std::string> id =
       registry.Register(request->role(), request->address(), request->model(), request->load());
@@ -64,9 +54,6 @@ grpc::ServerUnaryReactor* RouterService::RegisterWorker(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* RouterService::Heartbeat(grpc::CallbackServerContext* context,
                                                    const v1::HeartbeatRequest* request,
                                                    v1::HeartbeatResponse* response) {
-  if (grpc::Status auth = rpc::CheckAuth(*context, env_.auth_token); !auth.ok()) {
-    return rpc::FinishUnary(context, auth);
-  }
   response->set_known(env_.driver.registry->Heartbeat(request->worker_id(), request->load()));
   return rpc::FinishUnary(context, grpc::Status::OK);
 }

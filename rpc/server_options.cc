@@ -5,24 +5,17 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <fstream>
-#include <iterator>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "rpc/auth.h"
 #include "rpc/reflection_v1.h"
 
 namespace baton::rpc {
 namespace {
-
-absl::StatusOr<std::string> ReadFile(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", what, " file '", path, "'"));
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 // Whether host:port cannot be bound because something listens there: why a server's bind failed.
 bool AddressInUse(const std::string& host, int port) {
@@ -52,32 +45,16 @@ absl::StatusOr<StartedServer> StartServer(const ServerOptions& options,
                                           const std::vector<grpc::Service*>& services) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
-  if (options.tls.enabled()) {
-    if (options.tls.cert_file.empty() || options.tls.key_file.empty()) {
-      return absl::InvalidArgumentError("TLS needs both a certificate and a key file");
-    }
-    absl::StatusOr<std::string> cert = ReadFile(options.tls.cert_file, "TLS certificate");
-    if (!cert.ok()) return cert.status();
-    absl::StatusOr<std::string> key = ReadFile(options.tls.key_file, "TLS key");
-    if (!key.ok()) return key.status();
-    grpc::SslServerCredentialsOptions ssl;
-    ssl.pem_key_cert_pairs.push_back({*key, *cert});
-    if (!options.tls.ca_file.empty()) {
-      absl::StatusOr<std::string> ca = ReadFile(options.tls.ca_file, "TLS CA");
-      if (!ca.ok()) return ca.status();
-      ssl.pem_root_certs = *ca;
-      ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
-    }
-    credentials = grpc::SslServerCredentials(ssl);
-  }
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      MakeServerCredentials(options.tls, options.auth_token);
+  if (!credentials.ok()) return credentials.status();
   grpc::ServerBuilder builder;
   StartedServer started;
   const std::string address = absl::StrCat(
       options.host.find(':') != std::string::npos ? absl::StrCat("[", options.host, "]")
                                                   : options.host,
       ":", options.port);
-  builder.AddListeningPort(address, credentials, &started.port);
+  builder.AddListeningPort(address, *credentials, &started.port);
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(options.max_message_bytes);
   // gRPC sets SO_REUSEPORT by default: a second server on the same port would "listen" too and
@@ -106,14 +83,14 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const std::string& ad
   if (options.tls.enabled()) {
     grpc::SslCredentialsOptions ssl;
     if (!options.tls.ca_file.empty()) {
-      absl::StatusOr<std::string> ca = ReadFile(options.tls.ca_file, "TLS CA");
+      absl::StatusOr<std::string> ca = ReadTlsFile(options.tls.ca_file, "TLS CA");
       if (!ca.ok()) return ca.status();
       ssl.pem_root_certs = *ca;
     }
     if (!options.tls.cert_file.empty()) {
-      absl::StatusOr<std::string> cert = ReadFile(options.tls.cert_file, "TLS certificate");
+      absl::StatusOr<std::string> cert = ReadTlsFile(options.tls.cert_file, "TLS certificate");
       if (!cert.ok()) return cert.status();
-      absl::StatusOr<std::string> key = ReadFile(options.tls.key_file, "TLS key");
+      absl::StatusOr<std::string> key = ReadTlsFile(options.tls.key_file, "TLS key");
       if (!key.ok()) return key.status();
       ssl.pem_cert_chain = *cert;
       ssl.pem_private_key = *key;

@@ -16,15 +16,9 @@
 
 #include "absl/status/statusor.h"
 #include "grpcpp/grpcpp.h"
+#include "rpc/auth.h"
 
 namespace baton::rpc {
-
-struct TlsFiles {
-  std::string cert_file;  // PEM certificate chain (server), or client certificate for mTLS
-  std::string key_file;   // PEM private key
-  std::string ca_file;    // PEM roots to verify the peer (client side; server side: mTLS)
-  bool enabled() const { return !cert_file.empty() || !ca_file.empty(); }
-};
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -48,10 +42,10 @@ struct StartedServer {
 };
 
 // Registers `services` (plus grpc.health.v1 and server reflection, v1 and v1alpha), applies the
-// security options and starts listening. Services check the token themselves with CheckAuth
-// (rpc/auth.h). UNAVAILABLE with the address when the port cannot be bound, saying
-// "address in use" when something listens there already (no SO_REUSEPORT: a second server on a
-// port in use fails instead of sharing its connections).
+// security options and starts listening. The token is checked by gRPC before any handler runs
+// (rpc/auth.h): services do not check it. UNAVAILABLE with the address when the port cannot be
+// bound, saying "address in use" when something listens there already (no SO_REUSEPORT: a second
+// server on a port in use fails instead of sharing its connections).
 absl::StatusOr<StartedServer> StartServer(const ServerOptions& options,
                                           const std::vector<grpc::Service*>& services);
 

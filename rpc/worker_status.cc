@@ -1,19 +1,14 @@
 #include "rpc/worker_status.h"
 
-#include "rpc/auth.h"
 #include "rpc/status.h"
 
 namespace baton::rpc {
 
 grpc::ServerUnaryReactor* AnswerWorkerStatus(grpc::CallbackServerContext* context,
-                                             const std::string& auth_token,
                                              baton::v1::WorkerRole role,
                                              const baton::v1::ModelIdentity& model,
                                              const std::function<baton::v1::WorkerLoad()>& load,
                                              baton::v1::StatusResponse* response) {
-  if (grpc::Status auth = CheckAuth(*context, auth_token); !auth.ok()) {
-    return FinishUnary(context, auth);
-  }
   response->set_role(role);
   *response->mutable_model() = model;
   *response->mutable_load() = load();

@@ -5,17 +5,15 @@
 #define BATON_RPC_WORKER_STATUS_H_
 
 #include <functional>
-#include <string>
 
 #include "baton/v1/worker.pb.h"
 #include "grpcpp/grpcpp.h"
 
 namespace baton::rpc {
 
-// Checks the shared token (rpc/auth.h), then fills `response` with the worker's role, model and
+// Fills `response` with the worker's role, model and
 // current load and ends the call.
 grpc::ServerUnaryReactor* AnswerWorkerStatus(grpc::CallbackServerContext* context,
-                                             const std::string& auth_token,
                                              baton::v1::WorkerRole role,
                                              const baton::v1::ModelIdentity& model,
                                              const std::function<baton::v1::WorkerLoad()>& load,

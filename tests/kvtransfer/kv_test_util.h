@@ -84,7 +84,7 @@ class KvData {
 class TestKvServer {
  public:
   explicit TestKvServer(const std::string& token = "", int max_message_bytes = 64 << 20) {
-    service_ = CreateKvTransferService(&receiver_, {.auth_token = token});
+    service_ = CreateKvTransferService(&receiver_);
     absl::StatusOr<rpc::StartedServer> started = rpc::StartServer(
         {.auth_token = token, .tls = {}, .max_message_bytes = max_message_bytes}, {service_.get()});
     EXPECT_TRUE(started.ok()) << started.status();

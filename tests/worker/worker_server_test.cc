@@ -1,0 +1,121 @@
+// A worker built by the library `baton decode` uses (worker/worker_server.h), in process: the
+// capacity policy it reports to routers, and the shared-token check that gRPC applies before any
+// handler runs (an unauthenticated call changes nothing; probes need no token).
+#include "worker/worker_server.h"
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "baton/v1/worker.grpc.pb.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "rpc/server_options.h"
+#include "tests/support/synthetic_model.h"
+
+namespace baton::worker {
+namespace {
+
+constexpr char kToken[] = "s3cret";
+
+class WorkerServerTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string path = test_support::TempPath("worker-server.gguf");
+    ASSERT_TRUE(test_support::WriteSyntheticModel(path, {.seed = 5}).ok());
+    WorkerOptions options;
+    options.role = v1::WORKER_ROLE_DECODE;
+    options.model_path = path;
+    options.server.auth_token = kToken;
+    options.n_threads = 1;
+    options.kv_cache_bytes = 1 << 20;
+    options.kv_reserve_ahead = 7;
+    absl::StatusOr<std::unique_ptr<WorkerServer>> server = WorkerServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    channel_ = *rpc::MakeChannel(server_->address(), {});
+  }
+
+  grpc::Status Status(const std::string& token, v1::StatusResponse* response) {
+    grpc::ClientContext context;
+    rpc::PrepareContext(context, {.auth_token = token}, Deadline());
+    return v1::DecodeWorker::NewStub(channel_)->Status(&context, {}, response);
+  }
+
+  static std::chrono::system_clock::time_point Deadline() {
+    return std::chrono::system_clock::now() + std::chrono::seconds(30);
+  }
+
+  std::unique_ptr<WorkerServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+};
+
+TEST_F(WorkerServerTest, ReportsItsReserveAheadPolicy) {
+  v1::StatusResponse status;
+  ASSERT_TRUE(Status(kToken, &status).ok());
+  EXPECT_EQ(status.model().kv_reserve_ahead_tokens(), 7);
+  EXPECT_GT(status.model().block_size(), 0);
+}
+
+TEST_F(WorkerServerTest, CallsWithoutTheTokenNeverReachAHandler) {
+  v1::StatusResponse before;
+  ASSERT_TRUE(Status(kToken, &before).ok());
+  for (const std::string& token : {std::string(), std::string("wrong")}) {
+    grpc::ClientContext context;
+    rpc::PrepareContext(context, {.auth_token = token}, Deadline());
+    v1::ReserveRequest request;
+    request.set_request_id("intruder");
+    request.set_n_prompt_tokens(16);
+    request.set_max_tokens(16);
+    request.set_lease_ms(60000);
+    request.set_model_fingerprint(before.model().fingerprint());
+    v1::ReserveResponse response;
+    const grpc::Status status =
+        v1::DecodeWorker::NewStub(channel_)->Reserve(&context, request, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED) << "token '" << token << "'";
+    EXPECT_TRUE(response.reservation_id().empty());
+  }
+  v1::StatusResponse unauthenticated;
+  EXPECT_EQ(Status("", &unauthenticated).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  v1::StatusResponse after;
+  ASSERT_TRUE(Status(kToken, &after).ok());
+  EXPECT_EQ(after.load().reservations(), 0);
+  EXPECT_EQ(after.load().kv_blocks_free(), before.load().kv_blocks_free());
+}
+
+// grpc.health.v1.Health/Check, called generically: HealthCheckRequest{service: ""} (encoded as
+// field 1, length 0), and the answer must be HealthCheckResponse{status: SERVING}, whose encoding
+// is field 1 = 1.
+TEST_F(WorkerServerTest, HealthNeedsNoToken) {
+  grpc::GenericStub stub(channel_);
+  grpc::CompletionQueue cq;
+  grpc::ClientContext context;
+  context.set_deadline(Deadline());
+  grpc::Slice encoded(std::string("\x0a\x00", 2));
+  grpc::ByteBuffer request(&encoded, 1);
+  grpc::ByteBuffer response;
+  grpc::Status status;
+  std::unique_ptr<grpc::GenericClientAsyncResponseReader> call =
+      stub.PrepareUnaryCall(&context, "/grpc.health.v1.Health/Check", request, &cq);
+  call->StartCall();
+  call->Finish(&response, &status, reinterpret_cast<void*>(1));
+  void* tag = nullptr;
+  bool ok = false;
+  ASSERT_TRUE(cq.Next(&tag, &ok));
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  std::vector<grpc::Slice> slices;
+  ASSERT_TRUE(response.Dump(&slices).ok());
+  std::string bytes;
+  for (const grpc::Slice& slice : slices) {
+    bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+  }
+  EXPECT_EQ(bytes, std::string("\x08\x01", 2));
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+}
+
+}  // namespace
+}  // namespace baton::worker

@@ -1,0 +1,276 @@
+#include "worker/worker_server.h"
+
+#include <filesystem>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "base/log.h"
+#include "baton/v1/router.grpc.pb.h"
+#include "decode_worker/decode_batch.h"
+#include "decode_worker/decode_service.h"
+#include "decode_worker/reservation_table.h"
+#include "engine/engine_loop.h"
+#include "engine/kv_cache.h"
+#include "engine/model.h"
+#include "engine/transformer.h"
+#include "kvtransfer/kv_transfer_service.h"
+#include "kvtransfer/kv_transport.h"
+#include "metrics/metrics.h"
+#include "metrics/metrics_http_server.h"
+#include "prefill_worker/prefill_scheduler.h"
+#include "prefill_worker/prefill_service.h"
+
+namespace baton::worker {
+
+struct WorkerServer::Impl {
+  WorkerOptions options;
+  std::unique_ptr<engine::Model> model;
+  std::unique_ptr<kernels::Backend> backend;
+  std::unique_ptr<engine::KvCache> cache;
+  std::unique_ptr<engine::Transformer> transformer;
+  baton::v1::ModelIdentity identity;
+
+  // Decode role.
+  std::unique_ptr<decode_worker::ReservationTable> reservations;
+  std::unique_ptr<decode_worker::DecodeBatch> batch;
+  std::unique_ptr<decode_worker::DecodeService> decode_service;
+  std::unique_ptr<grpc::Service> kv_service;
+  // Prefill role.
+  std::unique_ptr<kvtransfer::KvTransport> transport;
+  std::unique_ptr<prefill_worker::PrefillScheduler> scheduler;
+  std::unique_ptr<prefill_worker::PrefillService> prefill_service;
+
+  std::unique_ptr<engine::EngineLoop> loop;
+  rpc::StartedServer server;
+  std::string address;
+
+  std::thread heartbeat;
+  absl::Notification stop_heartbeat;
+
+  std::unique_ptr<metrics::MetricsHttpServer> metrics_server;
+  metrics::Registry::CollectorId metrics_collector = 0;
+
+  bool prefills() const { return options.role != baton::v1::WORKER_ROLE_DECODE; }
+  bool decodes() const { return options.role != baton::v1::WORKER_ROLE_PREFILL; }
+
+  baton::v1::WorkerLoad Load() const {
+    baton::v1::WorkerLoad load;
+    load.set_kv_blocks_free(cache->pool().n_free());
+    load.set_kv_blocks_total(cache->pool().n_blocks());
+    if (scheduler) load.set_queued_prompt_tokens(scheduler->queued_prompt_tokens());
+    if (batch) load.set_running_sequences(batch->n_running() + batch->n_waiting());
+    if (reservations) load.set_reservations(reservations->size());
+    return load;
+  }
+
+  void HeartbeatLoop();
+  // Sets the gauges that mirror state; run when /metrics is rendered.
+  void CollectMetrics() const;
+};
+
+void WorkerServer::Impl::CollectMetrics() const {
+  metrics::Registry& r = metrics::Registry::Global();
+  if (scheduler) {
+    r.GetGauge("baton:num_prefill_tokens_queued", "Prompt tokens waiting to be prefilled.")
+        .Set(static_cast<double>(scheduler->queued_prompt_tokens()));
+  }
+  if (!decodes()) return;
+  const int32_t total = cache->pool().n_blocks();
+  const int32_t used = total - cache->pool().n_free();
+  r.GetGauge("baton:num_requests_running", "Sequences in the decode batch.")
+      .Set(batch->n_running());
+  r.GetGauge("baton:num_requests_waiting", "Sequences admitted, waiting for their first step.")
+      .Set(batch->n_waiting());
+  r.GetGauge("baton:num_reservations", "KV reservations not yet claimed by decoding.")
+      .Set(reservations->size());
+  r.GetGauge("baton:kv_cache_blocks", "KV cache blocks, held and free.").Set(total);
+  r.GetGauge("baton:kv_cache_blocks_used", "KV cache blocks held by reservations and sequences.")
+      .Set(used);
+  r.GetGauge("baton:kv_cache_usage_perc", "KV cache usage: 1 means 100 percent.")
+      .Set(total > 0 ? static_cast<double>(used) / total : 0.0);
+}
+
+void WorkerServer::Impl::HeartbeatLoop() {
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      rpc::MakeChannel(options.router_address, options.peers);
+  if (!channel.ok()) {
+    BATON_LOG(ERROR) << "cannot reach router " << options.router_address << ": "
+                     << channel.status().message();
+    return;
+  }
+  std::unique_ptr<baton::v1::Router::Stub> stub = baton::v1::Router::NewStub(*channel);
+  std::string worker_id;
+  std::chrono::milliseconds interval = options.heartbeat_interval;
+  while (!stop_heartbeat.WaitForNotificationWithTimeout(
+      absl::FromChrono(worker_id.empty() ? std::chrono::milliseconds(100) : interval))) {
+    grpc::ClientContext context;
+    rpc::PrepareContext(context, options.peers, std::chrono::system_clock::now() + interval * 4);
+    if (worker_id.empty()) {
+      baton::v1::RegisterWorkerRequest request;
+      request.set_role(options.role);
+      request.set_address(address);
+      *request.mutable_model() = identity;
+      *request.mutable_load() = Load();
+      baton::v1::RegisterWorkerResponse response;
+      grpc::Status status = stub->RegisterWorker(&context, request, &response);
+      if (status.ok()) {
+        worker_id = response.worker_id();
+        if (response.heartbeat_interval_ms() > 0) {
+          interval = std::chrono::milliseconds(response.heartbeat_interval_ms());
+        }
+      } else if (status.error_code() != grpc::StatusCode::UNAVAILABLE &&
+                 status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+        BATON_LOG(ERROR) << "router " << options.router_address
+                         << " refused registration: " << status.error_message();
+      }
+    } else {
+      baton::v1::HeartbeatRequest request;
+      request.set_worker_id(worker_id);
+      *request.mutable_load() = Load();
+      baton::v1::HeartbeatResponse response;
+      grpc::Status status = stub->Heartbeat(&context, request, &response);
+      if (status.ok() && !response.known()) worker_id.clear();  // router restarted: register again
+    }
+  }
+}
+
+WorkerServer::WorkerServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+WorkerServer::~WorkerServer() { Shutdown(std::chrono::milliseconds(0)); }
+
+int WorkerServer::port() const { return impl_->server.port; }
+std::string WorkerServer::address() const { return impl_->address; }
+std::string WorkerServer::metrics_address() const {
+  return impl_->metrics_server ? impl_->metrics_server->address() : "";
+}
+
+absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOptions& options) {
+  auto impl = std::make_unique<Impl>();
+  Impl& w = *impl;
+  w.options = options;
+  absl::StatusOr<std::unique_ptr<engine::Model>> model = engine::Model::Load(options.model_path);
+  if (!model.ok()) return model.status();
+  w.model = std::move(*model);
+  const engine::ModelConfig& config = w.model->config();
+  // Every metric series names the model as the router does: its file name without ".gguf".
+  const std::filesystem::path model_file(options.model_path);
+  metrics::Registry::Global().SetConstantLabels(
+      {{"model_name", model_file.extension() == ".gguf" ? model_file.stem().string()
+                                                        : model_file.filename().string()}});
+  w.backend = kernels::CreateCpuBackend({.n_threads = options.n_threads});
+  const int32_t n_blocks =
+      engine::KvCache::BlocksForBytes(config, options.block_size, options.kv_cache_bytes);
+  if (n_blocks < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--kv-cache-memory ", options.kv_cache_bytes,
+                                                   " bytes holds no KV block of this model (",
+                                                   config.kv_bytes_per_token() * options.block_size,
+                                                   " bytes each)"));
+  }
+  absl::StatusOr<std::unique_ptr<engine::KvCache>> cache =
+      engine::KvCache::Create(config, {.block_size = options.block_size, .n_blocks = n_blocks});
+  if (!cache.ok()) return cache.status();
+  w.cache = std::move(*cache);
+  w.transformer = std::make_unique<engine::Transformer>(&config, &w.model->weights(),
+                                                        w.backend.get(), w.cache.get());
+  w.identity.set_name(config.name);
+  w.identity.set_fingerprint(w.model->fingerprint());
+  w.identity.set_n_layer(config.n_layer);
+  w.identity.set_kv_dim(config.kv_dim());
+  w.identity.set_block_size(options.block_size);
+  w.identity.set_n_ctx(config.n_ctx_train);
+  w.identity.set_kv_reserve_ahead_tokens(options.kv_reserve_ahead);
+
+  Impl* self = &w;
+  auto wake = [self] {
+    if (self->loop) self->loop->Wake();
+  };
+  auto load = [self] { return self->Load(); };
+  std::vector<grpc::Service*> services;
+  std::vector<engine::EngineLoop::Step> steps;
+  if (w.decodes()) {
+    w.reservations = std::make_unique<decode_worker::ReservationTable>(
+        w.cache.get(), decode_worker::ReservationTableOptions{
+                           .model_fingerprint = w.model->fingerprint(),
+                           .max_context = config.n_ctx_train,
+                           .reserve_ahead_tokens = options.kv_reserve_ahead});
+    w.batch = std::make_unique<decode_worker::DecodeBatch>(
+        &w.model->tokenizer(), w.transformer.get(), w.cache.get(),
+        decode_worker::DecodeBatchOptions{.max_batch = options.max_decode_batch});
+    w.decode_service = std::make_unique<decode_worker::DecodeService>(
+        w.reservations.get(), w.batch.get(),
+        decode_worker::DecodeServiceOptions{.model = w.identity,
+                                            .role = options.role,
+                                            .n_vocab = config.n_vocab},
+        load, wake);
+    w.kv_service = kvtransfer::CreateKvTransferService(w.reservations.get());
+    services.push_back(w.decode_service.get());
+    services.push_back(w.kv_service.get());
+    steps.push_back([self] {
+      self->reservations->ExpireLeases();
+      return self->batch->Step();
+    });
+  }
+  if (w.prefills()) {
+    if (w.decodes()) {
+      // Colocated: the KV goes to this worker's own reservations, without the network.
+      w.transport = kvtransfer::CreateInProcessKvTransport(w.reservations.get());
+    } else {
+      w.transport = kvtransfer::CreateGrpcKvTransport({.chunk_bytes = options.kv_chunk_bytes,
+                                                       .n_streams = options.kv_streams,
+                                                       .client = options.peers});
+    }
+    w.scheduler = std::make_unique<prefill_worker::PrefillScheduler>(
+        w.transformer.get(), w.cache.get(), w.transport.get(),
+        prefill_worker::PrefillSchedulerOptions{.max_batch_tokens = options.max_batch_tokens,
+                                                .model_fingerprint = w.model->fingerprint()});
+    w.prefill_service = std::make_unique<prefill_worker::PrefillService>(
+        w.scheduler.get(),
+        prefill_worker::PrefillServiceOptions{
+            .model = w.identity,
+            .role = options.role,
+            .n_vocab = config.n_vocab,
+            .max_prompt_tokens = std::min(config.n_ctx_train, n_blocks * options.block_size)},
+        load, wake);
+    services.push_back(w.prefill_service.get());
+    // Prefill first: a waiting prompt is a user waiting for a first token.
+    steps.insert(steps.begin(), [self] { return self->scheduler->Step(); });
+  }
+  if (options.metrics_port >= 0) {
+    metrics::MetricsHttpServerOptions metrics_options;
+    metrics_options.host = options.metrics_host;
+    metrics_options.port = options.metrics_port;
+    absl::StatusOr<std::unique_ptr<metrics::MetricsHttpServer>> metrics_server =
+        metrics::MetricsHttpServer::Start(metrics_options);
+    if (!metrics_server.ok()) return metrics_server.status();
+    w.metrics_server = std::move(*metrics_server);
+  }
+  w.loop = std::make_unique<engine::EngineLoop>(std::move(steps));
+  w.loop->Start();
+  absl::StatusOr<rpc::StartedServer> server = rpc::StartServer(options.server, services);
+  if (!server.ok()) return server.status();
+  w.server = std::move(*server);
+  w.address = !options.advertise_address.empty()
+                  ? options.advertise_address
+                  : absl::StrCat(options.server.host, ":", w.server.port);
+  if (!options.router_address.empty()) w.heartbeat = std::thread([self] { self->HeartbeatLoop(); });
+  w.metrics_collector =
+      metrics::Registry::Global().AddCollector([self] { self->CollectMetrics(); });
+  self->CollectMetrics();
+  return std::unique_ptr<WorkerServer>(new WorkerServer(std::move(impl)));
+}
+
+void WorkerServer::Shutdown(std::chrono::milliseconds grace) {
+  if (impl_ == nullptr) return;
+  if (!impl_->stop_heartbeat.HasBeenNotified()) impl_->stop_heartbeat.Notify();
+  if (impl_->heartbeat.joinable()) impl_->heartbeat.join();
+  if (impl_->server.server) {
+    impl_->server.server->Shutdown(std::chrono::system_clock::now() + grace);
+    impl_->server.server.reset();
+  }
+  if (impl_->loop) impl_->loop->Stop();
+  metrics::Registry::Global().RemoveCollector(impl_->metrics_collector);
+  if (impl_->metrics_server) impl_->metrics_server->Stop();
+}
+
+}  // namespace baton::worker

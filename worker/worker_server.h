@@ -1,0 +1,65 @@
+// One worker process: the model, the compute (backend, KV cache, transformer) on one engine loop
+// thread, and the gRPC services of its role — prefill, decode, or both (colocated) — plus
+// registration and heartbeats with a router when one is named.
+//
+// Thread-safety: Start/Shutdown from the owning thread.
+#ifndef BATON_WORKER_WORKER_SERVER_H_
+#define BATON_WORKER_WORKER_SERVER_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "baton/v1/common.pb.h"
+#include "engine/kv_budget.h"
+#include "rpc/server_options.h"
+
+namespace baton::worker {
+
+struct WorkerOptions {
+  baton::v1::WorkerRole role = baton::v1::WORKER_ROLE_BOTH;
+  std::string model_path;
+  rpc::ServerOptions server;
+  rpc::ClientOptions peers;              // to the router and to decode workers (KV pushes)
+  std::string advertise_address;         // what the router should dial; default host:port
+  std::string router_address;            // register + heartbeat there when set
+  int n_threads = 0;
+  int64_t kv_cache_bytes = 512LL << 20;  // decode: reservations; prefill: scratch
+  int32_t block_size = 16;
+  int32_t max_batch_tokens = 2048;       // prefill token budget per forward
+  int32_t max_decode_batch = 64;
+  // decode: generated tokens' KV held at admission (-1: all); reported to the router
+  int32_t kv_reserve_ahead = engine::kDefaultReserveAheadTokens;
+  int64_t kv_chunk_bytes = 1 << 20;
+  int kv_streams = 1;
+  std::chrono::milliseconds heartbeat_interval{500};
+  // GET /metrics (Prometheus text) and /health over HTTP: >= 0 serves them on this port (0: any
+  // free one), -1: not served.
+  int metrics_port = -1;
+  std::string metrics_host = "127.0.0.1";
+};
+
+class WorkerServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<WorkerServer>> Start(const WorkerOptions& options);
+  ~WorkerServer();
+
+  int port() const;
+  std::string address() const;
+  // host:port of the metrics HTTP endpoint; empty when options.metrics_port was -1.
+  std::string metrics_address() const;
+  // Stops accepting calls, lets calls in flight finish (up to `grace`), stops the engine.
+  void Shutdown(std::chrono::milliseconds grace = std::chrono::milliseconds(5000));
+
+  struct Impl;
+
+ private:
+  explicit WorkerServer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace baton::worker
+
+#endif  // BATON_WORKER_WORKER_SERVER_H_
