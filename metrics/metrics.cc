@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/log/check.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "metrics/process_metrics.h"
 
@@ -235,6 +236,8 @@ Counter& Registry::GetCounter(const std::string& name, const std::string& help,
 }
 
 Gauge& Registry::GetGauge(const std::string& name, const std::string& help, const Labels& labels) {
+  CHECK(!absl::EndsWith(name, "_total"))
+      << "gauge " << name << " must not end in _total (the suffix of counters)";
   absl::MutexLock lock(&mu_);
   std::unique_ptr<Gauge>& series = GetFamily(name, Kind::kGauge, help, labels).gauges[labels];
   if (series == nullptr) series = std::make_unique<Gauge>();

@@ -15,8 +15,8 @@
 // series do). Registry::Global() also exports the standard process metrics (process_metrics.h).
 //
 // Thread-safety: everything is thread-safe; updates are lock-free (atomics) once a series exists.
-// Misuse (an invalid name, one name with two kinds, a negative counter increment) is a programmer
-// error and CHECK-fails.
+// Misuse (an invalid name, one name with two kinds, a gauge named *_total, a negative counter
+// increment) is a programmer error and CHECK-fails.
 #ifndef BATON_METRICS_METRICS_H_
 #define BATON_METRICS_METRICS_H_
 
@@ -107,7 +107,9 @@ class Registry {
   // registry. A name is always used with the same kind (CHECK-fails otherwise); the first help
   // text given for a name is the one exported. Names match [a-zA-Z_:][a-zA-Z0-9_:]*, label names
   // [a-zA-Z_][a-zA-Z0-9_]* (not "__"-prefixed, and not "le" on a histogram). All series of one
-  // histogram share the bounds given first.
+  // histogram share the bounds given first. A gauge's name must not end in "_total", the suffix
+  // Prometheus reserves for counters (CHECK-fails: a value that goes down must not look like one
+  // that only goes up).
   Counter& GetCounter(const std::string& name, const std::string& help, const Labels& labels = {});
   Gauge& GetGauge(const std::string& name, const std::string& help, const Labels& labels = {});
   Histogram& GetHistogram(const std::string& name, const std::string& help,

@@ -5,12 +5,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "baton/v1/router.grpc.pb.h"
 #include "cli/child_process.h"
@@ -31,16 +34,53 @@ using testing::HasSubstr;
 
 std::string BatonBinary() { return std::string(BATON_BINARY_DIR) + "/bin/baton"; }
 
-// The value of the sample line `series value` (series with its labels, as rendered), or NaN.
+// The model_name label every series carries: the model's file name without ".gguf", as the
+// router's /v1/models names it.
+std::string ModelNameLabel() {
+  const std::filesystem::path model(test_support::DefaultModelPath());
+  return absl::StrCat("model_name=\"", model.stem().string(), "\"");
+}
+
+// A sample line without the model_name label.
+std::string WithoutModelName(absl::string_view line) {
+  const std::string label = ModelNameLabel();
+  std::string out(line);
+  for (const std::string& form :
+       {absl::StrCat("{", label, "}"), absl::StrCat(label, ","), absl::StrCat(",", label)}) {
+    const size_t at = out.find(form);
+    if (at != std::string::npos) {
+      out.erase(at, form.size());
+      break;
+    }
+  }
+  return out;
+}
+
+// The value of the sample line `series value` (series with its labels as rendered, less
+// model_name), or NaN.
 double Sample(const std::string& text, const std::string& series) {
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    if (line.size() > series.size() && line.substr(0, series.size()) == series &&
+  for (absl::string_view rendered : absl::StrSplit(text, '\n')) {
+    const std::string line = WithoutModelName(rendered);
+    if (line.size() > series.size() && line.compare(0, series.size(), series) == 0 &&
         line[series.size()] == ' ') {
       double value = 0;
-      if (absl::SimpleAtod(line.substr(series.size() + 1), &value)) return value;
+      if (absl::SimpleAtod(absl::string_view(line).substr(series.size() + 1), &value)) {
+        return value;
+      }
     }
   }
   return std::nan("");
+}
+
+// Every sample line of `text` carries the model_name label, and there are some.
+void ExpectModelNameOnEverySeries(const std::string& text, const std::string& who) {
+  int n_samples = 0;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    if (line[0] == '#') continue;
+    ++n_samples;
+    EXPECT_THAT(std::string(line), HasSubstr(ModelNameLabel())) << who;
+  }
+  EXPECT_GT(n_samples, 0) << who;
 }
 
 struct Worker {
@@ -113,7 +153,7 @@ TEST(MetricsClusterTest, OneRequestMovesRouterPrefillAndDecodeMetrics) {
   std::string content_type;
   const std::string decode_before = HttpGet(decode->metrics_address, "/metrics", &content_type);
   EXPECT_EQ(content_type, metrics::kTextContentType);
-  EXPECT_GT(Sample(decode_before, "baton:kv_cache_blocks_total"), 0);
+  EXPECT_GT(Sample(decode_before, "baton:kv_cache_blocks"), 0);
   EXPECT_EQ(Sample(decode_before, "baton:kv_cache_blocks_used"), 0);
   EXPECT_EQ(Sample(decode_before, "baton:kv_blocks_received_total"), 0);
   EXPECT_EQ(Sample(decode_before, "baton:batch_size_count"), 0);
@@ -121,8 +161,18 @@ TEST(MetricsClusterTest, OneRequestMovesRouterPrefillAndDecodeMetrics) {
   const std::string prefill_before = HttpGet(prefill->metrics_address, "/metrics");
   EXPECT_EQ(Sample(prefill_before, "baton:prompt_tokens_total"), 0);
   EXPECT_EQ(Sample(prefill_before, "baton:num_prefill_tokens_queued"), 0);
-  EXPECT_THAT(prefill_before, testing::Not(HasSubstr("baton:kv_cache_blocks_total")));
+  EXPECT_THAT(prefill_before, testing::Not(HasSubstr("baton:kv_cache_blocks")));
   const std::string router_before = RouterMetrics();
+  // Every process: a model_name on every series, and the process_* metrics.
+  for (const auto& [who, text] : {std::pair<std::string, std::string>{"decode", decode_before},
+                                  {"prefill", prefill_before},
+                                  {"router", router_before}}) {
+    ExpectModelNameOnEverySeries(text, who);
+    EXPECT_GT(Sample(text, "process_resident_memory_bytes"), 0) << who;
+    EXPECT_GT(Sample(text, "process_start_time_seconds"), 0) << who;
+    EXPECT_GT(Sample(text, "process_open_fds"), 0) << who;
+    EXPECT_GE(Sample(text, "process_cpu_seconds_total"), 0) << who;
+  }
   auto router_delta = [&](const std::string& series) {
     const double before = Sample(router_before, series);
     return Sample(RouterMetrics(), series) - (std::isnan(before) ? 0 : before);
@@ -188,7 +238,7 @@ TEST(MetricsClusterTest, OneRequestMovesRouterPrefillAndDecodeMetrics) {
   // Decode worker: the prompt's KV arrived, 7 decode steps of one sequence ran, and every block is
   // free again once the sequence has left.
   const std::string decode_after = HttpGet(decode->metrics_address, "/metrics");
-  EXPECT_GT(Sample(decode_after, "baton:kv_cache_blocks_total"), 0);
+  EXPECT_GT(Sample(decode_after, "baton:kv_cache_blocks"), 0);
   EXPECT_GT(Sample(decode_after, "baton:kv_blocks_received_total"), 0);
   EXPECT_GT(Sample(decode_after, "baton:kv_bytes_received_total"), 0);
   EXPECT_GE(Sample(decode_after, "baton:batch_size_count"), 7);

@@ -122,6 +122,17 @@ TEST(RegistryDeathTest, MisuseIsAProgrammerError) {
   EXPECT_DEATH(r.SetConstantLabels({{"bad-label", "1"}}), "invalid constant label name");
 }
 
+// _total is the counter suffix: a gauge named so would read as a value that only goes up.
+TEST(RegistryDeathTest, GaugeNamedLikeACounterIsAProgrammerError) {
+  Registry r;
+  EXPECT_DEATH(r.GetGauge("baton:kv_cache_blocks_total", "X."), "must not end in _total");
+  EXPECT_DEATH(r.GetGauge("x_total", "X.", {{"a", "b"}}), "must not end in _total");
+  r.GetGauge("baton:kv_cache_blocks", "Fine.");
+  r.GetGauge("total", "Fine too.");
+  r.GetGauge("x_totally", "And this.");
+  r.GetCounter("baton:num_preemptions_total", "A counter may.");
+}
+
 TEST(RegistryTest, EmptyRegistryRendersNothing) {
   Registry r;
   EXPECT_EQ(r.RenderText(), "");
