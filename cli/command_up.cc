@@ -1,13 +1,21 @@
 // baton up [--config FILE]: a local cluster — the router and its workers as processes — healthy
 // and announced on stdout ("router: HOST:PORT", then the OpenAI-compatible HTTP API's
-// "http: HOST:PORT"), until SIGINT/SIGTERM drains and stops it.
+// "http: HOST:PORT", then one "metrics NAME: HOST:PORT" line per worker), until SIGINT/SIGTERM
+// drains and stops it. The cluster token reaches the children in a file readable only by this
+// user (--token-file), never on a command line; every process logs to the shared stderr, one
+// whole line at a time (base/log.h).
 #include <signal.h>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "base/log.h"
 #include "baton/v1/router.grpc.pb.h"
 #include "cli/child_process.h"
 #include "cli/cluster_config.h"
@@ -24,15 +32,31 @@ struct Member {
   std::string name;  // "router", "prefill[0]", ...
   std::unique_ptr<ChildProcess> process;
   std::string address;
+  std::string metrics_address;  // workers: their Prometheus endpoint
 };
+
+// What every child gets: the token file and the log level.
+struct CommonArgs {
+  std::string token_file;  // empty: no token
+  std::string log_level;
+};
+
+void AddCommonArgs(const CommonArgs& common, std::vector<std::string>& argv) {
+  if (!common.token_file.empty()) argv.insert(argv.end(), {"--token-file", common.token_file});
+  argv.insert(argv.end(), {"--log-level", common.log_level});
+}
 
 std::vector<std::string> WorkerArgs(const std::string& self, const std::string& subcommand,
                                     const ClusterConfig& c, const ProcessConfig& p,
-                                    const std::string& router) {
+                                    const std::string& router, const CommonArgs& common) {
   std::vector<std::string> argv = {self, subcommand, "--host", c.host,
                                    "--port", std::to_string(p.port), "--router", router};
   if (!c.model.empty()) argv.insert(argv.end(), {"--model", c.model});
-  if (!c.token.empty()) argv.insert(argv.end(), {"--token", c.token});
+  AddCommonArgs(common, argv);
+  // Every worker serves its metrics (on any free port unless the file names one).
+  if (std::find(p.extra_args.begin(), p.extra_args.end(), "--metrics-port") == p.extra_args.end()) {
+    argv.insert(argv.end(), {"--metrics-port", "0", "--metrics-host", c.host});
+  }
   if (p.threads > 0) argv.insert(argv.end(), {"--threads", std::to_string(p.threads)});
   if (!p.kv_cache_memory.empty()) argv.insert(argv.end(), {"--kv-cache-memory", p.kv_cache_memory});
   argv.insert(argv.end(), p.extra_args.begin(), p.extra_args.end());
@@ -50,8 +74,36 @@ absl::Status StartMember(Member& m, const std::vector<std::string>& argv,
         absl::StrCat(m.name, " did not start: ", address.status().message()));
   }
   m.address = *address;
-  std::cerr << "baton up: " << m.name << " listening on " << m.address << "\n";
+  BATON_LOG(INFO) << m.name << " (pid " << m.process->pid() << ") listening on " << m.address;
   return absl::OkStatus();
+}
+
+absl::Status AwaitMetricsAddress(Member& m) {
+  absl::StatusOr<std::string> address = m.process->WaitForLine("metrics listening on ",
+                                                                kStartTimeout);
+  if (!address.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat(m.name, " did not serve metrics: ", address.status().message()));
+  }
+  m.metrics_address = *address;
+  return absl::OkStatus();
+}
+
+// A file only this user can read holding `token`, for the children's --token-file. Removed by
+// the caller.
+absl::StatusOr<std::string> WriteTokenFile(const std::string& token) {
+  const char* dir = std::getenv("TMPDIR");
+  std::string path = absl::StrCat(dir != nullptr && *dir != '\0' ? dir : "/tmp",
+                                  "/baton-up-token-XXXXXX");
+  const int fd = mkstemp(path.data());  // mode 0600
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot create a token file in ", path));
+  const bool written = write(fd, token.data(), token.size()) == static_cast<ssize_t>(token.size());
+  close(fd);
+  if (!written) {
+    unlink(path.c_str());
+    return absl::InternalError(absl::StrCat("cannot write the token file ", path));
+  }
+  return path;
 }
 
 // Waits until the router reports `n_workers` healthy workers.
@@ -95,40 +147,20 @@ std::string DefaultConfigPath() {
   return std::filesystem::exists(candidate, ec) ? candidate.lexically_normal().string() : "";
 }
 
-}  // namespace
-
-int RunUp(const Args& args) {
-  const std::vector<FlagSpec> specs = {
-      {"config", "FILE", "cluster YAML (default: deploy/local/cluster.yaml: 1 prefill + 1 decode)"},
-      {"model", "PATH", "model for every process (overrides the file's)"},
-      {"help", "", "show this help"},
-  };
-  const std::string usage = Usage("up", "[--config FILE] [--model PATH]", specs);
-  absl::StatusOr<Flags> flags = Flags::Parse(args, specs);
-  if (!flags.ok()) return UsageError("up", flags.status(), usage);
-  if (flags->Has("help")) {
-    std::cout << usage;
-    return 0;
-  }
-  const std::string config_path = flags->GetOr("config", DefaultConfigPath());
-  absl::StatusOr<ClusterConfig> config =
-      config_path.empty() ? DefaultClusterConfig() : LoadClusterConfig(config_path);
-  if (!config.ok()) return RunError("up", config.status());
-  if (auto model = flags->Get("model")) config->model = *model;
-  if (config->model.empty()) config->model = DefaultModelPath();
-
+// Starts the cluster, serves until a signal or a member's death, stops it; the exit code.
+int RunCluster(const ClusterConfig& config, const CommonArgs& common) {
   BlockShutdownSignals();
   const std::string self = SelfExecutable();
   std::vector<Member> members;
   members.push_back({.name = "router"});
-  std::vector<std::string> router_argv = {self, "router", "--host", config->host, "--port",
-                                          std::to_string(config->router.port), "--model",
-                                          config->model, "--http-host", config->host,
-                                          "--http-port", std::to_string(config->router.http_port)};
-  if (!config->token.empty()) router_argv.insert(router_argv.end(), {"--token", config->token});
-  router_argv.insert(router_argv.end(), config->router.extra_args.begin(),
-                     config->router.extra_args.end());
-  absl::Status started = StartMember(members[0], router_argv, config->router.cpus);
+  std::vector<std::string> router_argv = {self, "router", "--host", config.host, "--port",
+                                          std::to_string(config.router.port), "--model",
+                                          config.model, "--http-host", config.host,
+                                          "--http-port", std::to_string(config.router.http_port)};
+  AddCommonArgs(common, router_argv);
+  router_argv.insert(router_argv.end(), config.router.extra_args.begin(),
+                     config.router.extra_args.end());
+  absl::Status started = StartMember(members[0], router_argv, config.router.cpus);
   const std::string router = members[0].address;
   std::string http;  // the router prints its HTTP address right after its gRPC one
   if (started.ok()) {
@@ -145,21 +177,28 @@ int RunUp(const Args& args) {
                            const std::vector<std::string>& subcommand) {
     for (size_t i = 0; i < list.size() && started.ok(); ++i) {
       Member& m = members.emplace_back(Member{.name = absl::StrCat(kind, "[", i, "]")});
-      std::vector<std::string> argv = WorkerArgs(self, subcommand[0], *config, list[i], router);
+      std::vector<std::string> argv =
+          WorkerArgs(self, subcommand[0], config, list[i], router, common);
       argv.insert(argv.begin() + 2, subcommand.begin() + 1, subcommand.end());
       started = StartMember(m, argv, list[i].cpus);
+      if (started.ok()) started = AwaitMetricsAddress(m);
     }
   };
-  start_workers(config->prefill, "prefill", {"prefill"});
-  start_workers(config->decode, "decode", {"decode"});
-  start_workers(config->colocated, "colocated", {"worker", "--role", "both"});
-  if (started.ok()) started = WaitHealthy(router, config->token, members.size() - 1);
+  start_workers(config.prefill, "prefill", {"prefill"});
+  start_workers(config.decode, "decode", {"decode"});
+  start_workers(config.colocated, "colocated", {"worker", "--role", "both"});
+  if (started.ok()) started = WaitHealthy(router, config.token, members.size() - 1);
   if (!started.ok()) {
     StopAll(members);
     return RunError("up", started);
   }
   std::cout << "router: " << router << std::endl;
   std::cout << "http: " << http << std::endl;
+  for (const Member& m : members) {
+    if (!m.metrics_address.empty()) {
+      std::cout << "metrics " << m.name << ": " << m.metrics_address << std::endl;
+    }
+  }
 
   // Serve until a signal, or until a member dies on its own.
   sigset_t set;
@@ -171,14 +210,14 @@ int RunUp(const Args& args) {
   while (true) {
     const int signal = sigtimedwait(&set, nullptr, &tick);
     if (signal > 0) {
-      std::cerr << "baton up: signal " << signal << ", draining and stopping the cluster\n";
+      BATON_LOG(INFO) << "signal " << signal << ", draining and stopping the cluster";
       break;
     }
     bool died = false;
     for (Member& m : members) {
       absl::StatusOr<int> code = m.process->Wait(std::chrono::milliseconds(0));
       if (code.ok()) {
-        std::cerr << "baton up: " << m.name << " exited with code " << *code << "\n";
+        BATON_LOG(ERROR) << m.name << " exited with code " << *code;
         died = true;
       }
     }
@@ -188,6 +227,42 @@ int RunUp(const Args& args) {
     }
   }
   StopAll(members);
+  return exit_code;
+}
+
+}  // namespace
+
+int RunUp(const Args& args) {
+  const std::vector<FlagSpec> specs = {
+      {"config", "FILE", "cluster YAML (default: deploy/local/cluster.yaml: 1 prefill + 1 decode)"},
+      {"model", "PATH", "model for every process (overrides the file's)"},
+      {"log-level", "LEVEL", "debug | info | warning | error, for every process (default info)"},
+      {"help", "", "show this help"},
+  };
+  const std::string usage = Usage("up", "[--config FILE] [--model PATH]", specs);
+  absl::StatusOr<Flags> flags = Flags::Parse(args, specs);
+  if (!flags.ok()) return UsageError("up", flags.status(), usage);
+  if (flags->Has("help")) {
+    std::cout << usage;
+    return 0;
+  }
+  const std::string config_path = flags->GetOr("config", DefaultConfigPath());
+  absl::StatusOr<ClusterConfig> config =
+      config_path.empty() ? DefaultClusterConfig() : LoadClusterConfig(config_path);
+  if (!config.ok()) return RunError("up", config.status());
+  if (auto model = flags->Get("model")) config->model = *model;
+  if (config->model.empty()) config->model = DefaultModelPath();
+  CommonArgs common{.log_level = flags->GetOr("log-level", "info")};
+  absl::StatusOr<LogLevel> level = ParseLogLevel(common.log_level);
+  if (!level.ok()) return UsageError("up", level.status(), usage);
+  SetLogLevel(*level);
+  if (!config->token.empty()) {
+    absl::StatusOr<std::string> token_file = WriteTokenFile(config->token);
+    if (!token_file.ok()) return RunError("up", token_file.status());
+    common.token_file = *token_file;
+  }
+  const int exit_code = RunCluster(*config, common);
+  if (!common.token_file.empty()) unlink(common.token_file.c_str());
   return exit_code;
 }
 

@@ -1,0 +1,131 @@
+// `baton up` as an operator meets it, with real processes: it announces the router, the HTTP API
+// and every worker's metrics address; the cluster token never appears on a command line; the
+// router logs one timestamped line per request; and a second router on ports in use fails to
+// start instead of sharing them.
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+
+#include "cli/child_process.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/local_cluster.h"
+#include "tests/support/synthetic_model.h"
+
+namespace baton {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kToken[] = "up-test-token-8d1f";
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// `command_line` under /bin/sh with stderr to `stderr_path`.
+absl::StatusOr<std::unique_ptr<cli::ChildProcess>> StartWithStderr(
+    const std::string& command_line, const std::string& stderr_path) {
+  return cli::ChildProcess::Start(
+      {"/bin/sh", "-c", "exec " + command_line + " 2>" + stderr_path});
+}
+
+// Whether any process's command line contains `needle`.
+bool AnyCommandLineContains(const std::string& needle) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::string cmdline = ReadFile(entry.path().string() + "/cmdline");
+    for (char& c : cmdline) {
+      if (c == '\0') c = ' ';
+    }
+    if (cmdline.find(needle) != std::string::npos) return true;
+  }
+  return false;
+}
+
+TEST(UpTest, AnnouncesMetricsHidesTheTokenAndLogsEachRequest) {
+  const std::string dir = test_support::TempPath("up-test");
+  std::filesystem::create_directories(dir);
+  const std::string model = dir + "/model.gguf";
+  ASSERT_TRUE(test_support::WriteSyntheticModel(model, {.seed = 3}).ok());
+  const std::string config = dir + "/cluster.yaml";
+  std::ofstream(config) << "host: 127.0.0.1\nmodel: " << model << "\ntoken: " << kToken
+                        << "\nrouter:\n  port: 0\nprefill:\n  - threads: 1\n"
+                        << "decode:\n  - threads: 1\n    kv_cache_memory: 16M\n";
+  const std::string log = dir + "/up.log";
+  absl::StatusOr<std::unique_ptr<cli::ChildProcess>> up = StartWithStderr(
+      test_support::BatonBinary() + " up --config " + config + " --log-level info", log);
+  ASSERT_TRUE(up.ok()) << up.status();
+  const auto timeout = std::chrono::seconds(120);
+  absl::StatusOr<std::string> router = (*up)->WaitForLine("router: ", timeout);
+  ASSERT_TRUE(router.ok()) << router.status() << "\n" << ReadFile(log);
+  ASSERT_TRUE((*up)->WaitForLine("http: ", timeout).ok());
+  const std::regex host_port(R"(127\.0\.0\.1:[0-9]+)");
+  for (const char* worker : {"metrics prefill[0]: ", "metrics decode[0]: "}) {
+    absl::StatusOr<std::string> metrics = (*up)->WaitForLine(worker, timeout);
+    ASSERT_TRUE(metrics.ok()) << worker << metrics.status();
+    EXPECT_TRUE(std::regex_match(*metrics, host_port)) << *metrics;
+  }
+  EXPECT_FALSE(AnyCommandLineContains(kToken)) << "the token is on a command line";
+
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      rpc::MakeChannel(*router, {.auth_token = kToken});
+  ASSERT_TRUE(channel.ok());
+  auto stub = v1::Router::NewStub(*channel);
+  grpc::ClientContext context;
+  rpc::PrepareContext(context, {.auth_token = kToken},
+                      std::chrono::system_clock::now() + std::chrono::seconds(60));
+  v1::GenerateRequest request;
+  request.set_request_id("up-test-request");
+  request.mutable_prompt_tokens()->add_ids(1);
+  request.mutable_prompt_tokens()->add_ids(2);
+  request.mutable_sampling()->set_max_tokens(3);
+  request.mutable_sampling()->set_ignore_eos(true);
+  const test_support::GenerateOutcome outcome = test_support::RunGenerate(*stub, context, request);
+  ASSERT_TRUE(outcome.status.ok()) << outcome.status.error_message();
+
+  (*up)->Signal(SIGTERM);
+  absl::StatusOr<int> code = (*up)->Wait(std::chrono::seconds(60));
+  ASSERT_TRUE(code.ok());
+  EXPECT_EQ(*code, 0);
+  const std::string lines = ReadFile(log);
+  const std::regex request_line(
+      R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z I router\[\d+\] request up-test-request length: )"
+      R"(prompt 2 tokens, generated 3, ttft [0-9.]+ ms, e2e [0-9.]+ ms, prefill 127\.0\.0\.1:\d+, )"
+      R"(decode 127\.0\.0\.1:\d+)");
+  std::smatch match;
+  EXPECT_TRUE(std::regex_search(lines, match, request_line)) << lines;
+}
+
+TEST(UpTest, ASecondRouterOnPortsInUseFailsToStart) {
+  const std::string dir = test_support::TempPath("port-in-use");
+  std::filesystem::create_directories(dir);
+  const std::string model = dir + "/model.gguf";
+  ASSERT_TRUE(test_support::WriteSyntheticModel(model, {.seed = 3}).ok());
+  absl::StatusOr<std::unique_ptr<cli::ChildProcess>> first = StartWithStderr(
+      test_support::BatonBinary() + " router --model " + model, dir + "/first.log");
+  ASSERT_TRUE(first.ok());
+  absl::StatusOr<std::string> address =
+      (*first)->WaitForLine("listening on ", std::chrono::seconds(60));
+  ASSERT_TRUE(address.ok()) << address.status();
+  const std::string port = address->substr(address->rfind(':') + 1);
+  absl::StatusOr<std::unique_ptr<cli::ChildProcess>> second = StartWithStderr(
+      test_support::BatonBinary() + " router --model " + model + " --port " + port,
+      dir + "/second.log");
+  ASSERT_TRUE(second.ok());
+  absl::StatusOr<int> code = (*second)->Wait(std::chrono::seconds(60));
+  ASSERT_TRUE(code.ok()) << "the second router is still running";
+  EXPECT_NE(*code, 0);
+  EXPECT_THAT(ReadFile(dir + "/second.log"), HasSubstr("address in use"));
+  (*first)->Signal(SIGTERM);
+  EXPECT_TRUE((*first)->Wait(std::chrono::seconds(30)).ok());
+}
+
+}  // namespace
+}  // namespace baton
