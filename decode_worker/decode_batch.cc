@@ -16,7 +16,8 @@ metrics::Histogram& BatchSizeHistogram() {
 
 metrics::Counter& PreemptionCounter() {
   static metrics::Counter& c = metrics::Registry::Global().GetCounter(
-      "baton:num_preemptions_total", "Sequences preempted for lack of KV blocks (recomputed later).");
+      "baton:num_preemptions_total",
+      "Sequences preempted for lack of KV blocks (recomputed later).");
   return c;
 }
 
@@ -26,6 +27,7 @@ DecodeBatch::DecodeBatch(const engine::Tokenizer* tokenizer, engine::Transformer
                          engine::KvCache* cache, DecodeBatchOptions options)
     : tokenizer_(*tokenizer), transformer_(*transformer), cache_(*cache), options_(options) {
   BatchSizeHistogram();  // exported from the start, empty
+  PreemptionCounter();   // and 0
 }
 
 DecodeBatch::~DecodeBatch() {
