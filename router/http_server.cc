@@ -1,19 +1,30 @@
 #include "router/http_server.h"
 
-#include <httplib.h>
-
+#include <algorithm>
+#include <exception>
 #include <optional>
 #include <utility>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
 
 #include "absl/random/random.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "base/log.h"
 #include "metrics/metrics.h"
 #include "nlohmann/json.hpp"
+#include "router/http_connection.h"
 #include "router/http_errors.h"
+#include "router/http_listener.h"
+#include "router/http_openai.h"
 #include "router/request_admission.h"
 #include "router/request_intake.h"
 #include "rpc/auth.h"
@@ -21,19 +32,29 @@
 namespace baton::router {
 namespace {
 
+namespace asio = boost::asio;
+namespace http = boost::beast::http;
 using json = nlohmann::ordered_json;
 
 constexpr char kJson[] = "application/json";
+// How long Shutdown() waits, past its deadline, for cancelled requests to answer and for
+// connections to close.
+constexpr absl::Duration kShutdownGrace = absl::Seconds(5);
 
-void SendJson(httplib::Response& response, int status, const json& body) {
-  response.status = status;
-  response.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), kJson);
+HttpResponse JsonResponse(int status, const json& body) {
+  return {.status = status,
+          .content_type = kJson,
+          .body = body.dump(-1, ' ', false, json::error_handler_t::replace)};
 }
 
-void SendError(httplib::Response& response, const absl::Status& status) {
-  const HttpError error = HttpErrorFromStatus(status);
-  if (error.http_status == 401) response.set_header("WWW-Authenticate", "Bearer");
-  SendJson(response, error.http_status, HttpErrorJson(error));
+HttpResponse ErrorResponse(const HttpError& error) {
+  HttpResponse response = JsonResponse(error.http_status, HttpErrorJson(error));
+  if (error.http_status == 401) response.headers.emplace_back("WWW-Authenticate", "Bearer");
+  return response;
+}
+
+HttpResponse ErrorResponse(const absl::Status& status) {
+  return ErrorResponse(HttpErrorFromStatus(status));
 }
 
 uint64_t RandomSeed() {
@@ -48,13 +69,26 @@ std::string NewResponseId(OpenAiEndpoint endpoint) {
                          absl::Uniform<uint64_t>(gen), absl::Uniform<uint32_t>(gen));
 }
 
-// What the streaming content provider works with; lives as long as the response.
-struct StreamState {
-  std::shared_ptr<HttpSink> sink;
-  OpenAiStreamEncoder encoder;
-  std::optional<HttpSink::Event> first;  // taken out while deciding the status
-  std::shared_ptr<void> in_flight;
-};
+// The path of a request target, without its query, %XX-decoded.
+std::string PathOf(absl::string_view target) {
+  target = target.substr(0, target.find('?'));
+  std::string path;
+  for (size_t i = 0; i < target.size(); ++i) {
+    int byte = 0;
+    if (target[i] == '%' && i + 2 < target.size() &&
+        absl::SimpleHexAtoi(target.substr(i + 1, 2), &byte)) {
+      path.push_back(static_cast<char>(byte));
+      i += 2;
+    } else {
+      path.push_back(target[i]);
+    }
+  }
+  return path;
+}
+
+std::chrono::nanoseconds Chrono(absl::Duration d) { return absl::ToChronoNanoseconds(d); }
+
+absl::string_view View(boost::beast::string_view s) { return {s.data(), s.size()}; }
 
 }  // namespace
 
@@ -69,6 +103,82 @@ class HttpServer::InFlight {
   HttpSink* const sink_;
 };
 
+// The routes. Called on the connections' strands; only the generation requests leave them.
+class HttpServer::Api final : public HttpApplication {
+ public:
+  explicit Api(HttpServer* server) : server_(*server) {}
+
+  void Handle(std::shared_ptr<HttpConnection> connection) override;
+  HttpResponse Refusal(const HttpRefusal& refusal) override;
+
+  absl::Status CheckAuth(const HttpRequest& request) const;
+
+ private:
+  HttpResponse Route(const HttpRequest& request, const std::string& path);
+  HttpResponse Models(const HttpRequest& request) const;
+  HttpResponse Model(const HttpRequest& request, absl::string_view name) const;
+  HttpResponse Health() const;
+
+  HttpServer& server_;
+};
+
+// One generation request, from its body to its answer. Runs on its connection's strand, except
+// Prepare(), which runs on the handler pool and hands its result back to the strand.
+class HttpServer::GenerateCall final : public std::enable_shared_from_this<GenerateCall> {
+ public:
+  GenerateCall(HttpServer* server, std::shared_ptr<HttpConnection> connection,
+               OpenAiEndpoint endpoint);
+  ~GenerateCall();
+
+  void Start();
+
+ private:
+  // What Prepare() hands back: an error to answer, or a launched request.
+  struct Launch {
+    absl::Status status;
+    std::shared_ptr<HttpSink> sink;
+    std::shared_ptr<InFlight> in_flight;
+    OpenAiResponseContext context;
+    bool stream = false;
+    bool include_usage = false;
+  };
+  Launch Prepare();
+  void Launched(Launch launch);
+  void OnClientGone();
+  void Pump();
+  void PumpWhole();
+  void PumpStream();
+  void StartStreaming();
+  void Ping();
+  void Answer(HttpResponse response);
+  void Done();
+
+  HttpServer& server_;
+  const OpenAiEndpoint endpoint_;
+  const asio::any_io_executor executor_;  // the connection's strand
+  const absl::Time received_;
+  std::shared_ptr<HttpConnection> connection_;  // until the answer is complete
+  std::string body_;                            // Prepare()'s
+
+  std::shared_ptr<HttpSink> sink_;
+  std::shared_ptr<InFlight> in_flight_;
+  OpenAiResponseContext context_;
+  bool stream_ = false;
+  std::optional<OpenAiStreamEncoder> encoder_;
+  bool streaming_ = false;   // the 200 head is out
+  bool wrote_ = false;       // since the last ping tick
+  bool finished_ = false;    // the sink was closed and its end taken
+  bool done_ = false;        // answered, or the client is gone
+  asio::steady_timer status_timer_;
+  asio::steady_timer ping_timer_;
+  // Non-streaming: the answer so far.
+  std::string text_;
+  v1::FinishReason finish_reason_ = v1::FINISH_REASON_UNSPECIFIED;
+  v1::Usage usage_;
+};
+
+// HttpServer.
+
 HttpServer::HttpServer(HttpServerOptions options, const GenerateEnv* env)
     : options_(std::move(options)), env_(*env), created_(absl::ToUnixSeconds(absl::Now())) {}
 
@@ -79,84 +189,45 @@ absl::Status HttpServer::Start() {
     return absl::InvalidArgumentError(
         absl::StrCat("HTTP port must be in [0, 65535], got ", options_.port));
   }
-  server_ = std::make_unique<httplib::Server>();
-  const int n_threads = std::max(1, options_.n_threads);
-  server_->new_task_queue = [n_threads] { return new httplib::ThreadPool(n_threads); };
-  server_->set_payload_max_length(options_.max_body_bytes);
-  server_->set_read_timeout(absl::ToChronoSeconds(options_.read_timeout));
-  server_->set_write_timeout(absl::ToChronoSeconds(options_.write_timeout));
-  server_->set_keep_alive_max_count(100);
-  server_->set_tcp_nodelay(true);
-
-  server_->Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-    HandleGenerate(OpenAiEndpoint::kCompletions, req, res);
-  });
-  server_->Post("/v1/chat/completions",
-                [this](const httplib::Request& req, httplib::Response& res) {
-                  HandleGenerate(OpenAiEndpoint::kChatCompletions, req, res);
-                });
-  server_->Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
-    HandleModels(req, res);
-  });
-  server_->Get("/v1/models/(.+)", [this](const httplib::Request& req, httplib::Response& res) {
-    HandleModel(req, res);
-  });
-  server_->Get("/health", [this](const httplib::Request& req, httplib::Response& res) {
-    HandleHealth(req, res);
-  });
-  server_->Get("/metrics", [this](const httplib::Request& req, httplib::Response& res) {
-    HandleMetrics(req, res);
-  });
-  // httplib's own refusals (no route, body too large, malformed HTTP) as OpenAI errors; a
-  // response a handler already filled is left as it is.
-  const size_t max_body = options_.max_body_bytes;
-  server_->set_error_handler(httplib::Server::HandlerWithResponse(
-      [max_body](const httplib::Request& req, httplib::Response& res) {
-        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-        HttpError error;
-        error.http_status = res.status;
-        error.type = "invalid_request_error";
-        switch (res.status) {
-          case 404:
-            error.message = absl::StrCat("no route for ", req.method, " ", req.path);
-            error.code = "not_found";
-            break;
-          case 413:
-            error.message = absl::StrCat("the request body is larger than the ", max_body,
-                                         " bytes this server accepts");
-            error.code = "request_too_large";
-            break;
-          default:
-            error.message = absl::StrCat("the request failed with HTTP status ", res.status);
-            if (res.status >= 500) error.type = "server_error";
-            break;
-        }
-        res.set_content(HttpErrorJson(error).dump(-1, ' ', false, json::error_handler_t::replace),
-                        kJson);
-        return httplib::Server::HandlerResponse::Handled;
-      }));
-  server_->set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {
-        std::string what = "unknown exception";
-        try {
-          std::rethrow_exception(error);
-        } catch (const std::exception& e) {
-          what = e.what();
-        } catch (...) {
-        }
-        SendError(res, absl::InternalError(absl::StrCat("internal error: ", what)));
-      });
-
-  const int port = options_.port == 0 ? server_->bind_to_any_port(options_.host)
-                                      : (server_->bind_to_port(options_.host, options_.port)
-                                             ? options_.port
-                                             : -1);
-  if (port <= 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen for HTTP on ", options_.host, ":",
-                                               options_.port));
+  if (options_.max_connections < 1 || options_.max_connections_per_client < 1 ||
+      options_.backlog < 1 || options_.io_threads < 1 || options_.handler_threads < 1) {
+    return absl::InvalidArgumentError(
+        "HTTP connection limits, backlog and thread counts must be at least 1");
   }
-  port_ = port;
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  io_ = std::make_unique<asio::io_context>(options_.io_threads);
+  handler_pool_ = std::make_unique<asio::thread_pool>(options_.handler_threads);
+  api_ = std::make_unique<Api>(this);
+  listener_ = std::make_unique<HttpListener>(
+      *io_,
+      HttpListenerOptions{.host = options_.host,
+                          .port = options_.port,
+                          .backlog = options_.backlog,
+                          .max_connections = options_.max_connections,
+                          .max_connections_per_client = options_.max_connections_per_client},
+      HttpConnectionOptions{.max_header_bytes = options_.max_header_bytes,
+                            .max_body_bytes = options_.max_body_bytes,
+                            .header_timeout = options_.header_timeout,
+                            .body_timeout = options_.body_timeout,
+                            .write_timeout = options_.write_timeout,
+                            .probe_interval = options_.ping_interval},
+      api_.get());
+  if (absl::Status s = listener_->Listen(); !s.ok()) return s;
+  port_ = listener_->port();
+  listener_->Accept();
+  for (int i = 0; i < options_.io_threads; ++i) {
+    io_threads_.emplace_back([io = io_.get()] {
+      auto work = asio::make_work_guard(*io);
+      while (true) {
+        try {
+          io->run();
+          return;
+        } catch (const std::exception& e) {
+          BATON_LOG(ERROR) << "HTTP server: " << e.what();
+        }
+      }
+    });
+  }
+  started_ = true;
   return absl::OkStatus();
 }
 
@@ -167,19 +238,27 @@ std::string HttpServer::address() const {
 }
 
 void HttpServer::Shutdown(absl::Time deadline) {
-  if (shut_down_ || server_ == nullptr) return;
+  if (shut_down_ || !started_) return;
   shut_down_ = true;
-  server_->stop();  // no new connections; the threads finish what they serve
-  std::vector<std::shared_ptr<HttpSink>> remaining;
-  {
-    absl::MutexLock lock(&mu_);
-    auto idle = [this]() { return in_flight_.empty(); };
-    if (!mu_.AwaitWithDeadline(absl::Condition(&idle), deadline)) {
+  listener_->StopAccepting();
+  if (!WaitIdle(deadline)) {
+    std::vector<std::shared_ptr<HttpSink>> remaining;
+    {
+      absl::MutexLock lock(&mu_);
       for (auto& [key, sink] : in_flight_) remaining.push_back(sink);
     }
+    for (const std::shared_ptr<HttpSink>& sink : remaining) sink->Cancel();
+    WaitIdle(std::max(deadline, absl::Now()) + kShutdownGrace);  // their clients hear of it
   }
-  for (const std::shared_ptr<HttpSink>& sink : remaining) sink->Cancel();
-  if (thread_.joinable()) thread_.join();
+  listener_->AbortAll();  // idle keep-alive connections, slow clients
+  listener_->WaitForNoConnections(absl::Now() + kShutdownGrace);
+  handler_pool_->join();
+  io_->stop();
+  for (std::thread& t : io_threads_) t.join();
+  // What is left is destroyed here, while the in-flight set still exists: the handlers the
+  // io_context still holds, with their connections and requests.
+  listener_.reset();
+  io_.reset();
 }
 
 std::shared_ptr<HttpServer::InFlight> HttpServer::Track(std::shared_ptr<HttpSink> sink) {
@@ -196,20 +275,74 @@ void HttpServer::Untrack(HttpSink* sink) {
   in_flight_.erase(sink);
 }
 
-absl::Status HttpServer::CheckAuth(const httplib::Request& request) const {
-  if (options_.api_keys.empty()) return absl::OkStatus();
-  const std::string header = request.get_header_value("Authorization");
+bool HttpServer::WaitIdle(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return in_flight_.empty(); };
+  return mu_.AwaitWithDeadline(absl::Condition(&idle), deadline);
+}
+
+// Api.
+
+void HttpServer::Api::Handle(std::shared_ptr<HttpConnection> connection) {
+  const HttpRequest& request = connection->request();
+  const std::string path = PathOf(View(request.target()));
+  if (request.method() == http::verb::post &&
+      (path == "/v1/completions" || path == "/v1/chat/completions")) {
+    const OpenAiEndpoint endpoint = path == "/v1/completions" ? OpenAiEndpoint::kCompletions
+                                                              : OpenAiEndpoint::kChatCompletions;
+    return std::make_shared<GenerateCall>(&server_, std::move(connection), endpoint)->Start();
+  }
+  HttpResponse response;
+  try {
+    response = Route(request, path);
+  } catch (const std::exception& e) {
+    response = ErrorResponse(absl::InternalError(absl::StrCat("internal error: ", e.what())));
+  }
+  connection->Respond(std::move(response));
+}
+
+HttpResponse HttpServer::Api::Route(const HttpRequest& request, const std::string& path) {
+  if (request.method() == http::verb::get) {
+    if (path == "/health") return Health();
+    if (path == "/metrics") {
+      return {.status = 200,
+              .content_type = "text/plain; version=0.0.4",
+              .body = metrics::Registry::Global().RenderText()};
+    }
+    if (path == "/v1/models") return Models(request);
+    constexpr absl::string_view kModelPrefix = "/v1/models/";
+    if (absl::StartsWith(path, kModelPrefix) && path.size() > kModelPrefix.size()) {
+      return Model(request, absl::string_view(path).substr(kModelPrefix.size()));
+    }
+  }
+  return ErrorResponse(HttpError{
+      .http_status = 404,
+      .type = "invalid_request_error",
+      .message = absl::StrCat("no route for ", std::string(request.method_string()), " ", path),
+      .code = "not_found"});
+}
+
+HttpResponse HttpServer::Api::Refusal(const HttpRefusal& refusal) {
+  return ErrorResponse(HttpError{
+      .http_status = refusal.status,
+      .type = refusal.status == 503 ? "service_unavailable_error" : "invalid_request_error",
+      .message = refusal.message,
+      .code = refusal.code});
+}
+
+absl::Status HttpServer::Api::CheckAuth(const HttpRequest& request) const {
+  if (server_.options_.api_keys.empty()) return absl::OkStatus();
+  const absl::string_view header = View(request[http::field::authorization]);
   if (header.empty()) {
     return absl::UnauthenticatedError(
         "no API key given: send the header 'Authorization: Bearer YOUR_KEY'");
   }
   constexpr absl::string_view kScheme = "bearer ";
   if (header.size() > kScheme.size() &&
-      absl::EqualsIgnoreCase(absl::string_view(header).substr(0, kScheme.size()), kScheme)) {
-    const std::string key(absl::StripLeadingAsciiWhitespace(
-        absl::string_view(header).substr(kScheme.size())));
+      absl::EqualsIgnoreCase(header.substr(0, kScheme.size()), kScheme)) {
+    const std::string key(absl::StripLeadingAsciiWhitespace(header.substr(kScheme.size())));
     bool match = false;
-    for (const std::string& accepted : options_.api_keys) {
+    for (const std::string& accepted : server_.options_.api_keys) {
       match |= rpc::TokensEqual(key, accepted);  // no early exit: constant time per key
     }
     if (match) return absl::OkStatus();
@@ -217,161 +350,42 @@ absl::Status HttpServer::CheckAuth(const httplib::Request& request) const {
   return absl::UnauthenticatedError("incorrect API key provided");
 }
 
-void HttpServer::HandleGenerate(OpenAiEndpoint endpoint, const httplib::Request& req,
-                                httplib::Response& res) {
-  const absl::Time received = absl::Now();
-  if (absl::Status s = CheckAuth(req); !s.ok()) return SendError(res, s);
-  if (env_.draining != nullptr && env_.draining->load()) {
-    return SendError(res, absl::UnavailableError("the router is shutting down"));
-  }
-  const ServedModel& model = *env_.driver.model;
-  absl::StatusOr<OpenAiRequest> parsed =
-      ParseOpenAiRequest(endpoint, req.body, model.id(), model.general_name());
-  if (!parsed.ok()) return SendError(res, parsed.status());
-
-  // The router's intake runs here, before any response is started, so that a bad request gets
-  // its 400; the driver then gets the prompt as token ids (not tokenized twice).
-  absl::StatusOr<PreparedRequest> prepared = PrepareRequest(parsed->generate, model, RandomSeed());
-  if (!prepared.ok()) return SendError(res, prepared.status());
-  const std::string id = NewResponseId(endpoint);
-  v1::GenerateRequest request;
-  request.set_model(parsed->generate.model());
-  request.set_request_id(id);
-  request.mutable_prompt_tokens()->mutable_ids()->Assign(prepared->prompt.begin(),
-                                                         prepared->prompt.end());
-  *request.mutable_sampling() = prepared->wire;
-  for (const std::string& stop : prepared->params.stop_strings) {
-    request.mutable_sampling()->add_stop(stop);
-  }
-
-  auto sink = std::make_shared<HttpSink>();
-  absl::StatusOr<std::shared_ptr<RequestDriver>> driver = CreateDriver(
-      env_, request, id, received, received + env_.request_timeout, sink.get());
-  if (!driver.ok()) return SendError(res, driver.status());
-  sink->set_driver(*driver);
-  std::shared_ptr<InFlight> in_flight = Track(sink);
-  if (absl::Status s = LaunchDriver(env_, *std::move(driver), sink); !s.ok()) {
-    return SendError(res, s);
-  }
-
-  OpenAiResponseContext context{.endpoint = endpoint,
-                                .id = id,
-                                .created = absl::ToUnixSeconds(received),
-                                .model = model.id(),
-                                .system_fingerprint = model.fingerprint()};
-  if (!parsed->stream) {
-    std::string text;
-    v1::FinishReason finish_reason = v1::FINISH_REASON_UNSPECIFIED;
-    v1::Usage usage;
-    while (true) {
-      HttpSink::Event event = sink->Next(absl::InfiniteFuture());
-      if (event.kind == HttpSink::Event::Kind::kMessage) {
-        text += event.message.text();
-        if (event.message.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
-          finish_reason = event.message.finish_reason();
-          usage = event.message.usage();
-        }
-        continue;
-      }
-      if (!event.status.ok()) return SendError(res, event.status);
-      break;
-    }
-    return SendJson(res, 200, OpenAiCompletion(context, text, finish_reason, usage));
-  }
-
-  // Streaming: the status is decided by the first event, if it comes soon.
-  HttpSink::Event first = sink->Next(absl::Now() + options_.stream_status_wait);
-  if (first.kind == HttpSink::Event::Kind::kClosed && !first.status.ok()) {
-    return SendError(res, first.status);
-  }
-  auto state = std::make_shared<StreamState>(StreamState{
-      .sink = sink,
-      .encoder = OpenAiStreamEncoder(std::move(context), parsed->include_usage),
-      .first = first.kind == HttpSink::Event::Kind::kNone ? std::nullopt
-                                                           : std::optional(std::move(first)),
-      .in_flight = std::move(in_flight)});
-  res.status = 200;
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Accel-Buffering", "no");
-  const absl::Duration ping_interval = options_.ping_interval;
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [state, ping_interval](size_t /*offset*/, httplib::DataSink& out) {
-        auto write = [&out](const std::string& bytes) {
-          return bytes.empty() || out.write(bytes.data(), bytes.size());
-        };
-        while (true) {
-          HttpSink::Event event;
-          if (state->first.has_value()) {
-            event = *std::move(state->first);
-            state->first.reset();
-          } else {
-            event = state->sink->Next(absl::Now() + ping_interval);
-          }
-          std::string bytes;
-          switch (event.kind) {
-            case HttpSink::Event::Kind::kNone:
-              // Keeps proxies from timing out, and finds out whether the client is still there.
-              bytes = ": ping\n\n";
-              break;
-            case HttpSink::Event::Kind::kMessage:
-              bytes = state->encoder.Message(event.message);
-              break;
-            case HttpSink::Event::Kind::kClosed:
-              bytes = state->encoder.End(event.status);
-              break;
-          }
-          if (!write(bytes)) {
-            // The client went away: stop the request everywhere.
-            state->sink->Abandon();
-            return false;
-          }
-          if (event.kind == HttpSink::Event::Kind::kClosed) {
-            out.done();
-            return true;
-          }
-        }
-      },
-      [state](bool success) {
-        if (!success) state->sink->Abandon();
-      });
+HttpResponse HttpServer::Api::Models(const HttpRequest& request) const {
+  if (absl::Status s = CheckAuth(request); !s.ok()) return ErrorResponse(s);
+  const ServedModel& model = *server_.env_.driver.model;
+  return JsonResponse(200, {{"object", "list"},
+                            {"data", json::array({{{"id", model.id()},
+                                                   {"object", "model"},
+                                                   {"created", server_.created_},
+                                                   {"owned_by", "baton"}}})}});
 }
 
-void HttpServer::HandleModels(const httplib::Request& req, httplib::Response& res) {
-  if (absl::Status s = CheckAuth(req); !s.ok()) return SendError(res, s);
-  const ServedModel& model = *env_.driver.model;
-  SendJson(res, 200,
-           {{"object", "list"},
-            {"data", json::array({{{"id", model.id()},
-                                   {"object", "model"},
-                                   {"created", created_},
-                                   {"owned_by", "baton"}}})}});
-}
-
-void HttpServer::HandleModel(const httplib::Request& req, httplib::Response& res) {
-  if (absl::Status s = CheckAuth(req); !s.ok()) return SendError(res, s);
-  const ServedModel& model = *env_.driver.model;
-  const std::string name = req.matches.size() > 1 ? std::string(req.matches[1]) : std::string();
+HttpResponse HttpServer::Api::Model(const HttpRequest& request, absl::string_view name) const {
+  if (absl::Status s = CheckAuth(request); !s.ok()) return ErrorResponse(s);
+  const ServedModel& model = *server_.env_.driver.model;
   if (name != model.id() && (model.general_name().empty() || name != model.general_name())) {
-    return SendError(
-        res, WithErrorCode(WithParam(absl::NotFoundError(absl::StrCat(
-                                         "The model '", name, "' does not exist; this server "
-                                         "serves '", model.id(), "'")),
-                                     "model"),
-                           "model_not_found"));
+    return ErrorResponse(WithErrorCode(
+        WithParam(absl::NotFoundError(absl::StrCat("The model '", name,
+                                                   "' does not exist; this server serves '",
+                                                   model.id(), "'")),
+                  "model"),
+        "model_not_found"));
   }
-  SendJson(res, 200,
-           {{"id", model.id()}, {"object", "model"}, {"created", created_}, {"owned_by", "baton"}});
+  return JsonResponse(200, {{"id", model.id()},
+                            {"object", "model"},
+                            {"created", server_.created_},
+                            {"owned_by", "baton"}});
 }
 
-void HttpServer::HandleHealth(const httplib::Request& req, httplib::Response& res) {
-  if (env_.draining != nullptr && env_.draining->load()) {
-    return SendJson(res, 503,
-                    {{"status", "unavailable"}, {"reason", "the router is shutting down"}});
+HttpResponse HttpServer::Api::Health() const {
+  const GenerateEnv& env = server_.env_;
+  if (env.draining != nullptr && env.draining->load()) {
+    return JsonResponse(503,
+                        {{"status", "unavailable"}, {"reason", "the router is shutting down"}});
   }
   int n_prefill = 0;
   int n_decode = 0;
-  for (const WorkerSnapshot& w : env_.driver.registry->Snapshot()) {
+  for (const WorkerSnapshot& w : env.driver.registry->Snapshot()) {
     if (!w.healthy) continue;
     n_prefill += ServesPrefill(w.role);
     n_decode += ServesDecode(w.role);
@@ -386,12 +400,214 @@ void HttpServer::HandleHealth(const httplib::Request& req, httplib::Response& re
   }
   body["prefill_workers"] = n_prefill;
   body["decode_workers"] = n_decode;
-  SendJson(res, ready ? 200 : 503, body);
+  return JsonResponse(ready ? 200 : 503, body);
 }
 
-void HttpServer::HandleMetrics(const httplib::Request& req, httplib::Response& res) {
-  res.status = 200;
-  res.set_content(metrics::Registry::Global().RenderText(), "text/plain; version=0.0.4");
+// GenerateCall.
+
+HttpServer::GenerateCall::GenerateCall(HttpServer* server,
+                                       std::shared_ptr<HttpConnection> connection,
+                                       OpenAiEndpoint endpoint)
+    : server_(*server),
+      endpoint_(endpoint),
+      executor_(connection->executor()),
+      received_(absl::Now()),
+      connection_(std::move(connection)),
+      status_timer_(executor_),
+      ping_timer_(executor_) {}
+
+HttpServer::GenerateCall::~GenerateCall() {
+  if (sink_ == nullptr) return;
+  sink_->Detach();
+  if (!finished_) sink_->Abandon();  // the client went away, or the server is gone
+}
+
+void HttpServer::GenerateCall::Start() {
+  connection_->set_on_client_gone([self = shared_from_this()] { self->OnClientGone(); });
+  if (absl::Status s = server_.api_->CheckAuth(connection_->request()); !s.ok()) {
+    return Answer(ErrorResponse(s));
+  }
+  if (server_.env_.draining != nullptr && server_.env_.draining->load()) {
+    return Answer(ErrorResponse(absl::UnavailableError("the router is shutting down")));
+  }
+  body_ = std::move(connection_->request().body());
+  asio::post(*server_.handler_pool_, [self = shared_from_this()] {
+    Launch launch;
+    try {
+      launch = self->Prepare();
+    } catch (const std::exception& e) {
+      launch.status = absl::InternalError(absl::StrCat("internal error: ", e.what()));
+    }
+    asio::post(self->executor_, [self, launch = std::move(launch)]() mutable {
+      self->Launched(std::move(launch));
+    });
+  });
+}
+
+HttpServer::GenerateCall::Launch HttpServer::GenerateCall::Prepare() {
+  const GenerateEnv& env = server_.env_;
+  const ServedModel& model = *env.driver.model;
+  Launch launch;
+  absl::StatusOr<OpenAiRequest> parsed =
+      ParseOpenAiRequest(endpoint_, body_, model.id(), model.general_name());
+  if (!parsed.ok()) return {.status = parsed.status()};
+  // The router's intake runs here, before any response is started, so that a bad request gets
+  // its 400; the driver then gets the prompt as token ids (not tokenized twice).
+  absl::StatusOr<PreparedRequest> prepared = PrepareRequest(parsed->generate, model, RandomSeed());
+  if (!prepared.ok()) return {.status = prepared.status()};
+  const std::string id = NewResponseId(endpoint_);
+  v1::GenerateRequest request;
+  request.set_model(parsed->generate.model());
+  request.set_request_id(id);
+  request.mutable_prompt_tokens()->mutable_ids()->Assign(prepared->prompt.begin(),
+                                                         prepared->prompt.end());
+  *request.mutable_sampling() = prepared->wire;
+  for (const std::string& stop : prepared->params.stop_strings) {
+    request.mutable_sampling()->add_stop(stop);
+  }
+
+  auto sink = std::make_shared<HttpSink>([call = weak_from_this(), executor = executor_] {
+    asio::post(executor, [call] {
+      if (std::shared_ptr<GenerateCall> self = call.lock()) self->Pump();
+    });
+  });
+  absl::StatusOr<std::shared_ptr<RequestDriver>> driver = CreateDriver(
+      env, request, id, received_, received_ + env.request_timeout, sink.get());
+  if (!driver.ok()) return {.status = driver.status()};
+  sink->set_driver(*driver);
+  std::shared_ptr<InFlight> in_flight = server_.Track(sink);
+  if (absl::Status s = LaunchDriver(env, *std::move(driver), sink); !s.ok()) return {.status = s};
+  return {.sink = std::move(sink),
+          .in_flight = std::move(in_flight),
+          .context = {.endpoint = endpoint_,
+                      .id = id,
+                      .created = absl::ToUnixSeconds(received_),
+                      .model = model.id(),
+                      .system_fingerprint = model.fingerprint()},
+          .stream = parsed->stream,
+          .include_usage = parsed->include_usage};
+}
+
+void HttpServer::GenerateCall::Launched(Launch launch) {
+  if (!launch.status.ok()) return Answer(ErrorResponse(launch.status));
+  sink_ = std::move(launch.sink);
+  in_flight_ = std::move(launch.in_flight);
+  if (done_) {  // the client went away meanwhile
+    sink_->Abandon();
+    in_flight_.reset();
+    return;
+  }
+  context_ = std::move(launch.context);
+  stream_ = launch.stream;
+  if (stream_) {
+    encoder_.emplace(context_, launch.include_usage);
+    status_timer_.expires_after(Chrono(server_.options_.stream_status_wait));
+    status_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+      if (!ec && !self->done_ && !self->streaming_) self->StartStreaming();
+    });
+  }
+  Pump();
+}
+
+void HttpServer::GenerateCall::OnClientGone() {
+  if (done_) return;
+  if (sink_ != nullptr) sink_->Abandon();  // cancels the request everywhere
+  Done();
+}
+
+void HttpServer::GenerateCall::Pump() {
+  if (done_ || sink_ == nullptr) return;
+  try {
+    stream_ ? PumpStream() : PumpWhole();
+  } catch (const std::exception& e) {
+    sink_->Abandon();
+    if (streaming_) {
+      connection_->Abort();
+      return Done();
+    }
+    Answer(ErrorResponse(absl::InternalError(absl::StrCat("internal error: ", e.what()))));
+  }
+}
+
+void HttpServer::GenerateCall::PumpWhole() {
+  HttpSink::Taken taken = sink_->Take();
+  for (const v1::GenerateResponse& message : taken.messages) {
+    text_ += message.text();
+    if (message.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
+      finish_reason_ = message.finish_reason();
+      usage_ = message.usage();
+    }
+  }
+  if (!taken.closed) return;
+  finished_ = true;
+  if (!taken.status.ok()) return Answer(ErrorResponse(taken.status));
+  Answer(JsonResponse(200, OpenAiCompletion(context_, text_, finish_reason_, usage_)));
+}
+
+// Takes messages only once the previous write is out: a client that does not read fills the
+// sink's queue, which holds the driver back.
+void HttpServer::GenerateCall::PumpStream() {
+  if (streaming_ && connection_->write_pending()) return;  // on_drained pumps again
+  HttpSink::Taken taken = sink_->Take();
+  if (!streaming_) {
+    if (taken.messages.empty() && !taken.closed) return;
+    // The first event decides the status: an error before any message gets its own.
+    if (taken.messages.empty() && !taken.status.ok()) {
+      finished_ = true;
+      return Answer(ErrorResponse(taken.status));
+    }
+    StartStreaming();
+  }
+  std::string bytes;
+  for (const v1::GenerateResponse& message : taken.messages) bytes += encoder_->Message(message);
+  if (taken.closed) bytes += encoder_->End(taken.status);
+  if (!bytes.empty()) {
+    wrote_ = true;
+    connection_->WriteChunk(std::move(bytes));
+  }
+  if (taken.closed) {
+    finished_ = true;
+    connection_->FinishStream();
+    Done();
+  }
+}
+
+void HttpServer::GenerateCall::StartStreaming() {
+  streaming_ = true;
+  status_timer_.cancel();
+  connection_->set_on_drained([self = shared_from_this()] { self->Pump(); });
+  connection_->StartStream({.status = 200,
+                            .content_type = "text/event-stream",
+                            .headers = {{"Cache-Control", "no-cache"},
+                                        {"X-Accel-Buffering", "no"}}});
+  wrote_ = true;
+  Ping();
+}
+
+// Every ping_interval: an SSE comment unless something was written since the last tick. It keeps
+// proxies from timing out, and finds out whether the client is still there.
+void HttpServer::GenerateCall::Ping() {
+  if (done_) return;
+  if (!wrote_ && !connection_->write_pending()) connection_->WriteChunk(": ping\n\n");
+  wrote_ = false;
+  ping_timer_.expires_after(Chrono(server_.options_.ping_interval));
+  ping_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+    if (!ec) self->Ping();
+  });
+}
+
+void HttpServer::GenerateCall::Answer(HttpResponse response) {
+  if (done_) return;
+  connection_->Respond(std::move(response));
+  Done();
+}
+
+void HttpServer::GenerateCall::Done() {
+  done_ = true;
+  status_timer_.cancel();
+  ping_timer_.cancel();
+  connection_.reset();
+  in_flight_.reset();
 }
 
 }  // namespace baton::router

@@ -1,5 +1,6 @@
 #include "router/http_sink.h"
 
+#include <iterator>
 #include <utility>
 
 namespace baton::router {
@@ -12,6 +13,7 @@ bool HttpSink::Send(v1::GenerateResponse response) {
   mu_.Await(absl::Condition(&room));
   if (abandoned_) return false;
   queue_.push_back(std::move(response));
+  SignalLocked();
   return true;
 }
 
@@ -19,28 +21,35 @@ void HttpSink::Close(const absl::Status& status) {
   absl::MutexLock lock(&mu_);
   closed_ = true;
   status_ = status;
+  SignalLocked();
 }
 
-HttpSink::Event HttpSink::Next(absl::Time deadline) {
-  Event event;
+HttpSink::Taken HttpSink::Take() {
+  Taken taken;
   absl::MutexLock lock(&mu_);
-  auto ready = [this]() { return !queue_.empty() || closed_; };
-  if (!mu_.AwaitWithDeadline(absl::Condition(&ready), deadline)) return event;
-  if (!queue_.empty()) {
-    event.kind = Event::Kind::kMessage;
-    event.message = std::move(queue_.front());
-    queue_.pop_front();
-    return event;
+  taken.messages.assign(std::make_move_iterator(queue_.begin()),
+                        std::make_move_iterator(queue_.end()));
+  queue_.clear();
+  taken.closed = closed_;
+  taken.status = status_;
+  signalled_ = false;
+  return taken;
+}
+
+void HttpSink::SignalLocked() {
+  if (signalled_ || on_ready_ == nullptr) return;
+  signalled_ = true;
+  on_ready_();
+}
+
+void HttpSink::Detach() {
+  absl::AnyInvocable<void()> on_ready;
+  {
+    absl::MutexLock lock(&mu_);
+    on_ready = std::move(on_ready_);
+    on_ready_ = nullptr;
   }
-  event.kind = Event::Kind::kClosed;
-  event.status = status_;
-  return event;
-}
-
-bool HttpSink::WaitForEvent(absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
-  auto ready = [this]() { return !queue_.empty() || closed_; };
-  return mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
+  // Destroyed outside the lock: it may hold the last reference to what it posts to.
 }
 
 void HttpSink::Abandon() {

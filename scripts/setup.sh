@@ -9,7 +9,7 @@ packages=(
   clang libclang-rt-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler grpc-proto
   libabsl-dev libgtest-dev libgmock-dev googletest libbenchmark-dev
-  libpcre2-dev libxxhash-dev nlohmann-json3-dev libcpp-httplib-dev libyaml-cpp-dev
+  libpcre2-dev libxxhash-dev nlohmann-json3-dev libcpp-httplib-dev libyaml-cpp-dev libboost-dev
   curl unzip openssl gnuplot-nox
 )
 missing=()
