@@ -10,6 +10,39 @@
 #include "router/router_server.h"
 
 namespace baton::cli {
+namespace {
+
+// --http-max-connections, --http-max-connections-per-client, --http-backlog,
+// --http-header-timeout, --http-body-timeout; unset ones keep HttpServerOptions' defaults.
+absl::Status ParseHttpLimits(const Flags& flags, router::HttpServerOptions& http) {
+  absl::StatusOr<int64_t> v =
+      flags.GetInt("http-max-connections", http.max_connections, 1, 1 << 20);
+  if (!v.ok()) return v.status();
+  http.max_connections = static_cast<int>(*v);
+  if (!(v = flags.GetInt("http-max-connections-per-client", http.max_connections_per_client, 1,
+                         1 << 20))
+           .ok()) {
+    return v.status();
+  }
+  http.max_connections_per_client = static_cast<int>(*v);
+  if (!(v = flags.GetInt("http-backlog", http.backlog, 1, 65535)).ok()) return v.status();
+  http.backlog = static_cast<int>(*v);
+  if (!(v = flags.GetInt("http-header-timeout", absl::ToInt64Seconds(http.header_timeout), 1,
+                         3600))
+           .ok()) {
+    return v.status();
+  }
+  http.header_timeout = absl::Seconds(*v);
+  if (!(v = flags.GetInt("http-body-timeout", absl::ToInt64Seconds(http.body_timeout), 1, 3600))
+           .ok()) {
+    return v.status();
+  }
+  http.body_timeout = absl::Seconds(*v);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 int RunRouter(const Args& args) {
   std::vector<FlagSpec> specs = ServeFlagSpecs();
   const std::vector<FlagSpec> own = {
@@ -28,6 +61,14 @@ int RunRouter(const Args& args) {
       {"http-host", "HOST", "address the HTTP API listens on (default 127.0.0.1)"},
       {"api-key", "KEY", "HTTP clients must send 'Authorization: Bearer KEY' (the --token is "
                          "accepted too)"},
+      {"http-max-connections", "N", "HTTP connections open at once (default 512); past it new "
+                                    "ones get 503 at once"},
+      {"http-max-connections-per-client", "N", "HTTP connections open at once from one IP "
+                                               "address (default 64); past it 503"},
+      {"http-backlog", "N", "listen() backlog of the HTTP port (default 1024)"},
+      {"http-header-timeout", "SECONDS", "an HTTP request's headers must arrive within this "
+                                         "(default 10); else 408"},
+      {"http-body-timeout", "SECONDS", "its body within this after them (default 10); else 408"},
       {"help", "", "show this help"},
   };
   specs.insert(specs.end(), own.begin(), own.end());
@@ -79,6 +120,9 @@ int RunRouter(const Args& args) {
   }
   options.http_host = flags->GetOr("http-host", "127.0.0.1");
   options.api_key = flags->GetOr("api-key", "");
+  if (absl::Status s = ParseHttpLimits(*flags, options.http); !s.ok()) {
+    return UsageError("router", s, usage);
+  }
 
   BlockShutdownSignals();
   router::Router router(options);

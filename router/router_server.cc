@@ -98,7 +98,7 @@ absl::Status Router::Start() {
   server_ = std::move(started->server);
   port_ = started->port;
   if (options_.http_port >= 0) {
-    HttpServerOptions http;
+    HttpServerOptions http = options_.http;
     http.host = options_.http_host;
     http.port = options_.http_port;
     for (const std::string& key : {options_.api_key, options_.server.auth_token}) {

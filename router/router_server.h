@@ -65,6 +65,9 @@ struct RouterOptions {
   std::string http_host = "127.0.0.1";  // --http-host
   int http_port = -1;                   // --http-port
   std::string api_key;                  // --api-key
+  // Its limits and timeouts (--http-max-connections, ...); host, port and keys come from the
+  // fields above.
+  HttpServerOptions http;
 };
 
 // "host:port,host:port" -> addresses; "" -> none. INVALID_ARGUMENT naming an entry without a
