@@ -36,7 +36,9 @@ TEST(BlockPoolTest, FailedAllocationChangesNothing) {
 
 TEST(BlockPoolTest, ReferenceCountsFreeAtZero) {
   BlockPool pool(2);
-  std::vector<BlockId> ids = *pool.Allocate(1);
+  absl::StatusOr<std::vector<BlockId>> allocated = pool.Allocate(1);
+  ASSERT_TRUE(allocated.ok()) << allocated.status();
+  const std::vector<BlockId> ids = *allocated;
   pool.Retain(ids[0]);
   EXPECT_EQ(pool.RefCount(ids[0]), 2);
   pool.Release(ids);
@@ -48,7 +50,9 @@ TEST(BlockPoolTest, ReferenceCountsFreeAtZero) {
 
 TEST(BlockPoolDeathTest, DoubleReleaseIsAProgrammerError) {
   BlockPool pool(2);
-  std::vector<BlockId> ids = *pool.Allocate(1);
+  absl::StatusOr<std::vector<BlockId>> allocated = pool.Allocate(1);
+  ASSERT_TRUE(allocated.ok()) << allocated.status();
+  const std::vector<BlockId> ids = *allocated;
   pool.Release(ids);
   EXPECT_DEATH(pool.Release(ids), "release of free block");
 }

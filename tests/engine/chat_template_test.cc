@@ -14,11 +14,13 @@
 #include "engine/vocab.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
 namespace baton::engine {
 namespace {
 
+using test_support::IsOkAndHolds;
 using ::testing::HasSubstr;
 
 constexpr char kLlama3Template[] =
@@ -69,8 +71,8 @@ TEST(ChatTemplateTest, UnknownOrMissingTemplateIsAnError) {
 }
 
 TEST(ChatTemplateTest, Names) {
-  EXPECT_EQ(*ParseChatTemplateName("chatml"), ChatTemplateKind::kChatML);
-  EXPECT_EQ(*ParseChatTemplateName("llama3"), ChatTemplateKind::kLlama3);
+  EXPECT_THAT(ParseChatTemplateName("chatml"), IsOkAndHolds(ChatTemplateKind::kChatML));
+  EXPECT_THAT(ParseChatTemplateName("llama3"), IsOkAndHolds(ChatTemplateKind::kLlama3));
   EXPECT_EQ(ParseChatTemplateName("vicuna").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(ParseChatTemplateName("").status().message(), HasSubstr("chatml, llama3"));
   EXPECT_EQ(ChatTemplateName(ChatTemplateKind::kChatML), "chatml");

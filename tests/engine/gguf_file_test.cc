@@ -25,12 +25,14 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/dequantize.h"
 #include "kernels/dtype.h"
+#include "tests/support/status_matchers.h"
 #include "tests/support/test_paths.h"
 
 namespace baton::engine {
 namespace {
 
 using kernels::DType;
+using test_support::IsOkAndHolds;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
@@ -207,18 +209,19 @@ TEST(GgufFileTest, TypedGetters) {
   ASSERT_TRUE(file.ok()) << file.status();
   const GgufFile& f = **file;
 
-  EXPECT_EQ(*f.GetString("name"), "tiny");
-  EXPECT_EQ(*f.GetUint("u32"), 7u);
-  EXPECT_EQ(*f.GetUint("pos"), 5u);  // a signed type whose value fits
-  EXPECT_EQ(*f.GetInt("u32"), 7);
-  EXPECT_EQ(*f.GetInt("neg"), -5);
-  EXPECT_EQ(*f.GetUint("huge"), std::numeric_limits<uint64_t>::max());
-  EXPECT_EQ(*f.GetFloat("eps"), static_cast<double>(1e-5f));
-  EXPECT_EQ(*f.GetFloat("u32"), 7.0);  // integers are numbers too
-  EXPECT_EQ(*f.GetFloat("neg"), -5.0);
-  EXPECT_TRUE(*f.GetBool("flag"));
-  ASSERT_TRUE(f.GetArray("arr").ok());
-  EXPECT_EQ((*f.GetArray("arr"))->values.size(), 2u);
+  EXPECT_THAT(f.GetString("name"), IsOkAndHolds("tiny"));
+  EXPECT_THAT(f.GetUint("u32"), IsOkAndHolds(7u));
+  EXPECT_THAT(f.GetUint("pos"), IsOkAndHolds(5u));  // a signed type whose value fits
+  EXPECT_THAT(f.GetInt("u32"), IsOkAndHolds(7));
+  EXPECT_THAT(f.GetInt("neg"), IsOkAndHolds(-5));
+  EXPECT_THAT(f.GetUint("huge"), IsOkAndHolds(std::numeric_limits<uint64_t>::max()));
+  EXPECT_THAT(f.GetFloat("eps"), IsOkAndHolds(static_cast<double>(1e-5f)));
+  EXPECT_THAT(f.GetFloat("u32"), IsOkAndHolds(7.0));  // integers are numbers too
+  EXPECT_THAT(f.GetFloat("neg"), IsOkAndHolds(-5.0));
+  EXPECT_THAT(f.GetBool("flag"), IsOkAndHolds(true));
+  absl::StatusOr<const GgufValue::Array*> arr = f.GetArray("arr");
+  ASSERT_TRUE(arr.ok()) << arr.status();
+  EXPECT_EQ((*arr)->values.size(), 2u);
 
   // Absent: NOT_FOUND naming the key.
   for (const absl::Status& s :
@@ -299,7 +302,7 @@ TEST(GgufFileTest, TensorDirectory) {
   }
   EXPECT_EQ(f.FindTensor("c.q4_0"), &f.tensors()[2]);
   EXPECT_EQ(f.FindTensor("nope"), nullptr);
-  EXPECT_EQ(*f.GetString("general.architecture"), "llama");
+  EXPECT_THAT(f.GetString("general.architecture"), IsOkAndHolds("llama"));
 }
 
 TEST(GgufFileTest, CustomAlignment) {
@@ -310,7 +313,7 @@ TEST(GgufFileTest, CustomAlignment) {
   ASSERT_TRUE(file.ok()) << file.status();
   const GgufFile& f = **file;
   EXPECT_EQ(f.alignment(), 64u);
-  EXPECT_EQ(*f.GetUint("general.alignment"), 64u);
+  EXPECT_THAT(f.GetUint("general.alignment"), IsOkAndHolds(64u));
   EXPECT_EQ(f.Find("general.alignment")->type(), GgufValueType::kUint32);
   EXPECT_EQ(f.tensors()[1].offset_in_data, 64u);
   for (const GgufTensorInfo& t : f.tensors()) EXPECT_EQ(t.offset_in_file % 64, 0u) << t.name;
@@ -379,7 +382,7 @@ TEST(GgufFileTest, OpenMapsAFile) {
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_EQ((*file)->path(), path);
   EXPECT_EQ((*file)->file_size(), w.Build().size());
-  EXPECT_EQ(*(*file)->GetString("general.architecture"), "llama");
+  EXPECT_THAT((*file)->GetString("general.architecture"), IsOkAndHolds("llama"));
   EXPECT_EQ(reinterpret_cast<const float*>((*file)->FindTensor("x")->data)[3], 4.0f);
   std::remove(path.c_str());
 }
@@ -872,12 +875,13 @@ TEST(GgufFileSweepTest, CorruptingAnyByteNeverCrashes) {
 
 TEST(GgufFileModelTest, DefaultModel) {
   const std::string path = test_support::DefaultModelPath();
-  ASSERT_TRUE(std::filesystem::exists(path)) << "no default model at " << path << " (scripts/setup.sh fetches it)";
+  ASSERT_TRUE(std::filesystem::exists(path))
+      << "no default model at " << path << " (scripts/setup.sh fetches it)";
   const auto file = GgufFile::Open(path);
   ASSERT_TRUE(file.ok()) << file.status();
   const GgufFile& f = **file;
   EXPECT_EQ(f.version(), 3u);
-  EXPECT_EQ(*f.GetString("general.architecture"), "llama");
+  EXPECT_THAT(f.GetString("general.architecture"), IsOkAndHolds("llama"));
   EXPECT_EQ(f.tensors().size(), 272u);
   std::map<std::string, int> counts;
   for (const GgufTensorInfo& t : f.tensors()) ++counts[std::string(kernels::DTypeName(t.dtype))];

@@ -3,7 +3,12 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "engine/model.h"
 #include "gtest/gtest.h"
 #include "tests/support/synthetic_model.h"
@@ -20,18 +25,24 @@ struct Engine {
   std::unique_ptr<Transformer> transformer;
 };
 
-Engine MakeEngine(const SyntheticModelOptions& options, bool reference = false) {
+// A synthetic model written from `options` and loaded, with a CPU backend and a cache of 64 blocks
+// of 4 tokens.
+absl::StatusOr<Engine> MakeEngine(const SyntheticModelOptions& options, bool reference = false) {
   const std::string path = test_support::TempPath(
       "transformer-" + options.architecture + "-" + std::to_string(options.seed) + "-" +
       std::to_string(static_cast<int>(options.weight_dtype)) + ".gguf");
-  absl::Status written = test_support::WriteSyntheticModel(path, options);
-  EXPECT_TRUE(written.ok()) << written;
+  if (absl::Status written = test_support::WriteSyntheticModel(path, options); !written.ok()) {
+    return written;
+  }
   Engine e;
   absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(path);
-  EXPECT_TRUE(model.ok()) << model.status();
-  e.model = std::move(*model);
+  if (!model.ok()) return model.status();
+  e.model = *std::move(model);
   e.backend = kernels::CreateCpuBackend({.n_threads = 2, .reference = reference});
-  e.cache = *KvCache::Create(e.model->config(), {.block_size = 4, .n_blocks = 64});
+  absl::StatusOr<std::unique_ptr<KvCache>> cache =
+      KvCache::Create(e.model->config(), {.block_size = 4, .n_blocks = 64});
+  if (!cache.ok()) return cache.status();
+  e.cache = *std::move(cache);
   e.transformer = std::make_unique<Transformer>(&e.model->config(), &e.model->weights(),
                                                 e.backend.get(), e.cache.get());
   return e;
@@ -58,7 +69,9 @@ void ExpectClose(const std::vector<float>& a, const std::vector<float>& b, float
 class TransformerTest : public testing::TestWithParam<std::string> {};
 
 TEST_P(TransformerTest, PrefillThenDecodeMatchesOnePrefill) {
-  Engine e = MakeEngine({.architecture = GetParam()});
+  absl::StatusOr<Engine> made = MakeEngine({.architecture = GetParam()});
+  ASSERT_TRUE(made.ok()) << made.status();
+  Engine& e = *made;
   const int32_t n_vocab = e.model->config().n_vocab;
   const std::vector<TokenId> tokens = Tokens(21, 1);
 
@@ -87,7 +100,9 @@ TEST_P(TransformerTest, PrefillThenDecodeMatchesOnePrefill) {
 }
 
 TEST_P(TransformerTest, DecodeIsBatchInvariant) {
-  Engine e = MakeEngine({.seed = 7, .architecture = GetParam()});
+  absl::StatusOr<Engine> made = MakeEngine({.seed = 7, .architecture = GetParam()});
+  ASSERT_TRUE(made.ok()) << made.status();
+  Engine& e = *made;
   const int32_t n_vocab = e.model->config().n_vocab;
   std::vector<BlockTable> tables(4);
   std::vector<std::vector<TokenId>> prompts;
@@ -120,8 +135,13 @@ TEST_P(TransformerTest, DecodeIsBatchInvariant) {
 }
 
 TEST_P(TransformerTest, FastKernelsAgreeWithReference) {
-  Engine fast = MakeEngine({.seed = 3, .architecture = GetParam()});
-  Engine ref = MakeEngine({.seed = 3, .architecture = GetParam()}, /*reference=*/true);
+  absl::StatusOr<Engine> fast_made = MakeEngine({.seed = 3, .architecture = GetParam()});
+  ASSERT_TRUE(fast_made.ok()) << fast_made.status();
+  Engine& fast = *fast_made;
+  absl::StatusOr<Engine> ref_made =
+      MakeEngine({.seed = 3, .architecture = GetParam()}, /*reference=*/true);
+  ASSERT_TRUE(ref_made.ok()) << ref_made.status();
+  Engine& ref = *ref_made;
   const std::vector<TokenId> tokens = Tokens(9, 2);
   std::vector<float> a, b;
   BlockTable ta, tb;
@@ -140,7 +160,10 @@ INSTANTIATE_TEST_SUITE_P(Architectures, TransformerTest, testing::Values("llama"
 TEST(TransformerWeightTypesTest, QuantizedAndHalfWeightsRun) {
   for (kernels::DType dtype :
        {kernels::DType::kF16, kernels::DType::kBF16, kernels::DType::kQ8_0}) {
-    Engine e = MakeEngine({.seed = 5, .weight_dtype = dtype, .tied_output = false});
+    absl::StatusOr<Engine> made =
+        MakeEngine({.seed = 5, .weight_dtype = dtype, .tied_output = false});
+    ASSERT_TRUE(made.ok()) << made.status();
+    Engine& e = *made;
     BlockTable t;
     ASSERT_TRUE(e.cache->Reserve(t, 8).ok());
     const std::vector<TokenId> tokens = Tokens(8, 0);
@@ -152,7 +175,9 @@ TEST(TransformerWeightTypesTest, QuantizedAndHalfWeightsRun) {
 }
 
 TEST(TransformerValidationTest, RejectsBadInputWithoutTouchingTheCache) {
-  Engine e = MakeEngine({});
+  absl::StatusOr<Engine> made = MakeEngine({});
+  ASSERT_TRUE(made.ok()) << made.status();
+  Engine& e = *made;
   BlockTable t;
   ASSERT_TRUE(e.cache->Reserve(t, 4).ok());
   std::vector<float> logits;
@@ -177,7 +202,9 @@ TEST(TransformerValidationTest, RejectsBadInputWithoutTouchingTheCache) {
 }
 
 TEST(TransformerCallbackTest, ReportsEachLayerInOrder) {
-  Engine e = MakeEngine({.n_layer = 3});
+  absl::StatusOr<Engine> made = MakeEngine({.n_layer = 3});
+  ASSERT_TRUE(made.ok()) << made.status();
+  Engine& e = *made;
   BlockTable t;
   ASSERT_TRUE(e.cache->Reserve(t, 4).ok());
   std::vector<int32_t> layers;

@@ -2,7 +2,9 @@
 // `baton` processes on 127.0.0.1, talked to over gRPC.
 #include <signal.h>
 
+#include <memory>
 #include <thread>
+#include <utility>
 
 #include "engine/generator.h"
 #include "engine/model.h"
@@ -56,9 +58,11 @@ class ClusterTest : public testing::Test {
   void ExpectOutputsEqualInProcess(const std::vector<std::string>& prompts) {
     absl::StatusOr<std::unique_ptr<engine::Model>> model =
         engine::Model::Load(test_support::DefaultModelPath());
-    ASSERT_TRUE(model.ok());
-    auto generator =
-        *engine::Generator::Create(model->get(), {.n_threads = 1, .max_context = 1024});
+    ASSERT_TRUE(model.ok()) << model.status();
+    absl::StatusOr<std::unique_ptr<engine::Generator>> created =
+        engine::Generator::Create(model->get(), {.n_threads = 1, .max_context = 1024});
+    ASSERT_TRUE(created.ok()) << created.status();
+    std::unique_ptr<engine::Generator> generator = *std::move(created);
     const engine::Tokenizer& tok = (*model)->tokenizer();
     const engine::ModelConfig& config = (*model)->config();
     for (const std::string& prompt : prompts) {

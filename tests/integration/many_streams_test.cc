@@ -2,8 +2,10 @@
 // no token is lost or duplicated (seeded outputs equal their single-request outputs), and every KV
 // block is free afterwards on every worker — also with client cancellations mixed in.
 #include <atomic>
+#include <memory>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "engine/generator.h"
 #include "engine/model.h"
@@ -49,8 +51,11 @@ TEST(ManyStreamsTest, HundredsOfConcurrentStreamsWithCancellations) {
   // Expected outputs: each request alone, in-process.
   absl::StatusOr<std::unique_ptr<engine::Model>> model =
       engine::Model::Load(test_support::DefaultModelPath());
-  ASSERT_TRUE(model.ok());
-  auto generator = *engine::Generator::Create(model->get(), {.n_threads = 1, .max_context = 256});
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<std::unique_ptr<engine::Generator>> created =
+      engine::Generator::Create(model->get(), {.n_threads = 1, .max_context = 256});
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::unique_ptr<engine::Generator> generator = *std::move(created);
   const engine::Tokenizer& tok = (*model)->tokenizer();
   for (Job& job : jobs) {
     if (job.cancel) continue;

@@ -1,6 +1,7 @@
 // Shared token and TLS across the whole cluster, with real processes.
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 
 #include "gtest/gtest.h"
 #include "rpc/sampling_params_proto.h"
@@ -32,14 +33,19 @@ TEST(SecurityTest, SharedTokenIsRequiredEverywhere) {
     EXPECT_TRUE(test_support::RunGenerate(*stub, context, Hello()).status.ok());
   }
   // Same addresses, wrong token: the router and the worker both refuse.
-  auto channel = *rpc::MakeChannel(cluster.router_address(), {.auth_token = "wrong"});
-  auto stub = baton::v1::Router::NewStub(channel);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      rpc::MakeChannel(cluster.router_address(), {.auth_token = "wrong"});
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  auto stub = baton::v1::Router::NewStub(*channel);
   grpc::ClientContext context;
   rpc::PrepareContext(context, {.auth_token = "wrong"},
                       std::chrono::system_clock::now() + std::chrono::seconds(10));
   EXPECT_EQ(test_support::RunGenerate(*stub, context, Hello()).status.error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
-  auto worker_stub = baton::v1::DecodeWorker::NewStub(*rpc::MakeChannel((*worker)->address, {}));
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> worker_channel =
+      rpc::MakeChannel((*worker)->address, {});
+  ASSERT_TRUE(worker_channel.ok()) << worker_channel.status();
+  auto worker_stub = baton::v1::DecodeWorker::NewStub(*worker_channel);
   grpc::ClientContext wc;
   rpc::PrepareContext(wc, {}, std::chrono::system_clock::now() + std::chrono::seconds(10));
   baton::v1::StatusResponse response;
@@ -71,7 +77,10 @@ TEST(SecurityTest, TlsBetweenEveryComponent) {
   EXPECT_TRUE(outcome.status.ok()) << outcome.status.error_message();
   EXPECT_GT(outcome.last.timings().kv_bytes(), 0);  // the KV crossed a TLS channel
   // A plaintext client cannot talk to it.
-  auto plain = baton::v1::Router::NewStub(*rpc::MakeChannel(cluster.router_address(), {}));
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> plain_channel =
+      rpc::MakeChannel(cluster.router_address(), {});
+  ASSERT_TRUE(plain_channel.ok()) << plain_channel.status();
+  auto plain = baton::v1::Router::NewStub(*plain_channel);
   grpc::ClientContext pc;
   rpc::PrepareContext(pc, {}, std::chrono::system_clock::now() + std::chrono::seconds(5));
   EXPECT_FALSE(test_support::RunGenerate(*plain, pc, Hello()).status.ok());

@@ -47,7 +47,13 @@ class KvTransferServiceTest : public ::testing::Test {
   explicit KvTransferServiceTest(int max_message_bytes = 64 << 20)
       : server_("", max_message_bytes), spec_(MakeSpec("r1", 3, 40)), data_(spec_, 9) {
     server_.receiver().Reserve(spec_, 3);
-    stub_ = v1::KvTransfer::NewStub(*rpc::MakeChannel(server_.address(), {}));
+  }
+
+  void SetUp() override {
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+        rpc::MakeChannel(server_.address(), {});
+    ASSERT_TRUE(channel.ok()) << channel.status();
+    stub_ = v1::KvTransfer::NewStub(*channel);
   }
 
   struct Call {

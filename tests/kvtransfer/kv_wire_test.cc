@@ -3,13 +3,16 @@
 #include <string>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/kvtransfer/kv_test_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace baton::kvtransfer {
 namespace {
 
 using ::baton::kvtransfer::testing::MakeSpec;
+using ::baton::test_support::IsOkAndHolds;
 
 TEST(ChunkChecksumTest, IsXxh64WithSeedZero) {
   // Reference values of XXH64 with seed 0.
@@ -98,13 +101,13 @@ TEST(VerifyChunkTest, WrongSizeOrCountIsInvalidArgument) {
 TEST(BlocksPerChunkTest, WholeBlocksUpToTheLimit) {
   const KvPushSpec spec = MakeSpec("r", 4, 40);  // 3 blocks of 512 bytes per layer
   ASSERT_EQ(spec.layer_block_bytes(), 512);
-  EXPECT_EQ(*BlocksPerChunk(spec, 512), 1);
-  EXPECT_EQ(*BlocksPerChunk(spec, 1100), 2);
-  EXPECT_EQ(*BlocksPerChunk(spec, 1 << 20), 3);
+  EXPECT_THAT(BlocksPerChunk(spec, 512), IsOkAndHolds(1));
+  EXPECT_THAT(BlocksPerChunk(spec, 1100), IsOkAndHolds(2));
+  EXPECT_THAT(BlocksPerChunk(spec, 1 << 20), IsOkAndHolds(3));
   EXPECT_EQ(BlocksPerChunk(spec, 511).status().code(), absl::StatusCode::kInvalidArgument);
   KvPushSpec ranges = spec;
   ranges.chunk_blocks = 2;  // a chunk never spans two ranges
-  EXPECT_EQ(*BlocksPerChunk(ranges, 1 << 20), 2);
+  EXPECT_THAT(BlocksPerChunk(ranges, 1 << 20), IsOkAndHolds(2));
 }
 
 TEST(StreamAssignmentTest, RoundRobin) {

@@ -4,10 +4,12 @@
 #include <string>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kvtransfer/kv_wire.h"
 #include "tests/kvtransfer/fake_receiver.h"
 #include "tests/kvtransfer/kv_test_util.h"
+#include "tests/support/status_matchers.h"
 
 namespace baton::kvtransfer {
 namespace {
@@ -15,6 +17,7 @@ namespace {
 using ::baton::kvtransfer::testing::FakeReceiver;
 using ::baton::kvtransfer::testing::KvData;
 using ::baton::kvtransfer::testing::MakeSpec;
+using ::baton::test_support::IsOkAndHolds;
 
 struct RecordingWaiter : KvStreamWaiter {
   void Wake(const absl::Status& status) override { wakes.push_back(status); }
@@ -67,9 +70,9 @@ TEST_F(PushAssemblerTest, ReordersLayersArrivingOnTwoStreams) {
   EXPECT_TRUE(*parked);
   EXPECT_EQ(receiver_.counts().write, 0);
   // Layer 0 in two chunks; the second moves the cursor and writes the parked chunk.
-  EXPECT_FALSE(*push.Offer(0, &w0, Chunk(data_, spec_, 0, 0, 2), &wakeups));
+  EXPECT_THAT(push.Offer(0, &w0, Chunk(data_, spec_, 0, 0, 2), &wakeups), IsOkAndHolds(false));
   EXPECT_TRUE(wakeups.empty());
-  EXPECT_FALSE(*push.Offer(0, &w0, Chunk(data_, spec_, 0, 2, 1), &wakeups));
+  EXPECT_THAT(push.Offer(0, &w0, Chunk(data_, spec_, 0, 2, 1), &wakeups), IsOkAndHolds(false));
   ASSERT_EQ(wakeups.size(), 1u);
   EXPECT_EQ(wakeups[0].waiter, &w1);
   EXPECT_TRUE(wakeups[0].status.ok());
@@ -77,7 +80,7 @@ TEST_F(PushAssemblerTest, ReordersLayersArrivingOnTwoStreams) {
   EXPECT_EQ(w1.wakes.size(), 1u);
 
   // Stream 0 finishes its part (layer 2) before stream 1's layer 3: it waits for the outcome.
-  EXPECT_FALSE(*push.Offer(0, &w0, Chunk(data_, spec_, 2, 0, 3), &wakeups));
+  EXPECT_THAT(push.Offer(0, &w0, Chunk(data_, spec_, 2, 0, 3), &wakeups), IsOkAndHolds(false));
   absl::StatusOr<bool> end0 = push.EndStream(0, &w0, &wakeups);
   ASSERT_TRUE(end0.ok()) << end0.status();
   EXPECT_TRUE(*end0);
@@ -85,7 +88,7 @@ TEST_F(PushAssemblerTest, ReordersLayersArrivingOnTwoStreams) {
   EXPECT_EQ(receiver_.counts().end, 0);
 
   // The last layer completes the push and wakes stream 0 with OK.
-  EXPECT_FALSE(*push.Offer(1, &w1, Chunk(data_, spec_, 3, 0, 3), &wakeups));
+  EXPECT_THAT(push.Offer(1, &w1, Chunk(data_, spec_, 3, 0, 3), &wakeups), IsOkAndHolds(false));
   EXPECT_EQ(receiver_.counts().end, 1);
   ASSERT_EQ(wakeups.size(), 1u);
   EXPECT_EQ(wakeups[0].waiter, &w0);
@@ -125,24 +128,24 @@ TEST_F(PushAssemblerRangesTest, ReordersRangesArrivingOnTwoStreams) {
   RecordingWaiter w0, w1;
   KvStreamWakeups wakeups;
   // Stream 0 races ahead: layer 0 of the first range is written, layer 2 parks.
-  EXPECT_FALSE(*push.Offer(0, &w0, Chunk(data, spec, 0, 0, 2), &wakeups));
-  EXPECT_TRUE(*push.Offer(0, &w0, Chunk(data, spec, 2, 0, 2), &wakeups));
+  EXPECT_THAT(push.Offer(0, &w0, Chunk(data, spec, 0, 0, 2), &wakeups), IsOkAndHolds(false));
+  EXPECT_THAT(push.Offer(0, &w0, Chunk(data, spec, 2, 0, 2), &wakeups), IsOkAndHolds(true));
   // Stream 1's layer 1 moves the cursor to the parked chunk, which is written.
-  EXPECT_FALSE(*push.Offer(1, &w1, Chunk(data, spec, 1, 0, 2), &wakeups));
+  EXPECT_THAT(push.Offer(1, &w1, Chunk(data, spec, 1, 0, 2), &wakeups), IsOkAndHolds(false));
   ASSERT_EQ(wakeups.size(), 1u);
   EXPECT_EQ(wakeups[0].waiter, &w0);
   RunWakeups(wakeups);
   // Stream 0 is already on the second range while layer 3 of the first is missing: it parks.
-  EXPECT_TRUE(*push.Offer(0, &w0, Chunk(data, spec, 0, 2, 1), &wakeups));
-  EXPECT_FALSE(*push.Offer(1, &w1, Chunk(data, spec, 3, 0, 2), &wakeups));
+  EXPECT_THAT(push.Offer(0, &w0, Chunk(data, spec, 0, 2, 1), &wakeups), IsOkAndHolds(true));
+  EXPECT_THAT(push.Offer(1, &w1, Chunk(data, spec, 3, 0, 2), &wakeups), IsOkAndHolds(false));
   ASSERT_EQ(wakeups.size(), 1u);
   RunWakeups(wakeups);
   // The second range: stream 0 sends its layers 0 and 2 and ends; it waits for stream 1's.
-  EXPECT_TRUE(*push.Offer(0, &w0, Chunk(data, spec, 2, 2, 1), &wakeups));
-  EXPECT_FALSE(*push.Offer(1, &w1, Chunk(data, spec, 1, 2, 1), &wakeups));
+  EXPECT_THAT(push.Offer(0, &w0, Chunk(data, spec, 2, 2, 1), &wakeups), IsOkAndHolds(true));
+  EXPECT_THAT(push.Offer(1, &w1, Chunk(data, spec, 1, 2, 1), &wakeups), IsOkAndHolds(false));
   RunWakeups(wakeups);
-  EXPECT_TRUE(*push.EndStream(0, &w0, &wakeups));
-  EXPECT_FALSE(*push.Offer(1, &w1, Chunk(data, spec, 3, 2, 1), &wakeups));
+  EXPECT_THAT(push.EndStream(0, &w0, &wakeups), IsOkAndHolds(true));
+  EXPECT_THAT(push.Offer(1, &w1, Chunk(data, spec, 3, 2, 1), &wakeups), IsOkAndHolds(false));
   EXPECT_EQ(receiver.counts().end, 1);
   EXPECT_EQ(receiver.reservation("r1").bytes, data.Expected(3));
   EXPECT_EQ(receiver.counts().abort, 0);
@@ -164,7 +167,7 @@ TEST_F(PushAssemblerRangesTest, StreamEndingWhileRangesRemainFailsThePush) {
   ASSERT_TRUE(s0.ok() && registry.Join(Info(spec, 1, 2)).ok());
   RecordingWaiter w0;
   KvStreamWakeups wakeups;
-  EXPECT_FALSE(*(*s0)->Offer(0, &w0, Chunk(data, spec, 0, 0, 2), &wakeups));
+  EXPECT_THAT((*s0)->Offer(0, &w0, Chunk(data, spec, 0, 0, 2), &wakeups), IsOkAndHolds(false));
   // Stream 0's layer 0 of range [2,3) never came.
   EXPECT_EQ((*s0)->EndStream(0, &w0, &wakeups).status().code(),
             absl::StatusCode::kInvalidArgument);
@@ -210,7 +213,7 @@ TEST_F(PushAssemblerTest, GapInALayerFailsThePush) {
   ASSERT_TRUE(push.ok());
   RecordingWaiter w;
   KvStreamWakeups wakeups;
-  EXPECT_FALSE(*(*push)->Offer(0, &w, Chunk(data_, spec_, 0, 0, 1), &wakeups));
+  EXPECT_THAT((*push)->Offer(0, &w, Chunk(data_, spec_, 0, 0, 1), &wakeups), IsOkAndHolds(false));
   absl::StatusOr<bool> result = (*push)->Offer(0, &w, Chunk(data_, spec_, 0, 2, 1), &wakeups);
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(receiver_.counts().abort, 1);
@@ -222,7 +225,7 @@ TEST_F(PushAssemblerTest, StreamEndingEarlyFailsThePush) {
   ASSERT_TRUE(push.ok());
   RecordingWaiter w;
   KvStreamWakeups wakeups;
-  EXPECT_FALSE(*(*push)->Offer(0, &w, Chunk(data_, spec_, 0, 0, 3), &wakeups));
+  EXPECT_THAT((*push)->Offer(0, &w, Chunk(data_, spec_, 0, 0, 3), &wakeups), IsOkAndHolds(false));
   EXPECT_EQ((*push)->EndStream(0, &w, &wakeups).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(receiver_.counts().abort, 1);
@@ -235,8 +238,8 @@ TEST_F(PushAssemblerTest, StreamWaitingForTheOthersBreakingFailsThePush) {
   RecordingWaiter w;
   KvStreamWakeups wakeups;
   // Stream 0 carries only layer 0; the other three streams never come.
-  EXPECT_FALSE(*(*push)->Offer(0, &w, Chunk(data_, spec_, 0, 0, 3), &wakeups));
-  EXPECT_TRUE(*(*push)->EndStream(0, &w, &wakeups));
+  EXPECT_THAT((*push)->Offer(0, &w, Chunk(data_, spec_, 0, 0, 3), &wakeups), IsOkAndHolds(false));
+  EXPECT_THAT((*push)->EndStream(0, &w, &wakeups), IsOkAndHolds(true));
   EXPECT_EQ(registry_.size(), 1u);
   // Its deadline cancels it: the push fails and leaves the registry.
   EXPECT_TRUE((*push)->BreakStream(0, absl::DeadlineExceededError("late"), &wakeups));
@@ -247,12 +250,13 @@ TEST_F(PushAssemblerTest, StreamWaitingForTheOthersBreakingFailsThePush) {
 
 TEST_F(PushAssemblerTest, BrokenStreamAbortsOnceAndWakesParkedStreamsWithTheReason) {
   auto push = registry_.Join(Info(spec_, 0, 3));
+  ASSERT_TRUE(push.ok()) << push.status();
   ASSERT_TRUE(registry_.Join(Info(spec_, 1, 3)).ok());
   ASSERT_TRUE(registry_.Join(Info(spec_, 2, 3)).ok());
   RecordingWaiter w1, w2;
   KvStreamWakeups wakeups;
-  EXPECT_TRUE(*(*push)->Offer(1, &w1, Chunk(data_, spec_, 1, 0, 3), &wakeups));
-  EXPECT_TRUE(*(*push)->Offer(2, &w2, Chunk(data_, spec_, 2, 0, 3), &wakeups));
+  EXPECT_THAT((*push)->Offer(1, &w1, Chunk(data_, spec_, 1, 0, 3), &wakeups), IsOkAndHolds(true));
+  EXPECT_THAT((*push)->Offer(2, &w2, Chunk(data_, spec_, 2, 0, 3), &wakeups), IsOkAndHolds(true));
   // Stream 2 itself breaks: it was parked, so it is not woken; stream 1 is, with the reason.
   EXPECT_TRUE((*push)->BreakStream(2, absl::CancelledError("gone"), &wakeups));
   ASSERT_EQ(wakeups.size(), 1u);

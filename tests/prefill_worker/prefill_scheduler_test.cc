@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -54,22 +55,29 @@ class PrefillSchedulerTest : public testing::Test {
   void SetUp() override {
     path_ = test_support::TempPath("prefill-scheduler.gguf");
     ASSERT_TRUE(test_support::WriteSyntheticModel(path_, {.seed = 5, .n_ctx = 256}).ok());
-    model_ = *engine::Model::Load(path_);
+    absl::StatusOr<std::unique_ptr<engine::Model>> model = engine::Model::Load(path_);
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = *std::move(model);
     backend_ = kernels::CreateCpuBackend({.n_threads = 1});
-    decode_cache_ = *engine::KvCache::Create(model_->config(),
-                                             {.block_size = kBlockSize, .n_blocks = 128});
+    absl::StatusOr<std::unique_ptr<engine::KvCache>> decode_cache =
+        engine::KvCache::Create(model_->config(), {.block_size = kBlockSize, .n_blocks = 128});
+    ASSERT_TRUE(decode_cache.ok()) << decode_cache.status();
+    decode_cache_ = *std::move(decode_cache);
     reservations_ = std::make_unique<decode_worker::ReservationTable>(
         decode_cache_.get(),
         decode_worker::ReservationTableOptions{.model_fingerprint = "fp", .max_context = 256});
     transport_ = kvtransfer::CreateInProcessKvTransport(reservations_.get());
   }
 
-  // A prefill worker with a token budget of `max_batch_tokens`.
+  // A prefill worker with a token budget of `max_batch_tokens`. Callers wrap it in
+  // ASSERT_NO_FATAL_FAILURE: it fails, leaving no worker, when the cache cannot be made.
   void StartWorker(int32_t max_batch_tokens) {
     scheduler_.reset();
     transformer_.reset();
-    prefill_cache_ = *engine::KvCache::Create(model_->config(),
-                                              {.block_size = kBlockSize, .n_blocks = 64});
+    absl::StatusOr<std::unique_ptr<engine::KvCache>> prefill_cache =
+        engine::KvCache::Create(model_->config(), {.block_size = kBlockSize, .n_blocks = 64});
+    ASSERT_TRUE(prefill_cache.ok()) << prefill_cache.status();
+    prefill_cache_ = *std::move(prefill_cache);
     transformer_ = std::make_unique<engine::Transformer>(&model_->config(), &model_->weights(),
                                                          backend_.get(), prefill_cache_.get());
     scheduler_ = std::make_unique<PrefillScheduler>(
@@ -85,11 +93,13 @@ class PrefillSchedulerTest : public testing::Test {
     return tokens;
   }
 
-  // Reserves on the decode side and queues the prompt; returns the reservation id.
+  // Reserves on the decode side and queues the prompt; returns the reservation id (empty, after a
+  // test failure, when the reservation is refused).
   std::string Enqueue(const std::string& id, std::vector<engine::TokenId> prompt) {
     absl::StatusOr<decode_worker::ReserveResult> reserved = reservations_->Reserve(
         id, "fp", static_cast<int32_t>(prompt.size()), 4, std::chrono::seconds(30));
     EXPECT_TRUE(reserved.ok()) << reserved.status();
+    if (!reserved.ok()) return "";
     auto job = std::make_shared<PrefillJob>();
     job->request_id = id;
     job->prompt = std::move(prompt);
@@ -143,7 +153,7 @@ class PrefillSchedulerTest : public testing::Test {
 
 TEST_F(PrefillSchedulerTest, ChunkedPrefillGivesTheSameFirstTokenAndKvAsOneForward) {
   const std::vector<engine::TokenId> prompt = Prompt(50, 1);
-  StartWorker(2048);
+  ASSERT_NO_FATAL_FAILURE(StartWorker(2048));
   const std::string whole_id = Enqueue("whole", prompt);
   EXPECT_EQ(RunAll(), 1);
   absl::StatusOr<PrefillResult> whole = outcomes_.Await("whole");
@@ -151,7 +161,7 @@ TEST_F(PrefillSchedulerTest, ChunkedPrefillGivesTheSameFirstTokenAndKvAsOneForwa
   const std::vector<uint16_t> whole_kv = ReceivedKv(whole_id, 50);
 
   // A budget of 18 tokens: chunks of 16 (4 blocks), so 16 + 16 + 16 + 2 tokens in 4 steps.
-  StartWorker(18);
+  ASSERT_NO_FATAL_FAILURE(StartWorker(18));
   EXPECT_EQ(scheduler_->chunk_tokens(), 16);
   const std::string chunked_id = Enqueue("chunked", prompt);
   EXPECT_EQ(RunAll(), 4);
@@ -164,7 +174,7 @@ TEST_F(PrefillSchedulerTest, ChunkedPrefillGivesTheSameFirstTokenAndKvAsOneForwa
 }
 
 TEST_F(PrefillSchedulerTest, ShortPromptWaitsForAtMostOneChunkOfALongOne) {
-  StartWorker(16);
+  ASSERT_NO_FATAL_FAILURE(StartWorker(16));
   Enqueue("long", Prompt(64, 2));  // 4 chunks of 16
   Enqueue("short", Prompt(5, 3));
   EXPECT_EQ(scheduler_->queued_prompt_tokens(), 69);
@@ -180,7 +190,7 @@ TEST_F(PrefillSchedulerTest, ShortPromptWaitsForAtMostOneChunkOfALongOne) {
 }
 
 TEST_F(PrefillSchedulerTest, PromptsThatFitShareAForward) {
-  StartWorker(64);
+  ASSERT_NO_FATAL_FAILURE(StartWorker(64));
   Enqueue("a", Prompt(20, 4));
   Enqueue("b", Prompt(30, 5));
   Enqueue("c", Prompt(30, 6));  // 20 + 30 + 30 > 64: next step
@@ -189,7 +199,7 @@ TEST_F(PrefillSchedulerTest, PromptsThatFitShareAForward) {
 }
 
 TEST_F(PrefillSchedulerTest, CancelPartWayFreesEveryBlockOnBothSides) {
-  StartWorker(16);
+  ASSERT_NO_FATAL_FAILURE(StartWorker(16));
   Enqueue("long", Prompt(64, 7));
   const int32_t decode_free = decode_cache_->pool().n_free();
   ASSERT_TRUE(scheduler_->Step());
