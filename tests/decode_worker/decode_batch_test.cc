@@ -1,7 +1,10 @@
 #include "decode_worker/decode_batch.h"
 
 #include <map>
+#include <memory>
+#include <utility>
 
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/model.h"
 #include "gtest/gtest.h"
@@ -57,7 +60,9 @@ class DecodeBatchTest : public testing::Test {
   void SetUp() override {
     path_ = test_support::TempPath("decode-batch.gguf");
     ASSERT_TRUE(test_support::WriteSyntheticModel(path_, {.seed = 11, .n_ctx = 512}).ok());
-    model_ = *engine::Model::Load(path_);
+    absl::StatusOr<std::unique_ptr<engine::Model>> model = engine::Model::Load(path_);
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = *std::move(model);
     backend_ = kernels::CreateCpuBackend({.n_threads = 1});
   }
 
@@ -68,15 +73,26 @@ class DecodeBatchTest : public testing::Test {
     std::vector<std::shared_ptr<RecordingSink>> sinks;
   };
 
-  // Starts `n` sequences (prompt of 6 tokens each, first token sampled from the prefill) in a
-  // batch whose cache has `n_blocks` blocks of 4 tokens, then steps until every one finishes.
-  Run RunSequences(int n, int32_t n_blocks, int32_t max_tokens) {
+  // An empty batch over a fresh cache of `n_blocks` blocks of 4 tokens.
+  absl::StatusOr<Run> MakeRun(int32_t n_blocks, const DecodeBatchOptions& options) {
+    absl::StatusOr<std::unique_ptr<engine::KvCache>> cache =
+        engine::KvCache::Create(model_->config(), {.block_size = 4, .n_blocks = n_blocks});
+    if (!cache.ok()) return cache.status();
     Run run;
-    run.cache = *engine::KvCache::Create(model_->config(), {.block_size = 4, .n_blocks = n_blocks});
+    run.cache = *std::move(cache);
     run.transformer = std::make_unique<engine::Transformer>(&model_->config(), &model_->weights(),
                                                             backend_.get(), run.cache.get());
     run.batch = std::make_unique<DecodeBatch>(&model_->tokenizer(), run.transformer.get(),
-                                              run.cache.get(), DecodeBatchOptions{.max_batch = 8});
+                                              run.cache.get(), options);
+    return run;
+  }
+
+  // Starts `n` sequences (prompt of 6 tokens each, first token sampled from the prefill) in a
+  // batch whose cache has `n_blocks` blocks of 4 tokens, then steps until every one finishes.
+  absl::StatusOr<Run> RunSequences(int n, int32_t n_blocks, int32_t max_tokens) {
+    absl::StatusOr<Run> made = MakeRun(n_blocks, {.max_batch = 8});
+    if (!made.ok()) return made;
+    Run& run = *made;
     std::vector<float> logits;
     for (int s = 0; s < n; ++s) {
       DecodeSequence seq;
@@ -97,7 +113,7 @@ class DecodeBatchTest : public testing::Test {
     for (int step = 0; step < 10000; ++step) {
       if (!run.batch->Step() && run.batch->n_waiting() == 0) break;
     }
-    return run;
+    return made;
   }
 
   std::string path_;
@@ -107,10 +123,14 @@ class DecodeBatchTest : public testing::Test {
 
 TEST_F(DecodeBatchTest, SequencesGrowOnDemandAndPreemptedOnesResumeWithoutLosingAToken) {
   // Plenty of blocks: no preemption. Each sequence ends with 6 + 24 = 30 tokens: 8 blocks.
-  Run roomy = RunSequences(4, /*n_blocks=*/64, /*max_tokens=*/24);
+  absl::StatusOr<Run> roomy_run = RunSequences(4, /*n_blocks=*/64, /*max_tokens=*/24);
+  ASSERT_TRUE(roomy_run.ok()) << roomy_run.status();
+  Run& roomy = *roomy_run;
   EXPECT_EQ(roomy.batch->n_preemptions(), 0);
   // 14 blocks for 4 sequences that need 8 each: sequences must be preempted and resumed.
-  Run tight = RunSequences(4, /*n_blocks=*/14, /*max_tokens=*/24);
+  absl::StatusOr<Run> tight_run = RunSequences(4, /*n_blocks=*/14, /*max_tokens=*/24);
+  ASSERT_TRUE(tight_run.ok()) << tight_run.status();
+  Run& tight = *tight_run;
   EXPECT_GT(tight.batch->n_preemptions(), 0);
   for (int s = 0; s < 4; ++s) {
     EXPECT_EQ(roomy.sinks[s]->finish(), engine::FinishReason::kLength);
@@ -123,19 +143,18 @@ TEST_F(DecodeBatchTest, SequencesGrowOnDemandAndPreemptedOnesResumeWithoutLosing
 }
 
 TEST_F(DecodeBatchTest, SequenceLargerThanTheCacheFailsClearly) {
-  Run run = RunSequences(1, /*n_blocks=*/3, /*max_tokens=*/40);
+  absl::StatusOr<Run> made = RunSequences(1, /*n_blocks=*/3, /*max_tokens=*/40);
+  ASSERT_TRUE(made.ok()) << made.status();
+  Run& run = *made;
   EXPECT_TRUE(run.sinks[0]->ended());
   EXPECT_EQ(run.sinks[0]->error_code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(run.cache->pool().n_free(), 3);
 }
 
 TEST_F(DecodeBatchTest, CancelFreesRunningAndPreemptedSequences) {
-  Run run;
-  run.cache = *engine::KvCache::Create(model_->config(), {.block_size = 4, .n_blocks = 8});
-  run.transformer = std::make_unique<engine::Transformer>(&model_->config(), &model_->weights(),
-                                                          backend_.get(), run.cache.get());
-  run.batch = std::make_unique<DecodeBatch>(&model_->tokenizer(), run.transformer.get(),
-                                            run.cache.get(), DecodeBatchOptions{});
+  absl::StatusOr<Run> made = MakeRun(/*n_blocks=*/8, DecodeBatchOptions{});
+  ASSERT_TRUE(made.ok()) << made.status();
+  Run& run = *made;
   std::vector<float> logits;
   for (int s = 0; s < 3; ++s) {
     DecodeSequence seq;

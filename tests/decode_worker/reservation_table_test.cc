@@ -1,7 +1,10 @@
 #include "decode_worker/reservation_table.h"
 
 #include <cstring>
+#include <memory>
+#include <utility>
 
+#include "absl/status/statusor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/fake_clock.h"
@@ -23,11 +26,15 @@ engine::ModelConfig Config() {
 
 class ReservationTableTest : public testing::Test {
  protected:
-  ReservationTableTest()
-      : cache_(*engine::KvCache::Create(Config(), {.block_size = 4, .n_blocks = 10})),
-        table_(cache_.get(), {.model_fingerprint = "fp",
-                              .max_context = 64,
-                              .clock = &clock_}) {}
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<engine::KvCache>> cache =
+        engine::KvCache::Create(Config(), {.block_size = 4, .n_blocks = 10});
+    ASSERT_TRUE(cache.ok()) << cache.status();
+    cache_ = *std::move(cache);
+    table_ = std::make_unique<ReservationTable>(
+        cache_.get(),
+        ReservationTableOptions{.model_fingerprint = "fp", .max_context = 64, .clock = &clock_});
+  }
 
   kvtransfer::KvPushSpec Spec(const std::string& id, int32_t n_tokens) {
     return {.reservation_id = id, .model_fingerprint = "fp", .n_layer = 2, .kv_dim = 4,
@@ -39,125 +46,125 @@ class ReservationTableTest : public testing::Test {
 
   test_support::FakeClock clock_;
   std::unique_ptr<engine::KvCache> cache_;
-  ReservationTable table_;
+  std::unique_ptr<ReservationTable> table_;
 };
 
 TEST_F(ReservationTableTest, FullPushThenClaimHandsOverTheBlocks) {
-  auto r = table_.Reserve("req", "fp", /*n_prompt_tokens=*/6, /*max_tokens=*/3,
-                          std::chrono::seconds(5));
+  auto r = table_->Reserve("req", "fp", /*n_prompt_tokens=*/6, /*max_tokens=*/3,
+                           std::chrono::seconds(5));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->n_blocks, 2);  // 6 + 3 - 1 = 8 tokens
   EXPECT_EQ(cache_->pool().n_free(), 8);
-  ASSERT_TRUE(table_.BeginPush(Spec(r->reservation_id, 6)).ok());
+  ASSERT_TRUE(table_->BeginPush(Spec(r->reservation_id, 6)).ok());
   for (int layer = 0; layer < 2; ++layer) {
     std::vector<uint8_t> data = Bytes(2, static_cast<uint8_t>(10 + layer));
-    ASSERT_TRUE(table_.WriteBlocks(r->reservation_id, layer, 0, 2, data).ok());
+    ASSERT_TRUE(table_->WriteBlocks(r->reservation_id, layer, 0, 2, data).ok());
   }
-  EXPECT_EQ(table_.Claim(r->reservation_id, 6).status().code(),
+  EXPECT_EQ(table_->Claim(r->reservation_id, 6).status().code(),
             absl::StatusCode::kFailedPrecondition);  // not ended yet
-  ASSERT_TRUE(table_.EndPush(r->reservation_id).ok());
-  absl::StatusOr<ClaimedSequence> claimed = table_.Claim(r->reservation_id, 6);
+  ASSERT_TRUE(table_->EndPush(r->reservation_id).ok());
+  absl::StatusOr<ClaimedSequence> claimed = table_->Claim(r->reservation_id, 6);
   ASSERT_TRUE(claimed.ok()) << claimed.status();
   EXPECT_EQ(claimed->table.n_tokens, 6);
   const uint8_t* layer1 =
       reinterpret_cast<const uint8_t*>(cache_->LayerBlock(1, claimed->table.blocks[1]));
   EXPECT_EQ(layer1[0], 11);
-  EXPECT_EQ(table_.size(), 0);
+  EXPECT_EQ(table_->size(), 0);
   cache_->Free(claimed->table);
   EXPECT_EQ(cache_->pool().n_free(), 10);
 }
 
 TEST_F(ReservationTableTest, RejectsBadPushesWithoutWriting) {
-  auto r = table_.Reserve("req", "fp", 4, 4, std::chrono::seconds(5));
+  auto r = table_->Reserve("req", "fp", 4, 4, std::chrono::seconds(5));
   ASSERT_TRUE(r.ok());
   kvtransfer::KvPushSpec wrong_fp = Spec(r->reservation_id, 4);
   wrong_fp.model_fingerprint = "other";
-  EXPECT_THAT(std::string(table_.BeginPush(wrong_fp).message()), HasSubstr("fingerprint"));
+  EXPECT_THAT(std::string(table_->BeginPush(wrong_fp).message()), HasSubstr("fingerprint"));
   kvtransfer::KvPushSpec wrong_len = Spec(r->reservation_id, 5);
-  EXPECT_THAT(std::string(table_.BeginPush(wrong_len).message()), HasSubstr("n_tokens"));
-  EXPECT_EQ(table_.BeginPush(Spec("nope", 4)).code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(std::string(table_->BeginPush(wrong_len).message()), HasSubstr("n_tokens"));
+  EXPECT_EQ(table_->BeginPush(Spec("nope", 4)).code(), absl::StatusCode::kNotFound);
 
-  ASSERT_TRUE(table_.BeginPush(Spec(r->reservation_id, 4)).ok());
-  EXPECT_EQ(table_.BeginPush(Spec(r->reservation_id, 4)).code(),
+  ASSERT_TRUE(table_->BeginPush(Spec(r->reservation_id, 4)).ok());
+  EXPECT_EQ(table_->BeginPush(Spec(r->reservation_id, 4)).code(),
             absl::StatusCode::kFailedPrecondition);
   std::vector<uint8_t> one = Bytes(1, 1);
-  absl::Status s = table_.WriteBlocks(r->reservation_id, 0, 1, 1, one);  // prompt has 1 block
+  absl::Status s = table_->WriteBlocks(r->reservation_id, 0, 1, 1, one);  // prompt has 1 block
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("outside"));
-  EXPECT_EQ(table_.WriteBlocks(r->reservation_id, 2, 0, 1, one).code(),
+  EXPECT_EQ(table_->WriteBlocks(r->reservation_id, 2, 0, 1, one).code(),
             absl::StatusCode::kInvalidArgument);  // layer out of range
   std::vector<uint8_t> short_data(7, 0);
-  EXPECT_EQ(table_.WriteBlocks(r->reservation_id, 0, 0, 1, short_data).code(),
+  EXPECT_EQ(table_->WriteBlocks(r->reservation_id, 0, 0, 1, short_data).code(),
             absl::StatusCode::kInvalidArgument);
-  ASSERT_TRUE(table_.WriteBlocks(r->reservation_id, 0, 0, 1, one).ok());
-  EXPECT_THAT(std::string(table_.WriteBlocks(r->reservation_id, 0, 0, 1, one).message()),
+  ASSERT_TRUE(table_->WriteBlocks(r->reservation_id, 0, 0, 1, one).ok());
+  EXPECT_THAT(std::string(table_->WriteBlocks(r->reservation_id, 0, 0, 1, one).message()),
               HasSubstr("twice"));
-  EXPECT_EQ(table_.EndPush(r->reservation_id).code(), absl::StatusCode::kFailedPrecondition);
-  table_.AbortPush(r->reservation_id, absl::DataLossError("test"));
-  EXPECT_EQ(table_.size(), 0);
+  EXPECT_EQ(table_->EndPush(r->reservation_id).code(), absl::StatusCode::kFailedPrecondition);
+  table_->AbortPush(r->reservation_id, absl::DataLossError("test"));
+  EXPECT_EQ(table_->size(), 0);
   EXPECT_EQ(cache_->pool().n_free(), 10);
 }
 
 TEST_F(ReservationTableTest, ExpiredLeasesAreFreed) {
-  auto a = table_.Reserve("a", "fp", 4, 4, std::chrono::seconds(1));
-  auto b = table_.Reserve("b", "fp", 4, 4, std::chrono::seconds(10));
+  auto a = table_->Reserve("a", "fp", 4, 4, std::chrono::seconds(1));
+  auto b = table_->Reserve("b", "fp", 4, 4, std::chrono::seconds(10));
   ASSERT_TRUE(a.ok() && b.ok());
-  EXPECT_EQ(table_.ExpireLeases(), 0);
+  EXPECT_EQ(table_->ExpireLeases(), 0);
   clock_.Advance(absl::Seconds(2));
-  EXPECT_EQ(table_.ExpireLeases(), 1);
-  EXPECT_EQ(table_.Claim(a->reservation_id, 4).status().code(), absl::StatusCode::kNotFound);
-  EXPECT_TRUE(table_.Release(b->reservation_id));
-  EXPECT_FALSE(table_.Release(b->reservation_id));
+  EXPECT_EQ(table_->ExpireLeases(), 1);
+  EXPECT_EQ(table_->Claim(a->reservation_id, 4).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(table_->Release(b->reservation_id));
+  EXPECT_FALSE(table_->Release(b->reservation_id));
   EXPECT_EQ(cache_->pool().n_free(), 10);
 }
 
 TEST_F(ReservationTableTest, LeaseIsPausedWhileKvArrivesAndRestartsAtEndPush) {
   // A prompt whose prefill takes far longer than the lease: the lease covers the wait for the
   // push to begin and for the claim, not the hand-off, which only a stall of max_lease ends.
-  auto r = table_.Reserve("req", "fp", 8, 2, std::chrono::seconds(1));
+  auto r = table_->Reserve("req", "fp", 8, 2, std::chrono::seconds(1));
   ASSERT_TRUE(r.ok());
-  ASSERT_TRUE(table_.BeginPush(Spec(r->reservation_id, 8)).ok());
+  ASSERT_TRUE(table_->BeginPush(Spec(r->reservation_id, 8)).ok());
   for (int layer = 0; layer < 2; ++layer) {
     for (int block = 0; block < 2; ++block) {
       clock_.Advance(absl::Seconds(100));  // each block computes for 100 s, 400 s in all
-      EXPECT_EQ(table_.ExpireLeases(), 0);
+      EXPECT_EQ(table_->ExpireLeases(), 0);
       std::vector<uint8_t> data = Bytes(1, 1);
-      ASSERT_TRUE(table_.WriteBlocks(r->reservation_id, layer, block, 1, data).ok());
+      ASSERT_TRUE(table_->WriteBlocks(r->reservation_id, layer, block, 1, data).ok());
     }
   }
-  ASSERT_TRUE(table_.EndPush(r->reservation_id).ok());
+  ASSERT_TRUE(table_->EndPush(r->reservation_id).ok());
   clock_.Advance(absl::Milliseconds(900));
-  EXPECT_EQ(table_.ExpireLeases(), 0);
+  EXPECT_EQ(table_->ExpireLeases(), 0);
   clock_.Advance(absl::Milliseconds(200));  // the claim did not come within the lease
-  EXPECT_EQ(table_.ExpireLeases(), 1);
+  EXPECT_EQ(table_->ExpireLeases(), 1);
   EXPECT_EQ(cache_->pool().n_free(), 10);
 }
 
 TEST_F(ReservationTableTest, StalledPushIsFreedAfterMaxLease) {
-  auto r = table_.Reserve("req", "fp", 8, 2, std::chrono::seconds(1));
+  auto r = table_->Reserve("req", "fp", 8, 2, std::chrono::seconds(1));
   ASSERT_TRUE(r.ok());
-  ASSERT_TRUE(table_.BeginPush(Spec(r->reservation_id, 8)).ok());
+  ASSERT_TRUE(table_->BeginPush(Spec(r->reservation_id, 8)).ok());
   std::vector<uint8_t> data = Bytes(1, 1);
-  ASSERT_TRUE(table_.WriteBlocks(r->reservation_id, 0, 0, 1, data).ok());
+  ASSERT_TRUE(table_->WriteBlocks(r->reservation_id, 0, 0, 1, data).ok());
   clock_.Advance(absl::Seconds(119));  // max_lease is 120 s
-  EXPECT_EQ(table_.ExpireLeases(), 0);
+  EXPECT_EQ(table_->ExpireLeases(), 0);
   clock_.Advance(absl::Seconds(2));
-  EXPECT_EQ(table_.ExpireLeases(), 1);
-  EXPECT_EQ(table_.WriteBlocks(r->reservation_id, 0, 1, 1, data).code(),
+  EXPECT_EQ(table_->ExpireLeases(), 1);
+  EXPECT_EQ(table_->WriteBlocks(r->reservation_id, 0, 1, 1, data).code(),
             absl::StatusCode::kNotFound);
   EXPECT_EQ(cache_->pool().n_free(), 10);
 }
 
 TEST_F(ReservationTableTest, ReserveValidatesAndFailsWhenFull) {
-  EXPECT_EQ(table_.Reserve("r", "other", 4, 4, std::chrono::seconds(1)).status().code(),
+  EXPECT_EQ(table_->Reserve("r", "other", 4, 4, std::chrono::seconds(1)).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(table_.Reserve("r", "fp", 0, 4, std::chrono::seconds(1)).status().code(),
+  EXPECT_EQ(table_->Reserve("r", "fp", 0, 4, std::chrono::seconds(1)).status().code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(table_.Reserve("r", "fp", 60, 10, std::chrono::seconds(1)).status().code(),
-            absl::StatusCode::kInvalidArgument);  // past max_context
-  auto big = table_.Reserve("r", "fp", 30, 10, std::chrono::seconds(1));  // 39 tokens: 10 blocks
+  EXPECT_EQ(table_->Reserve("r", "fp", 60, 10, std::chrono::seconds(1)).status().code(),
+            absl::StatusCode::kInvalidArgument);                           // past max_context
+  auto big = table_->Reserve("r", "fp", 30, 10, std::chrono::seconds(1));  // 39 tokens: 10 blocks
   ASSERT_TRUE(big.ok());
-  EXPECT_EQ(table_.Reserve("r2", "fp", 1, 1, std::chrono::seconds(1)).status().code(),
+  EXPECT_EQ(table_->Reserve("r2", "fp", 1, 1, std::chrono::seconds(1)).status().code(),
             absl::StatusCode::kResourceExhausted);
 }
 

@@ -1,16 +1,24 @@
 #include "router/worker_registry.h"
 
 #include <atomic>
+#include <string>
 #include <thread>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/fake_clock.h"
+#include "tests/support/status_matchers.h"
 
 namespace baton::router {
 namespace {
 
+using test_support::IsOkAndHolds;
 using ::testing::HasSubstr;
+
+// Matches an ok placement on the worker at `address`.
+::testing::Matcher<const absl::StatusOr<Placement>&> PlacedOn(const std::string& address) {
+  return IsOkAndHolds(::testing::Field(&Placement::address, address));
+}
 
 constexpr char kFingerprint[] = "0123456789abcdef0123456789abcdef";
 
@@ -113,15 +121,15 @@ TEST_F(WorkerRegistryTest, LeastLoadedDecodePicksMostFreeBlocksAndSubtractsThem)
   EXPECT_EQ(p->address, "b:1");
   EXPECT_EQ(p->n_blocks, 19);
   // b now has 101 free in the router's view, still more than a.
-  EXPECT_EQ(registry->PickDecode(300, 1)->address, "b:1");
+  EXPECT_THAT(registry->PickDecode(300, 1), PlacedOn("b:1"));
   // b: 82 < a: 100.
-  EXPECT_EQ(registry->PickDecode(300, 1)->address, "a:1");
+  EXPECT_THAT(registry->PickDecode(300, 1), PlacedOn("a:1"));
   // The next heartbeat overwrites the optimistic view.
   const std::vector<WorkerSnapshot> workers = registry->Snapshot();
   EXPECT_EQ(workers[0].load.kv_blocks_free(), 81);
   EXPECT_EQ(workers[1].load.kv_blocks_free(), 82);
   EXPECT_TRUE(registry->Heartbeat(workers[1].id, DecodeLoad(500)));
-  EXPECT_EQ(registry->PickDecode(300, 1)->address, "b:1");
+  EXPECT_THAT(registry->PickDecode(300, 1), PlacedOn("b:1"));
 }
 
 TEST_F(WorkerRegistryTest, DecodeCapacityFilter) {
@@ -180,17 +188,17 @@ TEST_F(WorkerRegistryTest, DecodeSkipsWorkersWithTooShortContext) {
   ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_DECODE, "long:1", Model(kFingerprint, 16, 4096),
                                  DecodeLoad(100))
                   .ok());
-  EXPECT_EQ(registry->PickDecode(100, 1)->address, "short:1");
-  EXPECT_EQ(registry->PickDecode(1000, 1)->address, "long:1");
+  EXPECT_THAT(registry->PickDecode(100, 1), PlacedOn("short:1"));
+  EXPECT_THAT(registry->PickDecode(1000, 1), PlacedOn("long:1"));
 }
 
 TEST_F(WorkerRegistryTest, LeastLoadedPrefillPicksFewestQueuedTokensAndAddsThem) {
   auto registry = MakeRegistry();
   ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_PREFILL, "a:1", Model(), PrefillLoad(500)).ok());
   ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_PREFILL, "b:1", Model(), PrefillLoad(100)).ok());
-  EXPECT_EQ(registry->PickPrefill(300)->address, "b:1");  // b: 400
-  EXPECT_EQ(registry->PickPrefill(300)->address, "b:1");  // b: 700
-  EXPECT_EQ(registry->PickPrefill(300)->address, "a:1");  // a: 800
+  EXPECT_THAT(registry->PickPrefill(300), PlacedOn("b:1"));  // b: 400
+  EXPECT_THAT(registry->PickPrefill(300), PlacedOn("b:1"));  // b: 700
+  EXPECT_THAT(registry->PickPrefill(300), PlacedOn("a:1"));  // a: 800
   EXPECT_EQ(registry->Snapshot()[0].load.queued_prompt_tokens(), 800);
 }
 
@@ -210,8 +218,12 @@ TEST_F(WorkerRegistryTest, RoundRobinRotatesOverEligibleWorkers) {
   }
   std::vector<std::string> decode, prefill;
   for (int i = 0; i < 4; ++i) {
-    decode.push_back(registry->PickDecode(16, 1)->address);
-    prefill.push_back(registry->PickPrefill(16)->address);
+    absl::StatusOr<Placement> d = registry->PickDecode(16, 1);
+    ASSERT_TRUE(d.ok()) << d.status();
+    decode.push_back(d->address);
+    absl::StatusOr<Placement> p = registry->PickPrefill(16);
+    ASSERT_TRUE(p.ok()) << p.status();
+    prefill.push_back(p->address);
   }
   EXPECT_THAT(decode, ::testing::ElementsAre("a:1", "b:1", "c:1", "a:1"));
   EXPECT_THAT(prefill, ::testing::ElementsAre("pa:1", "pb:1", "pc:1", "pa:1"));
@@ -219,9 +231,9 @@ TEST_F(WorkerRegistryTest, RoundRobinRotatesOverEligibleWorkers) {
   const std::string b = registry->Snapshot()[2].id;
   ASSERT_EQ(registry->Snapshot()[2].address, "b:1");
   registry->MarkFull(b);
-  EXPECT_EQ(registry->PickDecode(16, 1)->address, "c:1");
-  EXPECT_EQ(registry->PickDecode(16, 1)->address, "a:1");
-  EXPECT_EQ(registry->PickDecode(16, 1)->address, "c:1");
+  EXPECT_THAT(registry->PickDecode(16, 1), PlacedOn("c:1"));
+  EXPECT_THAT(registry->PickDecode(16, 1), PlacedOn("a:1"));
+  EXPECT_THAT(registry->PickDecode(16, 1), PlacedOn("c:1"));
 }
 
 TEST_F(WorkerRegistryTest, ColocatedWorkerServesBothSidesAndKeepsItsKvLocal) {
@@ -237,8 +249,8 @@ TEST_F(WorkerRegistryTest, ColocatedWorkerServesBothSidesAndKeepsItsKvLocal) {
   ASSERT_TRUE(decode.ok());
   EXPECT_EQ(decode->address, "both:1");
   // Least loaded would pick p:1, but the colocated decode worker prefills its own request.
-  EXPECT_EQ(registry->PickPrefill(16, decode->worker_id)->address, "both:1");
-  EXPECT_EQ(registry->PickPrefill(16)->address, "p:1");
+  EXPECT_THAT(registry->PickPrefill(16, decode->worker_id), PlacedOn("both:1"));
+  EXPECT_THAT(registry->PickPrefill(16), PlacedOn("p:1"));
 }
 
 TEST_F(WorkerRegistryTest, StaticWorkerIsUnhealthyUntilItsStatusAnswers) {
@@ -301,6 +313,7 @@ TEST_F(WorkerRegistryTest, MarkUnavailableLastsUntilNextHeartbeat) {
   auto registry = MakeRegistry();
   absl::StatusOr<std::string> id =
       registry->Register(v1::WORKER_ROLE_DECODE, "a:1", Model(), DecodeLoad(5));
+  ASSERT_TRUE(id.ok()) << id.status();
   registry->MarkUnavailable(*id);
   EXPECT_FALSE(registry->PickDecode(16, 1).ok());
   registry->Heartbeat(*id, DecodeLoad(5));
@@ -320,6 +333,7 @@ TEST_F(WorkerRegistryTest, WaitForChangeWakesOnHeartbeatAndOnStop) {
   auto registry = MakeRegistry();
   absl::StatusOr<std::string> id =
       registry->Register(v1::WORKER_ROLE_DECODE, "a:1", Model(), DecodeLoad(0));
+  ASSERT_TRUE(id.ok()) << id.status();
   const uint64_t epoch = registry->epoch();
   std::thread beat([&] {
     absl::SleepFor(absl::Milliseconds(50));
@@ -347,8 +361,8 @@ TEST_F(WorkerRegistryTest, WaitForChangeWakesOnHeartbeatAndOnStop) {
 }
 
 TEST(PlacementPolicyTest, ParsesNames) {
-  EXPECT_EQ(*ParsePlacementPolicy("least-loaded"), PlacementPolicy::kLeastLoaded);
-  EXPECT_EQ(*ParsePlacementPolicy("round-robin"), PlacementPolicy::kRoundRobin);
+  EXPECT_THAT(ParsePlacementPolicy("least-loaded"), IsOkAndHolds(PlacementPolicy::kLeastLoaded));
+  EXPECT_THAT(ParsePlacementPolicy("round-robin"), IsOkAndHolds(PlacementPolicy::kRoundRobin));
   EXPECT_EQ(ParsePlacementPolicy("random").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(PlacementPolicyName(PlacementPolicy::kRoundRobin), "round-robin");
 }

@@ -35,7 +35,10 @@ class WorkerServerTest : public testing::Test {
     absl::StatusOr<std::unique_ptr<WorkerServer>> server = WorkerServer::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
-    channel_ = *rpc::MakeChannel(server_->address(), {});
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+        rpc::MakeChannel(server_->address(), {});
+    ASSERT_TRUE(channel.ok()) << channel.status();
+    channel_ = *std::move(channel);
   }
 
   grpc::Status Status(const std::string& token, v1::StatusResponse* response) {
