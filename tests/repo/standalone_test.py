@@ -6,7 +6,8 @@ Usage: standalone_test.py SOURCE_DIR
 Checks every tracked text file (`git ls-files`; without git, every file under SOURCE_DIR except
 build*/, .venv*/, models/ and .git/), skipping binary files and files over 2 MB, for:
 
-  (a) a mention of `../shared` or of an absolute path under /work/;
+  (a) a mention of the `shared` folder beside the repository (as a `..` path) or of an absolute
+      path in the `/work` tree (see OUTSIDE);
   (b) a Markdown link [text](target) whose relative target resolves outside the repository or to
       nothing in it (http(s):, mailto: and #anchor targets are not checked; an anchor after a
       path is dropped before the path is checked).
