@@ -176,31 +176,11 @@ std::string Get(const std::string& path, const std::string& extra_headers = "") 
   return absl::StrCat("GET ", path, " HTTP/1.1\r\nHost: t\r\n", extra_headers, "\r\n");
 }
 
-class HttpServerTest : public ::testing::Test {
+class HttpServerTest : public testing::FakeWorkersTest {
  protected:
-  static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<ServedModel>> m =
-        ServedModel::Load(test_support::DefaultModelPath());
-    ASSERT_TRUE(m.ok()) << m.status();
-    model_ = m->release();
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    model_ = nullptr;
-  }
-
   void SetUp() override {
-    v1::ModelIdentity identity;
-    identity.set_name(model_->id());
-    identity.set_fingerprint(model_->fingerprint());
-    identity.set_block_size(testing::kFakeBlockSize);
-    identity.set_n_ctx(model_->n_ctx());
-    prefill_ = std::make_unique<FakePrefillWorker>(identity);
-    decode_ = std::make_unique<FakeDecodeWorker>(identity);
-    prefill_server_ = StartFakeServer(prefill_.get());
-    decode_server_ = StartFakeServer(decode_.get());
-    ASSERT_NE(prefill_server_.port, 0);
-    ASSERT_NE(decode_server_.port, 0);
+    FakeWorkersTest::SetUp();
+    if (HasFatalFailure()) return;
 
     registry_ = std::make_unique<WorkerRegistry>(
         WorkerRegistryOptions{.model_fingerprint = model_->fingerprint(),
@@ -265,11 +245,6 @@ class HttpServerTest : public ::testing::Test {
     return client.Read();
   }
 
-  static ServedModel* model_;
-  std::unique_ptr<FakePrefillWorker> prefill_;
-  std::unique_ptr<FakeDecodeWorker> decode_;
-  FakeServer prefill_server_;
-  FakeServer decode_server_;
   std::unique_ptr<WorkerRegistry> registry_;
   std::unique_ptr<RequestTable> table_;
   std::unique_ptr<WorkerChannels> channels_;
@@ -280,7 +255,6 @@ class HttpServerTest : public ::testing::Test {
   std::unique_ptr<HttpServer> server_;
 };
 
-ServedModel* HttpServerTest::model_ = nullptr;
 
 void ExpectRefusal(const std::optional<Reply>& reply, int status, const std::string& code) {
   ASSERT_TRUE(reply.has_value()) << "no answer for the " << status << " case";

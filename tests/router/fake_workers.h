@@ -17,7 +17,10 @@
 #include "absl/time/time.h"
 #include "baton/v1/worker.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "router/served_model.h"
 #include "rpc/server_options.h"
+#include "tests/support/test_paths.h"
 
 namespace baton::router::testing {
 
@@ -327,6 +330,42 @@ inline FakeServer StartFakeServer(grpc::Service* service) {
   out.port = started->port;
   return out;
 }
+
+// A test with the default model as the router serves it (loaded once per suite) and a fake
+// prefill and a fake decode worker serving that model, each on its own loopback server.
+class FakeWorkersTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    absl::StatusOr<std::unique_ptr<ServedModel>> m =
+        ServedModel::Load(test_support::DefaultModelPath());
+    ASSERT_TRUE(m.ok()) << m.status();
+    model_ = m->release();
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    model_ = nullptr;
+  }
+
+  void SetUp() override {
+    v1::ModelIdentity identity;
+    identity.set_name(model_->id());
+    identity.set_fingerprint(model_->fingerprint());
+    identity.set_block_size(kFakeBlockSize);
+    identity.set_n_ctx(model_->n_ctx());
+    prefill_ = std::make_unique<FakePrefillWorker>(identity);
+    decode_ = std::make_unique<FakeDecodeWorker>(identity);
+    prefill_server_ = StartFakeServer(prefill_.get());
+    decode_server_ = StartFakeServer(decode_.get());
+    ASSERT_NE(prefill_server_.port, 0);
+    ASSERT_NE(decode_server_.port, 0);
+  }
+
+  inline static ServedModel* model_ = nullptr;
+  std::unique_ptr<FakePrefillWorker> prefill_;
+  std::unique_ptr<FakeDecodeWorker> decode_;
+  FakeServer prefill_server_;
+  FakeServer decode_server_;
+};
 
 }  // namespace baton::router::testing
 

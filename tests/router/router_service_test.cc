@@ -35,33 +35,8 @@ struct GenerateResult {
   absl::Duration elapsed;
 };
 
-class RouterServiceTest : public ::testing::Test {
+class RouterServiceTest : public testing::FakeWorkersTest {
  protected:
-  static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<ServedModel>> m =
-        ServedModel::Load(test_support::DefaultModelPath());
-    ASSERT_TRUE(m.ok()) << m.status();
-    model_ = m->release();
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    model_ = nullptr;
-  }
-
-  void SetUp() override {
-    v1::ModelIdentity identity;
-    identity.set_name(model_->id());
-    identity.set_fingerprint(model_->fingerprint());
-    identity.set_block_size(testing::kFakeBlockSize);
-    identity.set_n_ctx(model_->n_ctx());
-    prefill_ = std::make_unique<FakePrefillWorker>(identity);
-    decode_ = std::make_unique<FakeDecodeWorker>(identity);
-    prefill_server_ = StartFakeServer(prefill_.get());
-    decode_server_ = StartFakeServer(decode_.get());
-    ASSERT_NE(prefill_server_.port, 0);
-    ASSERT_NE(decode_server_.port, 0);
-  }
-
   void TearDown() override {
     if (router_ != nullptr) router_->Shutdown();
     router_.reset();
@@ -131,16 +106,10 @@ class RouterServiceTest : public ::testing::Test {
     return result;
   }
 
-  static ServedModel* model_;
-  std::unique_ptr<FakePrefillWorker> prefill_;
-  std::unique_ptr<FakeDecodeWorker> decode_;
-  FakeServer prefill_server_;
-  FakeServer decode_server_;
   std::unique_ptr<Router> router_;
   std::unique_ptr<v1::Router::Stub> stub_;
 };
 
-ServedModel* RouterServiceTest::model_ = nullptr;
 
 TEST_F(RouterServiceTest, HappyPathStreamsTheScriptedText) {
   StartRouter();
