@@ -212,8 +212,7 @@ grpc::ServerUnaryReactor* DecodeService::Release(grpc::CallbackServerContext* co
 grpc::ServerUnaryReactor* DecodeService::Status(grpc::CallbackServerContext* context,
                                                 const baton::v1::StatusRequest* request,
                                                 baton::v1::StatusResponse* response) {
-  return rpc::AnswerWorkerStatus(context, options_.role, options_.model, load_,
-                                 response);
+  return rpc::AnswerWorkerStatus(context, options_.role, options_.model, load_, response);
 }
 
 }  // namespace baton::decode_worker

@@ -1,5 +1,5 @@
-// What a client sends — plain text or a chat — into the prompt's token ids, the way llama.cpp does:
-// BOS as the model says, special-token text recognized; a chat rendered with the model's chat
+// What a client sends — plain text or a chat — into the prompt's token ids, the way llama.cpp
+// does: BOS as the model says, special-token text recognized; a chat rendered with the model's chat
 // template first. The one intake rule for every front end (the router, `baton generate`).
 //
 // Thread-safety: immutable after construction; share it freely. The tokenizer must outlive it.

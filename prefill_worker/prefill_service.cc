@@ -125,8 +125,7 @@ grpc::ServerUnaryReactor* PrefillService::CancelPrefill(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* PrefillService::Status(grpc::CallbackServerContext* context,
                                                  const baton::v1::StatusRequest* request,
                                                  baton::v1::StatusResponse* response) {
-  return rpc::AnswerWorkerStatus(context, options_.role, options_.model, load_,
-                                 response);
+  return rpc::AnswerWorkerStatus(context, options_.role, options_.model, load_, response);
 }
 
 }  // namespace baton::prefill_worker

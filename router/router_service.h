@@ -1,8 +1,8 @@
 // The router's gRPC API (baton.v1.Router, callback API): Generate streams a request's text
 // (GenerateReactor), ListModels names the one served model, ClusterStatus shows the workers and
-// the queue, RegisterWorker and Heartbeat keep the WorkerRegistry. Every call checks the shared
-// token first. No handler blocks: Generate's work runs on the request pool, the others only take
-// short locks.
+// the queue, RegisterWorker and Heartbeat keep the WorkerRegistry. The shared token is checked
+// before any call gets here (rpc/auth.h). No handler blocks: Generate's work runs on the request
+// pool, the others only take short locks.
 //
 // Thread-safety: thread-safe (gRPC calls the handlers from its threads).
 #ifndef BATON_ROUTER_ROUTER_SERVICE_H_

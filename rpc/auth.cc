@@ -1,5 +1,6 @@
 #include "rpc/auth.h"
 
+#include <algorithm>
 #include <fstream>
 #include <iterator>
 
@@ -64,7 +65,7 @@ class CoreServerCredentials final : public grpc::ServerCredentials {
 
   void SetAuthMetadataProcessor(
       const std::shared_ptr<grpc::AuthMetadataProcessor>& /*processor*/) override {
-    // Never called: the token processor is installed on the core credentials (MakeServerCredentials).
+    // Never called: MakeServerCredentials installs the token check on the core credentials.
   }
 
  private:
