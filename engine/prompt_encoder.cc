@@ -32,6 +32,11 @@ absl::StatusOr<std::vector<TokenId>> PromptEncoder::EncodeChat(
     if (!unicode::IsValidUtf8(messages[i].role) || !unicode::IsValidUtf8(messages[i].content)) {
       return absl::InvalidArgumentError(absl::StrCat("chat message ", i, " is not valid UTF-8"));
     }
+    // Only an assistant turn may be empty (a model's earlier answer can be).
+    if (messages[i].content.empty() && messages[i].role != "assistant") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("chat message ", i, " (", messages[i].role, ") has no content"));
+    }
   }
   if (!chat_template_.ok()) return chat_template_.status();
   return Encode(ApplyChatTemplate(*chat_template_,

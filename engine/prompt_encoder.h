@@ -25,8 +25,9 @@ class PromptEncoder {
 
   // INVALID_ARGUMENT when the text is empty or not valid UTF-8.
   absl::StatusOr<std::vector<TokenId>> EncodeText(std::string_view text) const;
-  // INVALID_ARGUMENT when there is no message, a message has no role, a role or content is not
-  // valid UTF-8 (naming the message's index), or the model has no usable chat template.
+  // INVALID_ARGUMENT when there is no message, a message has no role, a message other than an
+  // assistant's has no content, a role or content is not valid UTF-8 (each naming the message's
+  // index), or the model has no usable chat template.
   absl::StatusOr<std::vector<TokenId>> EncodeChat(absl::Span<const ChatMessage> messages) const;
 
   // The template family, or why chats cannot be encoded.

@@ -65,6 +65,11 @@ absl::Status ValidateSamplingParams(const SamplingParams& params, int32_t n_voca
       return absl::InvalidArgumentError(
           absl::StrCat("sampling parameter stop_strings[", i, "] must not be empty"));
     }
+    if (params.stop_strings[i].size() > kMaxStopStringBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sampling parameter stop_strings[", i, "] has ", params.stop_strings[i].size(),
+          " bytes, at most ", kMaxStopStringBytes, " are allowed"));
+    }
   }
   return absl::OkStatus();
 }

@@ -9,6 +9,7 @@
 #ifndef BATON_ENGINE_SAMPLING_PARAMS_H_
 #define BATON_ENGINE_SAMPLING_PARAMS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -19,6 +20,8 @@ namespace baton::engine {
 
 // Limits that ValidateSamplingParams enforces.
 inline constexpr int32_t kMaxStopStrings = 16;
+// Bytes per stop string at most (the stop matcher holds back that much text while it streams).
+inline constexpr size_t kMaxStopStringBytes = 256;
 inline constexpr float kMinPenalty = -2.0f;  // frequency/presence penalty range (OpenAI's)
 inline constexpr float kMaxPenalty = 2.0f;
 // The default seed. A request that sets none is therefore reproducible too; a server that wants
@@ -57,7 +60,7 @@ struct SamplingParams {
   // ignore_eos). Each in [0, n_vocab).
   std::vector<int32_t> stop_token_ids = {};
   // Generation stops when the text contains any of these; the stop string is not returned
-  // (engine/stop_matcher.h). At most kMaxStopStrings, none empty.
+  // (engine/stop_matcher.h). At most kMaxStopStrings, none empty, none over kMaxStopStringBytes.
   std::vector<std::string> stop_strings = {};
   // Keep generating past the model's end-of-generation tokens (benchmarks).
   bool ignore_eos = false;

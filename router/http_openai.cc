@@ -361,8 +361,18 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
                                                  absl::string_view model_id,
                                                  absl::string_view model_alias) {
   json root;
+  struct TooDeep {};
   try {
-    root = json::parse(body);
+    root = json::parse(body, [](int depth, json::parse_event_t event, json& /*parsed*/) {
+      const bool opens = event == json::parse_event_t::object_start ||
+                         event == json::parse_event_t::array_start;
+      if (opens && depth >= kMaxJsonDepth) throw TooDeep{};
+      return true;
+    });
+  } catch (const TooDeep&) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the request body nests JSON objects and arrays more than ", kMaxJsonDepth,
+        " levels deep"));
   } catch (const json::exception& e) {
     // nlohmann's lexer also refuses ill-formed UTF-8 and lone surrogates here.
     return absl::InvalidArgumentError(

@@ -39,8 +39,11 @@ struct OpenAiRequest {
   bool include_usage = false;  // stream_options.include_usage
 };
 
+// JSON objects and arrays nest at most this deep in a request body (OpenAI requests need about 5).
+inline constexpr int kMaxJsonDepth = 32;
+
 // Parses and checks a request body. INVALID_ARGUMENT (with the field as param) for malformed
-// JSON, wrong types, out-of-range values and unsupported features; NOT_FOUND (code
+// JSON, JSON nested deeper than kMaxJsonDepth, wrong types, out-of-range values and unsupported features; NOT_FOUND (code
 // "model_not_found") when `model` names neither `model_id` nor `model_alias`.
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const std::string& body,
                                                  absl::string_view model_id,

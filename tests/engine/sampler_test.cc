@@ -609,6 +609,9 @@ TEST(ValidateSamplingParamsTest, RejectsEachBadFieldByName) {
   EXPECT_THAT(Validate({.stop_strings = std::vector<std::string>(17, "x")}),
               InvalidNaming("stop_strings"));
   EXPECT_THAT(Validate({.stop_strings = {"ok", ""}}), InvalidNaming("stop_strings[1]"));
+  EXPECT_THAT(Validate({.stop_strings = {std::string(kMaxStopStringBytes + 1, 'x')}}),
+              InvalidNaming("stop_strings[0]"));
+  EXPECT_TRUE(Validate({.stop_strings = {std::string(kMaxStopStringBytes, 'x')}}).ok());
 }
 
 TEST(ValidateSamplingParamsTest, MessageCarriesTheValue) {

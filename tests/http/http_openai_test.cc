@@ -4,6 +4,7 @@
 #include <string>
 
 #include "gmock/gmock.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "router/http_errors.h"
 #include "router/http_openai.h"
@@ -139,6 +140,21 @@ TEST(HttpOpenAiTest, ChatMessages) {
     EXPECT_EQ(e.type, "invalid_request_error") << c.body;
     EXPECT_EQ(e.param, c.param) << c.body;
   }
+}
+
+TEST(HttpOpenAiTest, DeeplyNestedJsonIsRefusedAtParse) {
+  const int too_deep = kMaxJsonDepth + 1;
+  std::string body = R"({"prompt": "x", "user": )";
+  body += std::string(too_deep, '[') + std::string(too_deep, ']') + "}";
+  absl::StatusOr<OpenAiRequest> r = Completions(body);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(),
+              HasSubstr(absl::StrCat("more than ", kMaxJsonDepth, " levels deep")));
+  // 70,000 levels, as a hostile client sends: refused the same way, without a crash.
+  const std::string hostile =
+      R"({"x": )" + std::string(70000, '[') + std::string(70000, ']') + "}";
+  EXPECT_EQ(Completions(hostile).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(HttpOpenAiTest, BadParametersNameTheParameter) {

@@ -95,6 +95,16 @@ TEST_F(RequestIntakeTest, RejectsBadInput) {
   v1::GenerateRequest chat;
   chat.mutable_chat();
   EXPECT_EQ(code_and_message(chat).first, absl::StatusCode::kInvalidArgument);
+  // A user turn without content; an empty assistant turn before it is fine.
+  v1::ChatMessage* answer = chat.mutable_chat()->add_messages();
+  answer->set_role("assistant");
+  v1::ChatMessage* empty = chat.mutable_chat()->add_messages();
+  empty->set_role("user");
+  EXPECT_EQ(code_and_message(chat),
+            std::make_pair(absl::StatusCode::kInvalidArgument,
+                           std::string("chat message 1 (user) has no content")));
+  empty->set_content("Hi");
+  EXPECT_TRUE(PrepareRequest(chat, model(), 7).ok());
 
   v1::GenerateRequest too_long = Prompt("Hi");
   too_long.mutable_sampling()->set_max_tokens(model().n_ctx());
