@@ -55,6 +55,10 @@ int RunRouter(const Args& args) {
                           "RESOURCE_EXHAUSTED"},
       {"heartbeat-ms", "MS", "worker heartbeat interval (default 500)"},
       {"prefill-timeout", "SECONDS", "deadline of one Prefill call (default 60)"},
+      {"request-timeout", "SECONDS", "deadline of a whole request whose client sets none "
+                                     "(default 600)"},
+      {"no-worker-timeout", "SECONDS", "a request fails with UNAVAILABLE once no healthy decode "
+                                       "worker has existed for this long (default 10)"},
       {"reservation-lease", "SECONDS", "how long a decode reservation waits for its KV (default 30)"},
       {"http-port", "PORT", "serve the OpenAI-compatible HTTP API on this port (0: any free "
                             "port; default: no HTTP API)"},
@@ -107,6 +111,18 @@ int RunRouter(const Args& args) {
     return UsageError("router", v.status(), usage);
   }
   options.prefill_timeout = absl::Seconds(*v);
+  if (!(v = flags->GetInt("request-timeout", absl::ToInt64Seconds(options.request_timeout), 1,
+                          86400))
+           .ok()) {
+    return UsageError("router", v.status(), usage);
+  }
+  options.request_timeout = absl::Seconds(*v);
+  if (!(v = flags->GetInt("no-worker-timeout", absl::ToInt64Seconds(options.no_worker_wait), 0,
+                          3600))
+           .ok()) {
+    return UsageError("router", v.status(), usage);
+  }
+  options.no_worker_wait = absl::Seconds(*v);
   // The decode worker caps leases at 120 s (decode_worker/reservation_table.h).
   if (!(v = flags->GetInt("reservation-lease", 30, 1, 120)).ok()) {
     return UsageError("router", v.status(), usage);

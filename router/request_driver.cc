@@ -185,6 +185,7 @@ absl::Status RequestDriver::Reserve() {
   const RequestDriverOptions& options = deps_.options;
   int failures = 0;
   bool queued = false;
+  absl::Time no_worker_since = absl::InfiniteFuture();  // since when no decode worker is healthy
   while (true) {
     if (cancelled_.load()) return CancelledStatus();
     const uint64_t epoch = deps_.registry->epoch();
@@ -250,6 +251,15 @@ absl::Status RequestDriver::Reserve() {
       return absl::DeadlineExceededError(absl::StrFormat(
           "the request's deadline passed after %.3f s waiting in the router queue (%s)",
           Seconds(now - received_), placement.status().message()));
+    }
+    if (why != NoPlacement::kNoWorker) {
+      no_worker_since = absl::InfiniteFuture();
+    } else if (no_worker_since == absl::InfiniteFuture()) {
+      no_worker_since = now;
+    } else if (now - no_worker_since >= options.no_worker_wait) {
+      return absl::UnavailableError(absl::StrFormat("%s (none for %.1f s)",
+                                                    placement.status().message(),
+                                                    Seconds(now - no_worker_since)));
     }
     deps_.registry->WaitForChange(epoch, std::min(deadline_, now + options.queue_poll_interval),
                                   &cancelled_);

@@ -60,6 +60,9 @@ struct RequestDriverOptions {
   absl::Duration queue_poll_interval = absl::Milliseconds(500);
   // Reserve calls that fail with the worker down before the request gives up.
   int max_reserve_failures = 3;
+  // How long a request waits while no healthy decode worker exists at all (one may be
+  // restarting) before it fails with UNAVAILABLE, rather than waiting out its whole deadline.
+  absl::Duration no_worker_wait = absl::Seconds(10);
 };
 
 // What every driver shares; owned by the Router, outliving every driver.

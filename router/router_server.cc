@@ -79,7 +79,8 @@ absl::Status Router::Start() {
                   .reservation_lease = options_.reservation_lease,
                   .prefill_timeout = options_.prefill_timeout,
                   .cleanup_timeout = options_.cleanup_timeout,
-                  .queue_poll_interval = options_.heartbeat_interval}};
+                  .queue_poll_interval = options_.heartbeat_interval,
+                  .no_worker_wait = options_.no_worker_wait}};
   env_.pool = pool_.get();
   env_.request_timeout = options_.request_timeout;
   env_.draining = &draining_;

@@ -55,6 +55,8 @@ struct RouterOptions {
   int max_queued = 256;   // --max-queued: requests waiting for capacity or a thread
   int max_running = 256;  // request threads: requests being driven at once
   absl::Duration request_timeout = absl::Minutes(10);  // whole request, when the client sets none
+  // No healthy decode worker at all for this long: a waiting request fails with UNAVAILABLE.
+  absl::Duration no_worker_wait = absl::Seconds(10);
   absl::Duration prefill_timeout = absl::Seconds(60);  // one Prefill call
   absl::Duration reserve_timeout = absl::Seconds(10);  // one Reserve call
   absl::Duration reservation_lease = absl::Seconds(30);

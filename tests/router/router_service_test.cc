@@ -298,6 +298,19 @@ TEST_F(RouterServiceTest, QueuedRequestTimesOutAtItsDeadline) {
   EXPECT_TRUE(WaitUntil([&] { return router_->requests().queued() == 0; }));
 }
 
+TEST_F(RouterServiceTest, NoDecodeWorkerAliveFailsFastWithUnavailable) {
+  RouterOptions options = DefaultOptions();
+  options.decode_workers = {};
+  options.no_worker_wait = absl::Seconds(1);
+  StartRouter(options);
+  // The client allows a minute: waiting it out would end in DEADLINE_EXCEEDED. The router gives
+  // up once no decode worker has existed for 1 s.
+  const GenerateResult result = Generate(Prompt("Anyone there?"), absl::Seconds(60));
+  EXPECT_EQ(result.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(result.status.error_message(), HasSubstr("no healthy decode worker"));
+  EXPECT_TRUE(WaitUntil([&] { return router_->requests().queued() == 0; }));
+}
+
 TEST_F(RouterServiceTest, ConcurrentRequestsBeyondTheThreadsWaitAndAllComplete) {
   RouterOptions options = DefaultOptions();
   options.max_running = 2;
