@@ -2,6 +2,8 @@
 
 #include <xxhash.h>
 
+#include <filesystem>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
@@ -39,6 +41,10 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   if (!tokenizer.ok()) return tokenizer.status();
   model->tokenizer_ = std::move(*tokenizer);
   model->fingerprint_ = Fingerprint(*model->file_, model->config_);
+  const std::filesystem::path file_path(path);
+  model->id_ = file_path.extension() == ".gguf" ? file_path.stem().string()
+                                                : file_path.filename().string();
+  if (model->id_.empty()) model->id_ = model->config_.name;
   return model;
 }
 

@@ -27,6 +27,9 @@ class Model {
   // Identifies the exact weights: a 128-bit hash (hex) of the file's size, config and tensor
   // directory (cheap: reads no tensor data). Workers compare it before exchanging KV.
   const std::string& fingerprint() const { return fingerprint_; }
+  // What clients and metrics call the model: the file's name without ".gguf" (general.name when
+  // that is empty). The router and the workers name it alike.
+  const std::string& id() const { return id_; }
 
  private:
   Model() = default;
@@ -35,6 +38,7 @@ class Model {
   ModelWeights weights_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::string fingerprint_;
+  std::string id_;
 };
 
 }  // namespace baton::engine

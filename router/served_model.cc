@@ -1,7 +1,6 @@
 #include "router/served_model.h"
 
 #include <algorithm>
-#include <filesystem>
 
 namespace baton::router {
 
@@ -11,9 +10,6 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string
   if (!model.ok()) return model.status();
   std::unique_ptr<ServedModel> served(new ServedModel());
   served->model_ = std::move(*model);
-  const std::filesystem::path file(path);
-  served->id_ = file.extension() == ".gguf" ? file.stem().string() : file.filename().string();
-  if (served->id_.empty()) served->id_ = served->model_->config().name;
   const int32_t n_ctx_train = served->model_->config().n_ctx_train;
   served->n_ctx_ = n_ctx > 0 ? std::min(n_ctx, n_ctx_train) : n_ctx_train;
   served->prompt_encoder_ =

@@ -25,7 +25,7 @@ class ServedModel {
                                                            int32_t n_ctx = 0);
 
   // What clients call the model: the file's name without ".gguf" (general.name if that is empty).
-  const std::string& id() const { return id_; }
+  const std::string& id() const { return model_->id(); }
   // general.name, may be empty. Requests may name the model by it too.
   const std::string& general_name() const { return model_->config().name; }
   const std::string& fingerprint() const { return model_->fingerprint(); }
@@ -38,7 +38,6 @@ class ServedModel {
  private:
   ServedModel() = default;
   std::unique_ptr<engine::Model> model_;
-  std::string id_;
   int32_t n_ctx_ = 0;
   std::unique_ptr<engine::PromptEncoder> prompt_encoder_;
 };

@@ -1,6 +1,5 @@
 #include "worker/worker_server.h"
 
-#include <filesystem>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
@@ -153,11 +152,8 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOp
   if (!model.ok()) return model.status();
   w.model = std::move(*model);
   const engine::ModelConfig& config = w.model->config();
-  // Every metric series names the model as the router does: its file name without ".gguf".
-  const std::filesystem::path model_file(options.model_path);
-  metrics::Registry::Global().SetConstantLabels(
-      {{"model_name", model_file.extension() == ".gguf" ? model_file.stem().string()
-                                                        : model_file.filename().string()}});
+  // Every metric series names the model as the router does.
+  metrics::Registry::Global().SetConstantLabels({{"model_name", w.model->id()}});
   w.backend = kernels::CreateCpuBackend({.n_threads = options.n_threads});
   const int32_t n_blocks =
       engine::KvCache::BlocksForBytes(config, options.block_size, options.kv_cache_bytes);
