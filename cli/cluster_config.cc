@@ -93,8 +93,8 @@ absl::StatusOr<ClusterConfig> ParseClusterConfig(const std::string& yaml_text,
   }
   ClusterConfig c;
   if (absl::Status s = CheckKeys(origin, root,
-                                 {"model", "host", "token", "router", "prefill", "decode",
-                                  "colocated"},
+                                 {"model", "host", "token", "token_file", "router", "prefill",
+                                  "decode", "colocated"},
                                  "the cluster file");
       !s.ok()) {
     return s;
@@ -103,8 +103,13 @@ absl::StatusOr<ClusterConfig> ParseClusterConfig(const std::string& yaml_text,
     if (root["model"]) c.model = root["model"].as<std::string>();
     if (root["host"]) c.host = root["host"].as<std::string>();
     if (root["token"]) c.token = root["token"].as<std::string>();
+    if (root["token_file"]) c.token_file = root["token_file"].as<std::string>();
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(origin, ": ", e.what()));
+  }
+  if (!c.token.empty() && !c.token_file.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": give the shared token as 'token' or 'token_file', not both"));
   }
   if (root["router"]) {
     absl::StatusOr<ProcessConfig> router = ParseProcess(origin, root["router"], "router");

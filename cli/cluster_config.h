@@ -26,6 +26,7 @@ struct ClusterConfig {
   std::string model;               // empty: the default model
   std::string host = "127.0.0.1";
   std::string token;               // shared token for every process; empty: none
+  std::string token_file;          // or the file that holds it (keeps it out of the cluster file)
   ProcessConfig router;
   std::vector<ProcessConfig> prefill;
   std::vector<ProcessConfig> decode;

@@ -256,13 +256,20 @@ int RunUp(const Args& args) {
   absl::StatusOr<LogLevel> level = ParseLogLevel(common.log_level);
   if (!level.ok()) return UsageError("up", level.status(), usage);
   SetLogLevel(*level);
-  if (!config->token.empty()) {
+  bool wrote_token_file = false;
+  if (!config->token_file.empty()) {
+    absl::StatusOr<std::string> token = ReadTokenFile(config->token_file);
+    if (!token.ok()) return RunError("up", token.status());
+    config->token = *std::move(token);
+    common.token_file = config->token_file;
+  } else if (!config->token.empty()) {
     absl::StatusOr<std::string> token_file = WriteTokenFile(config->token);
     if (!token_file.ok()) return RunError("up", token_file.status());
     common.token_file = *token_file;
+    wrote_token_file = true;
   }
   const int exit_code = RunCluster(*config, common);
-  if (!common.token_file.empty()) unlink(common.token_file.c_str());
+  if (wrote_token_file) unlink(common.token_file.c_str());
   return exit_code;
 }
 

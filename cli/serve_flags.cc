@@ -34,10 +34,9 @@ absl::Status ParseServeFlags(const Flags& flags, rpc::ServerOptions& server,
   server.max_message_bytes = peers.max_message_bytes = static_cast<int>(*max_bytes);
   std::string token = flags.GetOr("token", "");
   if (auto file = flags.Get("token-file")) {
-    std::ifstream in(*file);
-    if (!in) return absl::NotFoundError(absl::StrCat("--token-file: cannot read '", *file, "'"));
-    token.assign(std::istreambuf_iterator<char>(in), {});
-    while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+    absl::StatusOr<std::string> read = ReadTokenFile(*file);
+    if (!read.ok()) return read.status();
+    token = *std::move(read);
   }
   server.auth_token = peers.auth_token = token;
   server.tls.cert_file = flags.GetOr("tls-cert", "");
@@ -50,6 +49,17 @@ absl::Status ParseServeFlags(const Flags& flags, rpc::ServerOptions& server,
   if (!level.ok()) return level.status();
   SetLogLevel(*level);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read the token file '", path, "'"));
+  std::string token(std::istreambuf_iterator<char>(in), {});
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
+  if (token.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("the token file '", path, "' is empty"));
+  }
+  return token;
 }
 
 void BlockShutdownSignals() {

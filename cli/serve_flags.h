@@ -21,6 +21,10 @@ std::vector<FlagSpec> ServeFlagSpecs();
 absl::Status ParseServeFlags(const Flags& flags, rpc::ServerOptions& server,
                              rpc::ClientOptions& peers);
 
+// The shared token in the file at `path`, trailing newlines dropped. NOT_FOUND when it cannot be
+// read, INVALID_ARGUMENT when it is empty.
+absl::StatusOr<std::string> ReadTokenFile(const std::string& path);
+
 // Blocks SIGINT and SIGTERM in the calling thread (call before starting any thread, so every
 // thread inherits the mask), then later WaitForShutdownSignal() returns the signal received.
 void BlockShutdownSignals();

@@ -103,6 +103,45 @@ TEST(UpTest, AnnouncesMetricsHidesTheTokenAndLogsEachRequest) {
   EXPECT_TRUE(std::regex_search(lines, match, request_line)) << lines;
 }
 
+// Generate through `router` with `token`; the call's status.
+grpc::Status GenerateWithToken(const std::string& router, const std::string& token) {
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      rpc::MakeChannel(router, {.auth_token = token});
+  if (!channel.ok()) return grpc::Status(grpc::StatusCode::INTERNAL, "no channel");
+  auto stub = v1::Router::NewStub(*channel);
+  grpc::ClientContext context;
+  rpc::PrepareContext(context, {.auth_token = token},
+                      std::chrono::system_clock::now() + std::chrono::seconds(60));
+  v1::GenerateRequest request;
+  request.mutable_prompt_tokens()->add_ids(1);
+  request.mutable_sampling()->set_max_tokens(2);
+  return test_support::RunGenerate(*stub, context, request).status;
+}
+
+TEST(UpTest, TokenFileKeyGuardsTheCluster) {
+  const std::string dir = test_support::TempPath("up-token-file");
+  std::filesystem::create_directories(dir);
+  const std::string model = dir + "/model.gguf";
+  ASSERT_TRUE(test_support::WriteSyntheticModel(model, {.seed = 3}).ok());
+  const std::string token_file = dir + "/token";
+  std::ofstream(token_file) << kToken << "\n";
+  const std::string config = dir + "/cluster.yaml";
+  std::ofstream(config) << "model: " << model << "\ntoken_file: " << token_file
+                        << "\nprefill:\n  - threads: 1\ndecode:\n  - threads: 1\n"
+                        << "    kv_cache_memory: 16M\n";
+  absl::StatusOr<std::unique_ptr<cli::ChildProcess>> up = StartWithStderr(
+      test_support::BatonBinary() + " up --config " + config, dir + "/up.log");
+  ASSERT_TRUE(up.ok()) << up.status();
+  absl::StatusOr<std::string> router = (*up)->WaitForLine("router: ", std::chrono::seconds(120));
+  ASSERT_TRUE(router.ok()) << router.status() << "\n" << ReadFile(dir + "/up.log");
+  EXPECT_TRUE(GenerateWithToken(*router, kToken).ok());
+  EXPECT_EQ(GenerateWithToken(*router, "").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  (*up)->Signal(SIGTERM);
+  absl::StatusOr<int> code = (*up)->Wait(std::chrono::seconds(60));
+  ASSERT_TRUE(code.ok());
+  EXPECT_EQ(*code, 0);
+}
+
 TEST(UpTest, ASecondRouterOnPortsInUseFailsToStart) {
   const std::string dir = test_support::TempPath("port-in-use");
   std::filesystem::create_directories(dir);
