@@ -169,6 +169,7 @@ absl::Status RequestDriver::Drive() {
   v1::GenerateResponse first;
   first.set_request_id(request_id_);
   first.set_text(generation.Accept(first_token));
+  n_generated_ = generation.n_generated();
   first.add_tokens(first_token);
   first_token_at_ = absl::Now();
   RequestMetrics::Get().ttft.Observe(Seconds(first_token_at_ - received_));
@@ -351,6 +352,7 @@ absl::Status RequestDriver::Decode(engine::GenerationState& generation) {
         break;
       }
       text += generation.Accept(token);
+      n_generated_ = generation.n_generated();
       out.add_tokens(token);
     }
     if (!bad_token.ok()) {
@@ -397,7 +399,6 @@ void RequestDriver::Finalize(const engine::GenerationState& generation, v1::Fini
                              v1::GenerateResponse& response) {
   const absl::Time now = absl::Now();
   finish_reason_ = reason;
-  n_generated_ = generation.n_generated();
   response.set_finish_reason(reason);
   response.mutable_usage()->set_prompt_tokens(generation.n_prompt());
   response.mutable_usage()->set_completion_tokens(generation.n_generated());

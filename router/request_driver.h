@@ -135,7 +135,8 @@ class RequestDriver {
   absl::Time kv_sending_at_ = absl::InfinitePast();  // the prefill worker's forward pass done
   absl::Time kv_received_at_;
   absl::Time first_token_at_;
-  // Set by Finalize, for the metrics recorded when the request ends.
+  // For the metrics and the log line when the request ends: the finish reason (set by Finalize)
+  // and the tokens generated so far.
   v1::FinishReason finish_reason_ = v1::FINISH_REASON_UNSPECIFIED;
   int32_t n_generated_ = 0;
 };

@@ -60,6 +60,10 @@ absl::StatusOr<StartedServer> StartServer(const ServerOptions& options,
   // gRPC sets SO_REUSEPORT by default: a second server on the same port would "listen" too and
   // silently take a share of the connections. Without it that bind fails.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // Accept clients' keepalive pings (ClientOptions), also while no data flows.
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             static_cast<int>(kMinClientPingInterval.count()));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   AddReflectionV1(builder);
   for (grpc::Service* service : services) builder.RegisterService(service);
   started.server = builder.BuildAndStart();
@@ -80,6 +84,9 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const std::string& ad
   // Reconnect quickly after a worker restarts.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(options.keepalive_time.count()));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, static_cast<int>(options.keepalive_timeout.count()));
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);  // a call waiting for tokens sends none
   if (options.tls.enabled()) {
     grpc::SslCredentialsOptions ssl;
     if (!options.tls.ca_file.empty()) {

@@ -33,7 +33,16 @@ struct ClientOptions {
   TlsFiles tls;                               // ca_file (and optionally cert/key): use TLS
   std::string tls_server_name;                // override the name checked in the server's cert
   int max_message_bytes = 64 << 20;
+  // HTTP/2 keepalive: a ping every keepalive_time while calls are open; a peer that does not
+  // answer within keepalive_timeout (a frozen or vanished process whose socket stays open) fails
+  // every call on the channel with UNAVAILABLE instead of leaving it waiting for its deadline.
+  std::chrono::milliseconds keepalive_time{5000};
+  std::chrono::milliseconds keepalive_timeout{5000};
 };
+
+// The shortest ping interval a baton server accepts from a client (below ClientOptions'
+// keepalive_time, so that baton clients are never told "too many pings").
+inline constexpr std::chrono::milliseconds kMinClientPingInterval{1000};
 
 // A built and started server and the port it actually listens on.
 struct StartedServer {
