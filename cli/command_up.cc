@@ -1,7 +1,8 @@
 // baton up [--config FILE]: a local cluster — the router and its workers as processes — healthy
 // and announced on stdout ("router: HOST:PORT", then the OpenAI-compatible HTTP API's
 // "http: HOST:PORT", then one "metrics NAME: HOST:PORT" line per worker), until SIGINT/SIGTERM
-// drains and stops it. The cluster token reaches the children in a file readable only by this
+// drains and stops it. A member that dies is started again on the same ports (at most
+// kMaxRestarts times each; past that the cluster stops). The cluster token reaches the children in a file readable only by this
 // user (--token-file), never on a command line; every process logs to the shared stderr, one
 // whole line at a time (base/log.h).
 #include <signal.h>
@@ -28,12 +29,25 @@ namespace {
 
 constexpr auto kStartTimeout = std::chrono::seconds(120);
 
+constexpr int kMaxRestarts = 5;  // per member; past it the cluster stops
+
 struct Member {
   std::string name;  // "router", "prefill[0]", ...
+  std::vector<std::string> argv;  // its ports pinned to the first ones it bound (restarts keep them)
+  std::vector<int> cpus;
   std::unique_ptr<ChildProcess> process;
   std::string address;
   std::string metrics_address;  // workers: their Prometheus endpoint
+  int restarts = 0;
 };
+
+// Sets the value after `flag` in `argv`, when the flag is there.
+void PinFlag(std::vector<std::string>& argv, const std::string& flag, const std::string& value) {
+  auto it = std::find(argv.begin(), argv.end(), flag);
+  if (it != argv.end() && it + 1 != argv.end()) *(it + 1) = value;
+}
+
+std::string PortOf(const std::string& address) { return address.substr(address.rfind(':') + 1); }
 
 // What every child gets: the token file and the log level.
 struct CommonArgs {
@@ -63,9 +77,8 @@ std::vector<std::string> WorkerArgs(const std::string& self, const std::string& 
   return argv;
 }
 
-absl::Status StartMember(Member& m, const std::vector<std::string>& argv,
-                         const std::vector<int>& cpus) {
-  absl::StatusOr<std::unique_ptr<ChildProcess>> process = ChildProcess::Start(argv, cpus);
+absl::Status StartMember(Member& m) {
+  absl::StatusOr<std::unique_ptr<ChildProcess>> process = ChildProcess::Start(m.argv, m.cpus);
   if (!process.ok()) return process.status();
   m.process = std::move(*process);
   absl::StatusOr<std::string> address = m.process->WaitForLine("listening on ", kStartTimeout);
@@ -74,6 +87,7 @@ absl::Status StartMember(Member& m, const std::vector<std::string>& argv,
         absl::StrCat(m.name, " did not start: ", address.status().message()));
   }
   m.address = *address;
+  PinFlag(m.argv, "--port", PortOf(m.address));
   BATON_LOG(INFO) << m.name << " (pid " << m.process->pid() << ") listening on " << m.address;
   return absl::OkStatus();
 }
@@ -86,7 +100,40 @@ absl::Status AwaitMetricsAddress(Member& m) {
         absl::StrCat(m.name, " did not serve metrics: ", address.status().message()));
   }
   m.metrics_address = *address;
+  PinFlag(m.argv, "--metrics-port", PortOf(m.metrics_address));
   return absl::OkStatus();
+}
+
+// The router: its gRPC, then its HTTP address (`http`).
+absl::Status StartRouterMember(Member& m, std::string& http) {
+  if (absl::Status s = StartMember(m); !s.ok()) return s;
+  absl::StatusOr<std::string> line = m.process->WaitForLine("http listening on ", kStartTimeout);
+  if (!line.ok()) {
+    return absl::UnavailableError(
+        absl::StrCat("router did not start its HTTP API: ", line.status().message()));
+  }
+  http = *line;
+  PinFlag(m.argv, "--http-port", PortOf(http));
+  return absl::OkStatus();
+}
+
+absl::Status StartWorkerMember(Member& m) {
+  if (absl::Status s = StartMember(m); !s.ok()) return s;
+  return AwaitMetricsAddress(m);
+}
+
+// A member that exited on its own, started again with the same command line and ports (workers
+// register with the router again; the router serves on the same addresses). FAILED_PRECONDITION
+// past kMaxRestarts.
+absl::Status Restart(Member& m, int exit_code) {
+  if (++m.restarts > kMaxRestarts) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        m.name, " exited with code ", exit_code, " after ", kMaxRestarts, " restarts"));
+  }
+  BATON_LOG(ERROR) << m.name << " exited with code " << exit_code << "; restarting it ("
+                   << m.restarts << " of " << kMaxRestarts << ")";
+  std::string http;
+  return m.name == "router" ? StartRouterMember(m, http) : StartWorkerMember(m);
 }
 
 // A file only this user can read holding `token`, for the children's --token-file. Removed by
@@ -152,36 +199,27 @@ int RunCluster(const ClusterConfig& config, const CommonArgs& common) {
   BlockShutdownSignals();
   const std::string self = SelfExecutable();
   std::vector<Member> members;
-  members.push_back({.name = "router"});
-  std::vector<std::string> router_argv = {self, "router", "--host", config.host, "--port",
-                                          std::to_string(config.router.port), "--model",
-                                          config.model, "--http-host", config.host,
-                                          "--http-port", std::to_string(config.router.http_port)};
-  AddCommonArgs(common, router_argv);
-  router_argv.insert(router_argv.end(), config.router.extra_args.begin(),
-                     config.router.extra_args.end());
-  absl::Status started = StartMember(members[0], router_argv, config.router.cpus);
+  Member& router_member = members.emplace_back(Member{
+      .name = "router",
+      .argv = {self, "router", "--host", config.host, "--port", std::to_string(config.router.port),
+               "--model", config.model, "--http-host", config.host, "--http-port",
+               std::to_string(config.router.http_port)},
+      .cpus = config.router.cpus});
+  AddCommonArgs(common, router_member.argv);
+  router_member.argv.insert(router_member.argv.end(), config.router.extra_args.begin(),
+                            config.router.extra_args.end());
+  std::string http;
+  absl::Status started = StartRouterMember(router_member, http);
   const std::string router = members[0].address;
-  std::string http;  // the router prints its HTTP address right after its gRPC one
-  if (started.ok()) {
-    absl::StatusOr<std::string> line =
-        members[0].process->WaitForLine("http listening on ", kStartTimeout);
-    if (line.ok()) {
-      http = *line;
-    } else {
-      started = absl::UnavailableError(
-          absl::StrCat("router did not start its HTTP API: ", line.status().message()));
-    }
-  }
   auto start_workers = [&](const std::vector<ProcessConfig>& list, const std::string& kind,
                            const std::vector<std::string>& subcommand) {
     for (size_t i = 0; i < list.size() && started.ok(); ++i) {
-      Member& m = members.emplace_back(Member{.name = absl::StrCat(kind, "[", i, "]")});
-      std::vector<std::string> argv =
-          WorkerArgs(self, subcommand[0], config, list[i], router, common);
-      argv.insert(argv.begin() + 2, subcommand.begin() + 1, subcommand.end());
-      started = StartMember(m, argv, list[i].cpus);
-      if (started.ok()) started = AwaitMetricsAddress(m);
+      Member& m = members.emplace_back(Member{
+          .name = absl::StrCat(kind, "[", i, "]"),
+          .argv = WorkerArgs(self, subcommand[0], config, list[i], router, common),
+          .cpus = list[i].cpus});
+      m.argv.insert(m.argv.begin() + 2, subcommand.begin() + 1, subcommand.end());
+      started = StartWorkerMember(m);
     }
   };
   start_workers(config.prefill, "prefill", {"prefill"});
@@ -200,7 +238,7 @@ int RunCluster(const ClusterConfig& config, const CommonArgs& common) {
     }
   }
 
-  // Serve until a signal, or until a member dies on its own.
+  // Serve until a signal, restarting members that die on their own.
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
@@ -213,15 +251,13 @@ int RunCluster(const ClusterConfig& config, const CommonArgs& common) {
       BATON_LOG(INFO) << "signal " << signal << ", draining and stopping the cluster";
       break;
     }
-    bool died = false;
+    absl::Status restarted;
     for (Member& m : members) {
       absl::StatusOr<int> code = m.process->Wait(std::chrono::milliseconds(0));
-      if (code.ok()) {
-        BATON_LOG(ERROR) << m.name << " exited with code " << *code;
-        died = true;
-      }
+      if (code.ok() && restarted.ok()) restarted = Restart(m, *code);
     }
-    if (died) {
+    if (!restarted.ok()) {
+      BATON_LOG(ERROR) << restarted.message() << "; stopping the cluster";
       exit_code = 1;
       break;
     }

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "engine/kv_budget.h"
 
 namespace baton::router {
@@ -51,7 +53,8 @@ WorkerRegistry::WorkerRegistry(WorkerRegistryOptions options)
     : options_(std::move(options)),
       heartbeat_timeout_(options_.heartbeat_timeout > absl::ZeroDuration()
                              ? options_.heartbeat_timeout
-                             : 3 * options_.heartbeat_interval) {}
+                             : 3 * options_.heartbeat_interval),
+      instance_(absl::Uniform<uint32_t>(absl::BitGen())) {}
 
 absl::StatusOr<std::string> WorkerRegistry::Register(v1::WorkerRole role,
                                                      const std::string& address,
@@ -343,7 +346,9 @@ size_t WorkerRegistry::RoundRobinLocked(const std::vector<size_t>& eligible, uin
   return chosen;
 }
 
-std::string WorkerRegistry::NewIdLocked() { return absl::StrCat("worker-", next_seq_++); }
+std::string WorkerRegistry::NewIdLocked() {
+  return absl::StrFormat("worker-%d-%08x", next_seq_++, instance_);
+}
 
 WorkerSnapshot WorkerRegistry::SnapshotLocked(const Worker& w, absl::Time now) const {
   WorkerSnapshot s = w.info;

@@ -99,7 +99,7 @@ class WorkerRegistry {
                                        const v1::ModelIdentity& model, const v1::WorkerLoad& load);
 
   // A registered worker's heartbeat. False when the id is unknown (the worker must register
-  // again).
+  // again), also an id another registry (a router before its restart) gave out.
   bool Heartbeat(const std::string& worker_id, const v1::WorkerLoad& load);
 
   // A worker from a static list: known at once, unhealthy until its first ReportStatic(). Returns
@@ -168,6 +168,9 @@ class WorkerRegistry {
 
   const WorkerRegistryOptions options_;
   const absl::Duration heartbeat_timeout_;
+  // Part of every id, drawn per registry: a worker's heartbeat with an id from a router that has
+  // since restarted is unknown here (it must register again) instead of matching another worker.
+  const uint32_t instance_;
 
   absl::Mutex mu_;
   std::vector<Worker> workers_ ABSL_GUARDED_BY(mu_);  // registration order

@@ -3,6 +3,7 @@
 // router logs one timestamped line per request; and a second router on ports in use fails to
 // start instead of sharing them.
 #include <signal.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -136,6 +137,65 @@ TEST(UpTest, TokenFileKeyGuardsTheCluster) {
   ASSERT_TRUE(router.ok()) << router.status() << "\n" << ReadFile(dir + "/up.log");
   EXPECT_TRUE(GenerateWithToken(*router, kToken).ok());
   EXPECT_EQ(GenerateWithToken(*router, "").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  (*up)->Signal(SIGTERM);
+  absl::StatusOr<int> code = (*up)->Wait(std::chrono::seconds(60));
+  ASSERT_TRUE(code.ok());
+  EXPECT_EQ(*code, 0);
+}
+
+// The pid in the last "NAME (pid N) listening on" line of `log`; 0 when there is none.
+int LastPidOf(const std::string& log, const std::string& name) {
+  const std::regex line(std::regex_replace(name, std::regex(R"([\[\]])"), R"(\$&)") +
+                        R"( \(pid (\d+)\) listening on)");
+  int pid = 0;
+  for (std::sregex_iterator it(log.begin(), log.end(), line), end; it != end; ++it) {
+    pid = std::stoi((*it)[1]);
+  }
+  return pid;
+}
+
+TEST(UpTest, DeadMembersAreRestartedAndTheClusterServesAgain) {
+  const std::string dir = test_support::TempPath("up-restart");
+  std::filesystem::create_directories(dir);
+  const std::string model = dir + "/model.gguf";
+  ASSERT_TRUE(test_support::WriteSyntheticModel(model, {.seed = 3}).ok());
+  const std::string config = dir + "/cluster.yaml";
+  std::ofstream(config) << "model: " << model << "\nprefill:\n  - threads: 1\n"
+                        << "decode:\n  - threads: 1\n    kv_cache_memory: 16M\n";
+  const std::string log = dir + "/up.log";
+  absl::StatusOr<std::unique_ptr<cli::ChildProcess>> up =
+      StartWithStderr(test_support::BatonBinary() + " up --config " + config, log);
+  ASSERT_TRUE(up.ok()) << up.status();
+  absl::StatusOr<std::string> router = (*up)->WaitForLine("router: ", std::chrono::seconds(120));
+  ASSERT_TRUE(router.ok()) << router.status() << "\n" << ReadFile(log);
+  const int first = LastPidOf(ReadFile(log), "decode[0]");
+  ASSERT_GT(first, 0) << ReadFile(log);
+  ASSERT_EQ(kill(first, SIGKILL), 0);
+  // Bounded waits: the restart shows in the log, then a request goes through again.
+  int second = first;
+  for (int i = 0; i < 600 && (second == first || second == 0); ++i) {
+    usleep(100'000);
+    second = LastPidOf(ReadFile(log), "decode[0]");
+  }
+  EXPECT_NE(second, first) << ReadFile(log);
+  EXPECT_THAT(ReadFile(log), HasSubstr("decode[0] exited with code 137; restarting it (1 of 5)"));
+  bool served = false;
+  for (int i = 0; i < 60 && !served; ++i) {
+    served = GenerateWithToken(*router, "").ok();
+    if (!served) usleep(500'000);
+  }
+  EXPECT_TRUE(served) << ReadFile(log);
+  // The router too: it comes back on the same address and the workers register with it again.
+  const int router_pid = LastPidOf(ReadFile(log), "router");
+  ASSERT_GT(router_pid, 0);
+  ASSERT_EQ(kill(router_pid, SIGKILL), 0);
+  served = false;
+  for (int i = 0; i < 120 && !served; ++i) {
+    usleep(500'000);
+    served = LastPidOf(ReadFile(log), "router") != router_pid &&
+             GenerateWithToken(*router, "").ok();
+  }
+  EXPECT_TRUE(served) << ReadFile(log);
   (*up)->Signal(SIGTERM);
   absl::StatusOr<int> code = (*up)->Wait(std::chrono::seconds(60));
   ASSERT_TRUE(code.ok());

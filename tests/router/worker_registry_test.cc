@@ -153,6 +153,20 @@ TEST_F(WorkerRegistryTest, DecodeCapacityFilter) {
   EXPECT_FALSE(registry->PickDecode(1, 1).ok());
 }
 
+TEST_F(WorkerRegistryTest, IdsFromARouterBeforeItsRestartAreUnknown) {
+  auto before = MakeRegistry();
+  absl::StatusOr<std::string> old_id =
+      before->Register(v1::WORKER_ROLE_PREFILL, "p:1", Model(), PrefillLoad(0));
+  ASSERT_TRUE(old_id.ok());
+  // The restarted router: another worker registers first and must not share that id.
+  auto after = MakeRegistry();
+  absl::StatusOr<std::string> other =
+      after->Register(v1::WORKER_ROLE_DECODE, "d:1", Model(), DecodeLoad(10));
+  ASSERT_TRUE(other.ok());
+  EXPECT_NE(*other, *old_id);
+  EXPECT_FALSE(after->Heartbeat(*old_id, PrefillLoad(0)));
+}
+
 TEST_F(WorkerRegistryTest, DecodeCountsBlocksByEachWorkersReserveAhead) {
   auto registry = MakeRegistry();
   // Holds all of max_tokens at admission: a 32-token prompt with max_tokens 320 needs
