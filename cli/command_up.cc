@@ -16,6 +16,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "base/log.h"
 #include "baton/v1/router.grpc.pb.h"
 #include "cli/child_process.h"
@@ -122,16 +124,20 @@ absl::Status StartWorkerMember(Member& m) {
   return AwaitMetricsAddress(m);
 }
 
-// A member that exited on its own, started again with the same command line and ports (workers
-// register with the router again; the router serves on the same addresses). FAILED_PRECONDITION
-// past kMaxRestarts.
+// A member that exited on its own, started again after a backoff with the same command line and
+// ports (workers register with the router again; the router serves on the same addresses).
+// FAILED_PRECONDITION past kMaxRestarts.
 absl::Status Restart(Member& m, int exit_code) {
   if (++m.restarts > kMaxRestarts) {
     return absl::FailedPreconditionError(absl::StrCat(
         m.name, " exited with code ", exit_code, " after ", kMaxRestarts, " restarts"));
   }
+  // Back off: 0.1 s before the first restart, doubling with each one after.
+  const absl::Duration backoff = absl::Milliseconds(100) * (1 << (m.restarts - 1));
   BATON_LOG(ERROR) << m.name << " exited with code " << exit_code << "; restarting it ("
-                   << m.restarts << " of " << kMaxRestarts << ")";
+                   << m.restarts << " of " << kMaxRestarts << ") in "
+                   << absl::FormatDuration(backoff);
+  absl::SleepFor(backoff);
   std::string http;
   return m.name == "router" ? StartRouterMember(m, http) : StartWorkerMember(m);
 }

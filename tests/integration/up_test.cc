@@ -178,7 +178,7 @@ TEST(UpTest, DeadMembersAreRestartedAndTheClusterServesAgain) {
     second = LastPidOf(ReadFile(log), "decode[0]");
   }
   EXPECT_NE(second, first) << ReadFile(log);
-  EXPECT_THAT(ReadFile(log), HasSubstr("decode[0] exited with code 137; restarting it (1 of 5)"));
+  EXPECT_THAT(ReadFile(log), HasSubstr("decode[0] exited with code 137; restarting it (1 of 5) in 100ms"));
   bool served = false;
   for (int i = 0; i < 60 && !served; ++i) {
     served = GenerateWithToken(*router, "").ok();
