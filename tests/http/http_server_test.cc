@@ -238,6 +238,10 @@ class HttpServerTest : public testing::FakeWorkersTest {
                          .hold_open = hold_open});
   }
 
+  // Starts the server and sends a completion whose decode stream the fake worker holds open;
+  // returns the client once the request has reached the decode worker (nullptr if it did not).
+  std::unique_ptr<RawClient> SendHeldOpenCompletion(bool stream);
+
   // A single request on a fresh connection.
   std::optional<Reply> Exchange(const std::string& request) {
     RawClient client(port());
@@ -254,6 +258,21 @@ class HttpServerTest : public testing::FakeWorkersTest {
   GenerateEnv env_;
   std::unique_ptr<HttpServer> server_;
 };
+
+std::unique_ptr<RawClient> HttpServerTest::SendHeldOpenCompletion(bool stream) {
+  StartServer();
+  Script("Once upon a time", /*hold_open=*/true);
+  auto client = std::make_unique<RawClient>(port());
+  const std::string body = absl::StrCat(R"({"prompt": "Once", "max_tokens": 2000, )",
+                                        R"("ignore_eos": true, "stream": )",
+                                        stream ? "true}" : "false}");
+  if (!client->Send(Post("/v1/completions", body)) ||
+      !WaitUntil([&] { return decode_->decodes().size() == 1; }, kDeadline)) {
+    ADD_FAILURE() << "the held-open request did not reach the decode worker";
+    return nullptr;
+  }
+  return client;
+}
 
 
 void ExpectRefusal(const std::optional<Reply>& reply, int status, const std::string& code) {
@@ -490,45 +509,33 @@ void ExpectCancelledEverywhere(FakeDecodeWorker& decode, RequestTable& table) {
 }
 
 TEST_F(HttpServerTest, NonStreamingClientThatClosesIsCancelled) {
-  StartServer();
-  Script("Once upon a time", /*hold_open=*/true);
-  RawClient client(port());
-  ASSERT_TRUE(client.Send(
-      Post("/v1/completions", R"({"prompt": "Once", "max_tokens": 2000, "ignore_eos": true})")));
-  ASSERT_TRUE(WaitUntil([&] { return decode_->decodes().size() == 1; }, kDeadline));
+  std::unique_ptr<RawClient> held = SendHeldOpenCompletion(/*stream=*/false);
+  ASSERT_NE(held, nullptr);
+  RawClient& client = *held;
   client.Close();  // an orderly close: the server must tell it from a half-close
   ExpectCancelledEverywhere(*decode_, *table_);
 }
 
 TEST_F(HttpServerTest, NonStreamingClientThatResetsIsCancelled) {
-  StartServer();
-  Script("Once upon a time", /*hold_open=*/true);
-  RawClient client(port());
-  ASSERT_TRUE(client.Send(
-      Post("/v1/completions", R"({"prompt": "Once", "max_tokens": 2000, "ignore_eos": true})")));
-  ASSERT_TRUE(WaitUntil([&] { return decode_->decodes().size() == 1; }, kDeadline));
+  std::unique_ptr<RawClient> held = SendHeldOpenCompletion(/*stream=*/false);
+  ASSERT_NE(held, nullptr);
+  RawClient& client = *held;
   client.Reset();
   ExpectCancelledEverywhere(*decode_, *table_);
 }
 
 TEST_F(HttpServerTest, StreamingClientThatClosesIsCancelled) {
-  StartServer();
-  Script("Once upon a time", /*hold_open=*/true);
-  RawClient client(port());
-  ASSERT_TRUE(client.Send(Post("/v1/completions", R"({"prompt": "Once", "max_tokens": 2000,
-                                                      "ignore_eos": true, "stream": true})")));
-  ASSERT_TRUE(WaitUntil([&] { return decode_->decodes().size() == 1; }, kDeadline));
+  std::unique_ptr<RawClient> held = SendHeldOpenCompletion(/*stream=*/true);
+  ASSERT_NE(held, nullptr);
+  RawClient& client = *held;
   client.Close();
   ExpectCancelledEverywhere(*decode_, *table_);
 }
 
 TEST_F(HttpServerTest, ShutdownCancelsWhatIsLeftAndTellsTheClient) {
-  StartServer();
-  Script("Once upon a time", /*hold_open=*/true);
-  RawClient client(port());
-  ASSERT_TRUE(client.Send(
-      Post("/v1/completions", R"({"prompt": "Once", "max_tokens": 2000, "ignore_eos": true})")));
-  ASSERT_TRUE(WaitUntil([&] { return decode_->decodes().size() == 1; }, kDeadline));
+  std::unique_ptr<RawClient> held = SendHeldOpenCompletion(/*stream=*/false);
+  ASSERT_NE(held, nullptr);
+  RawClient& client = *held;
   draining_.store(true);
   server_->Shutdown(absl::Now());
   std::optional<Reply> reply = client.Read();
