@@ -60,6 +60,11 @@ int RunRouter(const Args& args) {
       {"no-worker-timeout", "SECONDS", "a request fails with UNAVAILABLE once no healthy decode "
                                        "worker has existed for this long (default 10)"},
       {"reservation-lease", "SECONDS", "how long a decode reservation waits for its KV (default 30)"},
+      {"stall-timeout", "SECONDS", "a Decode stream that sends no token for this long is stalled: "
+                                   "the request leaves that worker (default 30)"},
+      {"migration-limit", "N", "times a request whose worker dies or stalls moves to another "
+                               "prefill/decode pair, continuing its stream (default 2; 0: fail "
+                               "it instead)"},
       {"http-port", "PORT", "serve the OpenAI-compatible HTTP API on this port (0: any free "
                             "port; default: no HTTP API)"},
       {"http-host", "HOST", "address the HTTP API listens on (default 127.0.0.1)"},
@@ -110,24 +115,34 @@ int RunRouter(const Args& args) {
   if (!(v = flags->GetInt("prefill-timeout", 60, 1, 3600)).ok()) {
     return UsageError("router", v.status(), usage);
   }
-  options.prefill_timeout = absl::Seconds(*v);
+  options.requests.prefill_timeout = absl::Seconds(*v);
   if (!(v = flags->GetInt("request-timeout", absl::ToInt64Seconds(options.request_timeout), 1,
                           86400))
            .ok()) {
     return UsageError("router", v.status(), usage);
   }
   options.request_timeout = absl::Seconds(*v);
-  if (!(v = flags->GetInt("no-worker-timeout", absl::ToInt64Seconds(options.no_worker_wait), 0,
-                          3600))
+  if (!(v = flags->GetInt("no-worker-timeout",
+                          absl::ToInt64Seconds(options.requests.no_worker_wait), 0, 3600))
            .ok()) {
     return UsageError("router", v.status(), usage);
   }
-  options.no_worker_wait = absl::Seconds(*v);
+  options.requests.no_worker_wait = absl::Seconds(*v);
+  if (!(v = flags->GetInt("stall-timeout", absl::ToInt64Seconds(options.requests.stall_timeout),
+                          1, 3600))
+           .ok()) {
+    return UsageError("router", v.status(), usage);
+  }
+  options.requests.stall_timeout = absl::Seconds(*v);
+  if (!(v = flags->GetInt("migration-limit", options.requests.max_migrations, 0, 16)).ok()) {
+    return UsageError("router", v.status(), usage);
+  }
+  options.requests.max_migrations = static_cast<int>(*v);
   // The decode worker caps leases at 120 s (decode_worker/reservation_table.h).
   if (!(v = flags->GetInt("reservation-lease", 30, 1, 120)).ok()) {
     return UsageError("router", v.status(), usage);
   }
-  options.reservation_lease = absl::Seconds(*v);
+  options.requests.reservation_lease = absl::Seconds(*v);
   if (flags->Has("http-port")) {
     if (!(v = flags->GetInt("http-port", 0, 0, 65535)).ok()) {
       return UsageError("router", v.status(), usage);

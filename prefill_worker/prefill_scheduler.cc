@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "metrics/metrics.h"
+#include "rpc/prefill_stage.h"
 
 namespace baton::prefill_worker {
 namespace {
@@ -160,7 +161,7 @@ bool PrefillScheduler::Start(Work& work) {
   absl::StatusOr<std::unique_ptr<kvtransfer::KvPush>> push =
       transport_.StartPush(job.destination, spec, job.deadline);
   if (!push.ok()) {
-    Fail(work, push.status());
+    Fail(work, rpc::KvDestinationFault(push.status()));
     return false;
   }
   work.push = *std::move(push);
@@ -219,7 +220,9 @@ bool PrefillScheduler::Step() {
         blocks[b - first] =
             reinterpret_cast<const uint8_t*>(cache_.LayerBlock(layer, work.table.blocks[b]));
       }
-      work.status = work.push->SendLayer(layer, blocks);
+      if (absl::Status sent = work.push->SendLayer(layer, blocks); !sent.ok()) {
+        work.status = rpc::KvDestinationFault(std::move(sent));
+      }
     }
   });
   const double step_seconds = SecondsBetween(start, SteadyClock::now());
@@ -289,7 +292,7 @@ void PrefillScheduler::FinisherLoop() {
     PrefillJob& job = *f.work.job;
     absl::StatusOr<kvtransfer::KvPushStats> stats = f.work.push->Finish();
     if (!stats.ok()) {
-      job.done(stats.status());
+      job.done(rpc::KvDestinationFault(stats.status()));
       continue;
     }
     if (job.cancelled) {

@@ -28,6 +28,15 @@ class PrefillCall final : public grpc::ServerUnaryReactor {
     StartSendInitialMetadata();
   }
 
+  // Ends the call with `status` (not OK), saying whose fault it was (rpc/prefill_stage.h).
+  void Fail(const absl::Status& status) {
+    if (rpc::IsKvDestinationFault(status)) {
+      context_->AddTrailingMetadata(std::string(rpc::kPrefillFaultKey),
+                                    std::string(rpc::kPrefillFaultKvDestination));
+    }
+    Finish(rpc::ToGrpcStatus(status));
+  }
+
  private:
   grpc::CallbackServerContext* const context_;
   std::shared_ptr<PrefillJob> job_;
@@ -100,7 +109,7 @@ grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* c
   job->done = [call, response, n_prompt = request->prompt_tokens_size()](
                   absl::StatusOr<PrefillResult> result) {
     if (!result.ok()) {
-      call->Finish(rpc::ToGrpcStatus(result.status()));
+      call->Fail(result.status());
       return;
     }
     response->set_first_token(result->first_token);

@@ -7,12 +7,15 @@
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
 #include "base/log.h"
 #include "baton/v1/worker.grpc.pb.h"
+#include "router/decode_stream.h"
 #include "router/request_metrics.h"
 #include "rpc/finish_reason_proto.h"
 #include "rpc/prefill_stage.h"
 #include "rpc/server_options.h"
+#include "rpc/status.h"
 
 namespace baton::router {
 namespace {
@@ -95,6 +98,15 @@ double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
 }  // namespace
 
+// A Release call in flight. Owned by the call's callback and by the attempt that started it.
+struct RequestDriver::ReleaseCall {
+  std::unique_ptr<v1::DecodeWorker::Stub> stub;
+  grpc::ClientContext context;
+  v1::ReleaseRequest request;
+  v1::ReleaseResponse response;
+  absl::Notification answered;  // or failed, or timed out
+};
+
 RequestDriver::RequestDriver(const RequestDriverDeps& deps, v1::GenerateRequest request,
                              std::string request_id, absl::Time received, absl::Time deadline,
                              ResponseSink* sink)
@@ -111,11 +123,8 @@ void RequestDriver::Run() {
   RecordRequestEnd(status, finish_reason_, ended - received_, ended - first_token_at_,
                    static_cast<int64_t>(prepared_.prompt.size()), n_generated_);
   LogRequestEnd(status, ended);
-  // Free what the request still holds: the prefill first (it may still push KV), then the blocks.
-  if (prefill_started_ && !prefill_done_ && (cancelled_.load() || absl::IsDeadlineExceeded(status))) {
-    CancelPrefillCall();
-  }
-  ReleaseReservation();
+  EndAttempt(status);
+  if (attempt_.release != nullptr) attempt_.release->answered.WaitForNotification();
   SetState(status.ok() ? v1::REQUEST_STATE_FINISHED : v1::REQUEST_STATE_FAILED).IgnoreError();
   sink_->Close(status);
 }
@@ -130,8 +139,9 @@ void RequestDriver::LogRequestEnd(const absl::Status& status, absl::Time ended) 
                                       : std::string("-"))
                   << ", e2e "
                   << absl::StrFormat("%.1f ms", absl::ToDoubleMilliseconds(ended - received_))
-                  << ", prefill " << (prefill_.address.empty() ? "-" : prefill_.address)
-                  << ", decode " << (decode_.address.empty() ? "-" : decode_.address)
+                  << ", prefill " << (attempt_.prefill.address.empty() ? "-" : attempt_.prefill.address)
+                  << ", decode " << (attempt_.decode.address.empty() ? "-" : attempt_.decode.address)
+                  << (migrations_ > 0 ? absl::StrCat(", migrations ", migrations_) : "")
                   << (status.ok() ? "" : absl::StrCat(": ", status.ToString()));
 }
 
@@ -150,36 +160,112 @@ absl::Status RequestDriver::Drive() {
   absl::StatusOr<PreparedRequest> prepared = PrepareRequest(request_, *deps_.model, RandomSeed());
   if (!prepared.ok()) return prepared.status();
   prepared_ = std::move(*prepared);
-  if (absl::Status s = Reserve(); !s.ok()) return s;
-  reserved_at_ = absl::Now();
-  RequestMetrics::Get().queue_time.Observe(Seconds(reserved_at_ - received_));
-  if (absl::Status s = Prefill(); !s.ok()) return s;
-  RequestMetrics::Get().kv_transfer_seconds.Observe(prefill_response_.kv_transfer_seconds());
-  RequestMetrics::Get().kv_transfer_bytes.Observe(
-      static_cast<double>(prefill_response_.kv_bytes_sent()));
-
   engine::GenerationState generation(deps_.model->tokenizer(), prepared_.params, prepared_.prompt,
                                      deps_.model->n_ctx());
-  const int32_t first_token = prefill_response_.first_token();
-  if (first_token < 0 || first_token >= deps_.model->n_vocab()) {
-    return absl::InternalError(absl::StrCat("prefill worker ", prefill_.address,
-                                            " returned token ", first_token,
-                                            " outside the vocabulary"));
+  absl::Status moved_after;  // the worker failure that made the request migrate last
+  while (true) {
+    BeginAttempt(generation);
+    const absl::Status status = RunAttempt(generation);
+    if (status.ok() || !ShouldMigrate(status)) {
+      if (status.ok() || moved_after.ok() || !attempt_.failed_worker_id.empty() ||
+          cancelled_.load()) {
+        return status;
+      }
+      // The new pair never came to be: the worker's failure is what the client must hear.
+      return absl::Status(moved_after.code(),
+                          absl::StrCat(moved_after.message(), "; no other worker pair took the "
+                                       "request over: ", status.message()));
+    }
+    moved_after = status;
+    ++migrations_;
+    RequestMetrics::Get().migrations_total.Increment();
+    BATON_LOG(WARNING) << "request " << request_id_ << " moves to another worker pair after "
+                       << generation.n_generated() << " generated tokens (migration "
+                       << migrations_ << "): " << status.ToString();
+    EndAttempt(status);
+    deps_.table->Restart(request_id_);
   }
-  v1::GenerateResponse first;
-  first.set_request_id(request_id_);
-  first.set_text(generation.Accept(first_token));
-  n_generated_ = generation.n_generated();
-  first.add_tokens(first_token);
-  first_token_at_ = absl::Now();
-  RequestMetrics::Get().ttft.Observe(Seconds(first_token_at_ - received_));
-  if (generation.finished()) {
-    // Done with the first token: Decode never starts, so the reservation is released (in Run).
-    Finalize(generation, rpc::FinishReasonToProto(generation.finish_reason()), first);
-    return sink_->Send(std::move(first)) ? absl::OkStatus() : CancelledStatus();
+}
+
+void RequestDriver::BeginAttempt(const engine::GenerationState& generation) {
+  attempt_ = Attempt{};
+  attempt_.prompt = generation.tokens();
+  attempt_.wire = prepared_.wire;
+  attempt_.wire.set_max_tokens(prepared_.params.max_tokens - generation.n_generated());
+}
+
+absl::Status RequestDriver::RunAttempt(engine::GenerationState& generation) {
+  if (absl::Status s = Reserve(); !s.ok()) return s;
+  if (migrations_ == 0) {
+    reserved_at_ = absl::Now();
+    RequestMetrics::Get().queue_time.Observe(Seconds(reserved_at_ - received_));
   }
-  if (!sink_->Send(std::move(first))) return CancelledStatus();
+  if (absl::Status s = Prefill(); !s.ok()) return s;
+  RequestMetrics::Get().kv_transfer_seconds.Observe(
+      attempt_.prefill_response.kv_transfer_seconds());
+  RequestMetrics::Get().kv_transfer_bytes.Observe(
+      static_cast<double>(attempt_.prefill_response.kv_bytes_sent()));
+  if (absl::Status s = AcceptPrefillToken(generation); !s.ok() || generation.finished()) return s;
   return Decode(generation);
+}
+
+absl::Status RequestDriver::AcceptPrefillToken(engine::GenerationState& generation) {
+  const int32_t token = attempt_.prefill_response.first_token();
+  if (token < 0 || token >= deps_.model->n_vocab()) {
+    return WorkerFailed(attempt_.prefill, "prefill worker", "Prefill",
+                        grpc::Status(grpc::StatusCode::INTERNAL,
+                                     absl::StrCat("returned token ", token,
+                                                  " outside the vocabulary")));
+  }
+  v1::GenerateResponse out;
+  out.set_request_id(request_id_);
+  out.set_text(generation.Accept(token));
+  n_generated_ = generation.n_generated();
+  out.add_tokens(token);
+  if (first_token_at_ == absl::Time()) {
+    first_token_at_ = absl::Now();
+    RequestMetrics::Get().ttft.Observe(Seconds(first_token_at_ - received_));
+  }
+  // Done with this token: Decode never starts, so the reservation is released (EndAttempt).
+  if (generation.finished()) {
+    Finalize(generation, rpc::FinishReasonToProto(generation.finish_reason()), out);
+  }
+  return sink_->Send(std::move(out)) ? absl::OkStatus() : CancelledStatus();
+}
+
+void RequestDriver::EndAttempt(const absl::Status& status) {
+  // The prefill first (it may still push KV), then the blocks.
+  if (attempt_.prefill_started && !attempt_.prefill_done &&
+      (cancelled_.load() || absl::IsDeadlineExceeded(status))) {
+    CancelPrefillCall();
+  }
+  ReleaseReservation();
+}
+
+bool RequestDriver::ShouldMigrate(const absl::Status& status) const {
+  if (attempt_.failed_worker_id.empty() || cancelled_.load()) return false;
+  if (migrations_ >= deps_.options.max_migrations || absl::Now() >= deadline_) return false;
+  switch (status.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kAborted:
+    case absl::StatusCode::kInternal:
+    case absl::StatusCode::kUnknown:
+    case absl::StatusCode::kDataLoss:
+      return true;
+    default:  // the request's own fault (invalid, too large), or the client's
+      return false;
+  }
+}
+
+absl::Status RequestDriver::WorkerFailed(const Placement& worker, absl::string_view kind,
+                                         absl::string_view rpc, const grpc::Status& status) {
+  attempt_.failed_worker_id = worker.worker_id;
+  failed_workers_.insert(worker.worker_id);
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    deps_.registry->MarkUnavailable(worker.worker_id);
+  }
+  return WorkerError(kind, worker.address, rpc, status);
 }
 
 absl::Status RequestDriver::Reserve() {
@@ -191,8 +277,9 @@ absl::Status RequestDriver::Reserve() {
     if (cancelled_.load()) return CancelledStatus();
     const uint64_t epoch = deps_.registry->epoch();
     NoPlacement why = NoPlacement::kNoWorker;
-    absl::StatusOr<Placement> placement = deps_.registry->PickDecode(
-        static_cast<int64_t>(prepared_.prompt.size()), prepared_.params.max_tokens, &why);
+    absl::StatusOr<Placement> placement =
+        deps_.registry->PickDecode(static_cast<int64_t>(attempt_.prompt.size()),
+                                   attempt_.wire.max_tokens(), &why, failed_workers_);
     if (placement.ok()) {
       absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
           deps_.channels->Get(placement->address);
@@ -203,8 +290,8 @@ absl::Status RequestDriver::Reserve() {
                           absl::ToChronoTime(CallDeadline(options.reserve_timeout)));
       v1::ReserveRequest request;
       request.set_request_id(request_id_);
-      request.set_n_prompt_tokens(static_cast<int32_t>(prepared_.prompt.size()));
-      request.set_max_tokens(prepared_.params.max_tokens);
+      request.set_n_prompt_tokens(static_cast<int32_t>(attempt_.prompt.size()));
+      request.set_max_tokens(attempt_.wire.max_tokens());
       request.set_lease_ms(absl::ToInt64Milliseconds(options.reservation_lease));
       request.set_model_fingerprint(deps_.model->fingerprint());
       v1::ReserveResponse response;
@@ -212,11 +299,11 @@ absl::Status RequestDriver::Reserve() {
       const grpc::Status status = stub->Reserve(&context, request, &response);
       EndCall();
       if (status.ok()) {
-        decode_ = *std::move(placement);
-        reservation_ = std::move(response);
-        holds_reservation_ = true;
-        if (reservation_.reservation_id().empty()) {
-          return absl::InternalError(absl::StrCat("decode worker ", decode_.address,
+        attempt_.decode = *std::move(placement);
+        attempt_.reservation = std::move(response);
+        attempt_.holds_reservation = true;
+        if (attempt_.reservation.reservation_id().empty()) {
+          return absl::InternalError(absl::StrCat("decode worker ", attempt_.decode.address,
                                                   " answered Reserve without a reservation id"));
         }
         return absl::OkStatus();
@@ -270,10 +357,11 @@ absl::Status RequestDriver::Reserve() {
 absl::Status RequestDriver::Prefill() {
   if (absl::Status s = SetState(v1::REQUEST_STATE_PREFILLING); !s.ok()) return s;
   absl::StatusOr<Placement> placement = deps_.registry->PickPrefill(
-      static_cast<int64_t>(prepared_.prompt.size()), decode_.worker_id);
+      static_cast<int64_t>(attempt_.prompt.size()), attempt_.decode.worker_id, failed_workers_);
   if (!placement.ok()) return placement.status();
-  prefill_ = *std::move(placement);
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = deps_.channels->Get(prefill_.address);
+  attempt_.prefill = *std::move(placement);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      deps_.channels->Get(attempt_.prefill.address);
   if (!channel.ok()) return channel.status();
   std::unique_ptr<v1::PrefillWorker::Stub> stub = v1::PrefillWorker::NewStub(*channel);
   grpc::ClientContext context;
@@ -281,48 +369,54 @@ absl::Status RequestDriver::Prefill() {
                       absl::ToChronoTime(CallDeadline(deps_.options.prefill_timeout)));
   v1::PrefillRequest request;
   request.set_request_id(request_id_);
-  request.mutable_prompt_tokens()->Assign(prepared_.prompt.begin(), prepared_.prompt.end());
-  *request.mutable_sampling() = prepared_.wire;
+  request.mutable_prompt_tokens()->Assign(attempt_.prompt.begin(), attempt_.prompt.end());
+  *request.mutable_sampling() = attempt_.wire;
   v1::KvDestination& destination = *request.mutable_destination();
-  destination.set_decode_address(decode_.address);
-  destination.set_reservation_id(reservation_.reservation_id());
-  destination.set_n_blocks(reservation_.n_blocks());
+  destination.set_decode_address(attempt_.decode.address);
+  destination.set_reservation_id(attempt_.reservation.reservation_id());
+  destination.set_n_blocks(attempt_.reservation.n_blocks());
   request.set_model_fingerprint(deps_.model->fingerprint());
   if (!BeginCall(&context)) return CancelledStatus();
-  prefill_started_ = true;
+  attempt_.prefill_started = true;
   PrefillCallWaiter call(&context, [this] { SetState(v1::REQUEST_STATE_KV_SENDING).IgnoreError(); });
-  stub->async()->Prefill(&context, &request, &prefill_response_, &call);
+  stub->async()->Prefill(&context, &request, &attempt_.prefill_response, &call);
   call.StartCall();
   const grpc::Status status = call.Wait();
   EndCall();
   if (status.ok()) {
-    prefill_done_ = true;
-    kv_sending_at_ = call.kv_sending_at();
-    kv_received_at_ = absl::Now();
+    attempt_.prefill_done = true;
+    attempt_.kv_sending_at = call.kv_sending_at();
+    attempt_.kv_received_at = absl::Now();
     // Prefill answers once every layer's KV is acknowledged by the decode worker.
     return SetState(v1::REQUEST_STATE_KV_RECEIVED);
   }
   if (cancelled_.load()) return CancelledStatus();
-  if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-    deps_.registry->MarkUnavailable(prefill_.worker_id);
+  const auto& trailers = context.GetServerTrailingMetadata();
+  const auto fault = trailers.find(
+      grpc::string_ref(rpc::kPrefillFaultKey.data(), rpc::kPrefillFaultKey.size()));
+  if (fault != trailers.end() &&
+      fault->second == grpc::string_ref(rpc::kPrefillFaultKvDestination.data(),
+                                        rpc::kPrefillFaultKvDestination.size())) {
+    return WorkerFailed(attempt_.decode, "decode worker", "the KV hand-off", status);
   }
-  return WorkerError("prefill worker", prefill_.address, "Prefill", status);
+  return WorkerFailed(attempt_.prefill, "prefill worker", "Prefill", status);
 }
 
 absl::Status RequestDriver::Decode(engine::GenerationState& generation) {
   if (absl::Status s = SetState(v1::REQUEST_STATE_DECODING); !s.ok()) return s;
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = deps_.channels->Get(decode_.address);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      deps_.channels->Get(attempt_.decode.address);
   if (!channel.ok()) return channel.status();
   std::unique_ptr<v1::DecodeWorker::Stub> stub = v1::DecodeWorker::NewStub(*channel);
   grpc::ClientContext context;
   rpc::PrepareContext(context, deps_.channels->options(), absl::ToChronoTime(deadline_));
   v1::DecodeRequest request;
-  request.set_reservation_id(reservation_.reservation_id());
-  request.mutable_prompt_tokens()->Assign(prepared_.prompt.begin(), prepared_.prompt.end());
-  request.set_first_token(prefill_response_.first_token());
-  *request.mutable_sampling() = prepared_.wire;
+  request.set_reservation_id(attempt_.reservation.reservation_id());
+  request.mutable_prompt_tokens()->Assign(attempt_.prompt.begin(), attempt_.prompt.end());
+  request.set_first_token(attempt_.prefill_response.first_token());
+  *request.mutable_sampling() = attempt_.wire;
   if (!BeginCall(&context)) return CancelledStatus();
-  std::unique_ptr<grpc::ClientReader<v1::DecodeResponse>> reader = stub->Decode(&context, request);
+  DecodeStream stream(&context, *stub, request);
 
   const int32_t n_vocab = deps_.model->n_vocab();
   v1::DecodeResponse message;
@@ -330,15 +424,25 @@ absl::Status RequestDriver::Decode(engine::GenerationState& generation) {
   bool have_last = false;
   bool worker_finished = false;  // the worker ended the sequence (and freed its blocks) itself
   bool client_gone = false;
+  bool stalled = false;
   absl::Status bad_token;
-  absl::Time last_token_at = first_token_at_;
-  while (reader->Read(&message)) {
+  absl::Time last_token_at = absl::Now();
+  absl::Time last_message_at = last_token_at;
+  while (true) {
+    const DecodeStream::Read read =
+        stream.Next(&message, last_message_at + deps_.options.stall_timeout);
+    if (read == DecodeStream::Read::kEnd) break;
+    if (read == DecodeStream::Read::kStalled) {
+      stalled = true;
+      context.TryCancel();
+      break;
+    }
+    last_message_at = absl::Now();
     if (have_last) continue;  // drain to the end of the stream
     if (message.tokens_size() > 0) {
-      const absl::Time now = absl::Now();
-      const double gap = Seconds(now - last_token_at) / message.tokens_size();
+      const double gap = Seconds(last_message_at - last_token_at) / message.tokens_size();
       for (int i = 0; i < message.tokens_size(); ++i) RequestMetrics::Get().itl.Observe(gap);
-      last_token_at = now;
+      last_token_at = last_message_at;
     }
     v1::GenerateResponse out;
     out.set_request_id(request_id_);
@@ -346,8 +450,7 @@ absl::Status RequestDriver::Decode(engine::GenerationState& generation) {
     for (int32_t token : message.tokens()) {
       if (generation.finished()) break;
       if (token < 0 || token >= n_vocab) {
-        bad_token = absl::InternalError(absl::StrCat("decode worker ", decode_.address,
-                                                     " returned token ", token,
+        bad_token = absl::InternalError(absl::StrCat("returned token ", token,
                                                      " outside the vocabulary"));
         break;
       }
@@ -379,20 +482,26 @@ absl::Status RequestDriver::Decode(engine::GenerationState& generation) {
       break;
     }
   }
-  const grpc::Status status = reader->Finish();
+  const grpc::Status status = stream.Finish();
   EndCall();
-  if (worker_finished) holds_reservation_ = false;
-  if (!bad_token.ok()) return bad_token;
+  if (worker_finished) attempt_.holds_reservation = false;
   if (client_gone || cancelled_.load()) return CancelledStatus();
-  if (have_last) return sink_->Send(std::move(last)) ? absl::OkStatus() : CancelledStatus();
-  if (!status.ok()) {
-    if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
-      deps_.registry->MarkUnavailable(decode_.worker_id);
-    }
-    return WorkerError("decode worker", decode_.address, "Decode", status);
+  if (!bad_token.ok()) {
+    return WorkerFailed(attempt_.decode, "decode worker", "Decode",
+                        rpc::ToGrpcStatus(bad_token));
   }
-  return absl::InternalError(absl::StrCat("decode worker ", decode_.address,
-                                          " ended the Decode stream without a finish reason"));
+  if (have_last) return sink_->Send(std::move(last)) ? absl::OkStatus() : CancelledStatus();
+  if (stalled) {
+    return WorkerFailed(
+        attempt_.decode, "decode worker", "Decode",
+        grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                     absl::StrFormat("stalled: no token for %.1f s",
+                                     Seconds(absl::Now() - last_message_at))));
+  }
+  if (!status.ok()) return WorkerFailed(attempt_.decode, "decode worker", "Decode", status);
+  return WorkerFailed(attempt_.decode, "decode worker", "Decode",
+                      grpc::Status(grpc::StatusCode::INTERNAL,
+                                   "ended the stream without a finish reason"));
 }
 
 void RequestDriver::Finalize(const engine::GenerationState& generation, v1::FinishReason reason,
@@ -406,33 +515,38 @@ void RequestDriver::Finalize(const engine::GenerationState& generation, v1::Fini
   timings.set_queue_seconds(Seconds(reserved_at_ - received_));
   timings.set_ttft_seconds(Seconds(first_token_at_ - received_));
   timings.set_e2e_seconds(Seconds(now - received_));
-  timings.set_kv_bytes(prefill_response_.kv_bytes_sent());
-  timings.set_kv_transfer_seconds(prefill_response_.kv_transfer_seconds());
-  if (kv_sending_at_ != absl::InfinitePast()) {
-    timings.set_kv_tail_seconds(Seconds(kv_received_at_ - kv_sending_at_));
+  timings.set_kv_bytes(attempt_.prefill_response.kv_bytes_sent());
+  timings.set_kv_transfer_seconds(attempt_.prefill_response.kv_transfer_seconds());
+  if (attempt_.kv_sending_at != absl::InfinitePast()) {
+    timings.set_kv_tail_seconds(Seconds(attempt_.kv_received_at - attempt_.kv_sending_at));
   }
-  timings.set_prefill_worker(prefill_.address);
-  timings.set_decode_worker(decode_.address);
+  timings.set_prefill_worker(attempt_.prefill.address);
+  timings.set_decode_worker(attempt_.decode.address);
+  timings.set_migrations(migrations_);
 }
 
 void RequestDriver::ReleaseReservation() {
-  if (!holds_reservation_) return;
-  holds_reservation_ = false;
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = deps_.channels->Get(decode_.address);
+  if (!attempt_.holds_reservation) return;
+  attempt_.holds_reservation = false;
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      deps_.channels->Get(attempt_.decode.address);
   if (!channel.ok()) return;
-  std::unique_ptr<v1::DecodeWorker::Stub> stub = v1::DecodeWorker::NewStub(*channel);
-  grpc::ClientContext context;
-  rpc::PrepareContext(context, deps_.channels->options(),
+  // Not waited for here, so that a stalled worker delays no migration; Run() waits for the last
+  // attempt's (bounded by cleanup_timeout) before the request ends. Best effort: the worker's
+  // lease frees the blocks if the call is lost.
+  auto call = std::make_shared<ReleaseCall>();
+  call->stub = v1::DecodeWorker::NewStub(*channel);
+  rpc::PrepareContext(call->context, deps_.channels->options(),
                       absl::ToChronoTime(absl::Now() + deps_.options.cleanup_timeout));
-  v1::ReleaseRequest request;
-  request.set_reservation_id(reservation_.reservation_id());
-  v1::ReleaseResponse response;
-  // Best effort: if the worker cannot be reached, its lease frees the blocks.
-  stub->Release(&context, request, &response).ok();
+  call->request.set_reservation_id(attempt_.reservation.reservation_id());
+  attempt_.release = call;
+  call->stub->async()->Release(&call->context, &call->request, &call->response,
+                               [call](grpc::Status) { call->answered.Notify(); });
 }
 
 void RequestDriver::CancelPrefillCall() {
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = deps_.channels->Get(prefill_.address);
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      deps_.channels->Get(attempt_.prefill.address);
   if (!channel.ok()) return;
   std::unique_ptr<v1::PrefillWorker::Stub> stub = v1::PrefillWorker::NewStub(*channel);
   grpc::ClientContext context;

@@ -13,6 +13,13 @@
 // request then releases its reservation and cancels its prefill. Every block the request held is
 // freed on every path, except where the decode worker already ended the sequence itself.
 //
+// Migration (NVIDIA Dynamo's): when a worker fails the request (down, a Decode stream stalled
+// past stall_timeout, a bad answer), the request moves to another prefill/decode pair: the prompt
+// plus the tokens generated so far are prefilled there and the stream continues where it
+// stopped. Sampling is keyed by (seed, position) and the arithmetic is batch-invariant, so the
+// continued output is the one an uninterrupted run gives. At most max_migrations moves, never to one
+// that failed the request before, and never past the request's deadline.
+//
 // The request's state lives in the RequestTable and changes only through it.
 //
 // Thread-safety: Run() once, on a pool thread; Cancel() from any thread, any time.
@@ -60,6 +67,11 @@ struct RequestDriverOptions {
   absl::Duration queue_poll_interval = absl::Milliseconds(500);
   // Reserve calls that fail with the worker down before the request gives up.
   int max_reserve_failures = 3;
+  // A Decode stream that sends nothing for this long is stalled: the request leaves the worker.
+  absl::Duration stall_timeout = absl::Seconds(30);
+  // How many times a request whose worker dies, stalls or answers garbage moves to another
+  // prefill/decode pair (prompt + tokens so far re-prefilled there). 0 = never.
+  int max_migrations = 2;
   // How long a request waits while no healthy decode worker exists at all (one may be
   // restarting) before it fails with UNAVAILABLE, rather than waiting out its whole deadline.
   absl::Duration no_worker_wait = absl::Seconds(10);
@@ -93,6 +105,21 @@ class RequestDriver {
 
  private:
   absl::Status Drive();
+  // One attempt: Reserve, Prefill and Decode from attempt_.prompt, streaming into `generation`.
+  absl::Status RunAttempt(engine::GenerationState& generation);
+  // Starts attempt_ afresh from what `generation` holds so far.
+  void BeginAttempt(const engine::GenerationState& generation);
+  // Frees what the attempt holds: its prefill (when `status` says it may still run) and its
+  // reservation.
+  void EndAttempt(const absl::Status& status);
+  // Whether a failed attempt moves the request to another pair: a worker failed it, migrations
+  // and the deadline are left, and the client is still there.
+  bool ShouldMigrate(const absl::Status& status) const;
+  // Records that `worker` failed this request and returns the error the client sees.
+  absl::Status WorkerFailed(const Placement& worker, absl::string_view kind, absl::string_view rpc,
+                            const grpc::Status& status);
+  // The prefill worker's sampled token: into `generation` and to the client.
+  absl::Status AcceptPrefillToken(engine::GenerationState& generation);
   // The request's one line in the log (info): id, outcome, tokens, TTFT, E2E, workers.
   void LogRequestEnd(const absl::Status& status, absl::Time ended) const;
   absl::Status Reserve();
@@ -101,6 +128,7 @@ class RequestDriver {
   // Final fields of the last message.
   void Finalize(const engine::GenerationState& generation, v1::FinishReason reason,
                 v1::GenerateResponse& response);
+  // Starts releasing the attempt's reservation (attempt_.release), not waiting for the answer.
   void ReleaseReservation();
   void CancelPrefillCall();
   absl::Status SetState(v1::RequestState state);
@@ -122,18 +150,35 @@ class RequestDriver {
   absl::Mutex mu_;
   grpc::ClientContext* active_call_ ABSL_GUARDED_BY(mu_) = nullptr;
 
+  struct ReleaseCall;
+  // What one attempt (a prefill/decode pair serving the request) holds. A request that migrates
+  // ends its attempt (EndAttempt) and starts another from where the stream stopped.
+  struct Attempt {
+    // The request's prompt followed by the tokens generated before this attempt, and the
+    // sampling settings with the max_tokens still left: what the new pair computes from.
+    std::vector<engine::TokenId> prompt;
+    v1::SamplingParams wire;
+    Placement decode;
+    Placement prefill;
+    v1::ReserveResponse reservation;
+    bool holds_reservation = false;  // a reservation exists that the decode worker has not ended
+    bool prefill_started = false;
+    bool prefill_done = false;
+    v1::PrefillResponse prefill_response;
+    absl::Time kv_sending_at = absl::InfinitePast();  // the prefill worker's forward pass done
+    absl::Time kv_received_at;
+    // The worker whose failure (down, stalled, bad answer) ended the attempt; empty otherwise.
+    std::string failed_worker_id;
+    std::shared_ptr<ReleaseCall> release;  // the reservation's Release call, once started
+  };
+
   // Request thread only.
   PreparedRequest prepared_;
-  Placement decode_;
-  Placement prefill_;
-  v1::ReserveResponse reservation_;
-  bool holds_reservation_ = false;  // a reservation exists that the decode worker has not ended
-  bool prefill_started_ = false;
-  bool prefill_done_ = false;
-  v1::PrefillResponse prefill_response_;
+  Attempt attempt_;
+  // Workers that failed this request: a migration never places it on them again.
+  WorkerIdSet failed_workers_;
+  int32_t migrations_ = 0;
   absl::Time reserved_at_;
-  absl::Time kv_sending_at_ = absl::InfinitePast();  // the prefill worker's forward pass done
-  absl::Time kv_received_at_;
   absl::Time first_token_at_;
   // For the metrics and the log line when the request ends: the finish reason (set by Finalize)
   // and the tokens generated so far.

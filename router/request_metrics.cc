@@ -39,6 +39,9 @@ const RequestMetrics& RequestMetrics::Get() {
             r.GetCounter("baton:prompt_tokens_total", "Prompt tokens of finished requests."),
         .generation_tokens_total = r.GetCounter("baton:generation_tokens_total",
                                                 "Tokens generated for finished requests."),
+        .migrations_total = r.GetCounter(
+            "baton:request_migrations_total",
+            "Times a request moved to another prefill/decode pair after a worker failed it."),
     };
   }();
   return *m;

@@ -28,6 +28,7 @@ struct RequestMetrics {
   metrics::Histogram& generation_tokens;      // baton:request_generation_tokens
   metrics::Counter& prompt_tokens_total;      // baton:prompt_tokens_total
   metrics::Counter& generation_tokens_total;  // baton:generation_tokens_total
+  metrics::Counter& migrations_total;         // baton:request_migrations_total
 
   // The series in metrics::Registry::Global(), created on the first call.
   static const RequestMetrics& Get();

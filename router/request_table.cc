@@ -40,6 +40,14 @@ absl::Status RequestTable::SetState(const std::string& id, v1::RequestState stat
   return absl::OkStatus();
 }
 
+void RequestTable::Restart(const std::string& id) {
+  absl::MutexLock lock(&mu_);
+  auto it = states_.find(id);
+  if (it == states_.end()) return;
+  if (it->second == v1::REQUEST_STATE_QUEUED) --queued_;
+  it->second = v1::REQUEST_STATE_UNSPECIFIED;
+}
+
 std::optional<v1::RequestState> RequestTable::State(const std::string& id) {
   absl::MutexLock lock(&mu_);
   auto it = states_.find(id);

@@ -2,7 +2,8 @@
 // chronological order: queued, prefilling, kv-sending, kv-received, decoding, finished, failed),
 // and the bound on the router's queue.
 //
-// SetState() is the one place where a request's state changes. States only move forward; a
+// SetState() is the one place where a request's state changes. States only move forward (but a
+// request that migrates to another worker pair starts over, Restart()); a
 // request enters the table with REQUEST_STATE_UNSPECIFIED ("received") and leaves it when it
 // reaches FINISHED or FAILED. A request is "queued" while it waits for decode capacity or for a
 // request thread; at most `max_queued` may wait, past that entering QUEUED fails with
@@ -38,6 +39,9 @@ class RequestTable {
   // queued; the state is then unchanged. FINISHED and FAILED remove the request. Unknown ids are
   // ignored.
   absl::Status SetState(const std::string& id, v1::RequestState state);
+  // The request moves to another worker pair (migration): back to "received", from where its
+  // next attempt moves forward again. Unknown ids are ignored.
+  void Restart(const std::string& id);
 
   // The request's state; nullopt once it finished or failed.
   std::optional<v1::RequestState> State(const std::string& id);

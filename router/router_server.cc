@@ -75,12 +75,8 @@ absl::Status Router::Start() {
       .registry = registry_.get(),
       .table = table_.get(),
       .channels = channels_.get(),
-      .options = {.reserve_timeout = options_.reserve_timeout,
-                  .reservation_lease = options_.reservation_lease,
-                  .prefill_timeout = options_.prefill_timeout,
-                  .cleanup_timeout = options_.cleanup_timeout,
-                  .queue_poll_interval = options_.heartbeat_interval,
-                  .no_worker_wait = options_.no_worker_wait}};
+      .options = options_.requests};
+  env_.driver.options.queue_poll_interval = options_.heartbeat_interval;
   env_.pool = pool_.get();
   env_.request_timeout = options_.request_timeout;
   env_.draining = &draining_;

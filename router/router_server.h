@@ -28,6 +28,7 @@
 #include "router/generate_reactor.h"
 #include "router/http_server.h"
 #include "router/placement_policy.h"
+#include "router/request_driver.h"
 #include "router/request_pool.h"
 #include "router/request_table.h"
 #include "router/router_service.h"
@@ -55,12 +56,10 @@ struct RouterOptions {
   int max_queued = 256;   // --max-queued: requests waiting for capacity or a thread
   int max_running = 256;  // request threads: requests being driven at once
   absl::Duration request_timeout = absl::Minutes(10);  // whole request, when the client sets none
-  // No healthy decode worker at all for this long: a waiting request fails with UNAVAILABLE.
-  absl::Duration no_worker_wait = absl::Seconds(10);
-  absl::Duration prefill_timeout = absl::Seconds(60);  // one Prefill call
-  absl::Duration reserve_timeout = absl::Seconds(10);  // one Reserve call
-  absl::Duration reservation_lease = absl::Seconds(30);
-  absl::Duration cleanup_timeout = absl::Seconds(5);   // Release / CancelPrefill calls
+  // Each request's timeouts and migration limit (--prefill-timeout, --no-worker-timeout,
+  // --reservation-lease, --stall-timeout, --migration-limit). Its queue_poll_interval is the
+  // heartbeat interval.
+  RequestDriverOptions requests;
   absl::Duration drain_timeout = absl::Seconds(30);    // Shutdown: in-flight requests get this long
   // The OpenAI-compatible HTTP API: -1 none, 0 any free port. It requires "Authorization: Bearer
   // KEY" with api_key or the cluster token (server.auth_token) when either is set.

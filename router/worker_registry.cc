@@ -163,7 +163,7 @@ void WorkerRegistry::ReportStaticFailure(const std::string& worker_id, const abs
 }
 
 absl::StatusOr<Placement> WorkerRegistry::PickDecode(int64_t n_prompt_tokens, int64_t max_tokens,
-                                                     NoPlacement* why) {
+                                                     NoPlacement* why, const WorkerIdSet& avoid) {
   const int64_t n_tokens = n_prompt_tokens + max_tokens;
   absl::MutexLock lock(&mu_);
   const absl::Time now = options_.clock->Now();
@@ -175,7 +175,7 @@ absl::StatusOr<Placement> WorkerRegistry::PickDecode(int64_t n_prompt_tokens, in
   int64_t largest_total = 0;
   for (size_t i = 0; i < workers_.size(); ++i) {
     const Worker& w = workers_[i];
-    if (!ServesDecode(w.info.role) || !HealthyLocked(w, now)) continue;
+    if (!ServesDecode(w.info.role) || !HealthyLocked(w, now) || avoid.contains(w.info.id)) continue;
     if (w.info.model.n_ctx() > 0 && n_tokens > w.info.model.n_ctx()) continue;
     any_worker = true;
     // The blocks the worker itself will reserve: by its own reserve-ahead policy.
@@ -225,14 +225,17 @@ absl::StatusOr<Placement> WorkerRegistry::PickDecode(int64_t n_prompt_tokens, in
 }
 
 absl::StatusOr<Placement> WorkerRegistry::PickPrefill(int64_t n_prompt_tokens,
-                                                      const std::string& decode_worker_id) {
+                                                      const std::string& decode_worker_id,
+                                                      const WorkerIdSet& avoid) {
   absl::MutexLock lock(&mu_);
   const absl::Time now = options_.clock->Now();
   ForgetStaleLocked(now);
   std::vector<size_t> eligible;
   for (size_t i = 0; i < workers_.size(); ++i) {
     const Worker& w = workers_[i];
-    if (!ServesPrefill(w.info.role) || !HealthyLocked(w, now)) continue;
+    if (!ServesPrefill(w.info.role) || !HealthyLocked(w, now) || avoid.contains(w.info.id)) {
+      continue;
+    }
     if (w.info.model.n_ctx() > 0 && n_prompt_tokens > w.info.model.n_ctx()) continue;
     if (!decode_worker_id.empty() && w.info.id == decode_worker_id &&
         w.info.role == v1::WORKER_ROLE_BOTH) {

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -70,6 +71,9 @@ struct WorkerSnapshot {
   absl::Time last_seen = absl::InfinitePast();  // InfinitePast: never reported
   std::string last_error;                       // why a static worker is not usable, if it is not
 };
+
+// Worker ids, e.g. the workers a request must not be placed on.
+using WorkerIdSet = absl::flat_hash_set<std::string>;
 
 // The worker chosen for a request.
 struct Placement {
@@ -119,14 +123,16 @@ class WorkerRegistry {
   // context and its free blocks cover what it reserves at admission by its own reserve-ahead
   // policy (engine/kv_budget.h, ModelIdentity.kv_reserve_ahead_tokens). Updates the load view on
   // success.
+  // Workers in `avoid` are never chosen (they failed this request before).
   absl::StatusOr<Placement> PickDecode(int64_t n_prompt_tokens, int64_t max_tokens,
-                                       NoPlacement* why = nullptr);
+                                       NoPlacement* why = nullptr, const WorkerIdSet& avoid = {});
   // `n_prompt_tokens` is added to the chosen worker's queued prompt tokens. When
   // `decode_worker_id` names a healthy colocated worker (role both), that worker is chosen: its KV
   // then stays where it is computed (the colocated baseline). UNAVAILABLE when no healthy
   // prefill-capable worker exists.
   absl::StatusOr<Placement> PickPrefill(int64_t n_prompt_tokens,
-                                        const std::string& decode_worker_id = "");
+                                        const std::string& decode_worker_id = "",
+                                        const WorkerIdSet& avoid = {});
 
   // A call to the worker failed as if it were down: unhealthy until its next report.
   void MarkUnavailable(const std::string& worker_id);

@@ -15,6 +15,7 @@
 #include "engine/model.h"
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
+#include "rpc/prefill_stage.h"
 #include "tests/support/synthetic_model.h"
 
 namespace baton::prefill_worker {
@@ -215,6 +216,31 @@ TEST_F(PrefillSchedulerTest, CancelPartWayFreesEveryBlockOnBothSides) {
   EXPECT_EQ(reservations_->size(), 0);
   EXPECT_GT(decode_cache_->pool().n_free(), decode_free);
   EXPECT_EQ(decode_cache_->pool().n_free(), decode_cache_->pool().n_blocks());
+}
+
+TEST_F(PrefillSchedulerTest, APushTheDecodeSideRefusesFailsAsTheDestinationsFault) {
+  ASSERT_NO_FATAL_FAILURE(StartWorker(16));
+  const std::string reservation = Enqueue("gone", Prompt(64, 3));
+  ASSERT_FALSE(reservation.empty());
+  ASSERT_TRUE(scheduler_->Step());  // the push has begun
+  ASSERT_TRUE(reservations_->Release(reservation));  // the decode side drops it
+  RunAll();
+  absl::StatusOr<PrefillResult> result = outcomes_.Await("gone");
+  ASSERT_FALSE(result.ok());
+  // The router blames the decode worker for it, not this prefill worker (rpc/prefill_stage.h).
+  EXPECT_TRUE(rpc::IsKvDestinationFault(result.status())) << result.status();
+  EXPECT_EQ(prefill_cache_->pool().n_free(), prefill_cache_->pool().n_blocks());
+}
+
+TEST_F(PrefillSchedulerTest, CancellationIsNotTheDestinationsFault) {
+  ASSERT_NO_FATAL_FAILURE(StartWorker(16));
+  Enqueue("mine", Prompt(64, 5));
+  ASSERT_TRUE(scheduler_->Step());
+  EXPECT_TRUE(scheduler_->Cancel("mine"));
+  RunAll();
+  absl::StatusOr<PrefillResult> result = outcomes_.Await("mine");
+  ASSERT_EQ(result.status().code(), absl::StatusCode::kCancelled);
+  EXPECT_FALSE(rpc::IsKvDestinationFault(result.status()));
 }
 
 }  // namespace

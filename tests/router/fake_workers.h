@@ -19,6 +19,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "router/served_model.h"
+#include "rpc/prefill_stage.h"
 #include "rpc/server_options.h"
 #include "tests/support/test_paths.h"
 
@@ -49,6 +50,7 @@ class FakePrefillWorker final : public v1::PrefillWorker::CallbackService {
   enum class Mode {
     kAnswer,  // answer with first_token
     kFail,    // answer with `failure`
+    kFailKvDestination,  // answer with `failure`, blaming the push to the decode worker
     kHang,    // never answer; end when the router cancels the call
   };
 
@@ -90,6 +92,10 @@ class FakePrefillWorker final : public v1::PrefillWorker::CallbackService {
         response->set_n_prompt_tokens(request->prompt_tokens_size());
         return FinishUnary(context, grpc::Status::OK);
       case Mode::kFail:
+        return FinishUnary(context, failure_);
+      case Mode::kFailKvDestination:
+        context->AddTrailingMetadata(std::string(rpc::kPrefillFaultKey),
+                                     std::string(rpc::kPrefillFaultKvDestination));
         return FinishUnary(context, failure_);
       case Mode::kHang:
         return new HangingCall(this);

@@ -267,6 +267,25 @@ TEST_F(WorkerRegistryTest, ColocatedWorkerServesBothSidesAndKeepsItsKvLocal) {
   EXPECT_THAT(registry->PickPrefill(16), PlacedOn("p:1"));
 }
 
+TEST_F(WorkerRegistryTest, WorkersToAvoidAreNeverPicked) {
+  auto registry = MakeRegistry();
+  absl::StatusOr<std::string> a =
+      registry->Register(v1::WORKER_ROLE_DECODE, "a:1", Model(), DecodeLoad(100));
+  absl::StatusOr<std::string> b =
+      registry->Register(v1::WORKER_ROLE_DECODE, "b:1", Model(), DecodeLoad(10));
+  absl::StatusOr<std::string> p =
+      registry->Register(v1::WORKER_ROLE_PREFILL, "p:1", Model(), PrefillLoad(0));
+  ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_PREFILL, "q:1", Model(), PrefillLoad(5000)).ok());
+  ASSERT_TRUE(a.ok() && b.ok() && p.ok());
+  // Least loaded would pick a:1 and p:1; a request they failed goes elsewhere.
+  EXPECT_THAT(registry->PickDecode(16, 1, nullptr, {*a}), PlacedOn("b:1"));
+  EXPECT_THAT(registry->PickPrefill(16, "", {*p}), PlacedOn("q:1"));
+  // With every decode worker avoided there is none to wait for.
+  NoPlacement why = NoPlacement::kNoCapacity;
+  EXPECT_FALSE(registry->PickDecode(16, 1, &why, {*a, *b}).ok());
+  EXPECT_EQ(why, NoPlacement::kNoWorker);
+}
+
 TEST_F(WorkerRegistryTest, StaticWorkerIsUnhealthyUntilItsStatusAnswers) {
   auto registry = MakeRegistry();
   const std::string id = registry->AddStatic(v1::WORKER_ROLE_DECODE, "s:1");
