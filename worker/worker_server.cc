@@ -74,20 +74,22 @@ void WorkerServer::Impl::CollectMetrics() const {
     r.GetGauge("baton:num_prefill_tokens_queued", "Prompt tokens waiting to be prefilled.")
         .Set(static_cast<double>(scheduler->queued_prompt_tokens()));
   }
-  if (!decodes()) return;
+  // Every role computes into its cache: prefill workers hold blocks while a prompt prefills.
   const int32_t total = cache->pool().n_blocks();
   const int32_t used = total - cache->pool().n_free();
+  r.GetGauge("baton:kv_cache_blocks", "KV cache blocks, held and free.").Set(total);
+  r.GetGauge("baton:kv_cache_blocks_used",
+             "KV cache blocks held (decode: reservations and sequences; prefill: prompts).")
+      .Set(used);
+  r.GetGauge("baton:kv_cache_usage_perc", "KV cache usage: 1 means 100 percent.")
+      .Set(total > 0 ? static_cast<double>(used) / total : 0.0);
+  if (!decodes()) return;
   r.GetGauge("baton:num_requests_running", "Sequences in the decode batch.")
       .Set(batch->n_running());
   r.GetGauge("baton:num_requests_waiting", "Sequences admitted, waiting for their first step.")
       .Set(batch->n_waiting());
   r.GetGauge("baton:num_reservations", "KV reservations not yet claimed by decoding.")
       .Set(reservations->size());
-  r.GetGauge("baton:kv_cache_blocks", "KV cache blocks, held and free.").Set(total);
-  r.GetGauge("baton:kv_cache_blocks_used", "KV cache blocks held by reservations and sequences.")
-      .Set(used);
-  r.GetGauge("baton:kv_cache_usage_perc", "KV cache usage: 1 means 100 percent.")
-      .Set(total > 0 ? static_cast<double>(used) / total : 0.0);
 }
 
 void WorkerServer::Impl::HeartbeatLoop() {

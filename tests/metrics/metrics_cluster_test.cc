@@ -161,7 +161,9 @@ TEST(MetricsClusterTest, OneRequestMovesRouterPrefillAndDecodeMetrics) {
   const std::string prefill_before = HttpGet(prefill->metrics_address, "/metrics");
   EXPECT_EQ(Sample(prefill_before, "baton:prompt_tokens_total"), 0);
   EXPECT_EQ(Sample(prefill_before, "baton:num_prefill_tokens_queued"), 0);
-  EXPECT_THAT(prefill_before, testing::Not(HasSubstr("baton:kv_cache_blocks")));
+  EXPECT_GT(Sample(prefill_before, "baton:kv_cache_blocks"), 0);
+  EXPECT_EQ(Sample(prefill_before, "baton:kv_cache_blocks_used"), 0);
+  EXPECT_THAT(prefill_before, testing::Not(HasSubstr("baton:num_requests_running")));
   const std::string router_before = RouterMetrics();
   // Every process: a model_name on every series, and the process_* metrics.
   for (const auto& [who, text] : {std::pair<std::string, std::string>{"decode", decode_before},
