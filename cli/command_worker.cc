@@ -26,6 +26,8 @@ int RunWorkerWithRole(const std::string& command, const Args& args,
       {"kv-reserve-ahead", "N", "decode: generated tokens whose KV is held at admission; later "
                                 "ones grow on demand, preempting the youngest sequence when full "
                                 "(default 64; -1: all of max_tokens up front)"},
+      {"kv-stall-timeout", "SECONDS", "decode: a KV push that sends no chunk for this long is "
+                                      "dropped, failing its prefill (default 30)"},
       {"kv-chunk-bytes", "N", "prefill: KV transfer chunk size (default 1 MiB)"},
       {"kv-streams", "N", "prefill: parallel KV transfer streams per request (default 1)"},
       {"metrics-port", "PORT", "serve Prometheus GET /metrics over HTTP here (0: any free port)"},
@@ -77,6 +79,8 @@ int RunWorkerWithRole(const std::string& command, const Args& args,
   options.max_decode_batch = static_cast<int32_t>(*v);
   if (!(v = flags->GetInt("kv-reserve-ahead", engine::kDefaultReserveAheadTokens, -1, 1 << 20)).ok()) return UsageError(command, v.status(), usage);
   options.kv_reserve_ahead = static_cast<int32_t>(*v);
+  if (!(v = flags->GetInt("kv-stall-timeout", 30, 1, 3600)).ok()) return UsageError(command, v.status(), usage);
+  options.kv_stall_timeout = std::chrono::seconds(*v);
   if (!(v = flags->GetInt("kv-chunk-bytes", 1 << 20, 4096, 1 << 26)).ok()) return UsageError(command, v.status(), usage);
   options.kv_chunk_bytes = *v;
   if (!(v = flags->GetInt("kv-streams", 1, 1, 16)).ok()) return UsageError(command, v.status(), usage);

@@ -184,7 +184,7 @@ absl::Status ReservationTable::BeginPush(const kvtransfer::KvPushSpec& spec) {
         absl::StrCat("reservation '", spec.reservation_id, "' already received a KV push"));
   }
   r.state = State::kReceiving;
-  r.lease_deadline = options_.clock->Now() + absl::FromChrono(options_.max_lease);
+  r.lease_deadline = options_.clock->Now() + absl::FromChrono(options_.push_stall_timeout);
   return absl::OkStatus();
 }
 
@@ -227,7 +227,7 @@ absl::Status ReservationTable::WriteBlocks(const std::string& reservation_id, in
     r.received[static_cast<size_t>(layer) * prompt_blocks + first_block + i] = 1;
   }
   r.n_received += n_blocks;
-  r.lease_deadline = options_.clock->Now() + absl::FromChrono(options_.max_lease);
+  r.lease_deadline = options_.clock->Now() + absl::FromChrono(options_.push_stall_timeout);
   Metrics().blocks_received.Increment(n_blocks);
   Metrics().bytes_received.Increment(static_cast<double>(data.size()));
   return absl::OkStatus();

@@ -7,8 +7,8 @@
 //
 // Leases: a reserved reservation must see its push begin within its lease (from Reserve). While
 // its KV arrives the lease is paused: the push is bounded by its own deadline (the transport
-// aborts it past that), and every write renews a stall guard of max_lease, so a push whose
-// sender went silent for longer than that is freed too. Once the KV has arrived the reservation
+// aborts it past that), and every write renews a stall guard of push_stall_timeout, so a push
+// whose sender went silent for longer than that (no KV chunk) is freed too. Once the KV has arrived the reservation
 // must be claimed within its lease again (from EndPush). Long prompts therefore need no longer
 // leases: the lease covers the waits before and after the hand-off, not the prefill itself.
 //
@@ -37,7 +37,9 @@ namespace baton::decode_worker {
 struct ReservationTableOptions {
   std::string model_fingerprint;
   int32_t max_context = 0;  // prompt + max_tokens must fit
-  std::chrono::milliseconds max_lease{120000};  // longest lease; also the stall guard of a push
+  std::chrono::milliseconds max_lease{120000};  // longest lease
+  // A push that writes nothing for this long (its prefill worker stalled) is freed.
+  std::chrono::milliseconds push_stall_timeout{30000};
   // Generated tokens whose KV is held at admission (engine/kv_budget.h, the rule the router's
   // placement shares); the decode batch grows the sequence block by block after that
   // (decode_batch.h). Negative: all of max_tokens up front (no growth, no preemption ever needed).

@@ -191,6 +191,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOp
         w.cache.get(), decode_worker::ReservationTableOptions{
                            .model_fingerprint = w.model->fingerprint(),
                            .max_context = config.n_ctx_train,
+                           .push_stall_timeout = options.kv_stall_timeout,
                            .reserve_ahead_tokens = options.kv_reserve_ahead});
     w.batch = std::make_unique<decode_worker::DecodeBatch>(
         &w.model->tokenizer(), w.transformer.get(), w.cache.get(),

@@ -32,6 +32,8 @@ struct WorkerOptions {
   int32_t max_decode_batch = 64;
   // decode: generated tokens' KV held at admission (-1: all); reported to the router
   int32_t kv_reserve_ahead = engine::kDefaultReserveAheadTokens;
+  // decode: a KV push silent (no chunk) this long is freed; its prefill fails over
+  std::chrono::milliseconds kv_stall_timeout{30000};
   int64_t kv_chunk_bytes = 1 << 20;
   int kv_streams = 1;
   std::chrono::milliseconds heartbeat_interval{500};

@@ -120,13 +120,14 @@ TEST_F(ReservationTableTest, ExpiredLeasesAreFreed) {
 
 TEST_F(ReservationTableTest, LeaseIsPausedWhileKvArrivesAndRestartsAtEndPush) {
   // A prompt whose prefill takes far longer than the lease: the lease covers the wait for the
-  // push to begin and for the claim, not the hand-off, which only a stall of max_lease ends.
+  // push to begin and for the claim, not the hand-off, which only a stall of push_stall_timeout
+  // (30 s) ends.
   auto r = table_->Reserve("req", "fp", 8, 2, std::chrono::seconds(1));
   ASSERT_TRUE(r.ok());
   ASSERT_TRUE(table_->BeginPush(Spec(r->reservation_id, 8)).ok());
   for (int layer = 0; layer < 2; ++layer) {
     for (int block = 0; block < 2; ++block) {
-      clock_.Advance(absl::Seconds(100));  // each block computes for 100 s, 400 s in all
+      clock_.Advance(absl::Seconds(25));  // each block computes for 25 s, 100 s in all
       EXPECT_EQ(table_->ExpireLeases(), 0);
       std::vector<uint8_t> data = Bytes(1, 1);
       ASSERT_TRUE(table_->WriteBlocks(r->reservation_id, layer, block, 1, data).ok());
@@ -140,13 +141,13 @@ TEST_F(ReservationTableTest, LeaseIsPausedWhileKvArrivesAndRestartsAtEndPush) {
   EXPECT_EQ(cache_->pool().n_free(), 10);
 }
 
-TEST_F(ReservationTableTest, StalledPushIsFreedAfterMaxLease) {
+TEST_F(ReservationTableTest, StalledPushIsFreedAfterItsStallTimeout) {
   auto r = table_->Reserve("req", "fp", 8, 2, std::chrono::seconds(1));
   ASSERT_TRUE(r.ok());
   ASSERT_TRUE(table_->BeginPush(Spec(r->reservation_id, 8)).ok());
   std::vector<uint8_t> data = Bytes(1, 1);
   ASSERT_TRUE(table_->WriteBlocks(r->reservation_id, 0, 0, 1, data).ok());
-  clock_.Advance(absl::Seconds(119));  // max_lease is 120 s
+  clock_.Advance(absl::Seconds(29));  // push_stall_timeout is 30 s
   EXPECT_EQ(table_->ExpireLeases(), 0);
   clock_.Advance(absl::Seconds(2));
   EXPECT_EQ(table_->ExpireLeases(), 1);

@@ -5,6 +5,7 @@
 // With --migration-limit 0 the stream fails with UNAVAILABLE naming the worker instead.
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -147,6 +148,68 @@ TEST(MigrationTest, StalledDecodeWorkerLosesItsStreamAndFreesItsBlocks) {
     EXPECT_TRUE(cluster.local.WaitAllBlocksFree(worker->address, std::chrono::seconds(30)))
         << worker->address;
   }
+}
+
+TEST(MigrationTest, FrozenPrefillWorkerMidPromptMovesTheRequestAndFreesEveryBlock) {
+  // Two prefill workers that prefill in chunks of 64 tokens (so that a prompt's remaining chunks
+  // show as queued while it computes), one decode worker that drops a KV push silent for 2 s.
+  LocalCluster local({}, {});
+  ASSERT_TRUE(local.StartRouter().ok());
+  absl::StatusOr<Proc*> p0 = local.StartWorker("prefill", {"--max-batch-tokens", "64"});
+  absl::StatusOr<Proc*> p1 = local.StartWorker("prefill", {"--max-batch-tokens", "64"});
+  absl::StatusOr<Proc*> decode = local.StartWorker("decode", {"--kv-stall-timeout", "2"});
+  ASSERT_TRUE(p0.ok() && p1.ok() && decode.ok());
+  ASSERT_TRUE(local.WaitHealthy(3).ok());
+  v1::GenerateRequest request = SampledRequest();
+  std::string prompt;
+  for (int i = 0; i < 60; ++i) prompt += "The lighthouse keeper counted the ships again. ";
+  request.set_prompt(prompt);  // about 600 tokens: a prefill long enough to freeze in
+  request.mutable_sampling()->set_max_tokens(16);
+  auto stub = local.RouterStub();
+  GenerateOutcome reference;
+  {
+    grpc::ClientContext context;
+    local.Prepare(context, std::chrono::seconds(120));
+    reference = test_support::RunGenerate(*stub, context, request);
+  }
+  ASSERT_TRUE(reference.status.ok()) << reference.status.error_message();
+
+  // Freeze whichever prefill worker takes the request, while it computes.
+  std::atomic<Proc*> frozen = nullptr;
+  std::thread freezer([&] {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (frozen.load() == nullptr && std::chrono::steady_clock::now() < until) {
+      for (Proc* worker : {*p0, *p1}) {
+        auto prefill_stub = local.PrefillStub(worker->address);
+        grpc::ClientContext context;
+        local.Prepare(context, std::chrono::seconds(2));
+        v1::StatusResponse status;
+        if (prefill_stub->Status(&context, v1::StatusRequest(), &status).ok() &&
+            status.load().queued_prompt_tokens() > 0) {
+          worker->process->Signal(SIGSTOP);
+          frozen = worker;
+          break;
+        }
+      }
+    }
+  });
+  GenerateOutcome moved;
+  {
+    grpc::ClientContext context;
+    local.Prepare(context, std::chrono::seconds(120));
+    moved = test_support::RunGenerate(*stub, context, request);
+  }
+  freezer.join();
+  ASSERT_NE(frozen.load(), nullptr) << "no prefill worker was seen computing the prompt";
+  frozen.load()->process->Signal(SIGCONT);
+  ASSERT_TRUE(moved.status.ok()) << moved.status.error_message();
+  EXPECT_EQ(moved.tokens, reference.tokens);
+  EXPECT_EQ(moved.text, reference.text);
+  EXPECT_EQ(moved.last.timings().migrations(), 1);
+  EXPECT_NE(moved.last.timings().prefill_worker(), frozen.load()->address);
+  // The frozen worker's push was dropped by the decode worker (or never began): every block
+  // there is free, and the resumed prefill worker frees its own.
+  EXPECT_TRUE(local.WaitAllBlocksFree((*decode)->address, std::chrono::seconds(30)));
 }
 
 TEST(MigrationTest, WithoutMigrationAKilledDecodeWorkerFailsTheStreamNamingIt) {
