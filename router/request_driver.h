@@ -7,9 +7,9 @@
 // Every worker call is blocking, has a deadline, and runs on the request's pool thread (never on
 // a gRPC callback). The text sent is what engine::GenerationState releases (complete UTF-8, stop
 // strings held back and cut). A stop string ends the request at the router: the decode stream is
-// cancelled and the reservation released. Any failure ends the request with a status naming the
-// worker (UNAVAILABLE "prefill worker HOST:PORT unavailable: ..." when it is down) and releases
-// the reservation. Cancel() (the client went away) cancels the worker call in flight; the
+// cancelled and the reservation released. A failure that does not migrate (below) ends the
+// request with a status naming the worker (UNAVAILABLE "prefill worker HOST:PORT unavailable:
+// ..." when it is down) and releases the reservation. Cancel() (the client went away) cancels the worker call in flight; the
 // request then releases its reservation and cancels its prefill. Every block the request held is
 // freed on every path, except where the decode worker already ended the sequence itself.
 //
@@ -17,8 +17,9 @@
 // past stall_timeout, a bad answer), the request moves to another prefill/decode pair: the prompt
 // plus the tokens generated so far are prefilled there and the stream continues where it
 // stopped. Sampling is keyed by (seed, position) and the arithmetic is batch-invariant, so the
-// continued output is the one an uninterrupted run gives. At most max_migrations moves, never to one
-// that failed the request before, and never past the request's deadline.
+// continued output is the one an uninterrupted run gives. At most max_migrations moves, never to
+// a worker that failed the request before, and never past the request's deadline; when no other
+// pair takes the request, the client hears the worker's failure.
 //
 // The request's state lives in the RequestTable and changes only through it.
 //
@@ -30,6 +31,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
