@@ -5,6 +5,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "cli/link_spec.h"
 #include "yaml-cpp/yaml.h"
 
 namespace baton::cli {
@@ -94,7 +95,7 @@ absl::StatusOr<ClusterConfig> ParseClusterConfig(const std::string& yaml_text,
   ClusterConfig c;
   if (absl::Status s = CheckKeys(origin, root,
                                  {"model", "host", "token", "token_file", "router", "prefill",
-                                  "decode", "colocated"},
+                                  "decode", "colocated", "link"},
                                  "the cluster file");
       !s.ok()) {
     return s;
@@ -104,8 +105,14 @@ absl::StatusOr<ClusterConfig> ParseClusterConfig(const std::string& yaml_text,
     if (root["host"]) c.host = root["host"].as<std::string>();
     if (root["token"]) c.token = root["token"].as<std::string>();
     if (root["token_file"]) c.token_file = root["token_file"].as<std::string>();
+    if (root["link"]) c.link = root["link"].as<std::string>();
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(origin, ": ", e.what()));
+  }
+  if (root["link"]) {
+    absl::StatusOr<LinkSpec> link = ParseLinkSpec(
+        c.link, absl::StrCat(origin, ":", root["link"].Mark().line + 1, ": link"));
+    if (!link.ok()) return link.status();
   }
   if (!c.token.empty() && !c.token_file.empty()) {
     return absl::InvalidArgumentError(

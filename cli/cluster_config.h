@@ -1,6 +1,7 @@
 // A local cluster description for `baton up` (YAML, see deploy/local/cluster.yaml): the router
 // and N prefill, M decode and K colocated worker processes, each with optional port, threads, CPU
-// pinning and KV cache size; the router also with the port of its HTTP API (http_port).
+// pinning and KV cache size; the router also with the port of its HTTP API (http_port); and
+// optionally `link: RATE[,DELAY]`, an emulated prefill <-> decode link (cli/network_namespaces.h).
 //
 // Thread-safety: plain value types.
 #ifndef BATON_CLI_CLUSTER_CONFIG_H_
@@ -31,6 +32,7 @@ struct ClusterConfig {
   std::vector<ProcessConfig> prefill;
   std::vector<ProcessConfig> decode;
   std::vector<ProcessConfig> colocated;
+  std::string link;                // emulated P<->D link (cli/link_spec.h); empty: plain loopback
 };
 
 // The built-in default: 1 prefill + 1 decode worker on 127.0.0.1.

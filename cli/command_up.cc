@@ -4,7 +4,10 @@
 // drains and stops it. A member that dies is started again on the same ports (at most
 // kMaxRestarts times each; past that the cluster stops). The cluster token reaches the children in a file readable only by this
 // user (--token-file), never on a command line; every process logs to the shared stderr, one
-// whole line at a time (base/log.h).
+// whole line at a time (base/log.h). With a link (--link or the file's `link:`), the prefill and
+// colocated workers run in one network namespace and the decode workers in another, the KV
+// hand-off crossing an emulated link between them (cli/network_namespaces.h); the router stays in
+// this namespace and its HTTP API on the file's host.
 #include <signal.h>
 
 #include <unistd.h>
@@ -23,6 +26,8 @@
 #include "cli/child_process.h"
 #include "cli/cluster_config.h"
 #include "cli/command.h"
+#include "cli/link_spec.h"
+#include "cli/network_namespaces.h"
 #include "cli/serve_flags.h"
 #include "rpc/server_options.h"
 
@@ -32,6 +37,9 @@ namespace {
 constexpr auto kStartTimeout = std::chrono::seconds(120);
 
 constexpr int kMaxRestarts = 5;  // per member; past it the cluster stops
+
+// Decode workers in their own namespace advertise a port known before they start.
+constexpr int kFirstDecodePort = 7200;
 
 struct Member {
   std::string name;  // "router", "prefill[0]", ...
@@ -77,6 +85,23 @@ std::vector<std::string> WorkerArgs(const std::string& self, const std::string& 
   if (!p.kv_cache_memory.empty()) argv.insert(argv.end(), {"--kv-cache-memory", p.kv_cache_memory});
   argv.insert(argv.end(), p.extra_args.begin(), p.extra_args.end());
   return argv;
+}
+
+// Moves a worker's command line into a namespace of `n`: decode workers listen on 0.0.0.0 there
+// (port `decode_port`, which they advertise on the decode side's address), the others on the
+// prefill side's address; metrics on the side's address.
+void PlaceInNamespace(const PdNamespaces& n, bool decode, int decode_port,
+                      std::vector<std::string>& argv) {
+  const std::string side_host = decode ? n.decode_host() : n.prefill_host();
+  PinFlag(argv, "--host", decode ? "0.0.0.0" : side_host);
+  PinFlag(argv, "--metrics-host", side_host);
+  if (decode) {
+    PinFlag(argv, "--port", std::to_string(decode_port));
+    argv.insert(argv.end(), {"--advertise", absl::StrCat(side_host, ":", decode_port)});
+  }
+  std::vector<std::string> prefix =
+      PdNamespaces::ExecPrefix(decode ? n.decode_namespace() : n.prefill_namespace());
+  argv.insert(argv.begin(), prefix.begin(), prefix.end());
 }
 
 absl::Status StartMember(Member& m) {
@@ -204,10 +229,24 @@ std::string DefaultConfigPath() {
 int RunCluster(const ClusterConfig& config, const CommonArgs& common) {
   BlockShutdownSignals();
   const std::string self = SelfExecutable();
+  std::unique_ptr<PdNamespaces> namespaces;  // outlives the members (declared before them)
+  if (!config.link.empty()) {
+    absl::StatusOr<LinkSpec> link = ParseLinkSpec(config.link, "link");
+    if (link.ok()) {
+      absl::StatusOr<std::unique_ptr<PdNamespaces>> made = PdNamespaces::Create(*link);
+      if (!made.ok()) return RunError("up", made.status());
+      namespaces = *std::move(made);
+    }
+    if (!link.ok()) return RunError("up", link.status());
+    BATON_LOG(INFO) << "prefill side in namespace " << namespaces->prefill_namespace()
+                    << ", decode side in " << namespaces->decode_namespace() << ", link "
+                    << config.link;
+  }
   std::vector<Member> members;
   Member& router_member = members.emplace_back(Member{
       .name = "router",
-      .argv = {self, "router", "--host", config.host, "--port", std::to_string(config.router.port),
+      .argv = {self, "router", "--host", namespaces ? namespaces->router_host() : config.host,
+               "--port", std::to_string(config.router.port),
                "--model", config.model, "--http-host", config.host, "--http-port",
                std::to_string(config.router.http_port)},
       .cpus = config.router.cpus});
@@ -225,6 +264,10 @@ int RunCluster(const ClusterConfig& config, const CommonArgs& common) {
           .argv = WorkerArgs(self, subcommand[0], config, list[i], router, common),
           .cpus = list[i].cpus});
       m.argv.insert(m.argv.begin() + 2, subcommand.begin() + 1, subcommand.end());
+      if (namespaces) {
+        const int port = list[i].port != 0 ? list[i].port : kFirstDecodePort + static_cast<int>(i);
+        PlaceInNamespace(*namespaces, kind == "decode", port, m.argv);
+      }
       started = StartWorkerMember(m);
     }
   };
@@ -279,6 +322,9 @@ int RunUp(const Args& args) {
       {"config", "FILE", "cluster YAML (default: deploy/local/cluster.yaml: 1 prefill + 1 decode)"},
       {"model", "PATH", "model for every process (overrides the file's)"},
       {"log-level", "LEVEL", "debug | info | warning | error, for every process (default info)"},
+      {"link", "RATE[,DELAY]", "emulate the prefill <-> decode link (e.g. 10gbit,200us): each side "
+                               "in its own network namespace, tc on the link between (root; "
+                               "overrides the file's link:)"},
       {"help", "", "show this help"},
   };
   const std::string usage = Usage("up", "[--config FILE] [--model PATH]", specs);
@@ -293,6 +339,12 @@ int RunUp(const Args& args) {
       config_path.empty() ? DefaultClusterConfig() : LoadClusterConfig(config_path);
   if (!config.ok()) return RunError("up", config.status());
   if (auto model = flags->Get("model")) config->model = *model;
+  if (auto link = flags->Get("link")) {
+    if (absl::StatusOr<LinkSpec> spec = ParseLinkSpec(*link, "--link"); !spec.ok()) {
+      return UsageError("up", spec.status(), usage);
+    }
+    config->link = *link;
+  }
   if (config->model.empty()) config->model = DefaultModelPath();
   CommonArgs common{.log_level = flags->GetOr("log-level", "info")};
   absl::StatusOr<LogLevel> level = ParseLogLevel(common.log_level);
