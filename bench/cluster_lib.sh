@@ -3,6 +3,8 @@
 #
 #   start_cluster NAME CONFIG PREFIX   sets $address to the "PREFIX" line's value ("router: " or
 #                                      "http: "); $out/NAME.up.log gets baton up's log
+#   start_cluster_cmd NAME PREFIX CMD...  the same with any command that prints those lines and
+#                                      stops on SIGTERM (tests/netns/netns_cluster.py: emulated links)
 #   stop_cluster                       SIGTERM (drain) and wait; also run on exit
 
 up_pid=""
@@ -17,11 +19,16 @@ trap stop_cluster EXIT
 trap 'exit 130' INT TERM
 
 start_cluster() {
-  local name=$1 config=$2 prefix=$3 up_out="$out/$1.up.out" waited=0
+  start_cluster_cmd "$1" "$3" "$baton" up --config "$2"
+}
+
+start_cluster_cmd() {
+  local name=$1 prefix=$2 up_out="$out/$1.up.out" waited=0
+  shift 2
   address=""
-  echo "$(basename "$0"): $name: baton up --config $config" >&2
+  echo "$(basename "$0"): $name: $*" >&2
   : >"$up_out"  # exists before the background process opens it: the loop below reads it
-  "$baton" up --config "$config" >"$up_out" 2>"$out/$name.up.log" &
+  "$@" >"$up_out" 2>"$out/$name.up.log" &
   up_pid=$!
   while [ -z "$address" ]; do
     address=$(sed -n "s/^$prefix//p" "$up_out" | head -n 1)

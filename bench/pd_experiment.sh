@@ -7,7 +7,7 @@
 #
 # usage: bench/pd_experiment.sh [--rate R] [--num-prompts N] [--input-len L] [--output-len O]
 #          [--slo-ttft-ms X] [--slo-tpot-ms Y] [--seed S] [--warmup W] [--protocol grpc|http]
-#          [--out DIR] [--baton PATH] [--no-plot]
+#          [--out DIR] [--baton PATH] [--no-plot] [--link RATE[,DELAY] | --link-sweep R1,R2,...]
 # Writes into DIR (default build/bench-results/pd-DATE): colocated.json and disaggregated.json
 # (bench serve's JSON), their .log and .png (when gnuplot is installed), and summary.json; prints
 # the table to stdout. BATON=PATH or --baton picks the binary (default build/bin/baton).
@@ -19,11 +19,19 @@
 # 3 s): the trade-off the experiment is about. The SLOs are about twice the light-load TTFT and a
 # TPOT that streams faster than people read. Calibrate again (a short run with --num-prompts 30)
 # on other machines.
+#
+# Emulated links (--link 10gbit,200us, or --link-sweep 1gbit,10gbit,25gbit,100gbit for one
+# disaggregated run per bandwidth): the clusters run across network namespaces instead
+# (tests/netns/netns_cluster.py, root needed): router in the root namespace, prefill worker in one
+# namespace, decode worker in another, the KV hand-off over a veth pair shaped with tc (bandwidth)
+# and netem or a delay relay (one-way delay). The colocated baseline runs there too (no hand-off).
+# The table then has one row per link: where disaggregated TTFT parts from colocated TTFT is
+# where the hand-off stops hiding behind prefill. Files: colocated.json, disaggregated-LINK.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 rate=1.2 num_prompts=200 input_len=256 output_len=64 slo_ttft_ms=3000 slo_tpot_ms=100 seed=1
-warmup=4 protocol=grpc out="" baton="" plot=1
+warmup=4 protocol=grpc out="" baton="" plot=1 links=()
 usage() { sed -n '8,10p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while (($#)); do
   case "$1" in
@@ -39,6 +47,8 @@ while (($#)); do
     --out) out=$2; shift 2 ;;
     --baton) baton=$2; shift 2 ;;
     --no-plot) plot=0; shift ;;
+    --link) links=("$2"); shift 2 ;;
+    --link-sweep) IFS=, read -r -a links <<<"$2"; shift 2 ;;
     -h|--help) usage ;;
     *) echo "pd_experiment: unknown argument '$1'" >&2; usage ;;
   esac
@@ -48,13 +58,22 @@ out=${out:-build/bench-results/pd-$(date +%Y%m%d-%H%M%S)}  # build*/ is git-igno
 [ -x "$baton" ] || { echo "pd_experiment: no baton binary at $baton (scripts/build.sh, or --baton)" >&2; exit 1; }
 mkdir -p "$out"
 
+netns_cluster=(python3 tests/netns/netns_cluster.py --baton "$baton")
+for link in "${links[@]}"; do  # every link checked (and namespaces possible) before any run
+  "${netns_cluster[@]}" --link "$link" --check || exit $?
+done
+
 source bench/cluster_lib.sh
 
-# run NAME CONFIG: start the cluster, load it, stop it.
+# run NAME CONFIG.yaml|colocated-netns|LINK: start the cluster, load it, stop it.
 run() {
   local name=$1 config=$2 prefix="router: "
   [ "$protocol" = http ] && prefix="http: "
-  start_cluster "$name" "$config" "$prefix" || return 1
+  case "$config" in
+    *.yaml) start_cluster "$name" "$config" "$prefix" || return 1 ;;
+    colocated-netns) start_cluster_cmd "$name" "$prefix" "${netns_cluster[@]}" --colocated || return 1 ;;
+    *) start_cluster_cmd "$name" "$prefix" "${netns_cluster[@]}" --link "$config" || return 1 ;;
+  esac
   local plot_args=()
   ((plot)) && plot_args=(--plot "$out/$name.png")
   "$baton" bench serve --server "$address" --protocol "$protocol" --request-rate "$rate" \
@@ -63,6 +82,42 @@ run() {
     --seed "$seed" --json "$out/$name.json" "${plot_args[@]}" 2> >(tee "$out/$name.log" >&2)
   stop_cluster
 }
+
+if ((${#links[@]})); then
+  run colocated colocated-netns
+  names=()
+  for link in "${links[@]}"; do
+    run "disaggregated-${link//[^A-Za-z0-9.]/_}" "$link"
+    names+=("disaggregated-${link//[^A-Za-z0-9.]/_}=$link")
+  done
+  python3 - "$out" "${names[@]}" <<'EOF'
+import json, sys
+out, runs = sys.argv[1], [a.split("=", 1) for a in sys.argv[2:]]
+c = json.load(open(f"{out}/colocated.json"))
+d = {link: json.load(open(f"{out}/{name}.json")) for name, link in runs}
+print(f"P/D experiment over emulated P<->D links: {c['num_prompts']} requests, Poisson "
+      f"{c['request_rate']} req/s, ~{c['input_len']} in / {c['output_len']} out tokens, seed "
+      f"{c['seed']}, SLO TTFT <= {c['slo_ttft_ms']:g} ms and TPOT <= {c['slo_tpot_ms']:g} ms")
+print(f"{'link':>14s} {'TTFT med':>9s} {'TTFT p99':>9s} {'med/coloc':>9s} {'p99/coloc':>9s} "
+      f"{'TPOT p99':>9s} {'goodput':>8s} {'failed':>6s}")
+def row(label, r):
+    print(f"{label:>14s} {r['median_ttft_ms']:9.1f} {r['p99_ttft_ms']:9.1f} "
+          f"{r['median_ttft_ms'] / c['median_ttft_ms']:9.2f} "
+          f"{r['p99_ttft_ms'] / c['p99_ttft_ms']:9.2f} "
+          f"{r['p99_tpot_ms']:9.1f} {r['request_goodput']:8.3f} {r['failed']:6d}")
+row("colocated", c)
+for link, r in d.items():
+    row(link, r)
+print("(ms; goodput: req/s meeting both SLOs; med/coloc, p99/coloc: disaggregated TTFT over colocated)")
+keys = ["completed", "failed", "errors", "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms",
+        "p99_tpot_ms", "p99_e2el_ms", "good_requests", "request_goodput"]
+json.dump({"colocated": {k: c[k] for k in keys},
+           "links": {link: {k: r[k] for k in keys} for link, r in d.items()}},
+          open(f"{out}/summary.json", "w"), indent=2)
+print(f"JSON: {out}/summary.json")
+EOF
+  exit 0
+fi
 
 run colocated deploy/local/colocated.yaml
 run disaggregated deploy/local/cluster.yaml

@@ -187,6 +187,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--kv-cache-memory", default="256M")
     parser.add_argument("--colocated", action="store_true",
                         help="one colocated worker (in P, on --prefill-cpus,--decode-cpus) instead")
+    parser.add_argument("--check", action="store_true",
+                        help="only check --link and that namespaces can be made; exit 0, 1 or 2")
     parser.add_argument("router_args", nargs="*", help="after --: extra router flags")
     args = parser.parse_args(argv)
     try:
@@ -198,6 +200,8 @@ def main(argv: list[str]) -> int:
     if reason:
         print(f"netns_cluster: {reason}", file=sys.stderr)
         return 1
+    if args.check:
+        return 0
     try:
         with nh.Topology.create(link) as t, NetnsCluster(t, args.baton, args.model) as c:
             print(f"netns_cluster: P/D link {link} (delay by {t.delay_mode})", file=sys.stderr)

@@ -176,14 +176,16 @@ def _kill_namespace_processes(namespace: str) -> None:
 
 
 def _used_slots() -> set[int]:
-    """10.213.N.0/24 slots that a root-namespace address or route overlaps."""
+    """10.213.N.0/24 slots that a root-namespace address or route of /16 or longer overlaps
+    (broader routes, e.g. 10.0.0.0/8, lose to the harness's more specific ones)."""
     text = run([IP, "-4", "-o", "addr", "show"]).stdout + run([IP, "-4", "route", "show"]).stdout
     used = set()
     for n in range(256):
         slot = ipaddress.ip_network(f"{SUBNET_PREFIX}.{n}.0/24")
         for token in re.findall(r"\d+\.\d+\.\d+\.\d+(?:/\d+)?", text):
             with contextlib.suppress(ValueError):
-                if ipaddress.ip_network(token, strict=False).overlaps(slot):
+                net = ipaddress.ip_network(token, strict=False)
+                if net.prefixlen >= 16 and net.overlaps(slot):
                     used.add(n)
                     break
     return used
