@@ -58,7 +58,8 @@ int RunRouter(const Args& args) {
       {"request-timeout", "SECONDS", "deadline of a whole request whose client sets none "
                                      "(default 600)"},
       {"no-worker-timeout", "SECONDS", "a request fails with UNAVAILABLE once no healthy decode "
-                                       "worker has existed for this long (default 10)"},
+                                       "(or prefill) worker has existed for this long "
+                                       "(default 10)"},
       {"reservation-lease", "SECONDS", "how long a decode reservation waits for its KV (default 30)"},
       {"stall-timeout", "SECONDS", "a Decode stream that sends no token for this long is stalled: "
                                    "the request leaves that worker (default 30)"},

@@ -354,10 +354,29 @@ absl::Status RequestDriver::Reserve() {
   }
 }
 
+absl::StatusOr<Placement> RequestDriver::AwaitPrefillWorker() {
+  const absl::Time since = absl::Now();
+  const absl::Time give_up = std::min(deadline_, since + deps_.options.no_worker_wait);
+  while (true) {
+    if (cancelled_.load()) return CancelledStatus();
+    const uint64_t epoch = deps_.registry->epoch();
+    absl::StatusOr<Placement> placement = deps_.registry->PickPrefill(
+        static_cast<int64_t>(attempt_.prompt.size()), attempt_.decode.worker_id, failed_workers_);
+    const absl::Time now = absl::Now();
+    if (placement.ok()) return placement;
+    if (now >= give_up) {
+      return absl::Status(placement.status().code(),
+                          absl::StrFormat("%s (none for %.1f s)", placement.status().message(),
+                                          Seconds(now - since)));
+    }
+    deps_.registry->WaitForChange(epoch, std::min(give_up, now + deps_.options.queue_poll_interval),
+                                  &cancelled_);
+  }
+}
+
 absl::Status RequestDriver::Prefill() {
   if (absl::Status s = SetState(v1::REQUEST_STATE_PREFILLING); !s.ok()) return s;
-  absl::StatusOr<Placement> placement = deps_.registry->PickPrefill(
-      static_cast<int64_t>(attempt_.prompt.size()), attempt_.decode.worker_id, failed_workers_);
+  absl::StatusOr<Placement> placement = AwaitPrefillWorker();
   if (!placement.ok()) return placement.status();
   attempt_.prefill = *std::move(placement);
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =

@@ -74,8 +74,8 @@ struct RequestDriverOptions {
   // How many times a request whose worker dies, stalls or answers garbage moves to another
   // prefill/decode pair (prompt + tokens so far re-prefilled there). 0 = never.
   int max_migrations = 2;
-  // How long a request waits while no healthy decode worker exists at all (one may be
-  // restarting) before it fails with UNAVAILABLE, rather than waiting out its whole deadline.
+  // How long a request waits while no healthy decode (or prefill) worker exists at all (one may
+  // be restarting) before it fails with UNAVAILABLE, rather than waiting out its whole deadline.
   absl::Duration no_worker_wait = absl::Seconds(10);
 };
 
@@ -126,6 +126,9 @@ class RequestDriver {
   void LogRequestEnd(const absl::Status& status, absl::Time ended) const;
   absl::Status Reserve();
   absl::Status Prefill();
+  // A prefill worker for the attempt; while none is healthy, waits for one (a restart) up to
+  // no_worker_wait, then UNAVAILABLE.
+  absl::StatusOr<Placement> AwaitPrefillWorker();
   absl::Status Decode(engine::GenerationState& generation);
   // Final fields of the last message.
   void Finalize(const engine::GenerationState& generation, v1::FinishReason reason,

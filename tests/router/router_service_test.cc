@@ -53,6 +53,8 @@ class RouterServiceTest : public testing::FakeWorkersTest {
     options.decode_workers = {decode_server_.address()};
     options.heartbeat_interval = absl::Milliseconds(100);
     options.heartbeat_timeout = absl::Seconds(2);
+    // A request with no worker to move to (the tests' one prefill worker failed it) gives up soon.
+    options.requests.no_worker_wait = absl::Seconds(2);
     return options;
   }
 
@@ -310,6 +312,39 @@ TEST_F(RouterServiceTest, NoDecodeWorkerAliveFailsFastWithUnavailable) {
   EXPECT_EQ(result.status.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_THAT(result.status.error_message(), HasSubstr("no healthy decode worker"));
   EXPECT_TRUE(WaitUntil([&] { return router_->requests().queued() == 0; }));
+}
+
+TEST_F(RouterServiceTest, NoPrefillWorkerAliveFailsAfterTheWaitAndReleases) {
+  RouterOptions options = DefaultOptions();
+  options.prefill_workers = {};
+  options.requests.no_worker_wait = absl::Seconds(1);
+  StartRouter(options);
+  const GenerateResult result = Generate(Prompt("Anyone there?"), absl::Seconds(60));
+  EXPECT_EQ(result.status.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_THAT(result.status.error_message(), HasSubstr("no healthy prefill worker"));
+  EXPECT_LT(result.elapsed, absl::Seconds(30));
+  ASSERT_EQ(decode_->reservation_ids().size(), 1u);
+  EXPECT_THAT(decode_->releases(), ElementsAre(decode_->reservation_ids()[0]));
+}
+
+TEST_F(RouterServiceTest, APrefillWorkerThatComesBackWhileARequestWaitsServesIt) {
+  RouterOptions options = DefaultOptions();
+  options.prefill_workers = {};
+  options.requests.no_worker_wait = absl::Seconds(30);
+  StartRouter(options);
+  Script({Eos()});
+  GenerateResult result;
+  std::thread client([&] { result = Generate(Prompt("Hi"), absl::Seconds(60)); });
+  // The request reserves, then waits for a prefill worker (one restarting, say).
+  ASSERT_TRUE(WaitUntil([&] { return decode_->reservation_ids().size() == 1; }));
+  v1::ModelIdentity identity;
+  identity.set_fingerprint(model_->fingerprint());
+  ASSERT_TRUE(router_->registry()
+                  .Register(v1::WORKER_ROLE_PREFILL, prefill_server_.address(), identity, {})
+                  .ok());
+  client.join();
+  EXPECT_TRUE(result.status.ok()) << result.status.error_message();
+  EXPECT_EQ(prefill_->prefills().size(), 1u);
 }
 
 TEST_F(RouterServiceTest, ConcurrentRequestsBeyondTheThreadsWaitAndAllComplete) {
