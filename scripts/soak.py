@@ -9,8 +9,9 @@ one at a time, before any fault.
 Faults, one every 2-6 s (seeded), by kind:
   kill       SIGKILL a worker (`baton up` restarts it; at most 3 per worker, its limit is 5)
   stall      SIGSTOP a worker for 2-6 s, then SIGCONT (the router's --stall-timeout is 2 s)
-  partition  a decode worker's network taken away for 2-6 s (only with --partitions: the cluster
-             then runs in network namespaces, see --netns)
+  partition  the link between the prefill and the decode side down for 2-6 s (where network
+             namespaces can be made: the cluster then runs with `link:` (baton up --link), prefill
+             and decode workers in namespaces of their own joined by a veth pair)
   cancel     a streaming client that goes away after its first chunk
   hostile    a hostile HTTP client: deeply nested JSON, a body that never comes, a bad
              Content-Length, a stop string of 1 MiB; each must get its 4xx at once
@@ -25,7 +26,8 @@ The end (the script exits 1 when any fails):
     (no answer, or a stream cut without an end) and none with other output (which is how a lost or
     duplicated token would show).
 
-usage: scripts/soak.py [--duration S] [--clients N] [--seed S] [--baton PATH] [--json OUT]
+usage: scripts/soak.py [--duration S] [--clients N] [--seed S] [--link auto|off|RATE[,DELAY]]
+                       [--baton PATH] [--json OUT]
 """
 
 import argparse
@@ -82,11 +84,13 @@ def log(*parts):
 class Cluster:
     """`baton up` in a temporary directory; its addresses and its members' PIDs."""
 
-    def __init__(self, baton):
+    def __init__(self, baton, link):
         self.dir = tempfile.mkdtemp(prefix="baton-soak-")
         config = os.path.join(self.dir, "cluster.yaml")
         with open(config, "w") as f:
             f.write(CLUSTER_FILE)
+            if link:
+                f.write(f"link: {link}\n")
         self.log_path = os.path.join(self.dir, "up.log")
         self.log_file = open(self.log_path, "w")
         self.proc = subprocess.Popen([baton, "up", "--config", config], stdout=subprocess.PIPE,
@@ -130,6 +134,19 @@ class Cluster:
                 found[int(entry)] = argv[1].decode()
         return found
 
+    def pd_link(self):
+        """(namespace, device) of the prefill side's end of the P<->D veth; None without one."""
+        listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+        for line in listed.splitlines():
+            ns = line.split()[0] if line.split() else ""
+            if re.fullmatch(rf"baton-{self.proc.pid}-[0-9a-f]+-p", ns):
+                links = subprocess.run(["ip", "-n", ns, "-o", "link", "show"],
+                                       capture_output=True, text=True).stdout
+                m = re.search(r"^\d+: (bt\w*pP)[@:]", links, re.M)
+                if m:
+                    return ns, m.group(1)
+        return None
+
     def alive(self):
         return self.proc.poll() is None
 
@@ -161,6 +178,16 @@ class Cluster:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
         self.log_file.close()
+
+
+def namespaces_available():
+    if os.geteuid() != 0:
+        return False
+    probe = f"baton-soak-probe-{os.getpid()}"
+    made = subprocess.run(["ip", "netns", "add", probe], capture_output=True).returncode == 0
+    if made:
+        subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    return made
 
 
 def completion_body(index, stream):
@@ -289,10 +316,33 @@ def client_loop(address, references, books, stop, rng_seed):
             books.add("lost", f"request {index} (stream={stream}): {detail}")
 
 
-def fault_loop(cluster, address, books, stop, rng, kills_left):
-    kinds = ["kill", "stall", "cancel", "hostile"]
+def partition(cluster, books, stop, rng):
+    link = cluster.pd_link()
+    if link is None:
+        books.problems.append("no P<->D link to partition")
+        return
+    ns, dev = link
+    pause = rng.uniform(2, 6)
+    log(f"fault: partition prefill/decode ({ns} {dev} down) for {pause:.1f} s")
+    # A link going down takes its routes with it: put back the ones that are not the kernel's.
+    routes = subprocess.run(["ip", "-n", ns, "route", "show", "dev", dev], capture_output=True,
+                            text=True, check=True).stdout.splitlines()
+    routes = [r.split() for r in routes if r.strip() and "proto kernel" not in r]
+    subprocess.run(["ip", "-n", ns, "link", "set", dev, "down"], check=True)
+    stop.wait(pause)
+    subprocess.run(["ip", "-n", ns, "link", "set", dev, "up"], check=True)
+    for route in routes:
+        subprocess.run(["ip", "-n", ns, "route", "replace", *route, "dev", dev], check=True)
+    books.faults["partition"] += 1
+
+
+def fault_loop(cluster, address, books, stop, rng, kills_left, partitions):
+    kinds = ["kill", "stall", "cancel", "hostile"] + (["partition"] if partitions else [])
     while not stop.wait(rng.uniform(2, 6)):
         kind = rng.choice(kinds)
+        if kind == "partition":
+            partition(cluster, books, stop, rng)
+            continue
         workers = cluster.workers()
         if kind == "kill":
             candidates = [pid for pid, role in workers.items() if kills_left[role] > 0]
@@ -334,10 +384,20 @@ def main():
     parser.add_argument("--clients", type=int, default=6)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--baton", default=os.path.join(ROOT, "build", "bin", "baton"))
+    parser.add_argument("--link", default="auto",
+                        help="the P<->D link (baton up --link), which partitions take down: "
+                             "auto (10gbit where network namespaces can be made), off, or a shape")
     parser.add_argument("--json", help="write the figures here too")
     args = parser.parse_args()
 
-    cluster = Cluster(args.baton)
+    link = args.link
+    if link == "auto":
+        link = "10gbit" if namespaces_available() else ""
+        if not link:
+            log("no network namespaces here (needs root and `ip netns`): no partitions")
+    elif link == "off":
+        link = ""
+    cluster = Cluster(args.baton, link)
     log(f"cluster up: http {cluster.http}, workers {cluster.metrics}")
     books = Books()
     try:
@@ -356,8 +416,9 @@ def main():
         for t in clients:
             t.start()
         kills_left = {"prefill": 3, "decode": 3}
-        faults = threading.Thread(target=fault_loop, args=(cluster, cluster.http, books, stop,
-                                                           random.Random(args.seed), kills_left))
+        faults = threading.Thread(target=fault_loop,
+                                  args=(cluster, cluster.http, books, stop,
+                                        random.Random(args.seed), kills_left, bool(link)))
         faults.start()
         time.sleep(args.duration)
         stop.set()
@@ -387,6 +448,7 @@ def main():
             books.problems.append("requests lost or completed with other output")
         figures = {
             "duration_s": args.duration,
+            "link": link or None,
             "requests": books.counts,
             "faults": books.faults,
             "hostile_refused": books.hostile_refused,
