@@ -147,10 +147,13 @@ struct Cluster {
 };
 
 absl::StatusOr<std::unique_ptr<BenchProcess>> StartProcess(const HandoffBenchOptions& o,
+                                                           const ProcessPlacement& placement,
                                                            std::vector<std::string> argv,
                                                            const std::vector<int>& cpus,
                                                            std::string* address) {
+  argv.insert(argv.end(), placement.listen.begin(), placement.listen.end());
   argv.insert(argv.begin(), o.baton_executable);
+  argv.insert(argv.begin(), placement.prefix.begin(), placement.prefix.end());
   absl::StatusOr<std::unique_ptr<BenchProcess>> p = o.launcher(argv, cpus);
   if (!p.ok()) return p.status();
   absl::StatusOr<std::string> line = (*p)->WaitForLine("listening on ", kStartTimeout);
@@ -182,23 +185,25 @@ absl::Status WaitHealthy(Cluster& c, size_t n_workers) {
 absl::StatusOr<Cluster> StartCluster(const HandoffBenchOptions& o, bool colocated) {
   Cluster c;
   c.name = colocated ? "colocated" : "disaggregated";
-  const std::vector<std::string> common = {"--host", "127.0.0.1", "--port", "0", "--model",
-                                           o.model_path};
+  const std::vector<std::string> common = {"--model", o.model_path};
+  const ProcessPlacement loopback;
+  const ProcessPlacement& router_at = colocated ? loopback : o.router_placement;
   // An 8K-token prompt takes minutes to prefill on one core: give it the time.
   std::vector<std::string> argv = {"router", "--prefill-timeout", "600", "--reservation-lease",
                                    "120"};
   argv.insert(argv.end(), common.begin(), common.end());
-  absl::StatusOr<std::unique_ptr<BenchProcess>> router = StartProcess(o, argv, {}, &c.router);
+  absl::StatusOr<std::unique_ptr<BenchProcess>> router =
+      StartProcess(o, router_at, argv, {}, &c.router);
   if (!router.ok()) return router.status();
   c.processes.push_back(std::move(*router));
   const bool two_cores = std::thread::hardware_concurrency() >= 2;
-  auto worker = [&](std::vector<std::string> role, int threads,
+  auto worker = [&](std::vector<std::string> role, const ProcessPlacement& placement, int threads,
                     const std::vector<int>& cpus) -> absl::Status {
     role.insert(role.end(), common.begin(), common.end());
     role.insert(role.end(), {"--router", c.router, "--threads", std::to_string(threads),
                              "--kv-cache-memory", o.kv_cache_memory});
     absl::StatusOr<std::unique_ptr<BenchProcess>> p =
-        StartProcess(o, role, two_cores ? cpus : std::vector<int>{}, nullptr);
+        StartProcess(o, placement, role, two_cores ? cpus : std::vector<int>{}, nullptr);
     if (!p.ok()) return p.status();
     c.processes.push_back(std::move(*p));
     return absl::OkStatus();
@@ -206,11 +211,11 @@ absl::StatusOr<Cluster> StartCluster(const HandoffBenchOptions& o, bool colocate
   absl::Status started;
   if (colocated) {
     const int threads = std::max(1, o.colocated_threads);
-    started = worker({"worker", "--role", "both"}, threads,
+    started = worker({"worker", "--role", "both"}, loopback, threads,
                      threads == 1 ? std::vector<int>{0} : std::vector<int>{});
   } else {
-    started = worker({"prefill"}, 1, {0});
-    if (started.ok()) started = worker({"decode"}, 1, {1});
+    started = worker({"prefill"}, o.prefill_placement, 1, {0});
+    if (started.ok()) started = worker({"decode"}, o.decode_placement, 1, {1});
   }
   if (!started.ok()) return started;
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = rpc::MakeChannel(c.router, {});
@@ -407,6 +412,7 @@ absl::StatusOr<nlohmann::json> RunHandoffBench(const HandoffBenchOptions& option
                      {"streams", options.kv_streams}, {"host", "127.0.0.1"}}},
       {"disaggregated_setup", "router + prefill worker (1 thread, core 0) + decode worker "
                               "(1 thread, core 1)"},
+      {"link", options.link},
       {"colocated_setup", absl::StrCat("router + colocated worker (", options.colocated_threads,
                                        options.colocated_threads == 1 ? " thread, core 0)"
                                                                       : " threads, unpinned)")},

@@ -7,7 +7,9 @@
 //                seconds (StartPush -> last acknowledgement), GB/s.
 //   disaggregated  real requests through a router with one prefill and one decode worker (baton
 //                processes): the router's kv_bytes and kv_transfer_seconds (push start -> last
-//                acknowledgement, overlapped with the prefill compute layer by layer) and TTFT.
+//                acknowledgement, overlapped with the prefill compute layer by layer) and TTFT;
+//                on 127.0.0.1, or wherever the caller's ProcessPlacements put the processes
+//                (`--link`: across an emulated link between network namespaces).
 //   colocated    the same prompts through a router with one colocated worker: TTFT.
 //
 // TTFT disaggregated / colocated is the cost of disaggregation for a lone request. By default the
@@ -47,6 +49,13 @@ class BenchProcess {
 using ProcessLauncher = std::function<absl::StatusOr<std::unique_ptr<BenchProcess>>(
     const std::vector<std::string>& argv, const std::vector<int>& cpus)>;
 
+// How one process of the disaggregated cluster is started: an argv prefix (e.g. `ip netns exec
+// NS`, empty: none) and the flags that say where it listens and what it advertises.
+struct ProcessPlacement {
+  std::vector<std::string> prefix;
+  std::vector<std::string> listen = {"--host", "127.0.0.1", "--port", "0"};
+};
+
 struct HandoffBenchOptions {
   std::string model_path;
   std::vector<int32_t> prompt_tokens = {128, 512, 2048, 8192};
@@ -60,6 +69,12 @@ struct HandoffBenchOptions {
   std::string kv_cache_memory = "512M";  // each worker's --kv-cache-memory
   int colocated_threads = 1;           // the colocated worker's --threads
   std::chrono::seconds request_timeout{300};
+  // The disaggregated cluster's router, prefill and decode worker (default: all on 127.0.0.1).
+  // The CLI places them across an emulated link (`--link`); the colocated one stays on loopback.
+  ProcessPlacement router_placement;
+  ProcessPlacement prefill_placement;
+  ProcessPlacement decode_placement;
+  std::string link = "loopback";  // what joins prefill and decode, for the result
 };
 
 // One JSON object: model, kv_bytes_per_token, the settings, and "rows" (one per prompt length)

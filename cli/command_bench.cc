@@ -16,6 +16,9 @@
 #include "bench/serve_bench.h"
 #include "cli/child_process.h"
 #include "cli/command.h"
+#include "cli/handoff_link.h"
+#include "cli/link_spec.h"
+#include "cli/network_namespaces.h"
 
 namespace baton::cli {
 namespace {
@@ -211,6 +214,21 @@ class ChildBenchProcess final : public bench::BenchProcess {
   std::unique_ptr<ChildProcess> process_;
 };
 
+// One `bench handoff` run; with a `link` (not ""), its disaggregated cluster across that link.
+absl::StatusOr<nlohmann::json> RunHandoffOverLink(bench::HandoffBenchOptions options,
+                                                  const std::string& link) {
+  std::unique_ptr<PdNamespaces> namespaces;  // outlives the run's processes
+  if (!link.empty() && options.end_to_end) {
+    absl::StatusOr<LinkSpec> spec = ParseLinkSpec(link, "--link");
+    if (!spec.ok()) return spec.status();
+    absl::StatusOr<std::unique_ptr<PdNamespaces>> made = PdNamespaces::Create(*spec);
+    if (!made.ok()) return made.status();
+    namespaces = *std::move(made);
+    PlaceAcrossLink(*namespaces, link, options);
+  }
+  return bench::RunHandoffBench(options, std::cerr);
+}
+
 int RunBenchHandoff(const Args& args) {
   const std::vector<FlagSpec> specs = {
       {"model", "PATH", "GGUF model (default: the default model)"},
@@ -224,6 +242,11 @@ int RunBenchHandoff(const Args& args) {
       {"colocated-threads", "N", "the colocated worker's threads (default 1: the prefill "
                                  "worker's compute, so the TTFT ratio isolates the hand-off)"},
       {"no-e2e", "", "the pure transfer only: start no processes"},
+      {"link", "RATE[,DELAY]", "the disaggregated cluster's prefill and decode worker in network "
+                               "namespaces of their own, joined by this emulated link (needs "
+                               "root; as `baton up --link`)"},
+      {"link-sweep", "R1,R2,...", "one run per link rate (e.g. 1gbit,10gbit,25gbit,100gbit), "
+                                  "each with its own colocated baseline"},
       {"json", "OUT.json", "write the JSON result there (default: stdout)"},
       {"help", "", "show this help"},
   };
@@ -272,10 +295,33 @@ int RunBenchHandoff(const Args& args) {
     if (!p.ok()) return p.status();
     return std::make_unique<ChildBenchProcess>(std::move(*p));
   };
-  absl::StatusOr<nlohmann::json> result = bench::RunHandoffBench(o, std::cerr);
-  if (!result.ok()) return RunError("bench handoff", result.status());
-  std::cerr << bench::FormatHandoffTable(*result);
-  if (absl::Status s = EmitJson(*result, flags->GetOr("json", "")); !s.ok()) {
+  std::vector<std::string> links = {""};  // "": loopback
+  if (flags->Has("link") && flags->Has("link-sweep")) {
+    return bad(absl::InvalidArgumentError("give --link or --link-sweep, not both"));
+  }
+  if (auto link = flags->Get("link")) {
+    if (absl::StatusOr<LinkSpec> spec = ParseLinkSpec(*link, "--link"); !spec.ok()) {
+      return bad(spec.status());
+    }
+    links = {*link};
+  } else if (auto sweep = flags->Get("link-sweep")) {
+    absl::StatusOr<std::vector<std::string>> parsed = ParseLinkSweep(*sweep);
+    if (!parsed.ok()) return bad(parsed.status());
+    links = *std::move(parsed);
+  }
+  if (!links.front().empty() && o.end_to_end) {
+    if (absl::Status s = NetworkNamespacesAvailable(); !s.ok()) return bad(s);
+  }
+  nlohmann::json results = nlohmann::json::array();
+  for (const std::string& link : links) {
+    absl::StatusOr<nlohmann::json> result = RunHandoffOverLink(o, link);
+    if (!result.ok()) return RunError("bench handoff", result.status());
+    std::cerr << "link: " << result->value("link", "loopback") << "\n"
+              << bench::FormatHandoffTable(*result);
+    results.push_back(*std::move(result));
+  }
+  const nlohmann::json out = results.size() == 1 ? results[0] : nlohmann::json{{"links", results}};
+  if (absl::Status s = EmitJson(out, flags->GetOr("json", "")); !s.ok()) {
     return RunError("bench handoff", s);
   }
   return 0;

@@ -38,8 +38,6 @@ constexpr auto kStartTimeout = std::chrono::seconds(120);
 
 constexpr int kMaxRestarts = 5;  // per member; past it the cluster stops
 
-// Decode workers in their own namespace advertise a port known before they start.
-constexpr int kFirstDecodePort = 7200;
 
 struct Member {
   std::string name;  // "router", "prefill[0]", ...
@@ -265,7 +263,7 @@ int RunCluster(const ClusterConfig& config, const CommonArgs& common) {
           .cpus = list[i].cpus});
       m.argv.insert(m.argv.begin() + 2, subcommand.begin() + 1, subcommand.end());
       if (namespaces) {
-        const int port = list[i].port != 0 ? list[i].port : kFirstDecodePort + static_cast<int>(i);
+        const int port = list[i].port != 0 ? list[i].port : PdNamespaces::kFirstDecodePort + static_cast<int>(i);
         PlaceInNamespace(*namespaces, kind == "decode", port, m.argv);
       }
       started = StartWorkerMember(m);

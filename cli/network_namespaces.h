@@ -32,6 +32,10 @@ namespace baton::cli {
 
 class PdNamespaces {
  public:
+  // Decode workers inside D listen on ports known before they start (they advertise them):
+  // the first one on this port, the next on the one after.
+  static constexpr int kFirstDecodePort = 7200;
+
   // Makes the namespaces, veths, addresses and routes and shapes pd by `link`. Removes whatever
   // it made when a step fails; the error names the failing command.
   static absl::StatusOr<std::unique_ptr<PdNamespaces>> Create(const LinkSpec& link);
