@@ -1,7 +1,8 @@
 // `baton up` as an operator meets it, with real processes: it announces the router, the HTTP API
 // and every worker's metrics address; the cluster token never appears on a command line; the
-// router logs one timestamped line per request; and a second router on ports in use fails to
-// start instead of sharing them.
+// router logs one timestamped line per request; members that die are restarted; with `link:`
+// the prefill and decode side run in network namespaces joined by the emulated link, removed on
+// exit; and a second router on ports in use fails to start instead of sharing them.
 #include <signal.h>
 #include <unistd.h>
 
@@ -10,8 +11,11 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "cli/child_process.h"
+#include "cli/network_namespaces.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/local_cluster.h"
@@ -200,6 +204,54 @@ TEST(UpTest, DeadMembersAreRestartedAndTheClusterServesAgain) {
   absl::StatusOr<int> code = (*up)->Wait(std::chrono::seconds(60));
   ASSERT_TRUE(code.ok());
   EXPECT_EQ(*code, 0);
+}
+
+// Network namespaces `baton` made for the process `pid` (cli/network_namespaces.h's names).
+std::vector<std::string> NamespacesOf(int pid) {
+  std::vector<std::string> found;
+  FILE* list = popen("ip netns list 2>/dev/null", "r");
+  if (list == nullptr) return found;
+  char line[512];
+  const std::string prefix = "baton-" + std::to_string(pid) + "-";
+  while (fgets(line, sizeof(line), list) != nullptr) {
+    if (std::string(line).rfind(prefix, 0) == 0) found.emplace_back(line);
+  }
+  pclose(list);
+  return found;
+}
+
+TEST(UpTest, LinkPutsPrefillAndDecodeInNamespacesJoinedByIt) {
+  if (absl::Status s = cli::NetworkNamespacesAvailable(); !s.ok()) {
+    GTEST_SKIP() << "network namespaces cannot be made here: " << s.message();
+  }
+  const std::string dir = test_support::TempPath("up-link");
+  std::filesystem::create_directories(dir);
+  const std::string model = dir + "/model.gguf";
+  ASSERT_TRUE(test_support::WriteSyntheticModel(model, {.seed = 5}).ok());
+  const std::string config = dir + "/cluster.yaml";
+  std::ofstream(config) << "model: " << model << "\nlink: 1gbit\nprefill:\n  - threads: 1\n"
+                        << "decode:\n  - threads: 1\n    kv_cache_memory: 16M\n";
+  const std::string log = dir + "/up.log";
+  absl::StatusOr<std::unique_ptr<cli::ChildProcess>> up =
+      StartWithStderr(test_support::BatonBinary() + " up --config " + config, log);
+  ASSERT_TRUE(up.ok()) << up.status();
+  absl::StatusOr<std::string> router = (*up)->WaitForLine("router: ", std::chrono::seconds(120));
+  ASSERT_TRUE(router.ok()) << router.status() << "\n" << ReadFile(log);
+  EXPECT_EQ(NamespacesOf((*up)->pid()).size(), 2u) << ReadFile(log);
+  bool served = false;
+  for (int i = 0; i < 60 && !served; ++i) {
+    served = GenerateWithToken(*router, "").ok();
+    if (!served) usleep(500'000);
+  }
+  EXPECT_TRUE(served) << ReadFile(log);
+  // The request's KV crossed the link: its decode worker is the one inside the decode namespace.
+  EXPECT_THAT(ReadFile(log), HasSubstr(absl::StrCat(
+                                 ":", cli::PdNamespaces::kFirstDecodePort)));
+  (*up)->Signal(SIGTERM);
+  absl::StatusOr<int> code = (*up)->Wait(std::chrono::seconds(60));
+  ASSERT_TRUE(code.ok());
+  EXPECT_EQ(*code, 0);
+  EXPECT_TRUE(NamespacesOf((*up)->pid()).empty()) << "namespaces left behind";
 }
 
 TEST(UpTest, ASecondRouterOnPortsInUseFailsToStart) {
