@@ -158,20 +158,52 @@ int LastPidOf(const std::string& log, const std::string& name) {
   return pid;
 }
 
-TEST(UpTest, DeadMembersAreRestartedAndTheClusterServesAgain) {
-  const std::string dir = test_support::TempPath("up-restart");
+// `baton up` of a synthetic model with one prefill and one decode worker, the cluster file's
+// other keys in `extra_yaml`; its process, the router's address and the path of its log.
+struct SmallCluster {
+  std::unique_ptr<cli::ChildProcess> up;
+  std::string router;
+  std::string log;
+};
+absl::StatusOr<SmallCluster> StartSmallCluster(const std::string& name,
+                                               const std::string& extra_yaml = "") {
+  const std::string dir = test_support::TempPath(name);
   std::filesystem::create_directories(dir);
   const std::string model = dir + "/model.gguf";
-  ASSERT_TRUE(test_support::WriteSyntheticModel(model, {.seed = 3}).ok());
+  if (absl::Status s = test_support::WriteSyntheticModel(model, {.seed = 3}); !s.ok()) return s;
   const std::string config = dir + "/cluster.yaml";
-  std::ofstream(config) << "model: " << model << "\nprefill:\n  - threads: 1\n"
+  std::ofstream(config) << "model: " << model << "\n" << extra_yaml
+                        << "prefill:\n  - threads: 1\n"
                         << "decode:\n  - threads: 1\n    kv_cache_memory: 16M\n";
-  const std::string log = dir + "/up.log";
+  SmallCluster c{.log = dir + "/up.log"};
   absl::StatusOr<std::unique_ptr<cli::ChildProcess>> up =
-      StartWithStderr(test_support::BatonBinary() + " up --config " + config, log);
-  ASSERT_TRUE(up.ok()) << up.status();
-  absl::StatusOr<std::string> router = (*up)->WaitForLine("router: ", std::chrono::seconds(120));
-  ASSERT_TRUE(router.ok()) << router.status() << "\n" << ReadFile(log);
+      StartWithStderr(test_support::BatonBinary() + " up --config " + config, c.log);
+  if (!up.ok()) return up.status();
+  c.up = *std::move(up);
+  absl::StatusOr<std::string> router = c.up->WaitForLine("router: ", std::chrono::seconds(120));
+  if (!router.ok()) {
+    return absl::Status(router.status().code(),
+                        absl::StrCat(router.status().message(), "\n", ReadFile(c.log)));
+  }
+  c.router = *router;
+  return c;
+}
+
+// Whether a request through `router` succeeds within about 30 s (members may be starting).
+bool ServesSoon(const std::string& router) {
+  for (int i = 0; i < 60; ++i) {
+    if (GenerateWithToken(router, "").ok()) return true;
+    usleep(500'000);
+  }
+  return false;
+}
+
+TEST(UpTest, DeadMembersAreRestartedAndTheClusterServesAgain) {
+  absl::StatusOr<SmallCluster> cluster = StartSmallCluster("up-restart");
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  cli::ChildProcess* up = cluster->up.get();
+  const std::string& router = cluster->router;
+  const std::string& log = cluster->log;
   const int first = LastPidOf(ReadFile(log), "decode[0]");
   ASSERT_GT(first, 0) << ReadFile(log);
   ASSERT_EQ(kill(first, SIGKILL), 0);
@@ -183,25 +215,20 @@ TEST(UpTest, DeadMembersAreRestartedAndTheClusterServesAgain) {
   }
   EXPECT_NE(second, first) << ReadFile(log);
   EXPECT_THAT(ReadFile(log), HasSubstr("decode[0] exited with code 137; restarting it (1 of 5) in 100ms"));
-  bool served = false;
-  for (int i = 0; i < 60 && !served; ++i) {
-    served = GenerateWithToken(*router, "").ok();
-    if (!served) usleep(500'000);
-  }
-  EXPECT_TRUE(served) << ReadFile(log);
+  EXPECT_TRUE(ServesSoon(router)) << ReadFile(log);
   // The router too: it comes back on the same address and the workers register with it again.
   const int router_pid = LastPidOf(ReadFile(log), "router");
   ASSERT_GT(router_pid, 0);
   ASSERT_EQ(kill(router_pid, SIGKILL), 0);
-  served = false;
+  bool served = false;
   for (int i = 0; i < 120 && !served; ++i) {
     usleep(500'000);
     served = LastPidOf(ReadFile(log), "router") != router_pid &&
-             GenerateWithToken(*router, "").ok();
+             GenerateWithToken(router, "").ok();
   }
   EXPECT_TRUE(served) << ReadFile(log);
-  (*up)->Signal(SIGTERM);
-  absl::StatusOr<int> code = (*up)->Wait(std::chrono::seconds(60));
+  up->Signal(SIGTERM);
+  absl::StatusOr<int> code = up->Wait(std::chrono::seconds(60));
   ASSERT_TRUE(code.ok());
   EXPECT_EQ(*code, 0);
 }
@@ -224,34 +251,20 @@ TEST(UpTest, LinkPutsPrefillAndDecodeInNamespacesJoinedByIt) {
   if (absl::Status s = cli::NetworkNamespacesAvailable(); !s.ok()) {
     GTEST_SKIP() << "network namespaces cannot be made here: " << s.message();
   }
-  const std::string dir = test_support::TempPath("up-link");
-  std::filesystem::create_directories(dir);
-  const std::string model = dir + "/model.gguf";
-  ASSERT_TRUE(test_support::WriteSyntheticModel(model, {.seed = 5}).ok());
-  const std::string config = dir + "/cluster.yaml";
-  std::ofstream(config) << "model: " << model << "\nlink: 1gbit\nprefill:\n  - threads: 1\n"
-                        << "decode:\n  - threads: 1\n    kv_cache_memory: 16M\n";
-  const std::string log = dir + "/up.log";
-  absl::StatusOr<std::unique_ptr<cli::ChildProcess>> up =
-      StartWithStderr(test_support::BatonBinary() + " up --config " + config, log);
-  ASSERT_TRUE(up.ok()) << up.status();
-  absl::StatusOr<std::string> router = (*up)->WaitForLine("router: ", std::chrono::seconds(120));
-  ASSERT_TRUE(router.ok()) << router.status() << "\n" << ReadFile(log);
-  EXPECT_EQ(NamespacesOf((*up)->pid()).size(), 2u) << ReadFile(log);
-  bool served = false;
-  for (int i = 0; i < 60 && !served; ++i) {
-    served = GenerateWithToken(*router, "").ok();
-    if (!served) usleep(500'000);
-  }
-  EXPECT_TRUE(served) << ReadFile(log);
+  absl::StatusOr<SmallCluster> cluster = StartSmallCluster("up-link", "link: 1gbit\n");
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  cli::ChildProcess* up = cluster->up.get();
+  const std::string& log = cluster->log;
+  EXPECT_EQ(NamespacesOf(up->pid()).size(), 2u) << ReadFile(log);
+  EXPECT_TRUE(ServesSoon(cluster->router)) << ReadFile(log);
   // The request's KV crossed the link: its decode worker is the one inside the decode namespace.
   EXPECT_THAT(ReadFile(log), HasSubstr(absl::StrCat(
                                  ":", cli::PdNamespaces::kFirstDecodePort)));
-  (*up)->Signal(SIGTERM);
-  absl::StatusOr<int> code = (*up)->Wait(std::chrono::seconds(60));
+  up->Signal(SIGTERM);
+  absl::StatusOr<int> code = up->Wait(std::chrono::seconds(60));
   ASSERT_TRUE(code.ok());
   EXPECT_EQ(*code, 0);
-  EXPECT_TRUE(NamespacesOf((*up)->pid()).empty()) << "namespaces left behind";
+  EXPECT_TRUE(NamespacesOf(up->pid()).empty()) << "namespaces left behind";
 }
 
 TEST(UpTest, ASecondRouterOnPortsInUseFailsToStart) {
