@@ -11,6 +11,30 @@
 namespace baton::cli {
 namespace {
 
+// --speculative ngram | draft:PATH (unset: off).
+absl::Status ParseSpeculativeFlags(const Flags& flags, worker::SpeculativeOptions& options) {
+  using Method = worker::SpeculativeOptions::Method;
+  const std::string method = flags.GetOr("speculative", "");
+  if (method == "ngram") {
+    options.method = Method::kNgram;
+  } else if (method.rfind("draft:", 0) == 0 && method.size() > 6) {
+    options.method = Method::kDraft;
+    options.draft_model_path = method.substr(6);
+  } else if (!method.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--speculative: '", method, "' is neither 'ngram' nor 'draft:PATH'"));
+  }
+  absl::StatusOr<int64_t> v = flags.GetInt("num-speculative-tokens", 4, 1, 64);
+  if (!v.ok()) return v.status();
+  options.num_speculative_tokens = static_cast<int32_t>(*v);
+  if (!(v = flags.GetInt("speculative-disable-batch-size", 4, 1, 4096)).ok()) return v.status();
+  options.disable_batch_size = static_cast<int32_t>(*v);
+  absl::StatusOr<int64_t> bytes = ParseByteSize(flags.GetOr("draft-kv-cache-memory", "64M"));
+  if (!bytes.ok()) return bytes.status();
+  options.draft_kv_cache_bytes = *bytes;
+  return absl::OkStatus();
+}
+
 int RunWorkerWithRole(const std::string& command, const Args& args,
                       std::optional<baton::v1::WorkerRole> fixed_role) {
   std::vector<FlagSpec> specs = ServeFlagSpecs();
@@ -28,6 +52,13 @@ int RunWorkerWithRole(const std::string& command, const Args& args,
                                 "(default 64; -1: all of max_tokens up front)"},
       {"kv-stall-timeout", "SECONDS", "decode: a KV push that sends no chunk for this long is "
                                       "dropped, failing its prefill (default 30)"},
+      {"speculative", "METHOD", "decode: speculative decoding, 'ngram' (prompt lookup) or "
+                                "'draft:PATH' (a GGUF with the same vocabulary); default off"},
+      {"num-speculative-tokens", "K", "decode: tokens proposed per sequence and step at most; "
+                                      "fewer where they are rarely accepted (default 4)"},
+      {"speculative-disable-batch-size", "N", "decode: steps with more sequences than this "
+                                              "decode plainly (default 4)"},
+      {"draft-kv-cache-memory", "BYTES", "decode: the draft model's KV cache (default 64M)"},
       {"kv-chunk-bytes", "N", "prefill: KV transfer chunk size (default 1 MiB)"},
       {"kv-streams", "N", "prefill: parallel KV transfer streams per request (default 1)"},
       {"metrics-port", "PORT", "serve Prometheus GET /metrics over HTTP here (0: any free port)"},
@@ -81,6 +112,9 @@ int RunWorkerWithRole(const std::string& command, const Args& args,
   options.kv_reserve_ahead = static_cast<int32_t>(*v);
   if (!(v = flags->GetInt("kv-stall-timeout", 30, 1, 3600)).ok()) return UsageError(command, v.status(), usage);
   options.kv_stall_timeout = std::chrono::seconds(*v);
+  if (absl::Status s = ParseSpeculativeFlags(*flags, options.speculative); !s.ok()) {
+    return UsageError(command, s, usage);
+  }
   if (!(v = flags->GetInt("kv-chunk-bytes", 1 << 20, 4096, 1 << 26)).ok()) return UsageError(command, v.status(), usage);
   options.kv_chunk_bytes = *v;
   if (!(v = flags->GetInt("kv-streams", 1, 1, 16)).ok()) return UsageError(command, v.status(), usage);

@@ -21,6 +21,26 @@ metrics::Counter& PreemptionCounter() {
   return c;
 }
 
+// Speculative decoding, under vLLM's names.
+struct SpeculationMetrics {
+  metrics::Counter& drafts;
+  metrics::Counter& draft_tokens;
+  metrics::Counter& accepted_tokens;
+};
+
+SpeculationMetrics& Speculation() {
+  static SpeculationMetrics m{
+      metrics::Registry::Global().GetCounter(
+          "baton:spec_decode_num_drafts_total",
+          "Verifications of a sequence's proposed tokens (one per sequence and step)."),
+      metrics::Registry::Global().GetCounter("baton:spec_decode_num_draft_tokens_total",
+                                             "Tokens proposed and verified."),
+      metrics::Registry::Global().GetCounter("baton:spec_decode_num_accepted_tokens_total",
+                                             "Proposed tokens the target model kept."),
+  };
+  return m;
+}
+
 }  // namespace
 
 DecodeBatch::DecodeBatch(const engine::Tokenizer* tokenizer, engine::Transformer* transformer,
@@ -28,6 +48,7 @@ DecodeBatch::DecodeBatch(const engine::Tokenizer* tokenizer, engine::Transformer
     : tokenizer_(*tokenizer), transformer_(*transformer), cache_(*cache), options_(options) {
   BatchSizeHistogram();  // exported from the start, empty
   PreemptionCounter();   // and 0
+  if (options_.speculation.proposer != nullptr) Speculation();
 }
 
 DecodeBatch::~DecodeBatch() {
@@ -59,13 +80,14 @@ int32_t DecodeBatch::n_waiting() const {
 void DecodeBatch::Finish(DecodeSequence& seq, engine::FinishReason finish,
                          const absl::Status& error) {
   cache_.Free(seq.table);
+  if (options_.speculation.proposer != nullptr) options_.speculation.proposer->Forget(seq.arrival);
   {
     absl::MutexLock lock(&mu_);
     live_ids_.erase(seq.id);
   }
   if (seq.sink) {
     const int32_t n_generated = static_cast<int32_t>(seq.tokens.size()) - seq.n_prompt;
-    seq.sink->OnEnd(finish, n_generated, error);
+    seq.sink->OnEnd(finish, n_generated, seq.speculation, error);
   }
 }
 
@@ -109,6 +131,7 @@ void DecodeBatch::Preempt(size_t index) {
   DecodeSequence seq = std::move(running_[index]);
   running_.erase(running_.begin() + index);
   cache_.Free(seq.table);
+  if (options_.speculation.proposer != nullptr) options_.speculation.proposer->Forget(seq.arrival);
   auto pos = std::upper_bound(
       preempted_.begin(), preempted_.end(), seq.arrival,
       [](uint64_t arrival, const DecodeSequence& other) { return arrival < other.arrival; });
@@ -166,6 +189,80 @@ size_t DecodeBatch::MakeRoom(size_t n) {
   return std::min(n, running_.size());
 }
 
+std::vector<DecodeBatch::StepEntry> DecodeBatch::PlanStep(size_t n) {
+  std::vector<StepEntry> entries(n);
+  for (size_t i = 0; i < n; ++i) {
+    entries[i].fed = {running_[i].tokens.back()};
+    entries[i].blocks_before = static_cast<int32_t>(running_[i].table.blocks.size());
+  }
+  const SpeculationOptions& spec = options_.speculation;
+  if (spec.proposer == nullptr || n > static_cast<size_t>(spec.disable_batch_size)) return entries;
+  std::vector<engine::ProposalRequest> requests;
+  std::vector<size_t> asking;
+  for (size_t i = 0; i < n; ++i) {
+    DecodeSequence& seq = running_[i];
+    if (!seq.params.speculative) continue;
+    const int32_t n_tokens = static_cast<int32_t>(seq.tokens.size());
+    // Every token a step yields must be wanted: proposals past max_tokens or the context are not.
+    const int32_t left = std::min(seq.params.max_tokens - (n_tokens - seq.n_prompt),
+                                  transformer_.config().n_ctx_train - n_tokens + 1);
+    const int32_t k = seq.speculation_length.Next(
+        std::min(spec.num_speculative_tokens, left - 1), spec.token_cost);
+    if (k <= 0) continue;
+    requests.push_back({.sequence = seq.arrival, .tokens = seq.tokens, .max_tokens = k});
+    asking.push_back(i);
+  }
+  if (requests.empty()) return entries;
+  spec.proposer->Propose(requests);
+  for (size_t r = 0; r < requests.size(); ++r) {
+    DecodeSequence& seq = running_[asking[r]];
+    std::vector<engine::TokenId>& proposal = requests[r].proposal;
+    const int32_t n_tokens = static_cast<int32_t>(seq.tokens.size());
+    if (!cache_.Reserve(seq.table, n_tokens + static_cast<int32_t>(proposal.size())).ok()) {
+      // No free block: propose only what the blocks held already have room for.
+      const int32_t room = static_cast<int32_t>(seq.table.blocks.size()) * cache_.block_size();
+      proposal.resize(std::max(0, room - n_tokens));
+    }
+    std::vector<engine::TokenId>& fed = entries[asking[r]].fed;
+    fed.insert(fed.end(), proposal.begin(), proposal.end());
+  }
+  return entries;
+}
+
+engine::FinishReason DecodeBatch::AcceptTokens(DecodeSequence& seq, const StepEntry& entry,
+                                               size_t first_row) {
+  const int32_t n_vocab = transformer_.config().n_vocab;
+  const int32_t proposed = static_cast<int32_t>(entry.fed.size()) - 1;
+  int32_t accepted = 0;
+  engine::FinishReason finish = engine::FinishReason::kNone;
+  for (size_t j = 0; j < entry.fed.size(); ++j) {
+    const engine::TokenId token = sampler_.Sample(
+        seq.params, {logits_.data() + (first_row + j) * n_vocab, static_cast<size_t>(n_vocab)},
+        seq.tokens, static_cast<int64_t>(seq.tokens.size()));
+    seq.tokens.push_back(token);
+    const int32_t n_generated = static_cast<int32_t>(seq.tokens.size()) - seq.n_prompt;
+    finish = engine::FinishReasonAfterToken(tokenizer_, seq.params, token, n_generated,
+                                            static_cast<int32_t>(seq.tokens.size()),
+                                            transformer_.config().n_ctx_train);
+    if (seq.sink) seq.sink->OnToken(token, n_generated);
+    if (finish != engine::FinishReason::kNone) break;
+    if (j + 1 == entry.fed.size() || token != entry.fed[j + 1]) break;
+    ++accepted;  // the proposal fed after this position was right: its logits row is valid
+  }
+  if (proposed > 0) {
+    seq.speculation_length.Record(proposed, accepted);
+    seq.speculation.proposed += proposed;
+    seq.speculation.accepted += accepted;
+    SpeculationMetrics& m = Speculation();
+    m.drafts.Increment();
+    m.draft_tokens.Increment(proposed);
+    m.accepted_tokens.Increment(accepted);
+  }
+  // KV is valid for every token but the newest: the rejected proposals' is forgotten.
+  cache_.Truncate(seq.table, static_cast<int32_t>(seq.tokens.size()) - 1, entry.blocks_before);
+  return finish;
+}
+
 bool DecodeBatch::Step() {
   TakeArrivalsAndCancellations();
   ResumePreempted();
@@ -174,15 +271,20 @@ bool DecodeBatch::Step() {
   n_preempted_.store(static_cast<int32_t>(preempted_.size()));
   if (n == 0) return false;
 
+  const std::vector<StepEntry> entries = PlanStep(n);
   std::vector<engine::SequenceInput> inputs(n);
+  bool verifying = false;
   for (size_t i = 0; i < n; ++i) {
-    inputs[i] = {.tokens = {&running_[i].tokens.back(), 1}, .kv = &running_[i].table};
+    verifying = verifying || entries[i].fed.size() > 1;
+    inputs[i] = {.tokens = entries[i].fed, .kv = &running_[i].table, .all_logits = true};
   }
-  absl::Status status = transformer_.Decode(inputs, logits_);
+  // Both give the same logits for a one-token entry (batch invariance); Decode is the cheaper.
+  const absl::Status status =
+      verifying ? transformer_.Prefill(inputs, logits_) : transformer_.Decode(inputs, logits_);
   ++n_steps_;
   BatchSizeHistogram().Observe(static_cast<double>(n));
-  const int32_t n_vocab = transformer_.config().n_vocab;
   std::vector<bool> done(running_.size(), false);
+  size_t row = 0;
   for (size_t i = 0; i < n; ++i) {
     DecodeSequence& seq = running_[i];
     if (!status.ok()) {
@@ -190,15 +292,8 @@ bool DecodeBatch::Step() {
       done[i] = true;
       continue;
     }
-    const engine::TokenId token =
-        sampler_.Sample(seq.params, {logits_.data() + i * n_vocab, static_cast<size_t>(n_vocab)},
-                        seq.tokens, static_cast<int64_t>(seq.tokens.size()));
-    seq.tokens.push_back(token);
-    const int32_t n_generated = static_cast<int32_t>(seq.tokens.size()) - seq.n_prompt;
-    const engine::FinishReason finish = engine::FinishReasonAfterToken(
-        tokenizer_, seq.params, token, n_generated, static_cast<int32_t>(seq.tokens.size()),
-        transformer_.config().n_ctx_train);
-    if (seq.sink) seq.sink->OnToken(token, n_generated);
+    const engine::FinishReason finish = AcceptTokens(seq, entries[i], row);
+    row += entries[i].fed.size();
     if (finish != engine::FinishReason::kNone) {
       Finish(seq, finish, absl::OkStatus());
       done[i] = true;

@@ -10,6 +10,16 @@
 // (kernels are batch-invariant, so not a token changes). Older sequences therefore never wait
 // for younger ones.
 //
+// Speculative decoding (when a proposer is given): a sequence's step feeds its last token and up
+// to K proposed tokens as one (k+1)-row entry of the batch; the target's own sampler then draws
+// each position in turn (same seed, same position, same previous tokens as plain decoding) and the
+// proposals are kept while they equal what it drew (engine/proposer.h: this is the standard
+// rejection rule for a deterministic proposer, and the output is token for token what plain
+// decoding gives). The rejected positions' KV is forgotten and any block taken for them returned.
+// Proposals never preempt: they use only blocks that are free. K adapts per sequence
+// (speculation_length.h); steps with more than disable_batch_size sequences, and requests that
+// opt out (SamplingParams::speculative), decode plainly.
+//
 // Thread-safety: Admit, Cancel and the counters are thread-safe; Step runs on the engine loop
 // thread only (it owns the transformer and the running set).
 #ifndef BATON_DECODE_WORKER_DECODE_BATCH_H_
@@ -18,6 +28,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -26,13 +37,21 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/generation_state.h"
+#include "decode_worker/speculation_length.h"
 #include "engine/kv_cache.h"
+#include "engine/proposer.h"
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
 #include "engine/tokenizer.h"
 #include "engine/transformer.h"
 
 namespace baton::decode_worker {
+
+// A sequence's speculation so far.
+struct SpeculationCounts {
+  int32_t proposed = 0;  // tokens proposed and verified
+  int32_t accepted = 0;  // of them, kept
+};
 
 // Where a sequence's tokens go (the Decode RPC). Called on the engine thread: must not block.
 class TokenSink {
@@ -43,7 +62,7 @@ class TokenSink {
   // The sequence's last call: it ended by the token stop rules (`finish` != kNone,
   // engine::FinishReasonAfterToken), or `error` says why it did not (CANCELLED when cancelled).
   virtual void OnEnd(engine::FinishReason finish, int32_t n_generated,
-                     const absl::Status& error) = 0;
+                     const SpeculationCounts& speculation, const absl::Status& error) = 0;
 };
 
 struct DecodeSequence {
@@ -54,10 +73,24 @@ struct DecodeSequence {
   int32_t n_prompt = 0;
   engine::SamplingParams params;
   std::shared_ptr<TokenSink> sink;
+  SpeculationLength speculation_length;  // engine thread
+  SpeculationCounts speculation;         // engine thread
+};
+
+struct SpeculationOptions {
+  engine::Proposer* proposer = nullptr;  // null: no speculation; must outlive the batch
+  int32_t num_speculative_tokens = 4;    // K: tokens proposed per sequence and step at most
+  // Steps with more sequences than this decode plainly: verification rows stop being nearly free
+  // once the batch itself fills the kernels (vLLM's speculative_disable_by_batch_size).
+  int32_t disable_batch_size = 4;
+  // One more verification row plus one proposed token, relative to a plain decode step (c in
+  // speculation_length.h); measured by `bench/speculative_experiment.sh`.
+  double token_cost = 0.15;
 };
 
 struct DecodeBatchOptions {
   int32_t max_batch = 64;  // sequences per step at most; the rest wait their turn
+  SpeculationOptions speculation;
 };
 
 class DecodeBatch {
@@ -86,6 +119,19 @@ class DecodeBatch {
  private:
   // Frees the sequence's blocks and tells its sink how it ended.
   void Finish(DecodeSequence& seq, engine::FinishReason finish, const absl::Status& error);
+  // One sequence's share of a step: its last token, then its proposals (for which room was found
+  // without preempting), and how many blocks it held before room was made for them.
+  struct StepEntry {
+    std::vector<engine::TokenId> fed;
+    int32_t blocks_before = 0;
+  };
+  // The entries of the first n running sequences (proposals only when speculation is on and the
+  // step is small enough).
+  std::vector<StepEntry> PlanStep(size_t n);
+  // Samples the sequence's next tokens from its logits rows (one per fed token, from
+  // `first_row`), keeping proposals while they equal what was drawn, and forgets the KV of the
+  // rest. Returns how the sequence ended (kNone: it goes on).
+  engine::FinishReason AcceptTokens(DecodeSequence& seq, const StepEntry& entry, size_t first_row);
   // Moves admitted sequences in and applies cancellations (running and preempted).
   void TakeArrivalsAndCancellations();
   // Resumes preempted sequences, oldest first, while the pool has room for them.

@@ -48,7 +48,7 @@ class DecodeStream final : public TokenSink,
   }
 
   void OnEnd(engine::FinishReason finish, int32_t n_generated,
-             const absl::Status& error) override {
+             const SpeculationCounts& speculation, const absl::Status& error) override {
     {
       absl::MutexLock lock(&mu_);
       if (done_) return;
@@ -59,6 +59,8 @@ class DecodeStream final : public TokenSink,
         DecodeResponse& last = queue_.emplace_back();
         last.set_finish_reason(rpc::FinishReasonToProto(finish));
         last.set_n_generated(n_generated);
+        last.set_spec_draft_tokens(speculation.proposed);
+        last.set_spec_accepted_tokens(speculation.accepted);
       }
     }
     Pump();

@@ -55,6 +55,15 @@ absl::Status KvCache::Reserve(BlockTable& table, int32_t n_tokens) {
   return absl::OkStatus();
 }
 
+void KvCache::Truncate(BlockTable& table, int32_t n_tokens, int32_t keep_blocks) {
+  table.n_tokens = std::min(table.n_tokens, n_tokens);
+  const size_t keep = static_cast<size_t>(
+      std::max<int64_t>(keep_blocks, (int64_t{table.n_tokens} + block_size_ - 1) / block_size_));
+  if (keep >= table.blocks.size()) return;
+  pool_.Release(std::span<const BlockId>(table.blocks).subspan(keep));
+  table.blocks.resize(keep);
+}
+
 void KvCache::Free(BlockTable& table) {
   pool_.Release(table.blocks);
   table.blocks.clear();

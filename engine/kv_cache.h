@@ -56,6 +56,9 @@ class KvCache {
   absl::Status Reserve(BlockTable& table, int32_t n_tokens);
   // Returns every block of `table` to the pool and empties it.
   void Free(BlockTable& table);
+  // Forgets the K/V of the tokens at positions >= n_tokens (n_tokens <= table.n_tokens) and
+  // returns to the pool every block past the first max(keep_blocks, blocks n_tokens needs).
+  void Truncate(BlockTable& table, int32_t n_tokens, int32_t keep_blocks);
 
   // f16 [2][block_size][kv_dim]: K then V of block `id` in `layer`.
   uint16_t* LayerBlock(int32_t layer, BlockId id);

@@ -64,6 +64,9 @@ struct SamplingParams {
   std::vector<std::string> stop_strings = {};
   // Keep generating past the model's end-of-generation tokens (benchmarks).
   bool ignore_eos = false;
+  // May the decode worker speculate for this request (when it is set up to)? The output is the
+  // same either way; false opts out, e.g. to measure plain decoding beside speculative.
+  bool speculative = true;
 };
 
 // OK when `params` is usable with a model of `n_vocab` tokens; otherwise INVALID_ARGUMENT whose

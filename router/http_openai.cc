@@ -332,6 +332,12 @@ absl::Status ParseSampling(const json& body, OpenAiEndpoint endpoint,
     if (!b.ok()) return b.status();
     sampling.set_ignore_eos(*b);
   }
+  // baton's own: "speculative": false opts the request out of speculative decoding.
+  if (const json* v = Field(body, "speculative")) {
+    absl::StatusOr<bool> b = Bool(*v, "speculative");
+    if (!b.ok()) return b.status();
+    sampling.set_disable_speculation(!*b);
+  }
   if (const json* v = Field(body, "seed")) {
     absl::StatusOr<int64_t> seed = Integer(*v, "seed", std::numeric_limits<int64_t>::min(),
                                            std::numeric_limits<int64_t>::max());

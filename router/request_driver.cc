@@ -488,6 +488,10 @@ absl::Status RequestDriver::Decode(engine::GenerationState& generation) {
                generation.finished() ? rpc::FinishReasonToProto(generation.finish_reason())
                                      : message.finish_reason(),
                out);
+      if (worker_finished) {  // the worker's last message counts its speculation
+        out.mutable_timings()->set_spec_draft_tokens(message.spec_draft_tokens());
+        out.mutable_timings()->set_spec_accepted_tokens(message.spec_accepted_tokens());
+      }
       last = std::move(out);
       have_last = true;
       if (worker_finished) continue;

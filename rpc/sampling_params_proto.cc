@@ -17,6 +17,7 @@ absl::StatusOr<engine::SamplingParams> SamplingParamsFromProto(
   p.stop_token_ids.assign(proto.stop_token_ids().begin(), proto.stop_token_ids().end());
   p.stop_strings.assign(proto.stop().begin(), proto.stop().end());
   p.ignore_eos = proto.ignore_eos();
+  p.speculative = !proto.disable_speculation();
   if (absl::Status s = engine::ValidateSamplingParams(p, n_vocab); !s.ok()) return s;
   return p;
 }
@@ -35,6 +36,7 @@ baton::v1::SamplingParams SamplingParamsToProto(const engine::SamplingParams& p)
   for (int32_t id : p.stop_token_ids) proto.add_stop_token_ids(id);
   for (const std::string& s : p.stop_strings) proto.add_stop(s);
   proto.set_ignore_eos(p.ignore_eos);
+  proto.set_disable_speculation(!p.speculative);
   return proto;
 }
 

@@ -9,9 +9,11 @@
 #include "decode_worker/decode_batch.h"
 #include "decode_worker/decode_service.h"
 #include "decode_worker/reservation_table.h"
+#include "engine/draft_proposer.h"
 #include "engine/engine_loop.h"
 #include "engine/kv_cache.h"
 #include "engine/model.h"
+#include "engine/ngram_proposer.h"
 #include "engine/transformer.h"
 #include "kvtransfer/kv_transfer_service.h"
 #include "kvtransfer/kv_transport.h"
@@ -31,6 +33,8 @@ struct WorkerServer::Impl {
   baton::v1::ModelIdentity identity;
 
   // Decode role.
+  std::unique_ptr<engine::Model> draft_model;
+  std::unique_ptr<engine::Proposer> proposer;
   std::unique_ptr<decode_worker::ReservationTable> reservations;
   std::unique_ptr<decode_worker::DecodeBatch> batch;
   std::unique_ptr<decode_worker::DecodeService> decode_service;
@@ -136,6 +140,51 @@ void WorkerServer::Impl::HeartbeatLoop() {
   }
 }
 
+namespace {
+
+// The relative cost (c in decode_worker/speculation_length.h) of one verification row, measured
+// on a 2-core AVX-512 machine with the default model by bench/speculative_experiment.sh.
+constexpr double kVerificationRowCost = 0.15;
+
+// The decode batch's speculation: the proposer (made into `w`) and its settings.
+absl::StatusOr<decode_worker::SpeculationOptions> MakeSpeculation(const SpeculativeOptions& options,
+                                                                  WorkerServer::Impl& w) {
+  decode_worker::SpeculationOptions speculation{
+      .num_speculative_tokens = options.num_speculative_tokens,
+      .disable_batch_size = options.disable_batch_size,
+      .token_cost = kVerificationRowCost};
+  switch (options.method) {
+    case SpeculativeOptions::Method::kOff:
+      return speculation;
+    case SpeculativeOptions::Method::kNgram:
+      w.proposer = engine::CreateNgramProposer();
+      break;
+    case SpeculativeOptions::Method::kDraft: {
+      absl::StatusOr<std::unique_ptr<engine::Model>> draft =
+          engine::Model::Load(options.draft_model_path);
+      if (!draft.ok()) {
+        return absl::Status(draft.status().code(), absl::StrCat("--speculative draft:",
+                                                                options.draft_model_path, ": ",
+                                                                draft.status().message()));
+      }
+      w.draft_model = std::move(*draft);
+      absl::StatusOr<std::unique_ptr<engine::Proposer>> proposer = engine::CreateDraftProposer(
+          w.draft_model.get(), *w.model, w.backend.get(),
+          {.kv_cache_bytes = options.draft_kv_cache_bytes, .block_size = w.options.block_size});
+      if (!proposer.ok()) return proposer.status();
+      w.proposer = std::move(*proposer);
+      // Decode reads every weight once per token: a draft token costs the draft's share of bytes.
+      speculation.token_cost += static_cast<double>(w.draft_model->file().file_size()) /
+                                static_cast<double>(w.model->file().file_size());
+      break;
+    }
+  }
+  speculation.proposer = w.proposer.get();
+  return speculation;
+}
+
+}  // namespace
+
 WorkerServer::WorkerServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 WorkerServer::~WorkerServer() { Shutdown(std::chrono::milliseconds(0)); }
@@ -193,9 +242,13 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOp
                            .max_context = config.n_ctx_train,
                            .push_stall_timeout = options.kv_stall_timeout,
                            .reserve_ahead_tokens = options.kv_reserve_ahead});
+    absl::StatusOr<decode_worker::SpeculationOptions> speculation =
+        MakeSpeculation(options.speculative, w);
+    if (!speculation.ok()) return speculation.status();
     w.batch = std::make_unique<decode_worker::DecodeBatch>(
         &w.model->tokenizer(), w.transformer.get(), w.cache.get(),
-        decode_worker::DecodeBatchOptions{.max_batch = options.max_decode_batch});
+        decode_worker::DecodeBatchOptions{.max_batch = options.max_decode_batch,
+                                          .speculation = *speculation});
     w.decode_service = std::make_unique<decode_worker::DecodeService>(
         w.reservations.get(), w.batch.get(),
         decode_worker::DecodeServiceOptions{.model = w.identity,

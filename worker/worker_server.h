@@ -18,6 +18,16 @@
 
 namespace baton::worker {
 
+// Speculative decoding on a decode worker (decode_worker/decode_batch.h).
+struct SpeculativeOptions {
+  enum class Method { kOff, kNgram, kDraft };
+  Method method = Method::kOff;
+  std::string draft_model_path;         // kDraft: a GGUF with the served model's vocabulary
+  int64_t draft_kv_cache_bytes = 64LL << 20;
+  int32_t num_speculative_tokens = 4;   // per sequence and step at most
+  int32_t disable_batch_size = 4;       // steps with more sequences decode plainly
+};
+
 struct WorkerOptions {
   baton::v1::WorkerRole role = baton::v1::WORKER_ROLE_BOTH;
   std::string model_path;
@@ -34,6 +44,7 @@ struct WorkerOptions {
   int32_t kv_reserve_ahead = engine::kDefaultReserveAheadTokens;
   // decode: a KV push silent (no chunk) this long is freed; its prefill fails over
   std::chrono::milliseconds kv_stall_timeout{30000};
+  SpeculativeOptions speculative;        // decode
   int64_t kv_chunk_bytes = 1 << 20;
   int kv_streams = 1;
   std::chrono::milliseconds heartbeat_interval{500};

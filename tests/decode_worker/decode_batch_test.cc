@@ -6,9 +6,12 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "engine/draft_proposer.h"
 #include "engine/model.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/synthetic_model.h"
+#include "tests/support/test_paths.h"
 
 namespace baton::decode_worker {
 namespace {
@@ -22,13 +25,18 @@ class RecordingSink : public TokenSink {
     tokens_.push_back(token);
   }
   void OnEnd(engine::FinishReason finish, int32_t n_generated,
-             const absl::Status& error) override {
+             const SpeculationCounts& speculation, const absl::Status& error) override {
     absl::MutexLock lock(&mu_);
     EXPECT_FALSE(ended_) << "ended twice";
     EXPECT_NE(finish == engine::FinishReason::kNone, error.ok()) << "a finish reason xor an error";
     ended_ = true;
     finish_ = finish;
     error_ = error;
+    speculation_ = speculation;
+  }
+  SpeculationCounts speculation() const {
+    absl::MutexLock lock(&mu_);
+    return speculation_;
   }
   std::vector<int32_t> tokens() const {
     absl::MutexLock lock(&mu_);
@@ -53,6 +61,7 @@ class RecordingSink : public TokenSink {
   bool ended_ = false;
   engine::FinishReason finish_ = engine::FinishReason::kNone;
   absl::Status error_;
+  SpeculationCounts speculation_;
 };
 
 class DecodeBatchTest : public testing::Test {
@@ -89,8 +98,10 @@ class DecodeBatchTest : public testing::Test {
 
   // Starts `n` sequences (prompt of 6 tokens each, first token sampled from the prefill) in a
   // batch whose cache has `n_blocks` blocks of 4 tokens, then steps until every one finishes.
-  absl::StatusOr<Run> RunSequences(int n, int32_t n_blocks, int32_t max_tokens) {
-    absl::StatusOr<Run> made = MakeRun(n_blocks, {.max_batch = 8});
+  absl::StatusOr<Run> RunSequences(int n, int32_t n_blocks, int32_t max_tokens,
+                                   DecodeBatchOptions options = {.max_batch = 8},
+                                   float temperature = 0.9f) {
+    absl::StatusOr<Run> made = MakeRun(n_blocks, options);
     if (!made.ok()) return made;
     Run& run = *made;
     std::vector<float> logits;
@@ -99,8 +110,8 @@ class DecodeBatchTest : public testing::Test {
       seq.id = "seq" + std::to_string(s);
       for (int t = 0; t < 6; ++t) seq.tokens.push_back((s * 31 + t * 7 + 3) % 256);
       seq.n_prompt = 6;
-      seq.params = {.temperature = 0.9f, .seed = static_cast<uint64_t>(s), .max_tokens = max_tokens,
-                    .ignore_eos = true};
+      seq.params = {.temperature = temperature, .seed = static_cast<uint64_t>(s),
+                    .max_tokens = max_tokens, .ignore_eos = true};
       EXPECT_TRUE(run.cache->Reserve(seq.table, 7).ok());  // prompt + one token of headroom
       engine::SequenceInput input{.tokens = seq.tokens, .kv = &seq.table};
       EXPECT_TRUE(run.transformer->Prefill({&input, 1}, logits).ok());
@@ -185,6 +196,208 @@ TEST_F(DecodeBatchTest, CancelFreesRunningAndPreemptedSequences) {
   EXPECT_EQ(run.cache->pool().n_free(), 8);
   EXPECT_EQ(run.batch->n_running(), 0);
   EXPECT_EQ(run.batch->n_waiting(), 0);
+}
+
+// Proposes the true continuation (from a plain run's full token lists), wrong at one position
+// of every other proposal: every verification path runs (all kept, some kept, none kept).
+class OracleProposer : public engine::Proposer {
+ public:
+  explicit OracleProposer(std::vector<std::vector<engine::TokenId>> truth)
+      : truth_(std::move(truth)) {}
+
+  void Propose(std::span<engine::ProposalRequest> requests) override {
+    for (engine::ProposalRequest& r : requests) {
+      r.proposal.clear();
+      for (const std::vector<engine::TokenId>& t : truth_) {
+        if (t.size() <= r.tokens.size() || !std::equal(r.tokens.begin(), r.tokens.end(), t.begin())) {
+          continue;
+        }
+        const size_t end = std::min(t.size(), r.tokens.size() + r.max_tokens);
+        r.proposal.assign(t.begin() + r.tokens.size(), t.begin() + end);
+      }
+      if (!r.proposal.empty() && ++calls_ % 2 == 0) {
+        engine::TokenId& wrong = r.proposal[calls_ / 2 % r.proposal.size()];
+        wrong = (wrong + 1) % 256;
+      }
+    }
+  }
+  void Forget(uint64_t sequence) override { forgotten_.push_back(sequence); }
+  size_t n_forgotten() const { return forgotten_.size(); }
+
+ private:
+  std::vector<std::vector<engine::TokenId>> truth_;
+  int calls_ = 0;
+  std::vector<uint64_t> forgotten_;
+};
+
+SpeculationCounts Total(const std::vector<std::shared_ptr<RecordingSink>>& sinks) {
+  SpeculationCounts total;
+  for (const auto& sink : sinks) {
+    total.proposed += sink->speculation().proposed;
+    total.accepted += sink->speculation().accepted;
+  }
+  return total;
+}
+
+class SpeculativeDecodeBatchTest : public DecodeBatchTest,
+                                   public testing::WithParamInterface<float> {
+ protected:
+  // The plain run's tokens for `n` sequences, and an oracle proposer built from them.
+  void RunPlain(int n, int32_t max_tokens) {
+    absl::StatusOr<Run> plain = RunSequences(n, 64, max_tokens, {.max_batch = 8}, GetParam());
+    ASSERT_TRUE(plain.ok()) << plain.status();
+    plain_.batch.reset();  // the old run's batch goes before its cache
+    plain_ = *std::move(plain);
+    std::vector<std::vector<engine::TokenId>> truth;
+    for (int s = 0; s < n; ++s) {
+      std::vector<engine::TokenId> t;
+      for (int i = 0; i < 6; ++i) t.push_back((s * 31 + i * 7 + 3) % 256);
+      // The first token was sampled from the prefill: the same in every run.
+      std::vector<float> logits;
+      engine::BlockTable table;
+      EXPECT_TRUE(plain_.cache->Reserve(table, 6).ok());
+      engine::SequenceInput input{.tokens = t, .kv = &table};
+      EXPECT_TRUE(plain_.transformer->Prefill({&input, 1}, logits).ok());
+      engine::SamplingParams params = {.temperature = GetParam(), .seed = static_cast<uint64_t>(s)};
+      t.push_back(engine::Sample(params, logits, t, 6));
+      plain_.cache->Free(table);
+      for (engine::TokenId id : plain_.sinks[s]->tokens()) t.push_back(id);
+      truth.push_back(t);
+    }
+    oracle_ = std::make_unique<OracleProposer>(std::move(truth));
+  }
+
+  DecodeBatchOptions Speculative(int32_t k = 4) {
+    return {.max_batch = 8,
+            .speculation = {.proposer = oracle_.get(),
+                            .num_speculative_tokens = k,
+                            .disable_batch_size = 8}};
+  }
+
+  Run plain_;
+  std::unique_ptr<OracleProposer> oracle_;
+};
+
+TEST_P(SpeculativeDecodeBatchTest, OutputIsPlainDecodingsAloneAndBatched) {
+  for (int n : {1, 4}) {
+    SCOPED_TRACE(n);
+    RunPlain(n, /*max_tokens=*/24);
+    absl::StatusOr<Run> spec = RunSequences(n, 64, 24, Speculative(), GetParam());
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    for (int s = 0; s < n; ++s) {
+      EXPECT_EQ(spec->sinks[s]->tokens(), plain_.sinks[s]->tokens()) << "sequence " << s;
+      EXPECT_EQ(spec->sinks[s]->finish(), engine::FinishReason::kLength);
+    }
+    const SpeculationCounts total = Total(spec->sinks);
+    EXPECT_GT(total.accepted, 0);
+    EXPECT_LT(total.accepted, total.proposed);  // the oracle's wrong guesses were rejected
+    // Fewer steps than tokens: verification yielded several tokens per step.
+    EXPECT_LT(spec->batch->n_steps(), plain_.batch->n_steps());
+    EXPECT_EQ(spec->cache->pool().n_free(), 64);
+    EXPECT_EQ(oracle_->n_forgotten(), static_cast<size_t>(n));  // every ended sequence
+  }
+}
+
+TEST_P(SpeculativeDecodeBatchTest, PreemptedMidSpeculationResumesExactlyAndFreesEverything) {
+  RunPlain(4, /*max_tokens=*/24);
+  // 14 blocks for 4 sequences that need 8 each, as in the plain preemption test.
+  absl::StatusOr<Run> spec = RunSequences(4, /*n_blocks=*/14, 24, Speculative(), GetParam());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_GT(spec->batch->n_preemptions(), 0);
+  for (int s = 0; s < 4; ++s) {
+    EXPECT_EQ(spec->sinks[s]->tokens(), plain_.sinks[s]->tokens()) << "sequence " << s;
+  }
+  EXPECT_GT(Total(spec->sinks).accepted, 0);
+  EXPECT_EQ(spec->cache->pool().n_free(), 14);
+}
+
+TEST_P(SpeculativeDecodeBatchTest, OptedOutRequestsAndLargeStepsDecodePlainly) {
+  RunPlain(4, /*max_tokens=*/16);
+  DecodeBatchOptions options = Speculative();
+  options.speculation.disable_batch_size = 3;  // 4 sequences: every step too large
+  absl::StatusOr<Run> large = RunSequences(4, 64, 16, options, GetParam());
+  ASSERT_TRUE(large.ok()) << large.status();
+  EXPECT_EQ(Total(large->sinks).proposed, 0);
+  for (int s = 0; s < 4; ++s) EXPECT_EQ(large->sinks[s]->tokens(), plain_.sinks[s]->tokens());
+}
+
+TEST_P(SpeculativeDecodeBatchTest, DraftModelProposalsKeepThePlainOutput) {
+  RunPlain(4, /*max_tokens=*/20);
+  // The target as its own draft guesses right every time; another model with the same
+  // vocabulary (different weights) mostly wrong. Either way the output is the plain one.
+  const std::string other_path = test_support::TempPath("draft.gguf");
+  ASSERT_TRUE(test_support::WriteSyntheticModel(other_path, {.seed = 12, .n_layer = 1}).ok());
+  absl::StatusOr<std::unique_ptr<engine::Model>> other = engine::Model::Load(other_path);
+  ASSERT_TRUE(other.ok()) << other.status();
+  for (const engine::Model* draft : {model_.get(), other->get()}) {
+    const bool self = draft == model_.get();
+    SCOPED_TRACE(self ? "self draft" : "other draft");
+    absl::StatusOr<std::unique_ptr<engine::Proposer>> proposer =
+        engine::CreateDraftProposer(draft, *model_, backend_.get(), {.block_size = 4});
+    ASSERT_TRUE(proposer.ok()) << proposer.status();
+    DecodeBatchOptions options = Speculative();
+    options.speculation.proposer = proposer->get();
+    absl::StatusOr<Run> spec = RunSequences(4, 64, 20, options, GetParam());
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    for (int s = 0; s < 4; ++s) {
+      EXPECT_EQ(spec->sinks[s]->tokens(), plain_.sinks[s]->tokens()) << "sequence " << s;
+    }
+    const SpeculationCounts total = Total(spec->sinks);
+    EXPECT_GT(total.proposed, 0);
+    if (self && GetParam() == 0.0f) EXPECT_EQ(total.accepted, total.proposed);
+    EXPECT_EQ(spec->cache->pool().n_free(), 64);
+  }
+}
+
+TEST_F(DecodeBatchTest, DraftWithAnotherVocabularyIsRefused) {
+  absl::StatusOr<std::unique_ptr<engine::Model>> real =
+      engine::Model::Load(test_support::DefaultModelPath());
+  ASSERT_TRUE(real.ok()) << real.status();
+  absl::StatusOr<std::unique_ptr<engine::Proposer>> proposer =
+      engine::CreateDraftProposer(real->get(), *model_, backend_.get(), {});
+  EXPECT_EQ(proposer.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(proposer.status().message(), testing::HasSubstr("different vocabulary"));
+}
+
+INSTANTIATE_TEST_SUITE_P(GreedyAndSeeded, SpeculativeDecodeBatchTest, testing::Values(0.0f, 0.9f));
+
+TEST_F(DecodeBatchTest, CancelMidSpeculationFreesEveryBlock) {
+  // Proposes the sequence's own last tokens again: whatever is kept, blocks are taken for it.
+  class Repeat : public engine::Proposer {
+   public:
+    void Propose(std::span<engine::ProposalRequest> requests) override {
+      for (engine::ProposalRequest& r : requests) r.proposal.assign(r.max_tokens, r.tokens.back());
+    }
+    void Forget(uint64_t) override {}
+  } repeat;
+  absl::StatusOr<Run> made =
+      MakeRun(/*n_blocks=*/32, {.speculation = {.proposer = &repeat, .num_speculative_tokens = 8,
+                                                .disable_batch_size = 8}});
+  ASSERT_TRUE(made.ok()) << made.status();
+  std::vector<float> logits;
+  for (int s = 0; s < 3; ++s) {
+    DecodeSequence seq;
+    seq.id = "c" + std::to_string(s);
+    seq.tokens = {1, 2, 3, 4, 5};
+    seq.n_prompt = 5;
+    seq.params = {.temperature = 0, .max_tokens = 100, .ignore_eos = true};
+    seq.params.speculative = s != 2;
+    ASSERT_TRUE(made->cache->Reserve(seq.table, 6).ok());
+    engine::SequenceInput input{.tokens = seq.tokens, .kv = &seq.table};
+    ASSERT_TRUE(made->transformer->Prefill({&input, 1}, logits).ok());
+    seq.tokens.push_back(7);
+    auto sink = std::make_shared<RecordingSink>();
+    seq.sink = sink;
+    made->sinks.push_back(sink);
+    made->batch->Admit(std::move(seq));
+  }
+  for (int i = 0; i < 5; ++i) made->batch->Step();
+  for (int s = 0; s < 3; ++s) EXPECT_TRUE(made->batch->Cancel("c" + std::to_string(s)));
+  made->batch->Step();
+  for (int s = 0; s < 3; ++s) EXPECT_EQ(made->sinks[s]->error_code(), absl::StatusCode::kCancelled);
+  EXPECT_GT(made->sinks[0]->speculation().proposed, 0);
+  EXPECT_EQ(made->sinks[2]->speculation().proposed, 0);  // opted out
+  EXPECT_EQ(made->cache->pool().n_free(), 32);
 }
 
 }  // namespace
