@@ -64,6 +64,8 @@ struct RequestOutcome {
   int64_t kv_bytes = 0;
   double kv_transfer_s = 0;
   double kv_tail_s = 0;  // the hand-off after the prefill forward pass (Timings.kv_tail_seconds)
+  int32_t spec_draft_tokens = 0;     // speculative decoding: tokens proposed and verified
+  int32_t spec_accepted_tokens = 0;  // and kept
 };
 
 // Applies the TTFT / ITL / E2E definitions to one response stream as its chunks arrive.

@@ -286,7 +286,7 @@ absl::StatusOr<ServeBenchResult> RunServeBench(const ServeBenchOptions& options,
   // What the router said about each request (gRPC only): where the time went.
   if (options.client.protocol == ServeProtocol::kGrpc) {
     std::vector<double> queue, server_ttft, transfer, tail;
-    int64_t kv_bytes = 0, n = 0;
+    int64_t kv_bytes = 0, n = 0, draft_tokens = 0, accepted_tokens = 0;
     for (const RequestOutcome& r : load.outcomes) {
       if (!r.ok) continue;
       ++n;
@@ -295,12 +295,19 @@ absl::StatusOr<ServeBenchResult> RunServeBench(const ServeBenchOptions& options,
       transfer.push_back(r.kv_transfer_s);
       tail.push_back(r.kv_tail_s);
       kv_bytes += r.kv_bytes;
+      draft_tokens += r.spec_draft_tokens;
+      accepted_tokens += r.spec_accepted_tokens;
     }
     j["server_timings"] = {{"queue_ms", SummaryJson(Summarize(queue))},
                            {"ttft_ms", SummaryJson(Summarize(server_ttft))},
                            {"kv_transfer_ms", SummaryJson(Summarize(transfer))},
                            {"kv_tail_ms", SummaryJson(Summarize(tail))},
                            {"mean_kv_bytes", n ? static_cast<double>(kv_bytes) / n : 0.0}};
+    j["spec_decode"] = {
+        {"draft_tokens", draft_tokens},
+        {"accepted_tokens", accepted_tokens},
+        {"acceptance_rate",
+         draft_tokens ? static_cast<double>(accepted_tokens) / draft_tokens : 0.0}};
   }
 
   if (options.keep_requests) {
@@ -391,6 +398,13 @@ std::string FormatServeTable(const nlohmann::json& r) {
         s["kv_transfer_ms"].value("mean", 0.0),
         s.contains("kv_tail_ms") ? s["kv_tail_ms"].value("mean", 0.0) : 0.0,
         s.value("mean_kv_bytes", 0.0));
+  }
+  if (r.contains("spec_decode") && r["spec_decode"].value("draft_tokens", 0) > 0) {
+    const nlohmann::json& s = r["spec_decode"];
+    absl::StrAppendFormat(&out,
+                          "speculative decoding: %d of %d proposed tokens accepted (%.1f%%)\n",
+                          s.value("accepted_tokens", 0), s.value("draft_tokens", 0),
+                          100.0 * s.value("acceptance_rate", 0.0));
   }
   absl::StrAppend(&out, "==================================================\n");
   return out;

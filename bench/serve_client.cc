@@ -39,6 +39,7 @@ class GrpcServeClient final : public ServeClient {
     sampling.set_temperature(0);
     sampling.set_max_tokens(request.max_tokens);
     sampling.set_ignore_eos(options_.ignore_eos);
+    sampling.set_disable_speculation(!options_.speculative);
 
     grpc::ClientContext context;
     rpc::PrepareContext(context, client_, std::chrono::system_clock::now() + options_.timeout);
@@ -78,6 +79,8 @@ class GrpcServeClient final : public ServeClient {
     outcome.kv_bytes = t.kv_bytes();
     outcome.kv_transfer_s = t.kv_transfer_seconds();
     outcome.kv_tail_s = t.kv_tail_seconds();
+    outcome.spec_draft_tokens = t.spec_draft_tokens();
+    outcome.spec_accepted_tokens = t.spec_accepted_tokens();
     return outcome;
   }
 
@@ -100,6 +103,7 @@ class HttpServeClient final : public ServeClient {
         {"stream", true},
         {"stream_options", {{"include_usage", true}}},
         {"ignore_eos", options_.ignore_eos},
+        {"speculative", options_.speculative},
     };
     if (!options_.model.empty()) body["model"] = options_.model;
     httplib::Request http;

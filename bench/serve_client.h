@@ -33,6 +33,7 @@ struct ServeClientOptions {
   std::string model;                       // sent as the model name when set
   std::chrono::milliseconds timeout{300000};  // per request, sent -> end of stream
   bool ignore_eos = true;                  // generate exactly max_tokens (as benchmarks do)
+  bool speculative = true;                 // false: opt every request out of speculation
 };
 
 class ServeClient {

@@ -107,6 +107,8 @@ int RunBenchServe(const Args& args) {
       {"json", "OUT.json", "write the JSON result there (default: stdout)"},
       {"plot", "OUT.png", "latency CDFs drawn by gnuplot (also writes OUT.dat, OUT.gp)"},
       {"no-per-request", "", "leave the per-request arrays out of the JSON"},
+      {"no-speculation", "", "opt every request out of speculative decoding (the baseline "
+                             "beside a speculating decode worker)"},
       {"help", "", "show this help"},
   };
   const std::string usage = Usage(
@@ -172,6 +174,7 @@ int RunBenchServe(const Args& args) {
   if (!(v = flags->GetInt("request-timeout", 300, 1, 86400)).ok()) return bad(v.status());
   o.client.timeout = std::chrono::seconds(*v);
   o.keep_requests = !flags->Has("no-per-request");
+  o.client.speculative = !flags->Has("no-speculation");
 
   absl::StatusOr<bench::ServeBenchResult> result = bench::RunServeBench(o, std::cerr);
   if (!result.ok()) return RunError("bench serve", result.status());

@@ -32,6 +32,11 @@ absl::Status ParseSpeculativeFlags(const Flags& flags, worker::SpeculativeOption
   absl::StatusOr<int64_t> bytes = ParseByteSize(flags.GetOr("draft-kv-cache-memory", "64M"));
   if (!bytes.ok()) return bytes.status();
   options.draft_kv_cache_bytes = *bytes;
+  if (flags.Has("speculative-token-cost")) {
+    absl::StatusOr<double> cost = flags.GetDouble("speculative-token-cost", 0, 0, 100);
+    if (!cost.ok()) return cost.status();
+    options.token_cost = *cost;
+  }
   return absl::OkStatus();
 }
 
@@ -59,6 +64,10 @@ int RunWorkerWithRole(const std::string& command, const Args& args,
       {"speculative-disable-batch-size", "N", "decode: steps with more sequences than this "
                                               "decode plainly (default 4)"},
       {"draft-kv-cache-memory", "BYTES", "decode: the draft model's KV cache (default 64M)"},
+      {"speculative-token-cost", "C", "decode: one proposed token's cost relative to a decode "
+                                      "step, which sets how far speculation goes (default: "
+                                      "estimated; 0.45 per verification row plus the draft's "
+                                      "share of the weight bytes)"},
       {"kv-chunk-bytes", "N", "prefill: KV transfer chunk size (default 1 MiB)"},
       {"kv-streams", "N", "prefill: parallel KV transfer streams per request (default 1)"},
       {"metrics-port", "PORT", "serve Prometheus GET /metrics over HTTP here (0: any free port)"},

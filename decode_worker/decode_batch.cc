@@ -233,6 +233,7 @@ engine::FinishReason DecodeBatch::AcceptTokens(DecodeSequence& seq, const StepEn
                                                size_t first_row) {
   const int32_t n_vocab = transformer_.config().n_vocab;
   const int32_t proposed = static_cast<int32_t>(entry.fed.size()) - 1;
+  seq.speculation.proposed += proposed;
   int32_t accepted = 0;
   engine::FinishReason finish = engine::FinishReason::kNone;
   for (size_t j = 0; j < entry.fed.size(); ++j) {
@@ -244,15 +245,15 @@ engine::FinishReason DecodeBatch::AcceptTokens(DecodeSequence& seq, const StepEn
     finish = engine::FinishReasonAfterToken(tokenizer_, seq.params, token, n_generated,
                                             static_cast<int32_t>(seq.tokens.size()),
                                             transformer_.config().n_ctx_train);
-    if (seq.sink) seq.sink->OnToken(token, n_generated);
+    if (seq.sink) seq.sink->OnToken(token, n_generated, seq.speculation);
     if (finish != engine::FinishReason::kNone) break;
     if (j + 1 == entry.fed.size() || token != entry.fed[j + 1]) break;
-    ++accepted;  // the proposal fed after this position was right: its logits row is valid
+    // The proposal fed after this position was drawn: kept, and its logits row is valid.
+    ++accepted;
+    ++seq.speculation.accepted;
   }
   if (proposed > 0) {
     seq.speculation_length.Record(proposed, accepted);
-    seq.speculation.proposed += proposed;
-    seq.speculation.accepted += accepted;
     SpeculationMetrics& m = Speculation();
     m.drafts.Increment();
     m.draft_tokens.Increment(proposed);

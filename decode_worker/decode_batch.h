@@ -57,8 +57,10 @@ struct SpeculationCounts {
 class TokenSink {
  public:
   virtual ~TokenSink() = default;
-  // A generated token: the n_generated-th (the prefill worker's first token counts as 1).
-  virtual void OnToken(int32_t token, int32_t n_generated) = 0;
+  // A generated token: the n_generated-th (the prefill worker's first token counts as 1), and
+  // the sequence's speculation so far.
+  virtual void OnToken(int32_t token, int32_t n_generated,
+                       const SpeculationCounts& speculation) = 0;
   // The sequence's last call: it ended by the token stop rules (`finish` != kNone,
   // engine::FinishReasonAfterToken), or `error` says why it did not (CANCELLED when cancelled).
   virtual void OnEnd(engine::FinishReason finish, int32_t n_generated,
@@ -84,8 +86,8 @@ struct SpeculationOptions {
   // once the batch itself fills the kernels (vLLM's speculative_disable_by_batch_size).
   int32_t disable_batch_size = 4;
   // One more verification row plus one proposed token, relative to a plain decode step (c in
-  // speculation_length.h); measured by `bench/speculative_experiment.sh`.
-  double token_cost = 0.15;
+  // speculation_length.h).
+  double token_cost = 0.45;
 };
 
 struct DecodeBatchOptions {

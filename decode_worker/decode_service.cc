@@ -36,13 +36,16 @@ class DecodeStream final : public TokenSink,
     Pump();
   }
 
-  void OnToken(int32_t token, int32_t n_generated) override {
+  void OnToken(int32_t token, int32_t n_generated,
+               const SpeculationCounts& speculation) override {
     {
       absl::MutexLock lock(&mu_);
       if (done_) return;
       DecodeResponse& r = queue_.emplace_back();
       r.add_tokens(token);
       r.set_n_generated(n_generated);
+      r.set_spec_draft_tokens(speculation.proposed);
+      r.set_spec_accepted_tokens(speculation.accepted);
     }
     Pump();
   }

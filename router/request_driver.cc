@@ -482,16 +482,14 @@ absl::Status RequestDriver::Decode(engine::GenerationState& generation) {
       break;
     }
     out.set_text(std::move(text));
+    attempt_.spec_draft_tokens = message.spec_draft_tokens();
+    attempt_.spec_accepted_tokens = message.spec_accepted_tokens();
     if (message.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) worker_finished = true;
     if (generation.finished() || worker_finished) {
       Finalize(generation,
                generation.finished() ? rpc::FinishReasonToProto(generation.finish_reason())
                                      : message.finish_reason(),
                out);
-      if (worker_finished) {  // the worker's last message counts its speculation
-        out.mutable_timings()->set_spec_draft_tokens(message.spec_draft_tokens());
-        out.mutable_timings()->set_spec_accepted_tokens(message.spec_accepted_tokens());
-      }
       last = std::move(out);
       have_last = true;
       if (worker_finished) continue;
@@ -540,6 +538,8 @@ void RequestDriver::Finalize(const engine::GenerationState& generation, v1::Fini
   timings.set_e2e_seconds(Seconds(now - received_));
   timings.set_kv_bytes(attempt_.prefill_response.kv_bytes_sent());
   timings.set_kv_transfer_seconds(attempt_.prefill_response.kv_transfer_seconds());
+  timings.set_spec_draft_tokens(attempt_.spec_draft_tokens);
+  timings.set_spec_accepted_tokens(attempt_.spec_accepted_tokens);
   if (attempt_.kv_sending_at != absl::InfinitePast()) {
     timings.set_kv_tail_seconds(Seconds(attempt_.kv_received_at - attempt_.kv_sending_at));
   }

@@ -172,6 +172,9 @@ class RequestDriver {
     v1::PrefillResponse prefill_response;
     absl::Time kv_sending_at = absl::InfinitePast();  // the prefill worker's forward pass done
     absl::Time kv_received_at;
+    // Speculative decoding on the decode worker so far (its latest message's counts).
+    int32_t spec_draft_tokens = 0;
+    int32_t spec_accepted_tokens = 0;
     // The worker whose failure (down, stalled, bad answer) ended the attempt; empty otherwise.
     std::string failed_worker_id;
     std::shared_ptr<ReleaseCall> release;  // the reservation's Release call, once started

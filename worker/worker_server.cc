@@ -142,9 +142,10 @@ void WorkerServer::Impl::HeartbeatLoop() {
 
 namespace {
 
-// The relative cost (c in decode_worker/speculation_length.h) of one verification row, measured
-// on a 2-core AVX-512 machine with the default model by bench/speculative_experiment.sh.
-constexpr double kVerificationRowCost = 0.15;
+// The relative cost (c in decode_worker/speculation_length.h) of one verification row: on a
+// 2-core AVX-512 Xeon with the default model a decode step of 5 rows takes 2.8x one of 1 row
+// (`baton bench engine --batch-sizes 1,5`, 1 and 2 threads alike).
+constexpr double kVerificationRowCost = 0.45;
 
 // The decode batch's speculation: the proposer (made into `w`) and its settings.
 absl::StatusOr<decode_worker::SpeculationOptions> MakeSpeculation(const SpeculativeOptions& options,
@@ -179,6 +180,7 @@ absl::StatusOr<decode_worker::SpeculationOptions> MakeSpeculation(const Speculat
       break;
     }
   }
+  if (options.token_cost >= 0) speculation.token_cost = options.token_cost;
   speculation.proposer = w.proposer.get();
   return speculation;
 }

@@ -19,7 +19,7 @@ namespace {
 // Records what the batch streams for one sequence.
 class RecordingSink : public TokenSink {
  public:
-  void OnToken(int32_t token, int32_t n_generated) override {
+  void OnToken(int32_t token, int32_t n_generated, const SpeculationCounts&) override {
     absl::MutexLock lock(&mu_);
     EXPECT_FALSE(ended_) << "token after the end";
     tokens_.push_back(token);
