@@ -26,6 +26,7 @@ struct SpeculationMetrics {
   metrics::Counter& drafts;
   metrics::Counter& draft_tokens;
   metrics::Counter& accepted_tokens;
+  metrics::Gauge& acceptance_rate;
 };
 
 SpeculationMetrics& Speculation() {
@@ -37,6 +38,9 @@ SpeculationMetrics& Speculation() {
                                              "Tokens proposed and verified."),
       metrics::Registry::Global().GetCounter("baton:spec_decode_num_accepted_tokens_total",
                                              "Proposed tokens the target model kept."),
+      metrics::Registry::Global().GetGauge(
+          "baton:spec_decode_draft_acceptance_rate",
+          "Accepted over proposed tokens since the worker started (0 before any)."),
   };
   return m;
 }
@@ -258,6 +262,7 @@ engine::FinishReason DecodeBatch::AcceptTokens(DecodeSequence& seq, const StepEn
     m.drafts.Increment();
     m.draft_tokens.Increment(proposed);
     m.accepted_tokens.Increment(accepted);
+    m.acceptance_rate.Set(m.accepted_tokens.value() / m.draft_tokens.value());
   }
   // KV is valid for every token but the newest: the rejected proposals' is forgotten.
   cache_.Truncate(seq.table, static_cast<int32_t>(seq.tokens.size()) - 1, entry.blocks_before);

@@ -10,6 +10,7 @@
 #include "engine/model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "metrics/metrics.h"
 #include "tests/support/synthetic_model.h"
 #include "tests/support/test_paths.h"
 
@@ -127,6 +128,25 @@ class DecodeBatchTest : public testing::Test {
     return made;
   }
 
+  // Admits sequence `id`: prompt 1..5 prefilled, first token 7, greedy, 100 tokens to go.
+  void AdmitLongSequence(Run& run, const std::string& id, bool speculative = true) {
+    DecodeSequence seq;
+    seq.id = id;
+    seq.tokens = {1, 2, 3, 4, 5};
+    seq.n_prompt = 5;
+    seq.params = {.temperature = 0, .max_tokens = 100, .ignore_eos = true};
+    seq.params.speculative = speculative;
+    ASSERT_TRUE(run.cache->Reserve(seq.table, 6).ok());
+    engine::SequenceInput input{.tokens = seq.tokens, .kv = &seq.table};
+    std::vector<float> logits;
+    ASSERT_TRUE(run.transformer->Prefill({&input, 1}, logits).ok());
+    seq.tokens.push_back(7);
+    auto sink = std::make_shared<RecordingSink>();
+    seq.sink = sink;
+    run.sinks.push_back(sink);
+    run.batch->Admit(std::move(seq));
+  }
+
   std::string path_;
   std::unique_ptr<engine::Model> model_;
   std::unique_ptr<kernels::Backend> backend_;
@@ -166,22 +186,7 @@ TEST_F(DecodeBatchTest, CancelFreesRunningAndPreemptedSequences) {
   absl::StatusOr<Run> made = MakeRun(/*n_blocks=*/8, DecodeBatchOptions{});
   ASSERT_TRUE(made.ok()) << made.status();
   Run& run = *made;
-  std::vector<float> logits;
-  for (int s = 0; s < 3; ++s) {
-    DecodeSequence seq;
-    seq.id = "c" + std::to_string(s);
-    seq.tokens = {1, 2, 3, 4, 5};
-    seq.n_prompt = 5;
-    seq.params = {.temperature = 0, .max_tokens = 100, .ignore_eos = true};
-    ASSERT_TRUE(run.cache->Reserve(seq.table, 6).ok());
-    engine::SequenceInput input{.tokens = seq.tokens, .kv = &seq.table};
-    ASSERT_TRUE(run.transformer->Prefill({&input, 1}, logits).ok());
-    seq.tokens.push_back(7);
-    auto sink = std::make_shared<RecordingSink>();
-    seq.sink = sink;
-    run.sinks.push_back(sink);
-    run.batch->Admit(std::move(seq));
-  }
+  for (int s = 0; s < 3; ++s) AdmitLongSequence(run, "c" + std::to_string(s));
   for (int i = 0; i < 12; ++i) run.batch->Step();
   EXPECT_GT(run.batch->n_preemptions(), 0);
   for (int s = 0; s < 3; ++s) EXPECT_TRUE(run.batch->Cancel("c" + std::to_string(s)));
@@ -282,6 +287,11 @@ TEST_P(SpeculativeDecodeBatchTest, OutputIsPlainDecodingsAloneAndBatched) {
   for (int n : {1, 4}) {
     SCOPED_TRACE(n);
     RunPlain(n, /*max_tokens=*/24);
+    metrics::Registry& registry = metrics::Registry::Global();
+    metrics::Counter& drafted = registry.GetCounter("baton:spec_decode_num_draft_tokens_total", "");
+    metrics::Counter& kept = registry.GetCounter("baton:spec_decode_num_accepted_tokens_total", "");
+    const double drafted_before = drafted.value();
+    const double kept_before = kept.value();
     absl::StatusOr<Run> spec = RunSequences(n, 64, 24, Speculative(), GetParam());
     ASSERT_TRUE(spec.ok()) << spec.status();
     for (int s = 0; s < n; ++s) {
@@ -291,6 +301,9 @@ TEST_P(SpeculativeDecodeBatchTest, OutputIsPlainDecodingsAloneAndBatched) {
     const SpeculationCounts total = Total(spec->sinks);
     EXPECT_GT(total.accepted, 0);
     EXPECT_LT(total.accepted, total.proposed);  // the oracle's wrong guesses were rejected
+    EXPECT_EQ(drafted.value() - drafted_before, total.proposed);
+    EXPECT_EQ(kept.value() - kept_before, total.accepted);
+    EXPECT_GT(registry.GetGauge("baton:spec_decode_draft_acceptance_rate", "").value(), 0.0);
     // Fewer steps than tokens: verification yielded several tokens per step.
     EXPECT_LT(spec->batch->n_steps(), plain_.batch->n_steps());
     EXPECT_EQ(spec->cache->pool().n_free(), 64);
@@ -374,22 +387,8 @@ TEST_F(DecodeBatchTest, CancelMidSpeculationFreesEveryBlock) {
       MakeRun(/*n_blocks=*/32, {.speculation = {.proposer = &repeat, .num_speculative_tokens = 8,
                                                 .disable_batch_size = 8}});
   ASSERT_TRUE(made.ok()) << made.status();
-  std::vector<float> logits;
   for (int s = 0; s < 3; ++s) {
-    DecodeSequence seq;
-    seq.id = "c" + std::to_string(s);
-    seq.tokens = {1, 2, 3, 4, 5};
-    seq.n_prompt = 5;
-    seq.params = {.temperature = 0, .max_tokens = 100, .ignore_eos = true};
-    seq.params.speculative = s != 2;
-    ASSERT_TRUE(made->cache->Reserve(seq.table, 6).ok());
-    engine::SequenceInput input{.tokens = seq.tokens, .kv = &seq.table};
-    ASSERT_TRUE(made->transformer->Prefill({&input, 1}, logits).ok());
-    seq.tokens.push_back(7);
-    auto sink = std::make_shared<RecordingSink>();
-    seq.sink = sink;
-    made->sinks.push_back(sink);
-    made->batch->Admit(std::move(seq));
+    AdmitLongSequence(*made, "c" + std::to_string(s), /*speculative=*/s != 2);
   }
   for (int i = 0; i < 5; ++i) made->batch->Step();
   for (int s = 0; s < 3; ++s) EXPECT_TRUE(made->batch->Cancel("c" + std::to_string(s)));
