@@ -1,6 +1,7 @@
 #include "engine/draft_proposer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
