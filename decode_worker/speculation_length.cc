@@ -1,7 +1,5 @@
 #include "decode_worker/speculation_length.h"
 
-#include <cmath>
-
 namespace baton::decode_worker {
 
 double SpeculationGain(double acceptance, int32_t k, double token_cost) {
@@ -37,7 +35,6 @@ void SpeculationLength::Record(int32_t proposed, int32_t accepted) {
   constexpr double kDecay = 0.8;
   successes_ = kDecay * successes_ + accepted;
   trials_ = kDecay * trials_ + accepted + (accepted < proposed ? 1 : 0);
-  if (trials_ <= 0) trials_ = 1;  // only reachable with proposed == accepted == 0
 }
 
 }  // namespace baton::decode_worker

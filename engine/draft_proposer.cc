@@ -1,25 +1,16 @@
 #include "engine/draft_proposer.h"
 
 #include <algorithm>
-#include <cmath>
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "engine/kv_cache.h"
+#include "engine/sampler.h"
 #include "engine/transformer.h"
 
 namespace baton::engine {
 namespace {
-
-// The most likely token; the lowest id wins ties and NaN never wins.
-TokenId Argmax(std::span<const float> logits) {
-  TokenId best = 0;
-  for (size_t i = 1; i < logits.size(); ++i) {
-    if (logits[i] > logits[best] || std::isnan(logits[best])) best = static_cast<TokenId>(i);
-  }
-  return best;
-}
 
 size_t CommonPrefix(std::span<const TokenId> a, std::span<const TokenId> b) {
   const size_t n = std::min(a.size(), b.size());
@@ -133,8 +124,8 @@ class DraftProposer final : public Proposer {
       a.seq->computed.insert(a.seq->computed.end(), inputs[i].tokens.begin(),
                              inputs[i].tokens.end());
       if (!a.proposes) continue;
-      a.request->proposal.push_back(
-          Argmax({logits_.data() + i * n_vocab_, static_cast<size_t>(n_vocab_)}));
+      a.request->proposal.push_back(sampler_.Sample(
+          greedy_, {logits_.data() + i * n_vocab_, static_cast<size_t>(n_vocab_)}, {}, 0));
     }
     return true;
   }
@@ -145,6 +136,9 @@ class DraftProposer final : public Proposer {
   const DraftProposerOptions options_;
   std::unordered_map<uint64_t, DraftSequence> sequences_;  // node-stable: Active points in
   std::vector<float> logits_;
+  // Guesses are greedy, by the target sampler's own rule (lowest id wins ties, NaN never wins).
+  Sampler sampler_;
+  const SamplingParams greedy_ = {.temperature = 0, .penalty_last_n = 0};
 };
 
 }  // namespace

@@ -142,18 +142,12 @@ void WorkerServer::Impl::HeartbeatLoop() {
 
 namespace {
 
-// The relative cost (c in decode_worker/speculation_length.h) of one verification row: on a
-// 2-core AVX-512 Xeon with the default model a decode step of 5 rows takes 2.8x one of 1 row
-// (`baton bench engine --batch-sizes 1,5`, 1 and 2 threads alike).
-constexpr double kVerificationRowCost = 0.45;
-
 // The decode batch's speculation: the proposer (made into `w`) and its settings.
 absl::StatusOr<decode_worker::SpeculationOptions> MakeSpeculation(const SpeculativeOptions& options,
                                                                   WorkerServer::Impl& w) {
   decode_worker::SpeculationOptions speculation{
       .num_speculative_tokens = options.num_speculative_tokens,
-      .disable_batch_size = options.disable_batch_size,
-      .token_cost = kVerificationRowCost};
+      .disable_batch_size = options.disable_batch_size};
   switch (options.method) {
     case SpeculativeOptions::Method::kOff:
       return speculation;

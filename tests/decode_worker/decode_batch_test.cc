@@ -109,7 +109,7 @@ class DecodeBatchTest : public testing::Test {
     for (int s = 0; s < n; ++s) {
       DecodeSequence seq;
       seq.id = "seq" + std::to_string(s);
-      for (int t = 0; t < 6; ++t) seq.tokens.push_back((s * 31 + t * 7 + 3) % 256);
+      seq.tokens = Prompt(s);
       seq.n_prompt = 6;
       seq.params = {.temperature = temperature, .seed = static_cast<uint64_t>(s),
                     .max_tokens = max_tokens, .ignore_eos = true};
@@ -126,6 +126,13 @@ class DecodeBatchTest : public testing::Test {
       if (!run.batch->Step() && run.batch->n_waiting() == 0) break;
     }
     return made;
+  }
+
+  // The 6-token prompt of RunSequences' sequence s.
+  static std::vector<engine::TokenId> Prompt(int s) {
+    std::vector<engine::TokenId> tokens;
+    for (int t = 0; t < 6; ++t) tokens.push_back((s * 31 + t * 7 + 3) % 256);
+    return tokens;
   }
 
   // Admits sequence `id`: prompt 1..5 prefilled, first token 7, greedy, 100 tokens to go.
@@ -255,8 +262,7 @@ class SpeculativeDecodeBatchTest : public DecodeBatchTest,
     plain_ = *std::move(plain);
     std::vector<std::vector<engine::TokenId>> truth;
     for (int s = 0; s < n; ++s) {
-      std::vector<engine::TokenId> t;
-      for (int i = 0; i < 6; ++i) t.push_back((s * 31 + i * 7 + 3) % 256);
+      std::vector<engine::TokenId> t = Prompt(s);
       // The first token was sampled from the prefill: the same in every run.
       std::vector<float> logits;
       engine::BlockTable table;
