@@ -4,6 +4,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/allocator.h"
 #include "base/log.h"
 #include "cli/command.h"
 
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
     std::cerr << kUsage;
     return 2;
   }
+  baton::TuneHeapForBulkTransfers();
   std::string_view command = argv[1];
   std::vector<std::string> args(argv + 2, argv + argc);
   using namespace baton::cli;
