@@ -68,6 +68,11 @@ int RunWorkerWithRole(const std::string& command, const Args& args,
                                       "step, which sets how far speculation goes (default: "
                                       "estimated; 0.45 per verification row plus the draft's "
                                       "share of the weight bytes)"},
+      {"no-prefix-caching", "", "keep no KV of finished prompts and sequences for later requests "
+                                "with the same prefix (default: kept, evicted least recently "
+                                "used first when room is needed)"},
+      {"prefix-cache-advertise", "N", "cached block hashes sent to the router per heartbeat at "
+                                      "most (default 4096, 8 bytes each)"},
       {"kv-chunk-bytes", "N", "prefill: KV transfer chunk size (default 1 MiB)"},
       {"kv-streams", "N", "prefill: parallel KV transfer streams per request (default 1)"},
       {"metrics-port", "PORT", "serve Prometheus GET /metrics over HTTP here (0: any free port)"},
@@ -124,6 +129,9 @@ int RunWorkerWithRole(const std::string& command, const Args& args,
   if (absl::Status s = ParseSpeculativeFlags(*flags, options.speculative); !s.ok()) {
     return UsageError(command, s, usage);
   }
+  options.prefix_caching = !flags->Has("no-prefix-caching");
+  if (!(v = flags->GetInt("prefix-cache-advertise", 4096, 0, 1 << 20)).ok()) return UsageError(command, v.status(), usage);
+  options.prefix_cache_advertise = static_cast<int32_t>(*v);
   if (!(v = flags->GetInt("kv-chunk-bytes", 1 << 20, 4096, 1 << 26)).ok()) return UsageError(command, v.status(), usage);
   options.kv_chunk_bytes = *v;
   if (!(v = flags->GetInt("kv-streams", 1, 1, 16)).ok()) return UsageError(command, v.status(), usage);

@@ -81,9 +81,14 @@ int32_t DecodeBatch::n_waiting() const {
   return static_cast<int32_t>(admitted_.size()) + n_preempted_.load();
 }
 
+void DecodeBatch::ReleaseBlocks(DecodeSequence& seq) {
+  if (options_.prefix_cache != nullptr) options_.prefix_cache->Publish(seq.tokens, seq.table);
+  cache_.Free(seq.table);
+}
+
 void DecodeBatch::Finish(DecodeSequence& seq, engine::FinishReason finish,
                          const absl::Status& error) {
-  cache_.Free(seq.table);
+  ReleaseBlocks(seq);
   if (options_.speculation.proposer != nullptr) options_.speculation.proposer->Forget(seq.arrival);
   {
     absl::MutexLock lock(&mu_);
@@ -134,7 +139,7 @@ void DecodeBatch::TakeArrivalsAndCancellations() {
 void DecodeBatch::Preempt(size_t index) {
   DecodeSequence seq = std::move(running_[index]);
   running_.erase(running_.begin() + index);
-  cache_.Free(seq.table);
+  ReleaseBlocks(seq);
   if (options_.speculation.proposer != nullptr) options_.speculation.proposer->Forget(seq.arrival);
   auto pos = std::upper_bound(
       preempted_.begin(), preempted_.end(), seq.arrival,
@@ -160,11 +165,24 @@ void DecodeBatch::ResumePreempted() {
       continue;
     }
     if (needed + static_cast<int32_t>(running_.size()) > cache_.pool().n_free()) return;
-    if (!cache_.Reserve(seq.table, n_tokens).ok()) return;
-    // Recompute the KV of every token but the last, which the next decode step feeds.
-    engine::SequenceInput input{.tokens = {seq.tokens.data(), static_cast<size_t>(n_tokens - 1)},
-                                .kv = &seq.table};
-    absl::Status status = transformer_.Prefill({&input, 1}, logits_);
+    // Recompute the KV of every token but the last, which the next decode step feeds, after the
+    // blocks the prefix cache still holds (those published when it was preempted).
+    if (options_.prefix_cache != nullptr) {
+      options_.prefix_cache->Match(
+          seq.tokens, engine::MaxCachedTokens(n_tokens, cache_.block_size()), seq.table);
+    }
+    if (!cache_.Reserve(seq.table, n_tokens).ok()) {
+      cache_.Free(seq.table);
+      return;
+    }
+    absl::Status status;
+    if (seq.table.n_tokens < n_tokens - 1) {
+      engine::SequenceInput input{
+          .tokens = std::span<const engine::TokenId>(seq.tokens)
+                        .subspan(seq.table.n_tokens, n_tokens - 1 - seq.table.n_tokens),
+          .kv = &seq.table};
+      status = transformer_.Prefill({&input, 1}, logits_);
+    }
     if (!status.ok()) {
       Finish(seq, engine::FinishReason::kNone, status);
     } else {

@@ -39,6 +39,7 @@
 #include "decode_worker/speculation_length.h"
 #include "engine/generation_state.h"
 #include "engine/kv_cache.h"
+#include "engine/prefix_cache.h"
 #include "engine/proposer.h"
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
@@ -95,6 +96,10 @@ struct SpeculationOptions {
 struct DecodeBatchOptions {
   int32_t max_batch = 64;  // sequences per step at most; the rest wait their turn
   SpeculationOptions speculation;
+  // Where a sequence that ends or is preempted publishes its full blocks (prompt and generated
+  // tokens alike), and where a preempted one looks its KV up again on resuming; null: no prefix
+  // caching. Must outlive the batch.
+  engine::PrefixCache* prefix_cache = nullptr;
 };
 
 class DecodeBatch {
@@ -121,6 +126,8 @@ class DecodeBatch {
   int64_t n_steps() const { return n_steps_.load(); }
 
  private:
+  // Publishes the sequence's full blocks to the prefix cache (if any) and frees its blocks.
+  void ReleaseBlocks(DecodeSequence& seq);
   // Frees the sequence's blocks and tells its sink how it ended.
   void Finish(DecodeSequence& seq, engine::FinishReason finish, const absl::Status& error);
   // One sequence's share of a step: its last token, then its proposals (for which room was found

@@ -149,10 +149,13 @@ grpc::ServerUnaryReactor* DecodeService::Reserve(grpc::CallbackServerContext* co
                                               : options_.default_lease;
   absl::StatusOr<ReserveResult> result =
       reservations_.Reserve(request->request_id(), request->model_fingerprint(),
-                            request->n_prompt_tokens(), request->max_tokens(), lease);
+                            request->n_prompt_tokens(), request->max_tokens(), lease,
+                            {request->prompt_tokens().data(),
+                             static_cast<size_t>(request->prompt_tokens_size())});
   if (!result.ok()) return rpc::FinishUnary(context, rpc::ToGrpcStatus(result.status()));
   response->set_reservation_id(result->reservation_id);
   response->set_n_blocks(result->n_blocks);
+  response->set_n_cached_tokens(result->n_cached_tokens);
   *response->mutable_model() = options_.model;
   return rpc::FinishUnary(context, grpc::Status::OK);
 }
@@ -183,7 +186,9 @@ grpc::ServerWriteReactor<DecodeResponse>* DecodeService::Decode(
     return stream.get();
   }
   absl::StatusOr<ClaimedSequence> claimed =
-      reservations_.Claim(request->reservation_id(), request->prompt_tokens_size());
+      reservations_.Claim(request->reservation_id(), request->prompt_tokens_size(),
+                          {request->prompt_tokens().data(),
+                           static_cast<size_t>(request->prompt_tokens_size())});
   if (!claimed.ok()) {
     stream->FinishEarly(rpc::ToGrpcStatus(claimed.status()));
     return stream.get();

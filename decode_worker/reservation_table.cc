@@ -1,5 +1,6 @@
 #include "decode_worker/reservation_table.h"
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 
@@ -7,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "engine/kv_budget.h"
 #include "metrics/metrics.h"
+#include "metrics/prefix_cache_metrics.h"
 
 namespace baton::decode_worker {
 namespace {
@@ -56,7 +58,8 @@ absl::StatusOr<ReserveResult> ReservationTable::Reserve(const std::string& reque
                                                         const std::string& model_fingerprint,
                                                         int32_t n_prompt_tokens,
                                                         int32_t max_tokens,
-                                                        std::chrono::milliseconds lease) {
+                                                        std::chrono::milliseconds lease,
+                                                        std::span<const engine::TokenId> prompt_tokens) {
   if (model_fingerprint != options_.model_fingerprint) {
     return absl::InvalidArgumentError(absl::StrCat("model fingerprint '", model_fingerprint,
                                                    "' does not match this worker's '",
@@ -77,8 +80,21 @@ absl::StatusOr<ReserveResult> ReservationTable::Reserve(const std::string& reque
                                                    " ms outside (0, ", options_.max_lease.count(),
                                                    "] ms"));
   }
+  if (!prompt_tokens.empty() && static_cast<int64_t>(prompt_tokens.size()) != n_prompt_tokens) {
+    return absl::InvalidArgumentError(absl::StrCat("reserve: ", prompt_tokens.size(),
+                                                   " prompt tokens given for n_prompt_tokens ",
+                                                   n_prompt_tokens));
+  }
   Reservation r;
   r.request_id = request_id;
+  engine::PrefixCache* prefix = options_.prefix_cache;
+  if (prefix != nullptr && prefix->enabled() && !prompt_tokens.empty()) {
+    const int32_t cached = prefix->Match(
+        prompt_tokens, engine::MaxCachedTokens(n_prompt_tokens, cache_.block_size()), r.table);
+    metrics::RecordPrefixLookup(n_prompt_tokens, cached, cache_.block_size());
+    r.first_block = cached / cache_.block_size();
+    r.prompt_tokens.assign(prompt_tokens.begin(), prompt_tokens.end());
+  }
   r.n_prompt_tokens = n_prompt_tokens;
   r.max_tokens = max_tokens;
   r.lease = lease;
@@ -86,14 +102,23 @@ absl::StatusOr<ReserveResult> ReservationTable::Reserve(const std::string& reque
   const int64_t n_tokens =
       engine::KvTokensAtAdmission(n_prompt_tokens, max_tokens, options_.reserve_ahead_tokens);
   if (absl::Status s = cache_.Reserve(r.table, static_cast<int32_t>(n_tokens)); !s.ok()) {
+    cache_.Free(r.table);
     return s;
   }
-  r.received.assign(static_cast<size_t>(cache_.n_layer()) * PromptBlocks(r), 0);
+  // Cached blocks count as received: the push brings the rest.
+  const int32_t prompt_blocks = PromptBlocks(r);
+  r.received.assign(static_cast<size_t>(cache_.n_layer()) * prompt_blocks, 0);
+  for (int32_t layer = 0; layer < cache_.n_layer(); ++layer) {
+    std::fill_n(r.received.begin() + static_cast<size_t>(layer) * prompt_blocks, r.first_block, 1);
+  }
+  r.n_received = int64_t{cache_.n_layer()} * r.first_block;
   absl::MutexLock lock(&mu_);
   // Ids are unguessable so that one client cannot write into another's reservation.
   static thread_local std::mt19937_64 rng(std::random_device{}());
   std::string id = absl::StrFormat("r%d-%016x", next_id_++, rng());
-  ReserveResult result{.reservation_id = id, .n_blocks = static_cast<int32_t>(r.table.blocks.size())};
+  ReserveResult result{.reservation_id = id,
+                       .n_blocks = static_cast<int32_t>(r.table.blocks.size()),
+                       .n_cached_tokens = r.first_block * cache_.block_size()};
   reservations_.emplace(std::move(id), std::move(r));
   return result;
 }
@@ -108,8 +133,9 @@ absl::StatusOr<ReservationTable::Reservation*> ReservationTable::FindLocked(
   return &it->second;
 }
 
-absl::StatusOr<ClaimedSequence> ReservationTable::Claim(const std::string& reservation_id,
-                                                        int32_t n_prompt_tokens) {
+absl::StatusOr<ClaimedSequence> ReservationTable::Claim(
+    const std::string& reservation_id, int32_t n_prompt_tokens,
+    std::span<const engine::TokenId> prompt_tokens) {
   absl::MutexLock lock(&mu_);
   absl::StatusOr<Reservation*> found = FindLocked(reservation_id);
   if (!found.ok()) return found.status();
@@ -122,6 +148,17 @@ absl::StatusOr<ClaimedSequence> ReservationTable::Claim(const std::string& reser
     return absl::InvalidArgumentError(absl::StrCat("decode: ", n_prompt_tokens,
                                                    " prompt tokens given, the reservation holds KV "
                                                    "for ", r.n_prompt_tokens));
+  }
+  if (!r.prompt_tokens.empty()) {
+    if (!prompt_tokens.empty() &&
+        !std::equal(prompt_tokens.begin(), prompt_tokens.end(), r.prompt_tokens.begin(),
+                    r.prompt_tokens.end())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "decode: the prompt tokens differ from those reservation '", reservation_id,
+          "' was made for"));
+    }
+    r.table.n_tokens = r.n_prompt_tokens;
+    options_.prefix_cache->Publish(r.prompt_tokens, r.table);
   }
   ClaimedSequence claimed{.request_id = r.request_id, .table = std::move(r.table),
                           .max_tokens = r.max_tokens};
@@ -179,6 +216,10 @@ absl::Status ReservationTable::BeginPush(const kvtransfer::KvPushSpec& spec) {
   if (spec.n_tokens != r.n_prompt_tokens) {
     return mismatch("n_tokens", r.n_prompt_tokens, spec.n_tokens);
   }
+  if (spec.first_block != r.first_block) {
+    return mismatch("first_block (blocks held from the prefix cache)", r.first_block,
+                    spec.first_block);
+  }
   if (r.state != State::kReserved) {
     return absl::FailedPreconditionError(
         absl::StrCat("reservation '", spec.reservation_id, "' already received a KV push"));
@@ -200,12 +241,12 @@ absl::Status ReservationTable::WriteBlocks(const std::string& reservation_id, in
         absl::StrCat("reservation '", reservation_id, "' is not receiving KV"));
   }
   const int32_t prompt_blocks = PromptBlocks(r);
-  if (layer < 0 || layer >= cache_.n_layer() || first_block < 0 || n_blocks <= 0 ||
+  if (layer < 0 || layer >= cache_.n_layer() || first_block < r.first_block || n_blocks <= 0 ||
       int64_t{first_block} + n_blocks > prompt_blocks) {
     return absl::InvalidArgumentError(absl::StrCat(
         "KV chunk for '", reservation_id, "': layer ", layer, " blocks [", first_block, ", ",
         int64_t{first_block} + n_blocks, ") outside layers [0, ", cache_.n_layer(),
-        ") x blocks [0, ", prompt_blocks, ")"));
+        ") x blocks [", r.first_block, ", ", prompt_blocks, ")"));
   }
   const int64_t block_bytes = cache_.layer_block_elements() * 2;
   if (static_cast<int64_t>(data.size()) != block_bytes * n_blocks) {

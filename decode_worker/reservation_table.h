@@ -12,6 +12,12 @@
 // must be claimed within its lease again (from EndPush). Long prompts therefore need no longer
 // leases: the lease covers the waits before and after the hand-off, not the prefill itself.
 //
+// Prefix caching (with options.prefix_cache): Reserve with the prompt's tokens starts the
+// reservation from the longest cached prefix of the prompt (engine/prefix_cache.h); the push then
+// carries only the blocks after it (KvPushSpec::first_block must equal n_cached_tokens /
+// block_size). Claim publishes the prompt's full blocks for later requests, once the decode call
+// has shown the same prompt.
+//
 // Thread-safety: thread-safe (one mutex; block memory writes happen under it so that a block is
 // never written after its reservation was freed).
 #ifndef BATON_DECODE_WORKER_RESERVATION_TABLE_H_
@@ -20,6 +26,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -30,6 +37,7 @@
 #include "base/clock.h"
 #include "engine/kv_budget.h"
 #include "engine/kv_cache.h"
+#include "engine/prefix_cache.h"
 #include "kvtransfer/kv_receiver.h"
 
 namespace baton::decode_worker {
@@ -46,11 +54,14 @@ struct ReservationTableOptions {
   int32_t reserve_ahead_tokens = engine::kDefaultReserveAheadTokens;
   // Where leases read the time; tests inject a fake one. Must outlive the table.
   const Clock* clock = &Clock::Real();
+  // The KV cache's prefix cache; null: none. Must outlive the table.
+  engine::PrefixCache* prefix_cache = nullptr;
 };
 
 struct ReserveResult {
   std::string reservation_id;
   int32_t n_blocks = 0;
+  int32_t n_cached_tokens = 0;  // the prompt's first tokens whose KV the reservation holds already
 };
 
 // What the decode batch takes over from a reservation whose KV arrived.
@@ -66,18 +77,23 @@ class ReservationTable : public kvtransfer::KvReceiver {
   ~ReservationTable() override;  // frees every block still held
 
   // Blocks for the prompt and the first generated tokens (see reserve_ahead_tokens), under
-  // `lease`. RESOURCE_EXHAUSTED when the
-  // cache cannot hold them now; INVALID_ARGUMENT for bad sizes or a fingerprint mismatch.
+  // `lease`, starting from the cached prefix of `prompt_tokens` when they are given (empty: no
+  // lookup). RESOURCE_EXHAUSTED when the cache cannot hold them now; INVALID_ARGUMENT for bad
+  // sizes, prompt tokens that are not n_prompt_tokens long, or a fingerprint mismatch.
   absl::StatusOr<ReserveResult> Reserve(const std::string& request_id,
                                         const std::string& model_fingerprint,
                                         int32_t n_prompt_tokens, int32_t max_tokens,
-                                        std::chrono::milliseconds lease);
+                                        std::chrono::milliseconds lease,
+                                        std::span<const engine::TokenId> prompt_tokens = {});
 
-  // Hands a kv-received reservation over to decoding (its blocks go with it). NOT_FOUND for an
+  // Hands a kv-received reservation over to decoding (its blocks go with it), publishing its
+  // prompt's full blocks to the prefix cache when it was made with its tokens. NOT_FOUND for an
   // unknown, expired or released id; FAILED_PRECONDITION while its KV is incomplete;
-  // INVALID_ARGUMENT when n_prompt_tokens differs from the reservation's.
+  // INVALID_ARGUMENT when n_prompt_tokens differs from the reservation's, or `prompt_tokens`
+  // (when given) from the tokens it was made with.
   absl::StatusOr<ClaimedSequence> Claim(const std::string& reservation_id,
-                                        int32_t n_prompt_tokens);
+                                        int32_t n_prompt_tokens,
+                                        std::span<const engine::TokenId> prompt_tokens = {});
 
   // Frees a reservation that was not claimed yet. Returns whether it existed.
   bool Release(const std::string& reservation_id);
@@ -101,6 +117,8 @@ class ReservationTable : public kvtransfer::KvReceiver {
     State state = State::kReserved;
     engine::BlockTable table;
     int32_t n_prompt_tokens = 0;
+    int32_t first_block = 0;  // blocks before it came from the prefix cache
+    std::vector<engine::TokenId> prompt_tokens;  // for publishing; empty: not published
     int32_t max_tokens = 0;
     std::chrono::milliseconds lease{0};
     absl::Time lease_deadline;  // reserved/received: lease; receiving: stall guard

@@ -4,8 +4,12 @@
 // Layout of the data: each block of one layer is `layer_block_bytes()` bytes: f16
 // [K|V][block_size][kv_dim] (engine/kv_cache.h), blocks indexed in block-table order.
 //
+// What is sent: blocks [first_block, n_blocks()) of the prompt. The receiver already holds blocks
+// [0, first_block) (a prefix it had cached, engine/prefix_cache.h); they do not travel.
+//
 // Order of the data (the push's canonical order): the prompt's blocks are cut into ranges of
-// `chunk_blocks` blocks (the last range may be shorter; 0 means one range of every block). The
+// `chunk_blocks` blocks counted from block 0 (the last range may be shorter; 0 means one range of
+// every block), each range clipped to the blocks sent; ranges left empty are skipped. The
 // ranges go one after the other; within a range, its blocks of layer 0, then of layer 1, ...;
 // within a layer, blocks in order. A prefill worker that computes a long prompt in chunks
 // (chunked prefill) sends each chunk's range as soon as that chunk is done; one that computes
@@ -29,13 +33,22 @@ struct KvPushSpec {
   int32_t block_size = 0;    // tokens per block
   int32_t n_tokens = 0;      // prompt tokens whose KV is pushed
   int32_t chunk_blocks = 0;  // blocks per range; 0: one range
+  int32_t first_block = 0;   // blocks before it are the receiver's already; < n_blocks()
 
   int32_t n_blocks() const { return (n_tokens + block_size - 1) / block_size; }
   int64_t layer_block_bytes() const { return int64_t{2} * block_size * kv_dim * 2; }
-  int64_t total_bytes() const { return layer_block_bytes() * n_blocks() * n_layer; }
+  // Blocks sent: n_blocks() - first_block.
+  int32_t sent_blocks() const { return n_blocks() - first_block; }
+  int64_t total_bytes() const { return layer_block_bytes() * sent_blocks() * n_layer; }
   // Blocks per range (every range but possibly the last).
   int32_t range_blocks() const {
     return chunk_blocks > 0 ? std::min(chunk_blocks, n_blocks()) : n_blocks();
+  }
+  // The end of the range that holds block `block` (0 <= block < n_blocks()).
+  int32_t RangeEnd(int32_t block) const {
+    const int32_t per_range = std::max(1, range_blocks());
+    return static_cast<int32_t>(
+        std::min<int64_t>(n_blocks(), (int64_t{block} / per_range + 1) * per_range));
   }
 };
 

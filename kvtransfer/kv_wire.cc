@@ -32,6 +32,11 @@ absl::Status ValidateSpec(const KvPushSpec& spec) {
     return absl::InvalidArgumentError(
         absl::StrCat("chunk_blocks must not be negative, got ", spec.chunk_blocks));
   }
+  if (spec.first_block < 0 || spec.first_block >= spec.n_blocks()) {
+    return absl::InvalidArgumentError(absl::StrCat("first_block ", spec.first_block,
+                                                   " outside [0, ", spec.n_blocks(),
+                                                   ") (the prompt's blocks)"));
+  }
   // One block of one layer must fit a message and an int32 byte count.
   if (spec.layer_block_bytes() > std::numeric_limits<int32_t>::max()) {
     return absl::InvalidArgumentError(absl::StrCat("a block of ", spec.layer_block_bytes(),
@@ -53,6 +58,7 @@ v1::KvPushHeader HeaderFromSpec(const KvPushSpec& spec, int32_t stream_index, in
   header.set_stream_index(stream_index);
   header.set_n_streams(n_streams);
   header.set_chunk_blocks(spec.chunk_blocks);
+  header.set_first_block(spec.first_block);
   return header;
 }
 
@@ -65,6 +71,7 @@ absl::StatusOr<PushHeaderInfo> ParseHeader(const v1::KvPushHeader& header) {
   info.spec.block_size = header.block_size();
   info.spec.n_tokens = header.n_tokens();
   info.spec.chunk_blocks = header.chunk_blocks();
+  info.spec.first_block = header.first_block();
   if (header.dtype() != kKvDtype) {
     return absl::InvalidArgumentError(
         absl::StrCat("header dtype: expected '", kKvDtype, "', got '", header.dtype(), "'"));

@@ -17,7 +17,8 @@ std::string ChunkName(const v1::KvChunk& chunk) {
 bool SameSpec(const KvPushSpec& a, const KvPushSpec& b) {
   return a.reservation_id == b.reservation_id && a.model_fingerprint == b.model_fingerprint &&
          a.n_layer == b.n_layer && a.kv_dim == b.kv_dim && a.block_size == b.block_size &&
-         a.n_tokens == b.n_tokens && a.chunk_blocks == b.chunk_blocks;
+         a.n_tokens == b.n_tokens && a.chunk_blocks == b.chunk_blocks &&
+         a.first_block == b.first_block;
 }
 
 }  // namespace
@@ -148,8 +149,9 @@ absl::StatusOr<bool> PushAssembler::Offer(int32_t stream_index, KvStreamWaiter* 
                                                   stream_index, ", belongs on stream ",
                                                   StreamOfLayer(chunk.layer(), n_streams_)));
   } else if (!cursor_.InOneRange(chunk.first_block(), chunk.n_blocks())) {
-    bad = absl::InvalidArgumentError(absl::StrCat(ChunkName(chunk), " is outside the push's ",
-                                                  spec_.n_blocks(), " blocks or spans two ranges of ",
+    bad = absl::InvalidArgumentError(absl::StrCat(ChunkName(chunk), " is outside the push's blocks [",
+                                                  spec_.first_block, ", ", spec_.n_blocks(),
+                                                  ") or spans two ranges of ",
                                                   spec_.range_blocks()));
   } else if (cursor_.IsAhead(chunk.layer(), chunk.first_block()) &&
              StreamOfLayer(cursor_.layer(), n_streams_) != stream_index) {

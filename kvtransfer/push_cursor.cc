@@ -8,11 +8,15 @@
 namespace baton::kvtransfer {
 
 PushCursor::PushCursor(const KvPushSpec& spec)
-    : n_layer_(spec.n_layer),
+    : spec_(spec),
+      n_layer_(spec.n_layer),
       n_blocks_(spec.n_blocks()),
-      range_blocks_(std::max(1, spec.range_blocks())) {}
+      first_block_(spec.first_block),
+      range_blocks_(std::max(1, spec.range_blocks())),
+      range_begin_(spec.first_block),
+      block_(spec.first_block) {}
 
-int32_t PushCursor::range_end() const { return std::min(n_blocks_, range_begin_ + range_blocks_); }
+int32_t PushCursor::range_end() const { return spec_.RangeEnd(range_begin_); }
 
 void PushCursor::Advance(int32_t n_blocks) {
   block_ += n_blocks;
@@ -27,11 +31,8 @@ void PushCursor::Advance(int32_t n_blocks) {
 }
 
 bool PushCursor::InOneRange(int32_t first_block, int32_t n_blocks) const {
-  if (first_block < 0 || first_block >= n_blocks_ || n_blocks <= 0) return false;
-  const int64_t end = int64_t{first_block} + n_blocks;
-  const int64_t range_end = std::min<int64_t>(
-      n_blocks_, int64_t{RangeOf(first_block) + 1} * range_blocks_);
-  return end <= range_end;
+  if (first_block < first_block_ || first_block >= n_blocks_ || n_blocks <= 0) return false;
+  return int64_t{first_block} + n_blocks <= spec_.RangeEnd(first_block);
 }
 
 bool PushCursor::IsAhead(int32_t layer, int32_t first_block) const {

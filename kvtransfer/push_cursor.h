@@ -31,8 +31,8 @@ class PushCursor {
   // Moves past `n_blocks` blocks of the current layer; 0 < n_blocks <= range_end() - block().
   void Advance(int32_t n_blocks);
 
-  // Whether `first_block` starts inside one range and [first_block, first_block + n_blocks)
-  // stays inside that range.
+  // Whether `first_block` starts inside one range of the blocks sent and
+  // [first_block, first_block + n_blocks) stays inside that range.
   bool InOneRange(int32_t first_block, int32_t n_blocks) const;
   // Whether data for (layer, first_block) comes after the cursor in the canonical order.
   bool IsAhead(int32_t layer, int32_t first_block) const;
@@ -48,12 +48,14 @@ class PushCursor {
  private:
   int32_t RangeOf(int32_t block) const { return block / range_blocks_; }
 
+  KvPushSpec spec_;
   int32_t n_layer_;
   int32_t n_blocks_;
+  int32_t first_block_;  // the first block sent
   int32_t range_blocks_;
-  int32_t range_begin_ = 0;
+  int32_t range_begin_;  // the current range, clipped to the blocks sent
   int32_t layer_ = 0;
-  int32_t block_ = 0;
+  int32_t block_;
 };
 
 }  // namespace baton::kvtransfer

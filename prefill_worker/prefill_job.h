@@ -24,6 +24,7 @@ struct PrefillResult {
   int64_t kv_bytes = 0;
   double prefill_seconds = 0;      // forward pass and sampling
   double kv_transfer_seconds = 0;  // first layer pushed -> push acknowledged
+  int32_t cached_tokens = 0;       // prompt tokens found in the prefix cache, not computed
 };
 
 struct PrefillJob {
@@ -32,6 +33,8 @@ struct PrefillJob {
   engine::SamplingParams params;
   std::string destination;      // decode worker host:port
   std::string reservation_id;
+  // The prompt's first blocks the decode worker holds already: the push starts after them.
+  int32_t destination_cached_blocks = 0;
   std::chrono::system_clock::time_point deadline;
   // The forward pass is done and the first token sampled; the KV push is being finished.
   std::function<void()> forward_done;

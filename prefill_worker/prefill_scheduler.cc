@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "metrics/metrics.h"
+#include "metrics/prefix_cache_metrics.h"
 #include "rpc/prefill_stage.h"
 
 namespace baton::prefill_worker {
@@ -20,6 +21,7 @@ struct PrefillMetrics {
   metrics::Histogram& prefill_seconds;
   metrics::Histogram& kv_transfer_seconds;
   metrics::Counter& prompt_tokens;
+  metrics::Counter& cached_tokens;
 };
 
 const PrefillMetrics& Metrics() {
@@ -36,6 +38,9 @@ const PrefillMetrics& Metrics() {
           "Per request: from the start of its KV push to the decode worker's acknowledgement.",
           metrics::LatencyBuckets()),
       .prompt_tokens = r.GetCounter("baton:prompt_tokens_total", "Prompt tokens prefilled."),
+      .cached_tokens = r.GetCounter(
+          "baton:prefill_cached_tokens_total",
+          "Prompt tokens not prefilled because the prefix cache held their KV (prefill saved)."),
   };
   return m;
 }
@@ -93,8 +98,24 @@ bool PrefillScheduler::Cancel(const std::string& request_id) {
 
 int32_t PrefillScheduler::NextPiece(const Work& work) const {
   const int32_t left = work.n_prompt() - work.n_done;
-  if (work.n_prompt() <= options_.max_batch_tokens) return left;  // not chunked
-  return std::min(left, chunk_tokens_);
+  if (work.chunk_tokens == 0) return left;  // not chunked
+  const int32_t range_end = (work.n_done / work.chunk_tokens + 1) * work.chunk_tokens;
+  return std::min(left, range_end - work.n_done);
+}
+
+void PrefillScheduler::MatchPrefix(Work& work) {
+  work.matched = true;
+  engine::PrefixCache* prefix = options_.prefix_cache;
+  if (prefix != nullptr && prefix->enabled()) {
+    work.n_cached = prefix->Match(
+        work.job->prompt, engine::MaxCachedTokens(work.n_prompt(), cache_.block_size()),
+        work.table);
+    metrics::RecordPrefixLookup(work.n_prompt(), work.n_cached, cache_.block_size());
+    Metrics().cached_tokens.Increment(work.n_cached);
+    work.n_done = work.n_cached;
+    queued_tokens_ -= work.n_cached;
+  }
+  work.chunk_tokens = work.n_prompt() - work.n_done > options_.max_batch_tokens ? chunk_tokens_ : 0;
 }
 
 std::vector<PrefillScheduler::Work> PrefillScheduler::TakeBatch() {
@@ -107,19 +128,25 @@ std::vector<PrefillScheduler::Work> PrefillScheduler::TakeBatch() {
   while (!queue_.empty()) {
     Work work = std::move(queue_.front());
     queue_.pop_front();
+    if (!work.started()) {
+      // Every block it lacks: those not cached now (cached ones may be evictable, so free too).
+      const int32_t blocks = (work.n_prompt() + cache_.block_size() - 1) / cache_.block_size() -
+                             static_cast<int32_t>(work.table.blocks.size());
+      if (new_work_waits || blocks > blocks_free) {
+        new_work_waits = true;
+        rest.push_back(std::move(work));
+        continue;
+      }
+      if (!work.matched) MatchPrefix(work);
+    }
     const int32_t piece = NextPiece(work);
     if (!batch.empty() && tokens + piece > options_.max_batch_tokens) {
       rest.push_back(std::move(work));
       break;
     }
     if (!work.started()) {
-      const int32_t blocks = (work.n_prompt() + cache_.block_size() - 1) / cache_.block_size();
-      if (new_work_waits || blocks > blocks_free) {
-        new_work_waits = true;
-        rest.push_back(std::move(work));
-        continue;
-      }
-      blocks_free -= blocks;
+      blocks_free -= (work.n_prompt() + cache_.block_size() - 1) / cache_.block_size() -
+                     static_cast<int32_t>(work.table.blocks.size());
     }
     work.n_step = piece;
     tokens += piece;
@@ -148,7 +175,6 @@ bool PrefillScheduler::Start(Work& work) {
     return false;
   }
   const engine::ModelConfig& config = transformer_.config();
-  const bool chunked = work.n_prompt() > options_.max_batch_tokens;
   const kvtransfer::KvPushSpec spec{
       .reservation_id = job.reservation_id,
       .model_fingerprint = options_.model_fingerprint,
@@ -156,7 +182,8 @@ bool PrefillScheduler::Start(Work& work) {
       .kv_dim = config.kv_dim(),
       .block_size = cache_.block_size(),
       .n_tokens = work.n_prompt(),
-      .chunk_blocks = chunked ? chunk_tokens_ / cache_.block_size() : 0,
+      .chunk_blocks = work.chunk_tokens / cache_.block_size(),
+      .first_block = job.destination_cached_blocks,
   };
   absl::StatusOr<std::unique_ptr<kvtransfer::KvPush>> push =
       transport_.StartPush(job.destination, spec, job.deadline);
@@ -165,8 +192,38 @@ bool PrefillScheduler::Start(Work& work) {
     return false;
   }
   work.push = *std::move(push);
+  work.push_spec = spec;
+  work.next_send_block = spec.first_block;
   work.push_start = SteadyClock::now();
+  if (absl::Status sent = SendCachedRanges(work); !sent.ok()) {
+    Fail(work, rpc::KvDestinationFault(std::move(sent)));
+    return false;
+  }
   return true;
+}
+
+absl::Status PrefillScheduler::SendCachedRanges(Work& work) {
+  const int32_t cached_blocks = work.n_cached / cache_.block_size();
+  while (work.next_send_block < cached_blocks &&
+         work.push_spec.RangeEnd(work.next_send_block) <= cached_blocks) {
+    const int32_t end = work.push_spec.RangeEnd(work.next_send_block);
+    for (int32_t layer = 0; layer < cache_.n_layer(); ++layer) {
+      if (absl::Status sent = SendComputed(work, layer, end); !sent.ok()) return sent;
+    }
+    work.next_send_block = end;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PrefillScheduler::SendComputed(Work& work, int32_t layer, int32_t end_block) {
+  if (work.next_send_block >= end_block) return absl::OkStatus();  // the receiver has them
+  std::vector<const uint8_t*> blocks;
+  blocks.reserve(end_block - work.next_send_block);
+  for (int32_t b = work.next_send_block; b < end_block; ++b) {
+    blocks.push_back(
+        reinterpret_cast<const uint8_t*>(cache_.LayerBlock(layer, work.table.blocks[b])));
+  }
+  return work.push->SendLayer(layer, blocks);
 }
 
 bool PrefillScheduler::Step() {
@@ -191,7 +248,7 @@ bool PrefillScheduler::Step() {
       continue;
     }
     if (!work.started() && !Start(work)) {
-      queued_tokens_ -= work.n_prompt() - work.n_step;
+      queued_tokens_ -= work.n_prompt() - work.n_done - work.n_step;
       continue;
     }
     running.push_back(std::move(work));
@@ -208,19 +265,15 @@ bool PrefillScheduler::Step() {
                                     .subspan(work.n_done, work.n_step),
                       .kv = &work.table});
   }
-  std::vector<const uint8_t*> blocks;
+  auto step_end_block = [&](const Work& work) {
+    return (work.n_done + work.n_step + cache_.block_size() - 1) / cache_.block_size();
+  };
   absl::Status forward = transformer_.Prefill(inputs, logits_, [&](int32_t layer) {
-    // Each prompt's blocks that this step's tokens touch: its range of the push.
+    // Each prompt's blocks up to the end of this step's tokens, from the first not sent: one
+    // range of its push (the step's chunk ends where a range ends).
     for (Work& work : running) {
       if (!work.status.ok()) continue;
-      const int32_t first = work.n_done / cache_.block_size();
-      const int32_t end = (work.n_done + work.n_step + cache_.block_size() - 1) / cache_.block_size();
-      blocks.resize(end - first);
-      for (int32_t b = first; b < end; ++b) {
-        blocks[b - first] =
-            reinterpret_cast<const uint8_t*>(cache_.LayerBlock(layer, work.table.blocks[b]));
-      }
-      if (absl::Status sent = work.push->SendLayer(layer, blocks); !sent.ok()) {
+      if (absl::Status sent = SendComputed(work, layer, step_end_block(work)); !sent.ok()) {
         work.status = rpc::KvDestinationFault(std::move(sent));
       }
     }
@@ -236,6 +289,7 @@ bool PrefillScheduler::Step() {
   for (size_t i = 0; i < running.size(); ++i) {
     Work& work = running[i];
     work.forward_seconds += step_seconds;
+    work.next_send_block = std::max(work.next_send_block, step_end_block(work));
     work.n_done += work.n_step;
     if (work.status.ok()) work.status = forward;
     if (work.status.ok() && work.job->cancelled) {
@@ -247,6 +301,9 @@ bool PrefillScheduler::Step() {
       queued_tokens_ -= left;
       Fail(work, work.status);
       continue;
+    }
+    if (options_.prefix_cache != nullptr) {
+      options_.prefix_cache->Publish(work.job->prompt, work.table);
     }
     if (left > 0) {
       unfinished.push_back(std::move(work));
@@ -269,11 +326,11 @@ bool PrefillScheduler::Step() {
 }
 
 void PrefillScheduler::FinishLater(Work work, engine::TokenId first_token) {
-  const double prefill_seconds = work.forward_seconds;
+  const PrefillResult result{.first_token = first_token,
+                             .prefill_seconds = work.forward_seconds,
+                             .cached_tokens = work.n_cached};
   absl::MutexLock lock(&finish_mu_);
-  finishing_.push_back(
-      {.work = std::move(work),
-       .result = {.first_token = first_token, .prefill_seconds = prefill_seconds}});
+  finishing_.push_back({.work = std::move(work), .result = result});
 }
 
 void PrefillScheduler::FinisherLoop() {

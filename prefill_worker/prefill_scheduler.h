@@ -13,8 +13,16 @@
 // token is sampled after the last chunk. Chunking changes no result: every kernel is
 // batch-invariant and attention reads the same cached KV either way.
 //
+// Prefix caching (with options.prefix_cache): a prompt starts from the longest cached prefix of
+// its full blocks (leaving at least one token to compute), computes only the rest, and publishes
+// its full blocks as they are computed. The push starts at the decode worker's own cached prefix
+// (PrefillJob::destination_cached_blocks): blocks the decode worker lacks but this worker had
+// cached are sent from the cache; blocks it has are computed here (they are needed to attend
+// over) but not sent. A chunked prompt's chunks end on the push's range boundaries (multiples of
+// chunk_tokens from token 0), so that each chunk completes one range.
+//
 // Scratch KV: a prompt takes the blocks for all of its tokens when its first chunk starts and
-// returns them after its last. A new prompt whose blocks are not free waits (and so do new
+// returns them after its last (cached ones stay in the prefix cache). A new prompt whose blocks are not free waits (and so do new
 // prompts behind it); prompts already under way go on, and free their blocks when they finish.
 //
 // Thread-safety: Enqueue, Cancel and queued_prompt_tokens are thread-safe; Step runs on the
@@ -32,6 +40,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "engine/kv_cache.h"
+#include "engine/prefix_cache.h"
 #include "engine/sampler.h"
 #include "engine/transformer.h"
 #include "kvtransfer/kv_transport.h"
@@ -43,6 +52,7 @@ struct PrefillSchedulerOptions {
   int32_t max_batch_tokens = 2048;  // prompt tokens per forward pass; longer prompts are chunked
   std::string model_fingerprint;
   int finisher_threads = 8;         // jobs waiting for their KV push to be acknowledged at once
+  engine::PrefixCache* prefix_cache = nullptr;  // of the scratch KV; null: none; must outlive
 };
 
 class PrefillScheduler {
@@ -71,7 +81,12 @@ class PrefillScheduler {
     std::shared_ptr<PrefillJob> job;
     engine::BlockTable table;   // this worker's scratch KV for the whole prompt
     std::unique_ptr<kvtransfer::KvPush> push;  // set (with table) once its first chunk starts
-    int32_t n_done = 0;         // prompt tokens prefilled
+    kvtransfer::KvPushSpec push_spec;            // set with push
+    bool matched = false;       // the prefix cache was looked up (table holds the hit)
+    int32_t n_cached = 0;       // prompt tokens taken from the prefix cache
+    int32_t chunk_tokens = 0;   // tokens per push range when chunked; 0: one piece
+    int32_t next_send_block = 0;  // the next block of the push to send
+    int32_t n_done = 0;         // prompt tokens prefilled (or cached)
     int32_t n_step = 0;         // tokens this step prefills
     double forward_seconds = 0;
     std::chrono::steady_clock::time_point push_start;
@@ -82,6 +97,12 @@ class PrefillScheduler {
   };
   // Tokens `work` prefills in its next step.
   int32_t NextPiece(const Work& work) const;
+  // Takes the cached prefix of a new prompt and decides its chunking.
+  void MatchPrefix(Work& work);
+  // Sends the push's ranges that lie wholly in the cached prefix (before any compute).
+  absl::Status SendCachedRanges(Work& work);
+  // Sends layer `layer` of the blocks up to `end_block` not sent yet (one range of the push).
+  absl::Status SendComputed(Work& work, int32_t layer, int32_t end_block);
   std::vector<Work> TakeBatch();
   // Reserves the scratch KV and opens the push; false (the job failed) when either fails.
   bool Start(Work& work);

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "engine/prefix_cache.h"
 #include "rpc/prefill_stage.h"
 #include "rpc/sampling_params_proto.h"
 #include "rpc/status.h"
@@ -80,6 +81,17 @@ absl::Status PrefillService::Validate(const baton::v1::PrefillRequest& request) 
     return absl::InvalidArgumentError(
         "prefill: destination needs a decode_address and a reservation_id");
   }
+  const int32_t block_size = options_.model.block_size();
+  const int32_t max_cached_blocks =
+      block_size > 0 ? engine::MaxCachedTokens(request.prompt_tokens_size(), block_size) / block_size
+                     : 0;
+  if (request.destination().n_cached_blocks() < 0 ||
+      request.destination().n_cached_blocks() > max_cached_blocks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prefill: destination n_cached_blocks ", request.destination().n_cached_blocks(),
+        " outside [0, ", max_cached_blocks, "] for a prompt of ", request.prompt_tokens_size(),
+        " tokens"));
+  }
   return absl::OkStatus();
 }
 
@@ -99,6 +111,7 @@ grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* c
   job->params = *params;
   job->destination = request->destination().decode_address();
   job->reservation_id = request->destination().reservation_id();
+  job->destination_cached_blocks = request->destination().n_cached_blocks();
   const auto now = std::chrono::system_clock::now();
   // The caller's deadline (the router's --prefill-timeout); default_deadline when it set none.
   const auto no_deadline = std::chrono::system_clock::time_point::max() - std::chrono::hours(24);
@@ -117,6 +130,7 @@ grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* c
     response->set_prefill_seconds(result->prefill_seconds);
     response->set_kv_transfer_seconds(result->kv_transfer_seconds);
     response->set_n_prompt_tokens(n_prompt);
+    response->set_n_cached_tokens(result->cached_tokens);
     call->Finish(grpc::Status::OK);
   };
   scheduler_.Enqueue(job);

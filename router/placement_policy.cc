@@ -7,8 +7,9 @@ namespace baton::router {
 absl::StatusOr<PlacementPolicy> ParsePlacementPolicy(absl::string_view name) {
   if (name == "least-loaded") return PlacementPolicy::kLeastLoaded;
   if (name == "round-robin") return PlacementPolicy::kRoundRobin;
-  return absl::InvalidArgumentError(absl::StrCat("unknown placement policy '", name,
-                                                 "': use least-loaded or round-robin"));
+  if (name == "kv-aware") return PlacementPolicy::kKvAware;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown placement policy '", name, "': use kv-aware, least-loaded or round-robin"));
 }
 
 absl::string_view PlacementPolicyName(PlacementPolicy policy) {
@@ -17,6 +18,8 @@ absl::string_view PlacementPolicyName(PlacementPolicy policy) {
       return "least-loaded";
     case PlacementPolicy::kRoundRobin:
       return "round-robin";
+    case PlacementPolicy::kKvAware:
+      return "kv-aware";
   }
   return "";
 }

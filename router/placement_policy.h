@@ -14,9 +14,11 @@ enum class PlacementPolicy {
   kLeastLoaded,
   // Each eligible worker in turn.
   kRoundRobin,
+  // The lowest cost of router/prefix_affinity.h: cached prefix against load.
+  kKvAware,
 };
 
-// "least-loaded" or "round-robin"; INVALID_ARGUMENT listing both otherwise.
+// "least-loaded", "round-robin" or "kv-aware"; INVALID_ARGUMENT listing them otherwise.
 absl::StatusOr<PlacementPolicy> ParsePlacementPolicy(absl::string_view name);
 absl::string_view PlacementPolicyName(PlacementPolicy policy);
 

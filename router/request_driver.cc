@@ -190,6 +190,7 @@ absl::Status RequestDriver::Drive() {
 void RequestDriver::BeginAttempt(const engine::GenerationState& generation) {
   attempt_ = Attempt{};
   attempt_.prompt = generation.tokens();
+  attempt_.prompt_hashes.emplace(deps_.model->fingerprint(), attempt_.prompt);
   attempt_.wire = prepared_.wire;
   attempt_.wire.set_max_tokens(prepared_.params.max_tokens - generation.n_generated());
 }
@@ -279,7 +280,8 @@ absl::Status RequestDriver::Reserve() {
     NoPlacement why = NoPlacement::kNoWorker;
     absl::StatusOr<Placement> placement =
         deps_.registry->PickDecode(static_cast<int64_t>(attempt_.prompt.size()),
-                                   attempt_.wire.max_tokens(), &why, failed_workers_);
+                                   attempt_.wire.max_tokens(), &why, failed_workers_,
+                                   &*attempt_.prompt_hashes);
     if (placement.ok()) {
       absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
           deps_.channels->Get(placement->address);
@@ -291,6 +293,7 @@ absl::Status RequestDriver::Reserve() {
       v1::ReserveRequest request;
       request.set_request_id(request_id_);
       request.set_n_prompt_tokens(static_cast<int32_t>(attempt_.prompt.size()));
+      request.mutable_prompt_tokens()->Assign(attempt_.prompt.begin(), attempt_.prompt.end());
       request.set_max_tokens(attempt_.wire.max_tokens());
       request.set_lease_ms(absl::ToInt64Milliseconds(options.reservation_lease));
       request.set_model_fingerprint(deps_.model->fingerprint());
@@ -361,7 +364,8 @@ absl::StatusOr<Placement> RequestDriver::AwaitPrefillWorker() {
     if (cancelled_.load()) return CancelledStatus();
     const uint64_t epoch = deps_.registry->epoch();
     absl::StatusOr<Placement> placement = deps_.registry->PickPrefill(
-        static_cast<int64_t>(attempt_.prompt.size()), attempt_.decode.worker_id, failed_workers_);
+        static_cast<int64_t>(attempt_.prompt.size()), attempt_.decode.worker_id, failed_workers_,
+        &*attempt_.prompt_hashes);
     const absl::Time now = absl::Now();
     if (placement.ok()) return placement;
     if (now >= give_up) {
@@ -394,6 +398,9 @@ absl::Status RequestDriver::Prefill() {
   destination.set_decode_address(attempt_.decode.address);
   destination.set_reservation_id(attempt_.reservation.reservation_id());
   destination.set_n_blocks(attempt_.reservation.n_blocks());
+  const int32_t block_size = attempt_.reservation.model().block_size();
+  destination.set_n_cached_blocks(
+      block_size > 0 ? attempt_.reservation.n_cached_tokens() / block_size : 0);
   request.set_model_fingerprint(deps_.model->fingerprint());
   if (!BeginCall(&context)) return CancelledStatus();
   attempt_.prefill_started = true;
@@ -540,6 +547,8 @@ void RequestDriver::Finalize(const engine::GenerationState& generation, v1::Fini
   timings.set_kv_transfer_seconds(attempt_.prefill_response.kv_transfer_seconds());
   timings.set_spec_draft_tokens(attempt_.spec_draft_tokens);
   timings.set_spec_accepted_tokens(attempt_.spec_accepted_tokens);
+  timings.set_prefill_cached_tokens(attempt_.prefill_response.n_cached_tokens());
+  timings.set_decode_cached_tokens(attempt_.reservation.n_cached_tokens());
   if (attempt_.kv_sending_at != absl::InfinitePast()) {
     timings.set_kv_tail_seconds(Seconds(attempt_.kv_received_at - attempt_.kv_sending_at));
   }

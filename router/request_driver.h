@@ -30,6 +30,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,7 @@
 #include "engine/generation_state.h"
 #include "grpcpp/grpcpp.h"
 #include "router/request_intake.h"
+#include "router/prefix_affinity.h"
 #include "router/request_table.h"
 #include "router/served_model.h"
 #include "router/worker_channels.h"
@@ -162,6 +164,7 @@ class RequestDriver {
     // The request's prompt followed by the tokens generated before this attempt, and the
     // sampling settings with the max_tokens still left: what the new pair computes from.
     std::vector<engine::TokenId> prompt;
+    std::optional<PromptHashes> prompt_hashes;  // of `prompt`, for kv-aware placement
     v1::SamplingParams wire;
     Placement decode;
     Placement prefill;

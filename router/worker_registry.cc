@@ -76,7 +76,7 @@ absl::StatusOr<std::string> WorkerRegistry::Register(v1::WorkerRole role,
   for (Worker& w : workers_) {
     if (w.info.is_static && w.info.address == address && w.info.role == role) {
       w.info.model = model;
-      w.info.load = load;
+      SetLoad(w, load);
       w.info.last_seen = now;
       w.info.last_error.clear();
       w.reported = true;
@@ -96,7 +96,7 @@ absl::StatusOr<std::string> WorkerRegistry::Register(v1::WorkerRole role,
   w.info.role = role;
   w.info.address = address;
   w.info.model = model;
-  w.info.load = load;
+  SetLoad(w, load);
   w.info.last_seen = now;
   w.reported = true;
   workers_.push_back(std::move(w));
@@ -107,7 +107,7 @@ bool WorkerRegistry::Heartbeat(const std::string& worker_id, const v1::WorkerLoa
   absl::MutexLock lock(&mu_);
   Worker* w = FindLocked(worker_id);
   if (w == nullptr || !w->reported) return false;
-  w->info.load = load;
+  SetLoad(*w, load);
   w->info.last_seen = options_.clock->Now();
   w->unavailable = false;
   ++epoch_;
@@ -145,7 +145,7 @@ absl::Status WorkerRegistry::ReportStatic(const std::string& worker_id,
         " worker but serves the role ", WorkerRoleName(reported_role)));
   }
   w->info.last_seen = options_.clock->Now();
-  w->info.load = load;
+  SetLoad(*w, load);
   w->info.model = model;
   w->unavailable = false;
   w->reported = status.ok();
@@ -162,8 +162,29 @@ void WorkerRegistry::ReportStaticFailure(const std::string& worker_id, const abs
   w->info.last_error = std::string(why.message());
 }
 
+void WorkerRegistry::SetLoad(Worker& w, const v1::WorkerLoad& load) {
+  w.cached.clear();
+  w.cached.insert(load.cached_block_hashes().begin(), load.cached_block_hashes().end());
+  w.info.load = load;
+  w.info.load.clear_cached_block_hashes();
+  w.info.n_cached_blocks = static_cast<int32_t>(w.cached.size());
+}
+
+int32_t WorkerRegistry::CachedBlocks(const Worker& w, PromptHashes* prompt) {
+  if (prompt == nullptr || w.cached.empty()) return 0;
+  return CachedPrefixBlocks(prompt->ForBlockSize(w.info.model.block_size()), w.cached);
+}
+
+void WorkerRegistry::ExpectCached(Worker& w, PromptHashes* prompt) {
+  if (prompt == nullptr || w.cached.empty()) return;
+  const std::vector<uint64_t>& hashes = prompt->ForBlockSize(w.info.model.block_size());
+  w.cached.insert(hashes.begin(), hashes.end());
+  w.info.n_cached_blocks = static_cast<int32_t>(w.cached.size());
+}
+
 absl::StatusOr<Placement> WorkerRegistry::PickDecode(int64_t n_prompt_tokens, int64_t max_tokens,
-                                                     NoPlacement* why, const WorkerIdSet& avoid) {
+                                                     NoPlacement* why, const WorkerIdSet& avoid,
+                                                     PromptHashes* prompt) {
   const int64_t n_tokens = n_prompt_tokens + max_tokens;
   absl::MutexLock lock(&mu_);
   const absl::Time now = options_.clock->Now();
@@ -208,6 +229,18 @@ absl::StatusOr<Placement> WorkerRegistry::PickDecode(int64_t n_prompt_tokens, in
   size_t chosen = eligible.front();
   if (options_.placement == PlacementPolicy::kRoundRobin) {
     chosen = RoundRobinLocked(eligible, &decode_cursor_);
+  } else if (options_.placement == PlacementPolicy::kKvAware) {
+    // Lowest cost; on a tie, the most free blocks.
+    auto key = [&](size_t i) {
+      const v1::WorkerLoad& load = workers_[i].info.load;
+      const int64_t cost =
+          KvAwareDecodeCost(needs[i], CachedBlocks(workers_[i], prompt),
+                            load.kv_blocks_total() - load.kv_blocks_free());
+      return std::make_pair(cost, -int64_t{load.kv_blocks_free()});
+    };
+    for (size_t i : eligible) {
+      if (key(i) < key(chosen)) chosen = i;
+    }
   } else {
     for (size_t i : eligible) {
       if (workers_[i].info.load.kv_blocks_free() > workers_[chosen].info.load.kv_blocks_free()) {
@@ -216,6 +249,7 @@ absl::StatusOr<Placement> WorkerRegistry::PickDecode(int64_t n_prompt_tokens, in
     }
   }
   Worker& w = workers_[chosen];
+  ExpectCached(w, prompt);
   w.info.load.set_kv_blocks_free(
       static_cast<int32_t>(w.info.load.kv_blocks_free() - needs[chosen]));
   w.info.load.set_reservations(w.info.load.reservations() + 1);
@@ -226,7 +260,8 @@ absl::StatusOr<Placement> WorkerRegistry::PickDecode(int64_t n_prompt_tokens, in
 
 absl::StatusOr<Placement> WorkerRegistry::PickPrefill(int64_t n_prompt_tokens,
                                                       const std::string& decode_worker_id,
-                                                      const WorkerIdSet& avoid) {
+                                                      const WorkerIdSet& avoid,
+                                                      PromptHashes* prompt) {
   absl::MutexLock lock(&mu_);
   const absl::Time now = options_.clock->Now();
   ForgetStaleLocked(now);
@@ -253,6 +288,16 @@ absl::StatusOr<Placement> WorkerRegistry::PickPrefill(int64_t n_prompt_tokens,
   if (eligible.size() > 1) {
     if (options_.placement == PlacementPolicy::kRoundRobin) {
       chosen = RoundRobinLocked(eligible, &prefill_cursor_);
+    } else if (options_.placement == PlacementPolicy::kKvAware) {
+      auto cost = [&](size_t i) {
+        const Worker& w = workers_[i];
+        return KvAwarePrefillCost(n_prompt_tokens,
+                                  int64_t{CachedBlocks(w, prompt)} * w.info.model.block_size(),
+                                  w.info.load.queued_prompt_tokens());
+      };
+      for (size_t i : eligible) {
+        if (cost(i) < cost(chosen)) chosen = i;
+      }
     } else {
       for (size_t i : eligible) {
         if (workers_[i].info.load.queued_prompt_tokens() <
@@ -264,6 +309,7 @@ absl::StatusOr<Placement> WorkerRegistry::PickPrefill(int64_t n_prompt_tokens,
   }
   Worker& w = workers_[chosen];
   w.info.load.set_queued_prompt_tokens(w.info.load.queued_prompt_tokens() + n_prompt_tokens);
+  ExpectCached(w, prompt);
   return Placement{.worker_id = w.info.id, .address = w.info.address, .n_blocks = 0};
 }
 

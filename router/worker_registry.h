@@ -15,9 +15,12 @@
 // blocks cover the request and whose context is long enough; PickPrefill() among healthy
 // prefill-capable workers (prefill or both). kLeastLoaded picks the decode worker with the most
 // free blocks and the prefill worker with the fewest queued prompt tokens; kRoundRobin rotates over
-// the eligible workers. Each pick updates the load view optimistically (the decode worker loses
-// the request's blocks, the prefill worker gains its prompt tokens) until the next report
-// overwrites it.
+// the eligible workers; kKvAware picks the lowest cost of router/prefix_affinity.h, weighing the
+// prompt's blocks a worker has cached (from the hashes it advertises in its reports) against its
+// load. Each pick updates the load view optimistically (the decode worker loses the request's
+// blocks, the prefill worker gains its prompt tokens, and a worker that advertises cached blocks
+// gains the prompt's) until the next report overwrites it. A worker's report replaces its whole
+// advertised set: a restarted worker's is empty.
 //
 // Changes that may let a waiting request be placed (a report, a registration) advance epoch();
 // WaitForChange() blocks until that happens.
@@ -42,6 +45,7 @@
 #include "base/clock.h"
 #include "baton/v1/common.pb.h"
 #include "router/placement_policy.h"
+#include "router/prefix_affinity.h"
 
 namespace baton::router {
 
@@ -70,6 +74,7 @@ struct WorkerSnapshot {
   bool healthy = false;
   absl::Time last_seen = absl::InfinitePast();  // InfinitePast: never reported
   std::string last_error;                       // why a static worker is not usable, if it is not
+  int32_t n_cached_blocks = 0;                  // block hashes it advertised (load has none)
 };
 
 // Worker ids, e.g. the workers a request must not be placed on.
@@ -124,15 +129,19 @@ class WorkerRegistry {
   // policy (engine/kv_budget.h, ModelIdentity.kv_reserve_ahead_tokens). Updates the load view on
   // success.
   // Workers in `avoid` are never chosen (they failed this request before).
+  // `prompt` (the request's tokens, hashed on demand) is needed by kKvAware only; null: no
+  // worker holds any of it.
   absl::StatusOr<Placement> PickDecode(int64_t n_prompt_tokens, int64_t max_tokens,
-                                       NoPlacement* why = nullptr, const WorkerIdSet& avoid = {});
+                                       NoPlacement* why = nullptr, const WorkerIdSet& avoid = {},
+                                       PromptHashes* prompt = nullptr);
   // `n_prompt_tokens` is added to the chosen worker's queued prompt tokens. When
   // `decode_worker_id` names a healthy colocated worker (role both), that worker is chosen: its KV
   // then stays where it is computed (the colocated baseline). UNAVAILABLE when no healthy
   // prefill-capable worker exists.
   absl::StatusOr<Placement> PickPrefill(int64_t n_prompt_tokens,
                                         const std::string& decode_worker_id = "",
-                                        const WorkerIdSet& avoid = {});
+                                        const WorkerIdSet& avoid = {},
+                                        PromptHashes* prompt = nullptr);
 
   // A call to the worker failed as if it were down: unhealthy until its next report.
   void MarkUnavailable(const std::string& worker_id);
@@ -160,7 +169,15 @@ class WorkerRegistry {
     bool reported = false;     // a report with a matching model has arrived
     bool unavailable = false;  // MarkUnavailable since the last report
     uint64_t seq = 0;          // registration order, for round robin
+    absl::flat_hash_set<uint64_t> cached;  // advertised cached block hashes
   };
+
+  // Takes a report's load: its block hashes into `cached`, the rest into the snapshot.
+  static void SetLoad(Worker& w, const v1::WorkerLoad& load);
+  // The prompt's leading blocks that `w` has cached (0 without a prompt).
+  static int32_t CachedBlocks(const Worker& w, PromptHashes* prompt);
+  // After a pick: a worker that caches will hold the prompt's blocks.
+  static void ExpectCached(Worker& w, PromptHashes* prompt);
 
   bool HealthyLocked(const Worker& w, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ForgetStaleLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -14,11 +14,13 @@
 #include "engine/kv_cache.h"
 #include "engine/model.h"
 #include "engine/ngram_proposer.h"
+#include "engine/prefix_cache.h"
 #include "engine/transformer.h"
 #include "kvtransfer/kv_transfer_service.h"
 #include "kvtransfer/kv_transport.h"
 #include "metrics/metrics.h"
 #include "metrics/metrics_http_server.h"
+#include "metrics/prefix_cache_metrics.h"
 #include "prefill_worker/prefill_scheduler.h"
 #include "prefill_worker/prefill_service.h"
 
@@ -29,6 +31,7 @@ struct WorkerServer::Impl {
   std::unique_ptr<engine::Model> model;
   std::unique_ptr<kernels::Backend> backend;
   std::unique_ptr<engine::KvCache> cache;
+  std::unique_ptr<engine::PrefixCache> prefix_cache;
   std::unique_ptr<engine::Transformer> transformer;
   baton::v1::ModelIdentity identity;
 
@@ -64,6 +67,9 @@ struct WorkerServer::Impl {
     if (scheduler) load.set_queued_prompt_tokens(scheduler->queued_prompt_tokens());
     if (batch) load.set_running_sequences(batch->n_running() + batch->n_waiting());
     if (reservations) load.set_reservations(reservations->size());
+    for (uint64_t hash : prefix_cache->Advertised(options.prefix_cache_advertise)) {
+      load.add_cached_block_hashes(hash);
+    }
     return load;
   }
 
@@ -87,6 +93,7 @@ void WorkerServer::Impl::CollectMetrics() const {
       .Set(used);
   r.GetGauge("baton:kv_cache_usage_perc", "KV cache usage: 1 means 100 percent.")
       .Set(total > 0 ? static_cast<double>(used) / total : 0.0);
+  metrics::SetPrefixCachedBlocks(cache->pool().n_cached());
   if (!decodes()) return;
   r.GetGauge("baton:num_requests_running", "Sequences in the decode batch.")
       .Set(batch->n_running());
@@ -214,6 +221,9 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOp
       engine::KvCache::Create(config, {.block_size = options.block_size, .n_blocks = n_blocks});
   if (!cache.ok()) return cache.status();
   w.cache = std::move(*cache);
+  w.cache->pool().set_eviction_observer([](int32_t n) { metrics::RecordPrefixEvictions(n); });
+  w.prefix_cache = std::make_unique<engine::PrefixCache>(w.cache.get(), w.model->fingerprint(),
+                                                         options.prefix_caching);
   w.transformer = std::make_unique<engine::Transformer>(&config, &w.model->weights(),
                                                         w.backend.get(), w.cache.get());
   w.identity.set_name(config.name);
@@ -237,14 +247,16 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOp
                            .model_fingerprint = w.model->fingerprint(),
                            .max_context = config.n_ctx_train,
                            .push_stall_timeout = options.kv_stall_timeout,
-                           .reserve_ahead_tokens = options.kv_reserve_ahead});
+                           .reserve_ahead_tokens = options.kv_reserve_ahead,
+                           .prefix_cache = w.prefix_cache.get()});
     absl::StatusOr<decode_worker::SpeculationOptions> speculation =
         MakeSpeculation(options.speculative, w);
     if (!speculation.ok()) return speculation.status();
     w.batch = std::make_unique<decode_worker::DecodeBatch>(
         &w.model->tokenizer(), w.transformer.get(), w.cache.get(),
         decode_worker::DecodeBatchOptions{.max_batch = options.max_decode_batch,
-                                          .speculation = *speculation});
+                                          .speculation = *speculation,
+                                          .prefix_cache = w.prefix_cache.get()});
     w.decode_service = std::make_unique<decode_worker::DecodeService>(
         w.reservations.get(), w.batch.get(),
         decode_worker::DecodeServiceOptions{.model = w.identity,
@@ -271,7 +283,8 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOp
     w.scheduler = std::make_unique<prefill_worker::PrefillScheduler>(
         w.transformer.get(), w.cache.get(), w.transport.get(),
         prefill_worker::PrefillSchedulerOptions{.max_batch_tokens = options.max_batch_tokens,
-                                                .model_fingerprint = w.model->fingerprint()});
+                                                .model_fingerprint = w.model->fingerprint(),
+                                                .prefix_cache = w.prefix_cache.get()});
     w.prefill_service = std::make_unique<prefill_worker::PrefillService>(
         w.scheduler.get(),
         prefill_worker::PrefillServiceOptions{

@@ -48,6 +48,12 @@ struct WorkerOptions {
   // decode: a KV push silent (no chunk) this long is freed; its prefill fails over
   std::chrono::milliseconds kv_stall_timeout{30000};
   SpeculativeOptions speculative;        // decode
+  // Prefix caching (engine/prefix_cache.h): finished prompts and sequences leave their full KV
+  // blocks cached for later requests with the same prefix.
+  bool prefix_caching = true;
+  // Cached block hashes sent to the router in each heartbeat / status answer at most (8 bytes
+  // each).
+  int32_t prefix_cache_advertise = 4096;
   int64_t kv_chunk_bytes = 1 << 20;
   int kv_streams = 1;
   std::chrono::milliseconds heartbeat_interval{500};

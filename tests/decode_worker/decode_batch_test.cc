@@ -8,6 +8,7 @@
 #include "absl/synchronization/mutex.h"
 #include "engine/draft_proposer.h"
 #include "engine/model.h"
+#include "engine/prefix_cache.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "metrics/metrics.h"
@@ -78,18 +79,25 @@ class DecodeBatchTest : public testing::Test {
 
   struct Run {
     std::unique_ptr<engine::KvCache> cache;
+    std::unique_ptr<engine::PrefixCache> prefix;  // set with prefix caching
     std::unique_ptr<engine::Transformer> transformer;
     std::unique_ptr<DecodeBatch> batch;
     std::vector<std::shared_ptr<RecordingSink>> sinks;
   };
 
-  // An empty batch over a fresh cache of `n_blocks` blocks of 4 tokens.
-  absl::StatusOr<Run> MakeRun(int32_t n_blocks, const DecodeBatchOptions& options) {
+  // An empty batch over a fresh cache of `n_blocks` blocks of 4 tokens, with a prefix cache
+  // when `prefix_caching`.
+  absl::StatusOr<Run> MakeRun(int32_t n_blocks, DecodeBatchOptions options,
+                              bool prefix_caching = false) {
     absl::StatusOr<std::unique_ptr<engine::KvCache>> cache =
         engine::KvCache::Create(model_->config(), {.block_size = 4, .n_blocks = n_blocks});
     if (!cache.ok()) return cache.status();
     Run run;
     run.cache = *std::move(cache);
+    if (prefix_caching) {
+      run.prefix = std::make_unique<engine::PrefixCache>(run.cache.get(), "fp", true);
+      options.prefix_cache = run.prefix.get();
+    }
     run.transformer = std::make_unique<engine::Transformer>(&model_->config(), &model_->weights(),
                                                             backend_.get(), run.cache.get());
     run.batch = std::make_unique<DecodeBatch>(&model_->tokenizer(), run.transformer.get(),
@@ -101,8 +109,8 @@ class DecodeBatchTest : public testing::Test {
   // batch whose cache has `n_blocks` blocks of 4 tokens, then steps until every one finishes.
   absl::StatusOr<Run> RunSequences(int n, int32_t n_blocks, int32_t max_tokens,
                                    DecodeBatchOptions options = {.max_batch = 8},
-                                   float temperature = 0.9f) {
-    absl::StatusOr<Run> made = MakeRun(n_blocks, options);
+                                   float temperature = 0.9f, bool prefix_caching = false) {
+    absl::StatusOr<Run> made = MakeRun(n_blocks, options, prefix_caching);
     if (!made.ok()) return made;
     Run& run = *made;
     std::vector<float> logits;
@@ -178,6 +186,30 @@ TEST_F(DecodeBatchTest, SequencesGrowOnDemandAndPreemptedOnesResumeWithoutLosing
   }
   EXPECT_EQ(tight.cache->pool().n_free(), 14);
   EXPECT_EQ(roomy.cache->pool().n_free(), 64);
+}
+
+TEST_F(DecodeBatchTest, WithPrefixCachingEndedSequencesStayCachedAndPreemptedOnesResumeExactly) {
+  absl::StatusOr<Run> roomy_run = RunSequences(4, /*n_blocks=*/64, /*max_tokens=*/24);
+  ASSERT_TRUE(roomy_run.ok()) << roomy_run.status();
+  for (int32_t n_blocks : {64, 14}) {
+    absl::StatusOr<Run> cached_run = RunSequences(4, n_blocks, /*max_tokens=*/24,
+                                                  {.max_batch = 8}, 0.9f, /*prefix_caching=*/true);
+    ASSERT_TRUE(cached_run.ok()) << cached_run.status();
+    Run& run = *cached_run;
+    for (int s = 0; s < 4; ++s) {
+      EXPECT_EQ(run.sinks[s]->tokens(), roomy_run->sinks[s]->tokens())
+          << "sequence " << s << " with " << n_blocks << " blocks";
+    }
+    EXPECT_EQ(run.cache->pool().n_free(), n_blocks);  // cached blocks are free for allocation
+    if (n_blocks == 64) {
+      // Each sequence's KV covers 6 + 23 tokens at its end: 7 full blocks, all cached.
+      EXPECT_EQ(run.batch->n_preemptions(), 0);
+      EXPECT_EQ(run.cache->pool().n_cached(), 28);
+    } else {
+      EXPECT_GT(run.batch->n_preemptions(), 0);
+      EXPECT_GT(run.cache->pool().n_cached(), 0);
+    }
+  }
 }
 
 TEST_F(DecodeBatchTest, SequenceLargerThanTheCacheFailsClearly) {

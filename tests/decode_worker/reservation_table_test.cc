@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "engine/prefix_cache.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/fake_clock.h"
@@ -167,6 +168,98 @@ TEST_F(ReservationTableTest, ReserveValidatesAndFailsWhenFull) {
   ASSERT_TRUE(big.ok());
   EXPECT_EQ(table_->Reserve("r2", "fp", 1, 1, std::chrono::seconds(1)).status().code(),
             absl::StatusCode::kResourceExhausted);
+}
+
+class ReservationPrefixTest : public ReservationTableTest {
+ protected:
+  void SetUp() override {
+    ReservationTableTest::SetUp();
+    prefix_ = std::make_unique<engine::PrefixCache>(cache_.get(), "fp", true);
+    table_ = std::make_unique<ReservationTable>(
+        cache_.get(), ReservationTableOptions{.model_fingerprint = "fp",
+                                              .max_context = 64,
+                                              .clock = &clock_,
+                                              .prefix_cache = prefix_.get()});
+  }
+
+  // Pushes blocks [first_block, ceil(n_tokens / 4)) of every layer, filled with `fill`, and ends
+  // the push.
+  void PushAll(const std::string& id, int32_t n_tokens, int32_t first_block, uint8_t fill) {
+    kvtransfer::KvPushSpec spec = Spec(id, n_tokens);
+    spec.first_block = first_block;
+    ASSERT_TRUE(table_->BeginPush(spec).ok());
+    const int32_t n = spec.n_blocks() - first_block;
+    for (int layer = 0; layer < 2; ++layer) {
+      ASSERT_TRUE(table_->WriteBlocks(id, layer, first_block, n, Bytes(n, fill)).ok());
+    }
+    ASSERT_TRUE(table_->EndPush(id).ok());
+  }
+
+  std::unique_ptr<engine::PrefixCache> prefix_;
+};
+
+TEST_F(ReservationPrefixTest, AReservationStartsFromTheCachedPrefixAndOnlyTheRestTravels) {
+  const std::vector<engine::TokenId> first = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  auto a = table_->Reserve("a", "fp", 9, 2, std::chrono::seconds(5), first);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->n_cached_tokens, 0);
+  ASSERT_NO_FATAL_FAILURE(PushAll(a->reservation_id, 9, 0, 0xA1));
+  absl::StatusOr<ClaimedSequence> claimed_a = table_->Claim(a->reservation_id, 9, first);
+  ASSERT_TRUE(claimed_a.ok()) << claimed_a.status();
+  const std::vector<engine::BlockId> a_blocks = claimed_a->table.blocks;
+  cache_->Free(claimed_a->table);  // its two full blocks stay cached
+
+  const std::vector<engine::TokenId> second = {1, 2, 3, 4, 5, 6, 7, 8, 40, 41, 42};
+  auto b = table_->Reserve("b", "fp", 11, 2, std::chrono::seconds(5), second);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->n_cached_tokens, 8);
+  kvtransfer::KvPushSpec from_zero = Spec(b->reservation_id, 11);
+  absl::Status refused = table_->BeginPush(from_zero);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(refused.message()), HasSubstr("first_block"));
+  kvtransfer::KvPushSpec spec = Spec(b->reservation_id, 11);
+  spec.first_block = 2;
+  ASSERT_TRUE(table_->BeginPush(spec).ok());
+  EXPECT_EQ(table_->WriteBlocks(b->reservation_id, 0, 1, 1, Bytes(1, 0xB2)).code(),
+            absl::StatusCode::kInvalidArgument);  // a cached block: not the push's to write
+  for (int layer = 0; layer < 2; ++layer) {
+    ASSERT_TRUE(table_->WriteBlocks(b->reservation_id, layer, 2, 1, Bytes(1, 0xB2)).ok());
+  }
+  ASSERT_TRUE(table_->EndPush(b->reservation_id).ok());
+  std::vector<engine::TokenId> other = second;
+  other[9] = 99;
+  EXPECT_EQ(table_->Claim(b->reservation_id, 11, other).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  absl::StatusOr<ClaimedSequence> claimed_b = table_->Claim(b->reservation_id, 11, second);
+  ASSERT_TRUE(claimed_b.ok()) << claimed_b.status();
+  EXPECT_EQ(claimed_b->table.blocks[0], a_blocks[0]);  // shared, not copied
+  EXPECT_EQ(claimed_b->table.blocks[1], a_blocks[1]);
+  const uint8_t* kept = reinterpret_cast<const uint8_t*>(cache_->LayerBlock(1, a_blocks[1]));
+  EXPECT_EQ(kept[0], 0xA1);
+  const uint8_t* pushed =
+      reinterpret_cast<const uint8_t*>(cache_->LayerBlock(1, claimed_b->table.blocks[2]));
+  EXPECT_EQ(pushed[0], 0xB2);
+  cache_->Free(claimed_b->table);
+  EXPECT_EQ(cache_->pool().n_free(), 10);
+}
+
+TEST_F(ReservationPrefixTest, AFailedReservationReturnsTheCachedBlocksItTook) {
+  const std::vector<engine::TokenId> first = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  auto a = table_->Reserve("a", "fp", 9, 2, std::chrono::seconds(5), first);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_NO_FATAL_FAILURE(PushAll(a->reservation_id, 9, 0, 1));
+  absl::StatusOr<ClaimedSequence> claimed = table_->Claim(a->reservation_id, 9, first);
+  ASSERT_TRUE(claimed.ok());
+  cache_->Free(claimed->table);
+  // 2 cached blocks match, but 40 more tokens do not fit the other 8 blocks.
+  std::vector<engine::TokenId> longer = first;
+  longer.resize(48, 5);
+  auto b = table_->Reserve("b", "fp", 48, 2, std::chrono::seconds(5), longer);
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(cache_->pool().n_free(), 10);
+  EXPECT_EQ(cache_->pool().n_cached(), 2);  // still cached, held by nobody
+  EXPECT_EQ(table_->Reserve("c", "fp", 9, 2, std::chrono::seconds(5), longer).status().code(),
+            absl::StatusCode::kInvalidArgument);  // 48 tokens for a 9-token prompt
 }
 
 }  // namespace

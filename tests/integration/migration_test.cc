@@ -153,11 +153,15 @@ TEST(MigrationTest, StalledDecodeWorkerLosesItsStreamAndFreesItsBlocks) {
 TEST(MigrationTest, FrozenPrefillWorkerMidPromptMovesTheRequestAndFreesEveryBlock) {
   // Two prefill workers that prefill in chunks of 64 tokens (so that a prompt's remaining chunks
   // show as queued while it computes), one decode worker that drops a KV push silent for 2 s.
+  // No prefix caching: the second run of the prompt must compute it all again.
   LocalCluster local({}, {});
   ASSERT_TRUE(local.StartRouter().ok());
-  absl::StatusOr<Proc*> p0 = local.StartWorker("prefill", {"--max-batch-tokens", "64"});
-  absl::StatusOr<Proc*> p1 = local.StartWorker("prefill", {"--max-batch-tokens", "64"});
-  absl::StatusOr<Proc*> decode = local.StartWorker("decode", {"--kv-stall-timeout", "2"});
+  absl::StatusOr<Proc*> p0 =
+      local.StartWorker("prefill", {"--max-batch-tokens", "64", "--no-prefix-caching"});
+  absl::StatusOr<Proc*> p1 =
+      local.StartWorker("prefill", {"--max-batch-tokens", "64", "--no-prefix-caching"});
+  absl::StatusOr<Proc*> decode =
+      local.StartWorker("decode", {"--kv-stall-timeout", "2", "--no-prefix-caching"});
   ASSERT_TRUE(p0.ok() && p1.ok() && decode.ok());
   ASSERT_TRUE(local.WaitHealthy(3).ok());
   v1::GenerateRequest request = SampledRequest();

@@ -23,8 +23,9 @@ TEST(ChunkChecksumTest, IsXxh64WithSeedZero) {
 }
 
 TEST(KvWireTest, HeaderRoundTrips) {
-  KvPushSpec spec = MakeSpec("r1", 6, 33);
+  KvPushSpec spec = MakeSpec("r1", 6, 60);
   spec.chunk_blocks = 2;
+  spec.first_block = 3;
   absl::StatusOr<PushHeaderInfo> info = ParseHeader(HeaderFromSpec(spec, 2, 3));
   ASSERT_TRUE(info.ok()) << info.status();
   EXPECT_EQ(info->spec.reservation_id, "r1");
@@ -32,8 +33,9 @@ TEST(KvWireTest, HeaderRoundTrips) {
   EXPECT_EQ(info->spec.n_layer, 6);
   EXPECT_EQ(info->spec.kv_dim, spec.kv_dim);
   EXPECT_EQ(info->spec.block_size, spec.block_size);
-  EXPECT_EQ(info->spec.n_tokens, 33);
+  EXPECT_EQ(info->spec.n_tokens, 60);
   EXPECT_EQ(info->spec.chunk_blocks, 2);
+  EXPECT_EQ(info->spec.first_block, 3);
   EXPECT_EQ(info->stream_index, 2);
   EXPECT_EQ(info->n_streams, 3);
 }
@@ -66,6 +68,18 @@ TEST(KvWireTest, RejectsBadHeaders) {
   v1::KvPushHeader negative_ranges = HeaderFromSpec(spec, 0, 1);
   negative_ranges.set_chunk_blocks(-2);
   EXPECT_EQ(ParseHeader(negative_ranges).status().code(), absl::StatusCode::kInvalidArgument);
+  // The receiver may hold some of the prompt's blocks already, never all of them.
+  const int32_t n_blocks = spec.n_blocks();
+  for (int32_t first_block : {-1, n_blocks, n_blocks + 5}) {
+    v1::KvPushHeader skipping = HeaderFromSpec(spec, 0, 1);
+    skipping.set_first_block(first_block);
+    absl::Status status = ParseHeader(skipping).status();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << first_block;
+    EXPECT_THAT(std::string(status.message()), ::testing::HasSubstr("first_block"));
+  }
+  v1::KvPushHeader last_block_only = HeaderFromSpec(spec, 0, 1);
+  last_block_only.set_first_block(n_blocks - 1);
+  EXPECT_TRUE(ParseHeader(last_block_only).ok());
 }
 
 v1::KvChunk MakeChunk(int32_t layer, int32_t first_block, int32_t n_blocks, size_t size) {

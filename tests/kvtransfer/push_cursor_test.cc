@@ -38,6 +38,34 @@ TEST(PushCursorTest, RangesGoOneAfterTheOtherWithTheShortOneLast) {
   EXPECT_EQ(Walk(Spec(2, 5, 2)), expected);
 }
 
+TEST(PushCursorTest, BlocksTheReceiverHoldsAreSkippedAndRangesKeepTheirPlaces) {
+  KvPushSpec spec = Spec(2, 5, 2);
+  spec.first_block = 1;  // ranges [0,2) [2,4) [4,5); the first clipped to [1,2)
+  const std::vector<std::pair<int32_t, int32_t>> expected = {
+      {0, 1}, {1, 1}, {0, 2}, {0, 3}, {1, 2}, {1, 3}, {0, 4}, {1, 4}};
+  EXPECT_EQ(Walk(spec), expected);
+  spec.first_block = 2;  // on a range boundary: whole ranges from there
+  EXPECT_EQ(Walk(spec).front(), std::make_pair(0, 2));
+  EXPECT_EQ(Walk(spec).size(), 6u);
+  spec.chunk_blocks = 0;  // one range, clipped
+  spec.first_block = 3;
+  const std::vector<std::pair<int32_t, int32_t>> one_range = {{0, 3}, {0, 4}, {1, 3}, {1, 4}};
+  EXPECT_EQ(Walk(spec), one_range);
+  EXPECT_EQ(spec.total_bytes(), 2 * spec.layer_block_bytes() * 2);
+
+  PushCursor cursor(Spec(2, 5, 2));
+  KvPushSpec skipping = Spec(2, 5, 2);
+  skipping.first_block = 3;
+  PushCursor skipped(skipping);
+  EXPECT_EQ(skipped.range_begin(), 3);
+  EXPECT_EQ(skipped.range_end(), 4);
+  EXPECT_FALSE(skipped.InOneRange(2, 1));  // held by the receiver: not part of the push
+  EXPECT_TRUE(skipped.InOneRange(3, 1));
+  uint8_t byte = 0;
+  EXPECT_TRUE(skipped.CheckSendLayer(0, {&byte}).ok());
+  EXPECT_EQ(skipped.CheckSendLayer(0, {&byte, &byte}).code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(PushCursorTest, AdvancingAWholeLayerOfARange) {
   PushCursor cursor(Spec(2, 5, 2));
   EXPECT_EQ(cursor.range_end(), 2);

@@ -1,11 +1,13 @@
 // The prefill scheduler on a synthetic model, pushing in-process into a decode worker's real
 // ReservationTable: batching, chunked prefill (results identical to an unchunked prefill), the
-// no-starvation order, cancellation part-way, and token accounting.
+// no-starvation order, cancellation part-way, token accounting, and prefix caching on both sides
+// (results identical to computing everything).
 #include "prefill_worker/prefill_scheduler.h"
 
 #include <cstring>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -13,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "decode_worker/reservation_table.h"
 #include "engine/model.h"
+#include "engine/prefix_cache.h"
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
 #include "rpc/prefill_stage.h"
@@ -64,28 +67,35 @@ class PrefillSchedulerTest : public testing::Test {
         engine::KvCache::Create(model_->config(), {.block_size = kBlockSize, .n_blocks = 128});
     ASSERT_TRUE(decode_cache.ok()) << decode_cache.status();
     decode_cache_ = *std::move(decode_cache);
+    decode_prefix_ = std::make_unique<engine::PrefixCache>(decode_cache_.get(), "fp", true);
     reservations_ = std::make_unique<decode_worker::ReservationTable>(
         decode_cache_.get(),
-        decode_worker::ReservationTableOptions{.model_fingerprint = "fp", .max_context = 256});
+        decode_worker::ReservationTableOptions{.model_fingerprint = "fp",
+                                               .max_context = 256,
+                                               .prefix_cache = decode_prefix_.get()});
     transport_ = kvtransfer::CreateInProcessKvTransport(reservations_.get());
   }
 
-  // A prefill worker with a token budget of `max_batch_tokens`. Callers wrap it in
-  // ASSERT_NO_FATAL_FAILURE: it fails, leaving no worker, when the cache cannot be made.
-  void StartWorker(int32_t max_batch_tokens) {
+  // A prefill worker with a token budget of `max_batch_tokens`, with prefix caching when
+  // `prefix_caching`. Callers wrap it in ASSERT_NO_FATAL_FAILURE: it fails, leaving no worker,
+  // when the cache cannot be made.
+  void StartWorker(int32_t max_batch_tokens, bool prefix_caching = false) {
     scheduler_.reset();
     transformer_.reset();
     absl::StatusOr<std::unique_ptr<engine::KvCache>> prefill_cache =
         engine::KvCache::Create(model_->config(), {.block_size = kBlockSize, .n_blocks = 64});
     ASSERT_TRUE(prefill_cache.ok()) << prefill_cache.status();
     prefill_cache_ = *std::move(prefill_cache);
+    prefill_prefix_ =
+        std::make_unique<engine::PrefixCache>(prefill_cache_.get(), "fp", prefix_caching);
     transformer_ = std::make_unique<engine::Transformer>(&model_->config(), &model_->weights(),
                                                          backend_.get(), prefill_cache_.get());
     scheduler_ = std::make_unique<PrefillScheduler>(
         transformer_.get(), prefill_cache_.get(), transport_.get(),
         PrefillSchedulerOptions{.max_batch_tokens = max_batch_tokens,
                                 .model_fingerprint = "fp",
-                                .finisher_threads = 2});
+                                .finisher_threads = 2,
+                                .prefix_cache = prefill_prefix_.get()});
   }
 
   static std::vector<engine::TokenId> Prompt(int32_t n, int32_t salt) {
@@ -94,11 +104,15 @@ class PrefillSchedulerTest : public testing::Test {
     return tokens;
   }
 
-  // Reserves on the decode side and queues the prompt; returns the reservation id (empty, after a
-  // test failure, when the reservation is refused).
-  std::string Enqueue(const std::string& id, std::vector<engine::TokenId> prompt) {
+  // Reserves on the decode side (looking the prompt up in its prefix cache when
+  // `decode_lookup`) and queues the prompt; returns the reservation id (empty, after a test
+  // failure, when the reservation is refused).
+  std::string Enqueue(const std::string& id, std::vector<engine::TokenId> prompt,
+                      bool decode_lookup = false) {
+    const std::span<const engine::TokenId> lookup =
+        decode_lookup ? std::span<const engine::TokenId>(prompt) : std::span<const engine::TokenId>();
     absl::StatusOr<decode_worker::ReserveResult> reserved = reservations_->Reserve(
-        id, "fp", static_cast<int32_t>(prompt.size()), 4, std::chrono::seconds(30));
+        id, "fp", static_cast<int32_t>(prompt.size()), 4, std::chrono::seconds(30), lookup);
     EXPECT_TRUE(reserved.ok()) << reserved.status();
     if (!reserved.ok()) return "";
     auto job = std::make_shared<PrefillJob>();
@@ -106,6 +120,7 @@ class PrefillSchedulerTest : public testing::Test {
     job->prompt = std::move(prompt);
     job->params = {.temperature = 0.0f};
     job->reservation_id = reserved->reservation_id;
+    job->destination_cached_blocks = reserved->n_cached_tokens / kBlockSize;
     job->deadline = std::chrono::system_clock::now() + std::chrono::seconds(60);
     job->done = outcomes_.For(id);
     scheduler_->Enqueue(job);
@@ -119,7 +134,8 @@ class PrefillSchedulerTest : public testing::Test {
     return steps;
   }
 
-  // The K and V the decode worker received for the prompt's tokens, [layer][token][K|V][kv_dim].
+  // The K and V the decode worker holds for the prompt's tokens, [layer][token][K|V][kv_dim];
+  // claiming the reservation publishes its blocks to the decode side's prefix cache.
   std::vector<uint16_t> ReceivedKv(const std::string& reservation_id, int32_t n_prompt) {
     absl::StatusOr<decode_worker::ClaimedSequence> claimed =
         reservations_->Claim(reservation_id, n_prompt);
@@ -144,9 +160,11 @@ class PrefillSchedulerTest : public testing::Test {
   std::unique_ptr<engine::Model> model_;
   std::unique_ptr<kernels::Backend> backend_;
   std::unique_ptr<engine::KvCache> decode_cache_;
+  std::unique_ptr<engine::PrefixCache> decode_prefix_;
   std::unique_ptr<decode_worker::ReservationTable> reservations_;
   std::unique_ptr<kvtransfer::KvTransport> transport_;
   std::unique_ptr<engine::KvCache> prefill_cache_;
+  std::unique_ptr<engine::PrefixCache> prefill_prefix_;
   std::unique_ptr<engine::Transformer> transformer_;
   Outcomes outcomes_;
   std::unique_ptr<PrefillScheduler> scheduler_;
@@ -242,6 +260,85 @@ TEST_F(PrefillSchedulerTest, CancellationIsNotTheDestinationsFault) {
   ASSERT_EQ(result.status().code(), absl::StatusCode::kCancelled);
   EXPECT_FALSE(rpc::IsKvDestinationFault(result.status()));
 }
+
+// Two prompts sharing their first 26 tokens: `Shared(n, salt)` is that prefix then n - 26 more.
+std::vector<engine::TokenId> Shared(int32_t n, int32_t salt) {
+  std::vector<engine::TokenId> tokens;
+  for (int32_t i = 0; i < n; ++i) {
+    tokens.push_back(i < 26 ? (i * 13 + 7) % 256 : (i * 29 + salt * 17 + 3) % 256);
+  }
+  return tokens;
+}
+
+// The first token and the KV the decode worker ends up with for `second`, after `first` went
+// through the same worker pair, for each way the prefix caches can take part. None may change a
+// bit; what differs is what is computed and what travels.
+struct CacheCase {
+  const char* name;
+  bool prefill_caching;
+  bool decode_lookup;
+  int32_t max_batch_tokens;
+  int32_t expect_prefill_cached;   // tokens the prefill worker takes from its cache
+  int64_t expect_sent_blocks;      // blocks (per layer) of `second` that travel
+};
+
+class PrefixCachingTest : public PrefillSchedulerTest,
+                          public testing::WithParamInterface<CacheCase> {};
+
+TEST_P(PrefixCachingTest, HitsChangeWhatIsComputedAndSentButNotABit) {
+  const CacheCase& c = GetParam();
+  const std::vector<engine::TokenId> first = Shared(40, 1);
+  const std::vector<engine::TokenId> second = Shared(45, 2);  // 12 blocks, 6 shared full ones
+
+  // The reference: nothing cached anywhere.
+  ASSERT_NO_FATAL_FAILURE(StartWorker(c.max_batch_tokens, /*prefix_caching=*/false));
+  const std::string cold_id = Enqueue("cold", second);
+  RunAll();
+  absl::StatusOr<PrefillResult> cold = outcomes_.Await("cold");
+  ASSERT_TRUE(cold.ok()) << cold.status();
+  const std::vector<uint16_t> cold_kv = ReceivedKv(cold_id, 45);
+  EXPECT_EQ(cold->cached_tokens, 0);  // (reserved without its tokens: not cached on either side)
+
+  ASSERT_NO_FATAL_FAILURE(StartWorker(c.max_batch_tokens, c.prefill_caching));
+  const std::string first_id = Enqueue("first", first, c.decode_lookup);
+  RunAll();
+  ASSERT_TRUE(outcomes_.Await("first").ok());
+  ReceivedKv(first_id, 40);  // claimed: its blocks are published on the decode side, then freed
+
+  const std::string warm_id = Enqueue("warm", second, c.decode_lookup);
+  RunAll();
+  absl::StatusOr<PrefillResult> warm = outcomes_.Await("warm");
+  ASSERT_TRUE(warm.ok()) << warm.status();
+  EXPECT_EQ(warm->first_token, cold->first_token);
+  EXPECT_EQ(warm->cached_tokens, c.expect_prefill_cached);
+  const int64_t layer_bytes = int64_t{model_->config().n_layer} * 2 * kBlockSize *
+                              model_->config().kv_dim() * 2;
+  EXPECT_EQ(warm->kv_bytes, c.expect_sent_blocks * layer_bytes);
+  EXPECT_TRUE(ReceivedKv(warm_id, 45) == cold_kv) << "KV with cache hits differs";
+  // Every block is back (cached ones count as free) on both sides.
+  EXPECT_EQ(prefill_cache_->pool().n_free(), prefill_cache_->pool().n_blocks());
+  EXPECT_EQ(decode_cache_->pool().n_free(), decode_cache_->pool().n_blocks());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    BothSides, PrefixCachingTest,
+    testing::Values(
+        // 24 tokens (6 blocks) hit on both sides: 6 of 12 blocks travel.
+        CacheCase{"both", true, true, 2048, 24, 6},
+        CacheCase{"prefill_only", true, false, 2048, 24, 12},
+        CacheCase{"decode_only", false, true, 2048, 0, 6},
+        // Chunks of 8 tokens (2 blocks): the cached ranges go before any compute when only the
+        // prefill side has them; the computed ones the decode side has are not sent.
+        CacheCase{"both_chunked", true, true, 8, 24, 6},
+        CacheCase{"prefill_only_chunked", true, false, 8, 24, 12},
+        CacheCase{"decode_only_chunked", false, true, 8, 0, 6},
+        // Chunks of 12 tokens (3 blocks): the hit (6 blocks) ends on a range boundary.
+        CacheCase{"both_chunked_by_3", true, true, 12, 24, 6},
+        // Chunks of 20 tokens (5 blocks): the hit ends inside a range, which then holds cached
+        // and computed blocks.
+        CacheCase{"prefill_only_chunked_by_5", true, false, 20, 24, 12},
+        CacheCase{"both_chunked_by_5", true, true, 20, 24, 6}),
+    [](const testing::TestParamInfo<CacheCase>& info) { return std::string(info.param.name); });
 
 }  // namespace
 }  // namespace baton::prefill_worker

@@ -393,9 +393,139 @@ TEST_F(WorkerRegistryTest, WaitForChangeWakesOnHeartbeatAndOnStop) {
   registry->WaitForChange(registry->epoch(), absl::Now() + absl::Milliseconds(20), nullptr);
 }
 
+// KV-aware placement. Prompts of 64 tokens in blocks of 16: 3 blocks a worker may hold (the last
+// token is always computed).
+std::vector<engine::TokenId> Conversation(int salt) {
+  std::vector<engine::TokenId> tokens(64);
+  for (int i = 0; i < 64; ++i) tokens[i] = salt * 1000 + i;
+  return tokens;
+}
+
+// A load advertising the cached blocks of `prompt` (all of it, or its first `n_blocks` blocks).
+v1::WorkerLoad WithCached(v1::WorkerLoad load, const std::vector<engine::TokenId>& prompt,
+                          int32_t n_blocks = 3) {
+  PromptHashes hashes(kFingerprint, prompt);
+  const std::vector<uint64_t>& all = hashes.ForBlockSize(16);
+  for (int32_t b = 0; b < n_blocks && b < static_cast<int32_t>(all.size()); ++b) {
+    load.add_cached_block_hashes(all[b]);
+  }
+  return load;
+}
+
+TEST_F(WorkerRegistryTest, KvAwarePicksTheWorkersHoldingThePrefixWhileLoadAllows) {
+  auto registry = MakeRegistry(PlacementPolicy::kKvAware);
+  const std::vector<engine::TokenId> prompt = Conversation(1);
+  // Decode: the holder has 20 more blocks in use, the prefix saves 3 of 4 prompt blocks + 1.
+  ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_DECODE, "d-cold:1", Model(), DecodeLoad(900)).ok());
+  ASSERT_TRUE(registry
+                  ->Register(v1::WORKER_ROLE_DECODE, "d-warm:1", Model(),
+                             WithCached(DecodeLoad(898), prompt))
+                  .ok());
+  ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_PREFILL, "p-cold:1", Model(), PrefillLoad(0)).ok());
+  ASSERT_TRUE(registry
+                  ->Register(v1::WORKER_ROLE_PREFILL, "p-warm:1", Model(),
+                             WithCached(PrefillLoad(40), prompt))
+                  .ok());
+  PromptHashes request(kFingerprint, prompt);
+  // decode cost: cold (4 + 1 blocks needed) + 100 used = 105; warm 5 - 3 + 102 = 104.
+  EXPECT_THAT(registry->PickDecode(64, 16, nullptr, {}, &request), PlacedOn("d-warm:1"));
+  // prefill cost: cold 64 + 0; warm 64 - 48 + 40 = 56.
+  EXPECT_THAT(registry->PickPrefill(64, "", {}, &request), PlacedOn("p-warm:1"));
+  // Without the prompt the same policy sees no hits: the least used / least queued worker wins.
+  EXPECT_THAT(registry->PickPrefill(64, "", {}), PlacedOn("p-cold:1"));
+
+  // Another conversation hits nowhere: load decides.
+  PromptHashes other(kFingerprint, Conversation(2));
+  EXPECT_THAT(registry->PickPrefill(64, "", {}, &other), PlacedOn("p-cold:1"));
+}
+
+TEST_F(WorkerRegistryTest, KvAwareLetsLoadOutweighAShortHit) {
+  auto registry = MakeRegistry(PlacementPolicy::kKvAware);
+  const std::vector<engine::TokenId> prompt = Conversation(3);
+  ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_PREFILL, "p-idle:1", Model(), PrefillLoad(0)).ok());
+  ASSERT_TRUE(registry
+                  ->Register(v1::WORKER_ROLE_PREFILL, "p-busy:1", Model(),
+                             WithCached(PrefillLoad(500), prompt, 1))
+                  .ok());
+  PromptHashes request(kFingerprint, prompt);
+  EXPECT_THAT(registry->PickPrefill(64, "", {}, &request), PlacedOn("p-idle:1"));
+}
+
+TEST_F(WorkerRegistryTest, AWorkersReportReplacesItsCacheAndARestartEmptiesIt) {
+  auto registry = MakeRegistry(PlacementPolicy::kKvAware);
+  const std::vector<engine::TokenId> prompt = Conversation(4);
+  ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_DECODE, "d-a:1", Model(), DecodeLoad(500)).ok());
+  absl::StatusOr<std::string> b = registry->Register(v1::WORKER_ROLE_DECODE, "d-b:1", Model(),
+                                                     WithCached(DecodeLoad(499), prompt));
+  ASSERT_TRUE(b.ok());
+  PromptHashes request(kFingerprint, prompt);
+  EXPECT_THAT(registry->PickDecode(64, 16, nullptr, {}, &request), PlacedOn("d-b:1"));
+  auto cached_of = [&](const std::string& address) {
+    for (const WorkerSnapshot& w : registry->Snapshot()) {
+      if (w.address == address) return w.n_cached_blocks;
+    }
+    return -1;
+  };
+  EXPECT_EQ(cached_of("d-b:1"), 3);
+  // The worker restarts: it registers again at its address with an empty cache.
+  ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_DECODE, "d-b:1", Model(), DecodeLoad(499)).ok());
+  EXPECT_EQ(cached_of("d-b:1"), 0);
+  EXPECT_THAT(registry->PickDecode(64, 16, nullptr, {}, &request), PlacedOn("d-a:1"));
+  // A heartbeat replaces the advertised set as a whole, too.
+  absl::StatusOr<std::string> c = registry->Register(v1::WORKER_ROLE_DECODE, "d-c:1", Model(),
+                                                     WithCached(DecodeLoad(400), prompt));
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(cached_of("d-c:1"), 3);
+  ASSERT_TRUE(registry->Heartbeat(*c, DecodeLoad(400)));
+  EXPECT_EQ(cached_of("d-c:1"), 0);
+  // Snapshots carry the count, not the hashes.
+  for (const WorkerSnapshot& w : registry->Snapshot()) {
+    EXPECT_EQ(w.load.cached_block_hashes_size(), 0);
+  }
+}
+
+TEST_F(WorkerRegistryTest, APickExpectsTheChosenCachingWorkerToHoldThePrompt) {
+  auto registry = MakeRegistry(PlacementPolicy::kKvAware);
+  const std::vector<engine::TokenId> warm = Conversation(5);
+  const std::vector<engine::TokenId> fresh = Conversation(6);
+  ASSERT_TRUE(registry
+                  ->Register(v1::WORKER_ROLE_PREFILL, "p-a:1", Model(),
+                             WithCached(PrefillLoad(0), warm))
+                  .ok());
+  ASSERT_TRUE(registry
+                  ->Register(v1::WORKER_ROLE_PREFILL, "p-b:1", Model(),
+                             WithCached(PrefillLoad(40), Conversation(7)))
+                  .ok());
+  PromptHashes first(kFingerprint, fresh);
+  EXPECT_THAT(registry->PickPrefill(64, "", {}, &first), PlacedOn("p-a:1"));  // load: 0 < 40
+  // Before any report, the next turn of that conversation follows it there: p-a costs
+  // 64 - 48 + 64 queued = 80 against p-b's 64 + 40 = 104 (128 were its blocks not expected).
+  PromptHashes next(kFingerprint, fresh);
+  EXPECT_THAT(registry->PickPrefill(64, "", {}, &next), PlacedOn("p-a:1"));
+}
+
+TEST(PrefixAffinityTest, CountsLeadingCachedBlocksAndCosts) {
+  const std::vector<engine::TokenId> prompt = Conversation(8);
+  PromptHashes hashes(kFingerprint, prompt);
+  const std::vector<uint64_t>& blocks = hashes.ForBlockSize(16);
+  ASSERT_EQ(blocks.size(), 3u);  // 63 tokens usable: 3 full blocks
+  EXPECT_EQ(hashes.ForBlockSize(32).size(), 1u);
+  absl::flat_hash_set<uint64_t> cached = {blocks[0], blocks[2]};
+  EXPECT_EQ(CachedPrefixBlocks(blocks, cached), 1);  // a hole ends the prefix
+  cached.insert(blocks[1]);
+  EXPECT_EQ(CachedPrefixBlocks(blocks, cached), 3);
+  PromptHashes other_model("another-fingerprint", prompt);
+  EXPECT_EQ(CachedPrefixBlocks(other_model.ForBlockSize(16), cached), 0);
+  EXPECT_EQ(KvAwarePrefillCost(64, 48, 10), 26);
+  EXPECT_EQ(KvAwareDecodeCost(5, 3, 100), 102);
+  EXPECT_EQ(KvAwareDecodeCost(5, 9, 100), 100);
+}
+
 TEST(PlacementPolicyTest, ParsesNames) {
   EXPECT_THAT(ParsePlacementPolicy("least-loaded"), IsOkAndHolds(PlacementPolicy::kLeastLoaded));
   EXPECT_THAT(ParsePlacementPolicy("round-robin"), IsOkAndHolds(PlacementPolicy::kRoundRobin));
+  EXPECT_THAT(ParsePlacementPolicy("kv-aware"), IsOkAndHolds(PlacementPolicy::kKvAware));
+  EXPECT_EQ(PlacementPolicyName(PlacementPolicy::kKvAware), "kv-aware");
   EXPECT_EQ(ParsePlacementPolicy("random").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(PlacementPolicyName(PlacementPolicy::kRoundRobin), "round-robin");
 }

@@ -1,0 +1,26 @@
+#include "engine/block_hash.h"
+
+#include <xxhash.h>
+
+namespace baton::engine {
+
+uint64_t BlockHashSeed(absl::string_view model_fingerprint) {
+  return XXH64(model_fingerprint.data(), model_fingerprint.size(), 0);
+}
+
+std::vector<uint64_t> PrefixBlockHashes(uint64_t seed, std::span<const TokenId> tokens,
+                                        int32_t block_size) {
+  std::vector<uint64_t> hashes;
+  if (block_size <= 0) return hashes;
+  const size_t n_full = tokens.size() / static_cast<size_t>(block_size);
+  hashes.reserve(n_full);
+  uint64_t previous = seed;
+  for (size_t b = 0; b < n_full; ++b) {
+    const TokenId* block = tokens.data() + b * block_size;
+    previous = XXH64(block, sizeof(TokenId) * static_cast<size_t>(block_size), previous);
+    hashes.push_back(previous);
+  }
+  return hashes;
+}
+
+}  // namespace baton::engine

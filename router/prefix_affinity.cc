@@ -1,0 +1,40 @@
+#include "router/prefix_affinity.h"
+
+#include <algorithm>
+
+#include "engine/block_hash.h"
+#include "engine/prefix_cache.h"
+
+namespace baton::router {
+
+PromptHashes::PromptHashes(absl::string_view model_fingerprint,
+                           std::span<const engine::TokenId> prompt)
+    : seed_(engine::BlockHashSeed(model_fingerprint)), prompt_(prompt) {}
+
+const std::vector<uint64_t>& PromptHashes::ForBlockSize(int32_t block_size) {
+  auto [it, inserted] = by_block_size_.try_emplace(block_size);
+  if (inserted && block_size > 0) {
+    const int32_t usable =
+        engine::MaxCachedTokens(static_cast<int32_t>(prompt_.size()), block_size);
+    it->second = engine::PrefixBlockHashes(seed_, prompt_.first(usable), block_size);
+  }
+  return it->second;
+}
+
+int32_t CachedPrefixBlocks(const std::vector<uint64_t>& prompt_hashes,
+                           const absl::flat_hash_set<uint64_t>& cached) {
+  int32_t n = 0;
+  while (n < static_cast<int32_t>(prompt_hashes.size()) && cached.contains(prompt_hashes[n])) ++n;
+  return n;
+}
+
+int64_t KvAwarePrefillCost(int64_t n_prompt_tokens, int64_t cached_tokens,
+                           int64_t queued_prompt_tokens) {
+  return std::max<int64_t>(0, n_prompt_tokens - cached_tokens) + queued_prompt_tokens;
+}
+
+int64_t KvAwareDecodeCost(int64_t request_blocks, int64_t cached_blocks, int64_t used_blocks) {
+  return std::max<int64_t>(0, request_blocks - cached_blocks) + used_blocks;
+}
+
+}  // namespace baton::router

@@ -1,0 +1,58 @@
+// KV-aware placement (router flag --placement kv-aware): how much of a request's prompt a worker
+// holds in its prefix cache, and what placing the request there costs.
+//
+// Workers advertise the hashes of their cached KV blocks (WorkerLoad.cached_block_hashes,
+// engine/block_hash.h); the router hashes the prompt the same way and counts the leading blocks a
+// worker holds. Costs, lower is better, both in the unit of work the worker would do:
+//
+//   prefill: (prompt tokens - cached tokens) + queued prompt tokens
+//            the tokens it must compute before this prompt's first token is out;
+//   decode:  (request blocks - cached blocks) + blocks in use
+//            the KV it must receive, plus how full it is (NVIDIA Dynamo's KV router cost,
+//            prefill_load_scale * new blocks + active decode blocks, with the scale 1).
+//
+// Unlike SGLang's cache_aware policy (the longest match wins unless load is imbalanced past a
+// threshold), one cost trades cache hits against load continuously.
+//
+// Thread-safety: PromptHashes is not thread-safe (it memoizes); the functions are pure.
+#ifndef BATON_ROUTER_PREFIX_AFFINITY_H_
+#define BATON_ROUTER_PREFIX_AFFINITY_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/container/node_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/string_view.h"
+#include "engine/vocab.h"
+
+namespace baton::router {
+
+// A prompt's full-block hashes as a worker of a given block size would compute them, up to the
+// tokens a worker may take from its cache (engine::MaxCachedTokens).
+class PromptHashes {
+ public:
+  // `prompt` must outlive this.
+  PromptHashes(absl::string_view model_fingerprint, std::span<const engine::TokenId> prompt);
+
+  // Valid as long as this object.
+  const std::vector<uint64_t>& ForBlockSize(int32_t block_size);
+
+ private:
+  uint64_t seed_;
+  std::span<const engine::TokenId> prompt_;
+  absl::node_hash_map<int32_t, std::vector<uint64_t>> by_block_size_;  // stable references
+};
+
+// The number of leading `prompt_hashes` found in `cached`.
+int32_t CachedPrefixBlocks(const std::vector<uint64_t>& prompt_hashes,
+                           const absl::flat_hash_set<uint64_t>& cached);
+
+int64_t KvAwarePrefillCost(int64_t n_prompt_tokens, int64_t cached_tokens,
+                           int64_t queued_prompt_tokens);
+int64_t KvAwareDecodeCost(int64_t request_blocks, int64_t cached_blocks, int64_t used_blocks);
+
+}  // namespace baton::router
+
+#endif  // BATON_ROUTER_PREFIX_AFFINITY_H_

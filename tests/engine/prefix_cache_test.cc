@@ -1,0 +1,131 @@
+// The prefix cache over a real KV cache and transformer (synthetic model): a sequence that starts
+// from cached blocks computes only its suffix and gets bitwise the logits of a cold start.
+#include "engine/prefix_cache.h"
+
+#include <memory>
+#include <vector>
+
+#include "engine/model.h"
+#include "engine/transformer.h"
+#include "gtest/gtest.h"
+#include "kernels/backend.h"
+#include "tests/support/synthetic_model.h"
+#include "tests/support/test_paths.h"
+
+namespace baton::engine {
+namespace {
+
+constexpr int32_t kBlockSize = 4;
+
+class PrefixCacheTest : public testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string path = test_support::TempPath("prefix-cache.gguf");
+    ASSERT_TRUE(test_support::WriteSyntheticModel(path, {.seed = 3, .n_ctx = 128}).ok());
+    absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(path);
+    ASSERT_TRUE(model.ok()) << model.status();
+    model_ = *std::move(model);
+    backend_ = kernels::CreateCpuBackend({.n_threads = 1});
+    absl::StatusOr<std::unique_ptr<KvCache>> cache =
+        KvCache::Create(model_->config(), {.block_size = kBlockSize, .n_blocks = 32});
+    ASSERT_TRUE(cache.ok()) << cache.status();
+    cache_ = *std::move(cache);
+    transformer_ = std::make_unique<Transformer>(&model_->config(), &model_->weights(),
+                                                 backend_.get(), cache_.get());
+  }
+
+  // Prefills tokens [table.n_tokens, end) of `tokens` into `table` (growing it) and returns the
+  // last token's logits.
+  std::vector<float> PrefillRest(const std::vector<TokenId>& tokens, BlockTable& table) {
+    EXPECT_TRUE(cache_->Reserve(table, static_cast<int32_t>(tokens.size())).ok());
+    SequenceInput input{.tokens = std::span<const TokenId>(tokens).subspan(table.n_tokens),
+                        .kv = &table};
+    std::vector<float> logits;
+    EXPECT_TRUE(transformer_->Prefill({&input, 1}, logits).ok());
+    return logits;
+  }
+
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<kernels::Backend> backend_;
+  std::unique_ptr<KvCache> cache_;
+  std::unique_ptr<Transformer> transformer_;
+};
+
+std::vector<TokenId> Tokens(int n, int diverge_at, int salt) {
+  std::vector<TokenId> tokens;
+  for (int i = 0; i < n; ++i) tokens.push_back(i < diverge_at ? (i * 5 + 1) % 200 : (i + salt) % 200);
+  return tokens;
+}
+
+TEST_F(PrefixCacheTest, AHitComputesOnlyTheSuffixAndChangesNoLogit) {
+  PrefixCache prefix(cache_.get(), model_->fingerprint(), true);
+  const std::vector<TokenId> first = Tokens(18, 18, 0);
+  const std::vector<TokenId> second = Tokens(23, 10, 7);  // shares 10 tokens: 2 full blocks
+
+  BlockTable cold;
+  const std::vector<float> cold_logits = PrefillRest(second, cold);
+  cache_->Free(cold);  // never published: nothing cached
+
+  BlockTable a;
+  EXPECT_EQ(prefix.Match(first, MaxCachedTokens(18, kBlockSize), a), 0);
+  PrefillRest(first, a);
+  prefix.Publish(first, a);
+  EXPECT_EQ(cache_->pool().n_cached(), 4);  // 18 tokens: 4 full blocks, the partial one is not
+  cache_->Free(a);
+
+  BlockTable b;
+  EXPECT_EQ(prefix.Match(second, MaxCachedTokens(23, kBlockSize), b), 8);
+  EXPECT_EQ(b.n_tokens, 8);
+  EXPECT_EQ(b.blocks.size(), 2u);
+  const std::vector<float> warm_logits = PrefillRest(second, b);
+  EXPECT_TRUE(warm_logits == cold_logits) << "logits after a cache hit differ";
+  cache_->Free(b);
+  EXPECT_EQ(cache_->pool().n_free(), cache_->pool().n_blocks());
+}
+
+TEST_F(PrefixCacheTest, AtLeastOneTokenIsLeftToComputeAndOnlyWholeBlocksMatch) {
+  EXPECT_EQ(MaxCachedTokens(8, 4), 4);  // 8 tokens: the last must be computed
+  EXPECT_EQ(MaxCachedTokens(9, 4), 8);
+  EXPECT_EQ(MaxCachedTokens(1, 4), 0);
+  EXPECT_EQ(MaxCachedTokens(0, 4), 0);
+  PrefixCache prefix(cache_.get(), model_->fingerprint(), true);
+  const std::vector<TokenId> tokens = Tokens(12, 12, 0);
+  BlockTable a;
+  PrefillRest(tokens, a);
+  prefix.Publish(tokens, a);
+  cache_->Free(a);
+  BlockTable same;
+  EXPECT_EQ(prefix.Match(tokens, MaxCachedTokens(12, kBlockSize), same), 8);
+  cache_->Free(same);
+  BlockTable capped;
+  EXPECT_EQ(prefix.Match(tokens, 7, capped), 4);  // a cap inside a block rounds down
+  cache_->Free(capped);
+}
+
+TEST_F(PrefixCacheTest, DisabledOrAnotherModelFindsNothing) {
+  PrefixCache prefix(cache_.get(), model_->fingerprint(), true);
+  const std::vector<TokenId> tokens = Tokens(12, 12, 0);
+  BlockTable a;
+  PrefillRest(tokens, a);
+  prefix.Publish(tokens, a);
+  cache_->Free(a);
+  ASSERT_EQ(cache_->pool().n_cached(), 3);
+  EXPECT_EQ(prefix.Advertised(10).size(), 3u);
+
+  PrefixCache other_model(cache_.get(), "another-fingerprint", true);
+  BlockTable b;
+  EXPECT_EQ(other_model.Match(tokens, 11, b), 0);
+  EXPECT_TRUE(b.blocks.empty());
+
+  PrefixCache off(cache_.get(), model_->fingerprint(), false);
+  EXPECT_EQ(off.Match(tokens, 11, b), 0);
+  EXPECT_TRUE(off.Advertised(10).empty());
+  BlockTable c;
+  PrefillRest(Tokens(12, 0, 3), c);
+  off.Publish(Tokens(12, 0, 3), c);
+  EXPECT_EQ(cache_->pool().n_cached(), 3);  // nothing new published
+  cache_->Free(c);
+}
+
+}  // namespace
+}  // namespace baton::engine
