@@ -108,6 +108,62 @@ LoadResult RunOpenLoop(ServeClient& client, const std::vector<ServeRequest>& req
   return result;
 }
 
+// Closed loop over conversations: `concurrency` threads, each running the next conversation's
+// turns in order (a failed turn ends its conversation). Outcomes in conversation order.
+LoadResult RunConversations(ServeClient& client, const std::vector<Conversation>& conversations,
+                            int32_t concurrency, Progress& progress) {
+  std::vector<std::vector<RequestOutcome>> per(conversations.size());
+  std::atomic<size_t> next{0};
+  const Clock::time_point start = Clock::now();
+  std::vector<std::thread> threads;
+  const int32_t n_threads =
+      std::clamp<int32_t>(concurrency, 1, std::max<int32_t>(1, conversations.size()));
+  for (int32_t t = 0; t < n_threads; ++t) {
+    threads.emplace_back([&] {
+      for (size_t i = next++; i < conversations.size(); i = next++) {
+        const Conversation& c = conversations[i];
+        std::string history = c.system;
+        for (const std::string& user : c.user_turns) {
+          const std::string prompt = ConversationPrompt(history, user);
+          RequestOutcome outcome = client.Send({.prompt = prompt, .max_tokens = c.max_tokens});
+          progress.Done(outcome);
+          const bool ok = outcome.ok;
+          history = ConversationHistory(prompt, outcome.text);
+          per[i].push_back(std::move(outcome));
+          if (!ok) break;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  LoadResult result;
+  result.duration_s = std::chrono::duration<double>(Clock::now() - start).count();
+  for (std::vector<RequestOutcome>& turns : per) {
+    for (RequestOutcome& o : turns) result.outcomes.push_back(std::move(o));
+  }
+  return result;
+}
+
+// What prefix caching saved over the outcomes (gRPC timings).
+nlohmann::json PrefixCacheJson(const std::vector<RequestOutcome>& outcomes) {
+  int64_t prompt = 0, prefill_cached = 0, decode_cached = 0, kv_bytes = 0;
+  for (const RequestOutcome& r : outcomes) {
+    if (!r.ok) continue;
+    prompt += r.prompt_tokens;
+    prefill_cached += r.prefill_cached_tokens;
+    decode_cached += r.decode_cached_tokens;
+    kv_bytes += r.kv_bytes;
+  }
+  auto fraction = [&](int64_t part) { return prompt ? static_cast<double>(part) / prompt : 0.0; };
+  return {{"prompt_tokens", prompt},
+          {"prefill_computed_tokens", prompt - prefill_cached},
+          {"prefill_cached_tokens", prefill_cached},
+          {"prefill_hit_rate", fraction(prefill_cached)},
+          {"decode_cached_tokens", decode_cached},
+          {"decode_hit_rate", fraction(decode_cached)},
+          {"kv_bytes_handed_off", kv_bytes}};
+}
+
 // Two probes (the word list once and twice, one output token each) give the prompt calibration.
 PromptCalibration Calibrate(ServeClient& client, std::ostream& log) {
   int32_t lengths[2] = {0, 0};
@@ -182,28 +238,26 @@ nlohmann::json MetricsJson(const ServeMetrics& m, const Slo& slo) {
   return j;
 }
 
-absl::StatusOr<ServeBenchResult> RunServeBench(const ServeBenchOptions& options,
-                                               std::ostream& log) {
-  if (options.num_prompts < 1) return absl::InvalidArgumentError("--num-prompts must be >= 1");
-  if ((options.request_rate > 0) == (options.concurrency > 0)) {
-    return absl::InvalidArgumentError("give exactly one of --request-rate and --concurrency");
-  }
-  absl::StatusOr<std::unique_ptr<ServeClient>> client = CreateServeClient(options.client);
-  if (!client.ok()) return client.status();
-  std::mt19937_64 rng(options.seed);
+namespace {
 
+// Single requests: a dataset or synthetic prompts, warmup first, then the measured load.
+LoadResult RunRequests(const ServeBenchOptions& options, ServeClient& client, std::mt19937_64& rng,
+                       PromptCalibration& calibration, std::ostream& log,
+                       absl::Status& dataset_error) {
   // The requests: warmup ones first, then the measured ones, from one seeded stream.
   const int32_t n_total = options.warmup + options.num_prompts;
   std::vector<ServeRequest> requests;
-  PromptCalibration calibration;
   if (!options.dataset_path.empty()) {
     absl::StatusOr<std::vector<ServeRequest>> dataset =
         LoadJsonlDataset(options.dataset_path, options.output_len);
-    if (!dataset.ok()) return dataset.status();
+    if (!dataset.ok()) {
+      dataset_error = dataset.status();
+      return {};
+    }
     requests = SampleDataset(*dataset, n_total, rng);
     log << "bench serve: " << dataset->size() << " prompts in " << options.dataset_path << "\n";
   } else {
-    calibration = Calibrate(**client, log);
+    calibration = Calibrate(client, log);
     requests = SyntheticRequests(n_total, options.input_len, options.output_len,
                                  options.range_ratio, calibration, rng);
   }
@@ -216,21 +270,69 @@ absl::StatusOr<ServeBenchResult> RunServeBench(const ServeBenchOptions& options,
     log << "bench serve: warmup: " << warmup.size() << " requests, " << c << " at a time"
         << std::endl;
     Progress progress(log, "warmup", options.warmup);
-    (void)RunClosedLoop(**client, warmup, c, progress);
+    (void)RunClosedLoop(client, warmup, c, progress);
   }
 
-  LoadResult load;
   Progress progress(log, "measured", options.num_prompts);
   if (options.concurrency > 0) {
     log << "bench serve: " << options.num_prompts << " requests, " << options.concurrency
         << " in flight" << std::endl;
-    load = RunClosedLoop(**client, requests, options.concurrency, progress);
+    return RunClosedLoop(client, requests, options.concurrency, progress);
+  }
+  const std::vector<double> arrivals =
+      PoissonArrivals(options.num_prompts, options.request_rate, options.seed ^ 0x9e3779b97f4a7c15ULL);
+  log << "bench serve: " << options.num_prompts << " requests, Poisson arrivals at "
+      << options.request_rate << " requests/s (seed " << options.seed << ")" << std::endl;
+  return RunOpenLoop(client, requests, arrivals, std::max(1, options.max_in_flight), progress);
+}
+
+// Conversations: `warmup` of them first (sharing the system prompt), then the measured ones.
+LoadResult RunMultiTurn(const ServeBenchOptions& options, ServeClient& client,
+                        std::mt19937_64& rng, PromptCalibration& calibration, std::ostream& log) {
+  calibration = Calibrate(client, log);
+  std::vector<Conversation> conversations = SyntheticConversations(
+      options.warmup + options.conversations, options.turns, options.system_prompt_len,
+      options.turn_len, options.output_len, calibration, rng);
+  const std::vector<Conversation> warmup(conversations.begin(),
+                                         conversations.begin() + options.warmup);
+  conversations.erase(conversations.begin(), conversations.begin() + options.warmup);
+  if (!warmup.empty()) {
+    Progress progress(log, "warmup", options.warmup * options.turns);
+    (void)RunConversations(client, warmup, options.concurrency, progress);
+  }
+  log << "bench serve: " << options.conversations << " conversations of " << options.turns
+      << " turns (system prompt " << options.system_prompt_len << " tokens, " << options.turn_len
+      << " user tokens per turn), " << options.concurrency << " in flight" << std::endl;
+  Progress progress(log, "measured", options.conversations * options.turns);
+  return RunConversations(client, conversations, options.concurrency, progress);
+}
+
+}  // namespace
+
+absl::StatusOr<ServeBenchResult> RunServeBench(const ServeBenchOptions& options,
+                                               std::ostream& log) {
+  if (options.num_prompts < 1) return absl::InvalidArgumentError("--num-prompts must be >= 1");
+  if ((options.request_rate > 0) == (options.concurrency > 0)) {
+    return absl::InvalidArgumentError("give exactly one of --request-rate and --concurrency");
+  }
+  if (options.conversations > 0 && options.concurrency <= 0) {
+    return absl::InvalidArgumentError(
+        "a multi-turn run (--conversations) needs --concurrency: conversations in flight");
+  }
+  if (options.conversations > 0 && options.turns < 1) {
+    return absl::InvalidArgumentError("--turns must be >= 1");
+  }
+  absl::StatusOr<std::unique_ptr<ServeClient>> client = CreateServeClient(options.client);
+  if (!client.ok()) return client.status();
+  std::mt19937_64 rng(options.seed);
+  PromptCalibration calibration;
+  LoadResult load;
+  if (options.conversations > 0) {
+    load = RunMultiTurn(options, **client, rng, calibration, log);
   } else {
-    const std::vector<double> arrivals =
-        PoissonArrivals(options.num_prompts, options.request_rate, options.seed ^ 0x9e3779b97f4a7c15ULL);
-    log << "bench serve: " << options.num_prompts << " requests, Poisson arrivals at "
-        << options.request_rate << " requests/s (seed " << options.seed << ")" << std::endl;
-    load = RunOpenLoop(**client, requests, arrivals, std::max(1, options.max_in_flight), progress);
+    absl::Status dataset_error;
+    load = RunRequests(options, **client, rng, calibration, log, dataset_error);
+    if (!dataset_error.ok()) return dataset_error;
   }
 
   const ServeMetrics metrics = ComputeServeMetrics(load.outcomes, load.duration_s, options.slo);
@@ -252,6 +354,13 @@ absl::StatusOr<ServeBenchResult> RunServeBench(const ServeBenchOptions& options,
       {"output_len", options.output_len},
       {"range_ratio", options.range_ratio},
   };
+  if (options.conversations > 0) {
+    j["multi_turn"] = {{"conversations", options.conversations},
+                       {"turns", options.turns},
+                       {"system_prompt_len", options.system_prompt_len},
+                       {"turn_len", options.turn_len}};
+    j["num_prompts"] = load.outcomes.size();
+  }
   j.update(MetricsJson(metrics, options.slo));
 
   // Errors: one example message per code.
@@ -262,7 +371,7 @@ absl::StatusOr<ServeBenchResult> RunServeBench(const ServeBenchOptions& options,
   j["error_examples"] = examples;
 
   // Did the synthetic prompts have the length asked for?
-  if (options.dataset_path.empty()) {
+  if (options.dataset_path.empty() && options.conversations == 0) {
     int64_t n = 0, exact = 0, target_sum = 0, actual_sum = 0, worst = 0;
     for (const RequestOutcome& r : load.outcomes) {
       if (!r.ok || r.target_prompt_tokens <= 0 || r.prompt_tokens <= 0) continue;
@@ -303,6 +412,7 @@ absl::StatusOr<ServeBenchResult> RunServeBench(const ServeBenchOptions& options,
                            {"kv_transfer_ms", SummaryJson(Summarize(transfer))},
                            {"kv_tail_ms", SummaryJson(Summarize(tail))},
                            {"mean_kv_bytes", n ? static_cast<double>(kv_bytes) / n : 0.0}};
+    j["prefix_cache"] = PrefixCacheJson(load.outcomes);
     j["spec_decode"] = {
         {"draft_tokens", draft_tokens},
         {"accepted_tokens", accepted_tokens},
@@ -398,6 +508,16 @@ std::string FormatServeTable(const nlohmann::json& r) {
         s["kv_transfer_ms"].value("mean", 0.0),
         s.contains("kv_tail_ms") ? s["kv_tail_ms"].value("mean", 0.0) : 0.0,
         s.value("mean_kv_bytes", 0.0));
+  }
+  if (r.contains("prefix_cache")) {
+    const nlohmann::json& p = r["prefix_cache"];
+    absl::StrAppendFormat(
+        &out,
+        "prefix cache: prefill computed %d of %d prompt tokens (%.1f%% cached); decode worker "
+        "held %.1f%%; KV handed off %d bytes\n",
+        p.value("prefill_computed_tokens", int64_t{0}), p.value("prompt_tokens", int64_t{0}),
+        100.0 * p.value("prefill_hit_rate", 0.0), 100.0 * p.value("decode_hit_rate", 0.0),
+        p.value("kv_bytes_handed_off", int64_t{0}));
   }
   if (r.contains("spec_decode") && r["spec_decode"].value("draft_tokens", 0) > 0) {
     const nlohmann::json& s = r["spec_decode"];

@@ -4,7 +4,13 @@
 // A run: build the requests (a JSONL dataset, or synthetic prompts of a given token length,
 // calibrated against the server), send `warmup` requests that are not measured, then send
 // `num_prompts` requests either at Poisson arrival times of a given rate (open loop, seeded) or
-// with a fixed number in flight (closed loop), and wait for all of them. Every request has a
+// with a fixed number in flight (closed loop), and wait for all of them.
+//
+// Multi-turn (conversations > 0): synthetic conversations sharing a system prompt
+// (serve_workload.h), `concurrency` of them in flight, each sending its turns one after the other
+// (turn t's prompt holds every earlier turn and its answer); `warmup` conversations go first,
+// unmeasured. The report adds what prefix caching saved: prefill tokens computed, prompt tokens
+// found cached on each side, KV bytes handed off. Every request has a
 // deadline, so the run always ends; failures are counted by status code, never fatal.
 //
 // Thread-safety: RunServeBench is thread-compatible (it runs its own threads: one per request in
@@ -39,6 +45,11 @@ struct ServeBenchOptions {
   Slo slo;
   uint64_t seed = 0;
   bool keep_requests = true;    // per-request arrays in the JSON ("requests")
+  // Multi-turn workload (closed loop only): conversations > 0 turns it on.
+  int32_t conversations = 0;
+  int32_t turns = 4;
+  int32_t system_prompt_len = 1024;  // tokens, shared by every conversation
+  int32_t turn_len = 64;             // user tokens per turn
 };
 
 // The result as one JSON object (keys named as vLLM's benchmark_serving: request_throughput,

@@ -50,8 +50,10 @@ class GrpcServeClient final : public ServeClient {
     baton::v1::GenerateResponse response;
     baton::v1::GenerateResponse last;
     bool have_last = false;
+    std::string text;
     while (reader->Read(&response)) {
       timer.OnChunk(Clock::now(), response.tokens_size() > 0);
+      text += response.text();
       if (response.has_usage() ||
           response.finish_reason() != baton::v1::FINISH_REASON_UNSPECIFIED) {
         last = response;
@@ -81,6 +83,9 @@ class GrpcServeClient final : public ServeClient {
     outcome.kv_tail_s = t.kv_tail_seconds();
     outcome.spec_draft_tokens = t.spec_draft_tokens();
     outcome.spec_accepted_tokens = t.spec_accepted_tokens();
+    outcome.prefill_cached_tokens = t.prefill_cached_tokens();
+    outcome.decode_cached_tokens = t.decode_cached_tokens();
+    outcome.text = std::move(text);
     return outcome;
   }
 
@@ -126,6 +131,7 @@ class HttpServeClient final : public ServeClient {
     std::string stream_error;
     nlohmann::json usage;
     int32_t text_chunks = 0;
+    std::string generated;
     http.response_handler = [&](const httplib::Response& response) {
       status = response.status;
       return true;
@@ -160,6 +166,7 @@ class HttpServeClient final : public ServeClient {
             auto text = c.find("text");
             if (text != c.end() && text->is_string() && !text->get_ref<const std::string&>().empty()) {
               has_text = true;
+              generated += text->get_ref<const std::string&>();
             }
           }
         }
@@ -206,6 +213,7 @@ class HttpServeClient final : public ServeClient {
     const int32_t completion = usage.is_object() ? number("completion_tokens") : -1;
     // Without usage (a server ignoring include_usage) count text chunks instead.
     outcome.output_tokens = completion >= 0 ? completion : text_chunks;
+    outcome.text = std::move(generated);
     return outcome;
   }
 

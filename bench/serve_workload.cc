@@ -145,4 +145,29 @@ std::vector<ServeRequest> SyntheticRequests(int32_t n, int32_t input_len, int32_
   return requests;
 }
 
+std::string ConversationPrompt(const std::string& history, const std::string& user) {
+  return absl::StrCat(history, "\n\nUser:", user, "\n\nAssistant:");
+}
+
+std::string ConversationHistory(const std::string& prompt, const std::string& answer) {
+  return absl::StrCat(prompt, answer);
+}
+
+std::vector<Conversation> SyntheticConversations(int32_t n, int32_t turns, int32_t system_tokens,
+                                                 int32_t turn_tokens, int32_t output_len,
+                                                 const PromptCalibration& calibration,
+                                                 std::mt19937_64& rng) {
+  const std::string system =
+      absl::StrCat("System:", WordsPrompt(WordsForTokens(system_tokens, calibration), rng));
+  std::vector<Conversation> conversations(std::max(0, n));
+  for (Conversation& c : conversations) {
+    c.system = system;
+    c.max_tokens = output_len;
+    for (int32_t t = 0; t < turns; ++t) {
+      c.user_turns.push_back(WordsPrompt(WordsForTokens(turn_tokens, calibration), rng));
+    }
+  }
+  return conversations;
+}
+
 }  // namespace baton::bench

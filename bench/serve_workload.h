@@ -67,6 +67,28 @@ std::vector<ServeRequest> SyntheticRequests(int32_t n, int32_t input_len, int32_
                                             const PromptCalibration& calibration,
                                             std::mt19937_64& rng);
 
+// A multi-turn conversation: turn t's prompt is the system prompt, then every earlier turn's user
+// text and answer, then its own user text (ConversationPrompt), so each turn repeats all of the
+// last one's prompt and answer: what prefix caching serves.
+struct Conversation {
+  std::string system;
+  std::vector<std::string> user_turns;
+  int32_t max_tokens = 0;  // per answer
+};
+
+// The prompt of the turn after `history` (the system prompt and the turns so far, with their
+// answers; ConversationHistory) that says `user`.
+std::string ConversationPrompt(const std::string& history, const std::string& user);
+// `prompt` (a ConversationPrompt) followed by its answer: the next turn's history.
+std::string ConversationHistory(const std::string& prompt, const std::string& answer);
+
+// n conversations of `turns` turns sharing one system prompt of `system_tokens` tokens, each turn
+// adding `turn_tokens` tokens of user text (random words) and an answer of `output_len` tokens.
+std::vector<Conversation> SyntheticConversations(int32_t n, int32_t turns, int32_t system_tokens,
+                                                 int32_t turn_tokens, int32_t output_len,
+                                                 const PromptCalibration& calibration,
+                                                 std::mt19937_64& rng);
+
 }  // namespace baton::bench
 
 #endif  // BATON_BENCH_SERVE_WORKLOAD_H_

@@ -98,6 +98,13 @@ int RunBenchServe(const Args& args) {
       {"output-len", "O", "output tokens per request (default 64; a dataset's default)"},
       {"range-ratio", "X", "lengths uniform in [len*(1-X), len*(1+X)] (default 0)"},
       {"dataset", "FILE", "JSONL, one {\"prompt\": ..., \"max_tokens\": ...} per line"},
+      {"conversations", "N", "multi-turn: N synthetic conversations (--concurrency of them in "
+                             "flight, their turns one after the other), instead of --num-prompts"},
+      {"turns", "T", "multi-turn: turns per conversation (default 4)"},
+      {"system-prompt-len", "S", "multi-turn: tokens of the system prompt all conversations "
+                                 "share (default 1024)"},
+      {"turn-len", "U", "multi-turn: user tokens each turn adds (default 64); each answer has "
+                        "--output-len tokens"},
       {"slo-ttft-ms", "X", "goodput: TTFT at most X ms"},
       {"slo-tpot-ms", "Y", "goodput: TPOT at most Y ms"},
       {"seed", "S", "seed of prompts, lengths and arrivals (default 0)"},
@@ -159,6 +166,17 @@ int RunBenchServe(const Args& args) {
   if (!(d = flags->GetDouble("range-ratio", 0, 0, 0.999)).ok()) return bad(d.status());
   o.range_ratio = *d;
   o.dataset_path = flags->GetOr("dataset", "");
+  if (!(v = flags->GetInt("conversations", 0, 1, 1000000)).ok()) return bad(v.status());
+  o.conversations = static_cast<int32_t>(*v);
+  if (!(v = flags->GetInt("turns", 4, 1, 1000)).ok()) return bad(v.status());
+  o.turns = static_cast<int32_t>(*v);
+  if (!(v = flags->GetInt("system-prompt-len", 1024, 1, 1 << 20)).ok()) return bad(v.status());
+  o.system_prompt_len = static_cast<int32_t>(*v);
+  if (!(v = flags->GetInt("turn-len", 64, 1, 1 << 20)).ok()) return bad(v.status());
+  o.turn_len = static_cast<int32_t>(*v);
+  if (o.conversations > 0 && !o.dataset_path.empty()) {
+    return bad(absl::InvalidArgumentError("--conversations and --dataset exclude each other"));
+  }
   if (flags->Has("slo-ttft-ms")) {
     if (!(d = flags->GetDouble("slo-ttft-ms", 0, 0, 1e9)).ok()) return bad(d.status());
     o.slo.ttft_s = *d / 1e3;

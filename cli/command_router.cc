@@ -50,7 +50,10 @@ int RunRouter(const Args& args) {
       {"prefill", "ADDRS", "static prefill workers, host:port,..."},
       {"decode", "ADDRS", "static decode workers, host:port,..."},
       {"colocated", "ADDRS", "static colocated workers (role both), host:port,..."},
-      {"placement", "POLICY", "least-loaded (default) | round-robin"},
+      {"policy", "POLICY", "where requests go: kv-aware (default: the workers holding most of "
+                           "the prompt's KV in their prefix caches, against their load) | "
+                           "least-loaded | round-robin"},
+      {"placement", "POLICY", "the same as --policy (its older name)"},
       {"max-queued", "N", "requests waiting for capacity at most (default 256); then "
                           "RESOURCE_EXHAUSTED"},
       {"heartbeat-ms", "MS", "worker heartbeat interval (default 500)"},
@@ -102,8 +105,13 @@ int RunRouter(const Args& args) {
     if (!addresses.ok()) return UsageError("router", addresses.status(), usage);
     *list = *addresses;
   }
-  absl::StatusOr<router::PlacementPolicy> placement =
-      router::ParsePlacementPolicy(flags->GetOr("placement", "least-loaded"));
+  if (flags->Has("policy") && flags->Has("placement")) {
+    return UsageError("router", absl::InvalidArgumentError(
+                                    "--policy and --placement are one flag: give one of them"),
+                      usage);
+  }
+  absl::StatusOr<router::PlacementPolicy> placement = router::ParsePlacementPolicy(
+      flags->GetOr("policy", flags->GetOr("placement", "kv-aware")));
   if (!placement.ok()) return UsageError("router", placement.status(), usage);
   options.placement = *placement;
   absl::StatusOr<int64_t> v = flags->GetInt("max-queued", 256, 0, 1 << 20);

@@ -50,7 +50,14 @@ int32_t ReservationTable::PromptBlocks(const Reservation& r) const {
 }
 
 void ReservationTable::FreeLocked(absl::flat_hash_map<std::string, Reservation>::iterator it) {
-  cache_.Free(it->second.table);
+  Reservation& r = it->second;
+  // KV that arrived whole stays useful after its request (e.g. one that ended at its first
+  // token and was never claimed).
+  if (r.state == State::kReceived && !r.prompt_tokens.empty()) {
+    r.table.n_tokens = r.n_prompt_tokens;
+    options_.prefix_cache->Publish(r.prompt_tokens, r.table);
+  }
+  cache_.Free(r.table);
   reservations_.erase(it);
 }
 

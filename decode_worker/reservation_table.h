@@ -16,7 +16,7 @@
 // reservation from the longest cached prefix of the prompt (engine/prefix_cache.h); the push then
 // carries only the blocks after it (KvPushSpec::first_block must equal n_cached_tokens /
 // block_size). Claim publishes the prompt's full blocks for later requests, once the decode call
-// has shown the same prompt.
+// has shown the same prompt; so does freeing a reservation whose KV had all arrived.
 //
 // Thread-safety: thread-safe (one mutex; block memory writes happen under it so that a block is
 // never written after its reservation was freed).

@@ -1,4 +1,4 @@
-// How the router chooses among the workers that can take a request (router flag --placement).
+// How the router chooses among the workers that can take a request (router flag --policy).
 //
 // Thread-safety: plain values and pure functions.
 #ifndef BATON_ROUTER_PLACEMENT_POLICY_H_

@@ -52,7 +52,7 @@ struct RouterOptions {
   std::vector<std::string> colocated_workers;  // --colocated (role both)
   absl::Duration heartbeat_interval = absl::Milliseconds(500);
   absl::Duration heartbeat_timeout = absl::ZeroDuration();  // 0: 3 x heartbeat_interval
-  PlacementPolicy placement = PlacementPolicy::kLeastLoaded;  // --placement
+  PlacementPolicy placement = PlacementPolicy::kKvAware;  // --policy
   int max_queued = 256;   // --max-queued: requests waiting for capacity or a thread
   int max_running = 256;  // request threads: requests being driven at once
   absl::Duration request_timeout = absl::Minutes(10);  // whole request, when the client sets none

@@ -58,7 +58,7 @@ struct WorkerRegistryOptions {
   absl::Duration heartbeat_timeout = absl::ZeroDuration();
   // A registered (not static) worker unseen this long is forgotten.
   absl::Duration forget_after = absl::Minutes(5);
-  PlacementPolicy placement = PlacementPolicy::kLeastLoaded;
+  PlacementPolicy placement = PlacementPolicy::kKvAware;
   // Where heartbeat ages are read; tests inject a fake one. Must outlive the registry.
   const Clock* clock = &Clock::Real();
 };

@@ -96,5 +96,30 @@ TEST(PromptTest, SyntheticRequestsCarryTheirTargets) {
   EXPECT_EQ(SyntheticRequests(50, 64, 16, 0.25, c, again)[7].prompt, r[7].prompt);
 }
 
+TEST(ConversationTest, SyntheticConversationsShareTheSystemPromptAndEachTurnExtendsTheLast) {
+  std::mt19937_64 rng(5);
+  const PromptCalibration c{.tokens_per_word = 1, .overhead_tokens = 0, .measured = true};
+  const std::vector<Conversation> conversations = SyntheticConversations(3, 4, 100, 20, 8, c, rng);
+  ASSERT_EQ(conversations.size(), 3u);
+  for (const Conversation& conversation : conversations) {
+    EXPECT_EQ(conversation.system, conversations[0].system);
+    EXPECT_EQ(conversation.max_tokens, 8);
+    ASSERT_EQ(conversation.user_turns.size(), 4u);
+    const std::vector<std::string> words =
+        absl::StrSplit(conversation.user_turns[2], ' ', absl::SkipEmpty());
+    EXPECT_EQ(words.size(), 20u);
+  }
+  EXPECT_NE(conversations[0].user_turns[0], conversations[1].user_turns[0]);
+  const std::vector<std::string> system_words =
+      absl::StrSplit(conversations[0].system, ' ', absl::SkipEmpty());
+  EXPECT_EQ(system_words.size(), 101u);  // "System:" and 100 words
+
+  // Turn 2's prompt starts with all of turn 1's prompt and its answer.
+  const std::string turn1 = ConversationPrompt(conversations[0].system, "hello");
+  const std::string turn2 = ConversationPrompt(ConversationHistory(turn1, " hi there"), " again");
+  EXPECT_EQ(turn2.rfind(turn1 + " hi there", 0), 0u);
+  EXPECT_NE(turn2.find("User: again"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace baton::bench

@@ -243,6 +243,24 @@ TEST_F(ReservationPrefixTest, AReservationStartsFromTheCachedPrefixAndOnlyTheRes
   EXPECT_EQ(cache_->pool().n_free(), 10);
 }
 
+TEST_F(ReservationPrefixTest, AReleasedReservationKeepsItsArrivedKvCachedButNotAPartialPush) {
+  const std::vector<engine::TokenId> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  auto partial = table_->Reserve("p", "fp", 9, 2, std::chrono::seconds(5), prompt);
+  ASSERT_TRUE(partial.ok());
+  kvtransfer::KvPushSpec spec = Spec(partial->reservation_id, 9);
+  ASSERT_TRUE(table_->BeginPush(spec).ok());
+  ASSERT_TRUE(table_->WriteBlocks(partial->reservation_id, 0, 0, 3, Bytes(3, 1)).ok());
+  EXPECT_TRUE(table_->Release(partial->reservation_id));  // layer 1 never came
+  EXPECT_EQ(cache_->pool().n_cached(), 0);
+  // A request that ended at its first token: its KV arrived, Decode never claimed it.
+  auto whole = table_->Reserve("w", "fp", 9, 2, std::chrono::seconds(5), prompt);
+  ASSERT_TRUE(whole.ok());
+  ASSERT_NO_FATAL_FAILURE(PushAll(whole->reservation_id, 9, 0, 2));
+  EXPECT_TRUE(table_->Release(whole->reservation_id));
+  EXPECT_EQ(cache_->pool().n_cached(), 2);
+  EXPECT_EQ(cache_->pool().n_free(), 10);
+}
+
 TEST_F(ReservationPrefixTest, AFailedReservationReturnsTheCachedBlocksItTook) {
   const std::vector<engine::TokenId> first = {1, 2, 3, 4, 5, 6, 7, 8, 9};
   auto a = table_->Reserve("a", "fp", 9, 2, std::chrono::seconds(5), first);
