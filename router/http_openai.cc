@@ -452,7 +452,8 @@ const char* OpenAiFinishReason(v1::FinishReason reason) {
 json OpenAiUsage(const v1::Usage& usage) {
   return {{"prompt_tokens", usage.prompt_tokens()},
           {"completion_tokens", usage.completion_tokens()},
-          {"total_tokens", usage.prompt_tokens() + usage.completion_tokens()}};
+          {"total_tokens", usage.prompt_tokens() + usage.completion_tokens()},
+          {"prompt_tokens_details", {{"cached_tokens", usage.cached_prompt_tokens()}}}};
 }
 
 json OpenAiCompletion(const OpenAiResponseContext& context, const std::string& text,

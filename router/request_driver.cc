@@ -539,6 +539,8 @@ void RequestDriver::Finalize(const engine::GenerationState& generation, v1::Fini
   response.set_finish_reason(reason);
   response.mutable_usage()->set_prompt_tokens(generation.n_prompt());
   response.mutable_usage()->set_completion_tokens(generation.n_generated());
+  response.mutable_usage()->set_cached_prompt_tokens(
+      std::min(attempt_.prefill_response.n_cached_tokens(), generation.n_prompt()));
   v1::Timings& timings = *response.mutable_timings();
   timings.set_queue_seconds(Seconds(reserved_at_ - received_));
   timings.set_ttft_seconds(Seconds(first_token_at_ - received_));

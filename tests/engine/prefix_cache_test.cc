@@ -45,6 +45,14 @@ class PrefixCacheTest : public testing::Test {
     return logits;
   }
 
+  // Computes `tokens` in a fresh table, publishes its full blocks and frees it: they stay cached.
+  void CacheOnce(PrefixCache& prefix, const std::vector<TokenId>& tokens) {
+    BlockTable table;
+    PrefillRest(tokens, table);
+    prefix.Publish(tokens, table);
+    cache_->Free(table);
+  }
+
   std::unique_ptr<Model> model_;
   std::unique_ptr<kernels::Backend> backend_;
   std::unique_ptr<KvCache> cache_;
@@ -90,10 +98,7 @@ TEST_F(PrefixCacheTest, AtLeastOneTokenIsLeftToComputeAndOnlyWholeBlocksMatch) {
   EXPECT_EQ(MaxCachedTokens(0, 4), 0);
   PrefixCache prefix(cache_.get(), model_->fingerprint(), true);
   const std::vector<TokenId> tokens = Tokens(12, 12, 0);
-  BlockTable a;
-  PrefillRest(tokens, a);
-  prefix.Publish(tokens, a);
-  cache_->Free(a);
+  CacheOnce(prefix, tokens);
   BlockTable same;
   EXPECT_EQ(prefix.Match(tokens, MaxCachedTokens(12, kBlockSize), same), 8);
   cache_->Free(same);
@@ -105,10 +110,7 @@ TEST_F(PrefixCacheTest, AtLeastOneTokenIsLeftToComputeAndOnlyWholeBlocksMatch) {
 TEST_F(PrefixCacheTest, DisabledOrAnotherModelFindsNothing) {
   PrefixCache prefix(cache_.get(), model_->fingerprint(), true);
   const std::vector<TokenId> tokens = Tokens(12, 12, 0);
-  BlockTable a;
-  PrefillRest(tokens, a);
-  prefix.Publish(tokens, a);
-  cache_->Free(a);
+  CacheOnce(prefix, tokens);
   ASSERT_EQ(cache_->pool().n_cached(), 3);
   EXPECT_EQ(prefix.Advertised(10).size(), 3u);
 

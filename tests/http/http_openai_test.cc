@@ -280,13 +280,15 @@ TEST(HttpOpenAiTest, NonStreamingResponses) {
   v1::Usage usage;
   usage.set_prompt_tokens(5);
   usage.set_completion_tokens(3);
+  usage.set_cached_prompt_tokens(2);
   EXPECT_EQ(OpenAiCompletion(Context(OpenAiEndpoint::kCompletions), " Paris",
                              v1::FINISH_REASON_LENGTH, usage)
                 .dump(),
             R"({"id":"cmpl-1","object":"text_completion","created":1700000000,)"
             R"("model":"SmolLM2-135M-Instruct.Q4_1","system_fingerprint":"fp",)"
             R"("choices":[{"index":0,"text":" Paris","logprobs":null,"finish_reason":"length"}],)"
-            R"("usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}})");
+            R"("usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8,)"
+            R"("prompt_tokens_details":{"cached_tokens":2}}})");
   EXPECT_EQ(OpenAiCompletion(Context(OpenAiEndpoint::kChatCompletions), "Hi!",
                              v1::FINISH_REASON_STOP, usage)
                 .dump(),
@@ -294,7 +296,8 @@ TEST(HttpOpenAiTest, NonStreamingResponses) {
             R"("model":"SmolLM2-135M-Instruct.Q4_1","system_fingerprint":"fp",)"
             R"("choices":[{"index":0,"message":{"role":"assistant","content":"Hi!"},)"
             R"("logprobs":null,"finish_reason":"stop"}],)"
-            R"("usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8}})");
+            R"("usage":{"prompt_tokens":5,"completion_tokens":3,"total_tokens":8,)"
+            R"("prompt_tokens_details":{"cached_tokens":2}}})");
 }
 
 // The JSON payloads of "data: ..." events, [DONE] as the string "[DONE]".
@@ -331,7 +334,10 @@ TEST(HttpOpenAiTest, ChatStreamWithUsage) {
   EXPECT_EQ(events[3]["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(events[4]["choices"], json::array());
   EXPECT_EQ(events[4]["usage"],
-            json({{"prompt_tokens", 4}, {"completion_tokens", 3}, {"total_tokens", 7}}));
+            json({{"prompt_tokens", 4},
+                  {"completion_tokens", 3},
+                  {"total_tokens", 7},
+                  {"prompt_tokens_details", {{"cached_tokens", 0}}}}));
   EXPECT_EQ(events[5], "[DONE]");
   for (size_t i = 0; i < 5; ++i) {
     EXPECT_EQ(events[i]["id"], "chatcmpl-1");

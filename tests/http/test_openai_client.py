@@ -141,6 +141,17 @@ def test_chat_streaming_equals_non_streaming(client, model):
     assert all(c.usage is None for c in chunks[:-1])
 
 
+def test_a_repeated_prompt_reports_its_cached_tokens_and_the_same_text(client, model):
+    prompt = "The lighthouse keeper wrote in his log every night. " * 6
+    first = client.completions.create(model=model, prompt=prompt, max_tokens=8, temperature=0)
+    again = client.completions.create(model=model, prompt=prompt, max_tokens=8, temperature=0)
+    assert again.choices[0].text == first.choices[0].text
+    details = again.usage.prompt_tokens_details
+    assert details is not None
+    # The prefix cache holds the prompt in whole blocks, its last token always computed.
+    assert 0 < details.cached_tokens < again.usage.prompt_tokens
+
+
 def test_completion(client, model):
     response = client.completions.create(
         model=model, prompt="The capital of France is", max_tokens=8, temperature=0

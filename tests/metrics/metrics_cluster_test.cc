@@ -258,6 +258,36 @@ TEST(MetricsClusterTest, OneRequestMovesRouterPrefillAndDecodeMetrics) {
   EXPECT_EQ(Sample(decode_idle, "baton:num_requests_running"), 0);
   EXPECT_EQ(Sample(decode_idle, "baton:num_reservations"), 0);
 
+  // The prefix cache: the short prompt was looked up on both sides (no full block to find).
+  EXPECT_EQ(Sample(prefill_after, "baton:prefix_cache_queries_total"), n_prompt);
+  EXPECT_EQ(Sample(prefill_after, "baton:prefix_cache_hits_total"), 0);
+  EXPECT_EQ(Sample(decode_after, "baton:prefix_cache_queries_total"), n_prompt);
+  EXPECT_EQ(Sample(decode_after, "baton:prefix_cache_hits_total"), 0);
+  EXPECT_EQ(Sample(decode_after, "baton:prefix_cache_evicted_blocks_total"), 0);
+  // A longer prompt twice: the second time both sides hold all of it but its last partial block.
+  std::string long_prompt;
+  for (int i = 0; i < 8; ++i) long_prompt += "The river runs to the sea under the old bridge. ";
+  int32_t long_tokens = 0;
+  for (int i = 0; i < 2; ++i) {
+    grpc::ClientContext again;
+    again.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+    request.set_prompt(long_prompt);
+    auto long_reader = stub->Generate(&again, request);
+    while (long_reader->Read(&response)) last = response;
+    ASSERT_TRUE(long_reader->Finish().ok());
+    long_tokens = last.usage().prompt_tokens();
+  }
+  const double expected_hits = (long_tokens - 1) / 16 * 16;
+  ASSERT_GT(expected_hits, 0);
+  EXPECT_EQ(last.usage().cached_prompt_tokens(), expected_hits);
+  const std::string prefill_cached = HttpGet(prefill->metrics_address, "/metrics");
+  EXPECT_EQ(Sample(prefill_cached, "baton:prefix_cache_hits_total"), expected_hits);
+  EXPECT_EQ(Sample(prefill_cached, "baton:prefill_cached_tokens_total"), expected_hits);
+  EXPECT_EQ(Sample(prefill_cached, "baton:prefix_cache_block_hits_total"), expected_hits / 16);
+  EXPECT_GT(Sample(prefill_cached, "baton:prefix_cache_blocks"), 0);
+  const std::string decode_cached = HttpGet(decode->metrics_address, "/metrics");
+  EXPECT_EQ(Sample(decode_cached, "baton:prefix_cache_hits_total"), expected_hits);
+
   EXPECT_EQ(HttpGet(decode->metrics_address, "/health"), "ok\n");
   router.Shutdown();
 }

@@ -88,6 +88,73 @@ TEST_F(WorkerServerTest, CallsWithoutTheTokenNeverReachAHandler) {
   EXPECT_EQ(after.load().kv_blocks_free(), before.load().kv_blocks_free());
 }
 
+TEST_F(WorkerServerTest, AReserveWhosePromptTokensDisagreeWithItsLengthIsRefused) {
+  v1::StatusResponse before;
+  ASSERT_TRUE(Status(kToken, &before).ok());
+  grpc::ClientContext context;
+  rpc::PrepareContext(context, {.auth_token = kToken}, Deadline());
+  v1::ReserveRequest request;
+  request.set_request_id("r");
+  request.set_n_prompt_tokens(16);
+  for (int i = 0; i < 15; ++i) request.add_prompt_tokens(i);
+  request.set_max_tokens(4);
+  request.set_lease_ms(60000);
+  request.set_model_fingerprint(before.model().fingerprint());
+  v1::ReserveResponse response;
+  const grpc::Status status =
+      v1::DecodeWorker::NewStub(channel_)->Reserve(&context, request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("15 prompt tokens given"), std::string::npos)
+      << status.error_message();
+  v1::StatusResponse after;
+  ASSERT_TRUE(Status(kToken, &after).ok());
+  EXPECT_EQ(after.load().kv_blocks_free(), before.load().kv_blocks_free());
+}
+
+TEST(PrefillWorkerServerTest, ADestinationClaimingMoreCachedBlocksThanThePromptIsRefused) {
+  const std::string path = test_support::TempPath("prefill-worker-server.gguf");
+  ASSERT_TRUE(test_support::WriteSyntheticModel(path, {.seed = 5}).ok());
+  WorkerOptions options;
+  options.role = v1::WORKER_ROLE_PREFILL;
+  options.model_path = path;
+  options.n_threads = 1;
+  options.kv_cache_bytes = 1 << 20;
+  options.block_size = 16;
+  absl::StatusOr<std::unique_ptr<WorkerServer>> server = WorkerServer::Start(options);
+  ASSERT_TRUE(server.ok()) << server.status();
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      rpc::MakeChannel((*server)->address(), {});
+  ASSERT_TRUE(channel.ok());
+  auto stub = v1::PrefillWorker::NewStub(*channel);
+  v1::StatusResponse identity;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(stub->Status(&context, {}, &identity).ok());
+  }
+  // 33 tokens: at most 2 blocks (32 tokens) may come from the decode worker's cache.
+  for (int32_t cached_blocks : {-1, 3, 2}) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    v1::PrefillRequest request;
+    request.set_request_id("p");
+    for (int i = 0; i < 33; ++i) request.add_prompt_tokens(i);
+    request.set_model_fingerprint(identity.model().fingerprint());
+    request.mutable_destination()->set_decode_address("127.0.0.1:1");
+    request.mutable_destination()->set_reservation_id("r");
+    request.mutable_destination()->set_n_cached_blocks(cached_blocks);
+    v1::PrefillResponse response;
+    const grpc::Status status = stub->Prefill(&context, request, &response);
+    if (cached_blocks == 2) {
+      // Valid: it fails later, at the unreachable destination.
+      EXPECT_NE(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
+    } else {
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << cached_blocks;
+      EXPECT_NE(status.error_message().find("n_cached_blocks"), std::string::npos);
+    }
+  }
+  (*server)->Shutdown(std::chrono::milliseconds(100));
+}
+
 // grpc.health.v1.Health/Check, called generically: HealthCheckRequest{service: ""} (encoded as
 // field 1, length 0), and the answer must be HealthCheckResponse{status: SERVING}, whose encoding
 // is field 1 = 1.
