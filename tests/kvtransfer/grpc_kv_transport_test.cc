@@ -47,6 +47,7 @@ struct RoundTripCase {
   int64_t chunk_bytes;
   std::string name;
   int32_t chunk_blocks = 0;  // the push's block ranges (chunked prefill); 0: one range
+  int32_t first_block = 0;   // blocks the receiver holds already (its prefix cache)
 };
 
 class GrpcRoundTripTest : public ::testing::TestWithParam<RoundTripCase> {};
@@ -56,6 +57,7 @@ TEST_P(GrpcRoundTripTest, ArrivesByteIdentical) {
   // 7 layers of 5 blocks (70 tokens, block 16), 512 bytes per block: a layer is 2560 bytes.
   KvPushSpec spec = MakeSpec("r1", 7, 70);
   spec.chunk_blocks = GetParam().chunk_blocks;
+  spec.first_block = GetParam().first_block;
   const KvData data(spec, 11);
   server.receiver().Reserve(spec, 8);
   auto transport = CreateGrpcKvTransport(Options(GetParam().n_streams, GetParam().chunk_bytes));
@@ -65,8 +67,8 @@ TEST_P(GrpcRoundTripTest, ArrivesByteIdentical) {
   // Chunks never span two ranges: each range's layer is cut on its own.
   const int64_t per_chunk = std::min<int64_t>(GetParam().chunk_bytes / 512, spec.range_blocks());
   int64_t chunks_per_layer = 0;
-  for (int32_t begin = 0; begin < 5; begin += spec.range_blocks()) {
-    const int64_t blocks = std::min(5 - begin, spec.range_blocks());
+  for (int32_t begin = spec.first_block; begin < 5; begin = spec.RangeEnd(begin)) {
+    const int64_t blocks = spec.RangeEnd(begin) - begin;
     chunks_per_layer += (blocks + per_chunk - 1) / per_chunk;
   }
   EXPECT_EQ(stats->chunks_sent, spec.n_layer * chunks_per_layer);
@@ -89,7 +91,10 @@ INSTANTIATE_TEST_SUITE_P(
                       RoundTripCase{1, 1 << 20, "OneStreamRangesOfTwoBlocks", 2},
                       RoundTripCase{3, 512, "ThreeStreamsRangesOfTwoBlocksOneBlockChunks", 2},
                       RoundTripCase{3, 1 << 20, "ThreeStreamsRangesOfOneBlock", 1},
-                      RoundTripCase{2, 1 << 20, "RangeLargerThanThePrompt", 9}),
+                      RoundTripCase{2, 1 << 20, "RangeLargerThanThePrompt", 9},
+                      RoundTripCase{1, 1 << 20, "ReceiverHoldsTwoBlocks", 0, 2},
+                      RoundTripCase{3, 512, "ReceiverHoldsOneBlockRangesOfTwo", 2, 1},
+                      RoundTripCase{2, 1024, "ReceiverHoldsAllButTheLastBlock", 2, 4}),
     [](const ::testing::TestParamInfo<RoundTripCase>& info) { return info.param.name; });
 
 TEST(GrpcKvTransportTest, ConcurrentPushesShareTheTransport) {

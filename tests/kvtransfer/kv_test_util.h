@@ -61,12 +61,13 @@ class KvData {
     return pointers;
   }
 
-  // The bytes a FakeReservation with `n_reserved` blocks per layer should hold.
+  // The bytes a FakeReservation with `n_reserved` blocks per layer should hold (zero for the
+  // blocks before the spec's first_block, which are not sent).
   std::vector<uint8_t> Expected(int32_t n_reserved) const {
     const int64_t block_bytes = spec_.layer_block_bytes();
     std::vector<uint8_t> out(static_cast<size_t>(spec_.n_layer) * n_reserved * block_bytes, 0);
     for (int32_t layer = 0; layer < spec_.n_layer; ++layer) {
-      for (int32_t block = 0; block < spec_.n_blocks(); ++block) {
+      for (int32_t block = spec_.first_block; block < spec_.n_blocks(); ++block) {
         std::copy(blocks_[layer][block].begin(), blocks_[layer][block].end(),
                   out.begin() + (int64_t{layer} * n_reserved + block) * block_bytes);
       }
@@ -108,9 +109,8 @@ class TestKvServer {
 
 // Sends all of `data` in the push's order (range by range, layer by layer); the first error.
 inline absl::Status SendAll(KvPush& push, const KvPushSpec& spec, const KvData& data) {
-  const int32_t range = spec.range_blocks();
-  for (int32_t begin = 0; begin < spec.n_blocks(); begin += range) {
-    const int32_t end = std::min(begin + range, spec.n_blocks());
+  for (int32_t begin = spec.first_block; begin < spec.n_blocks(); begin = spec.RangeEnd(begin)) {
+    const int32_t end = spec.RangeEnd(begin);
     for (int32_t layer = 0; layer < spec.n_layer; ++layer) {
       if (absl::Status sent = push.SendLayer(layer, data.Range(layer, begin, end)); !sent.ok()) {
         return sent;
