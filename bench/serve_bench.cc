@@ -5,9 +5,11 @@
 #include <cmath>
 #include <condition_variable>
 #include <ctime>
+#include <functional>
 #include <mutex>
 #include <thread>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/serve_workload.h"
@@ -144,6 +146,14 @@ LoadResult RunConversations(ServeClient& client, const std::vector<Conversation>
   return result;
 }
 
+// The router's view of the workers now; empty (with a line in the log) when it cannot be had.
+baton::v1::ClusterStatusResponse ClusterStatusOrEmpty(ServeClient& client, std::ostream& log) {
+  absl::StatusOr<baton::v1::ClusterStatusResponse> status = client.ClusterStatus();
+  if (status.ok()) return *std::move(status);
+  log << "bench serve: no per-worker prefix-cache figures: " << status.status().message() << "\n";
+  return {};
+}
+
 // What prefix caching saved over the outcomes (gRPC timings).
 nlohmann::json PrefixCacheJson(const std::vector<RequestOutcome>& outcomes) {
   int64_t prompt = 0, prefill_cached = 0, decode_cached = 0, kv_bytes = 0;
@@ -202,6 +212,19 @@ std::string NowIso8601() {
   return buffer;
 }
 
+const char* WorkerRoleLabel(baton::v1::WorkerRole role) {
+  switch (role) {
+    case baton::v1::WORKER_ROLE_PREFILL:
+      return "prefill";
+    case baton::v1::WORKER_ROLE_DECODE:
+      return "decode";
+    case baton::v1::WORKER_ROLE_BOTH:
+      return "both";
+    default:
+      return "unknown";
+  }
+}
+
 nlohmann::json SummaryJson(const LatencySummary& s) {
   return {{"count", s.count}, {"mean", Ms(s.mean)},     {"median", Ms(s.median)},
           {"p90", Ms(s.p90)}, {"p99", Ms(s.p99)},       {"max", Ms(s.max)}};
@@ -241,9 +264,10 @@ nlohmann::json MetricsJson(const ServeMetrics& m, const Slo& slo) {
 namespace {
 
 // Single requests: a dataset or synthetic prompts, warmup first, then the measured load.
+// `measuring` runs between the warmup and the measured load.
 LoadResult RunRequests(const ServeBenchOptions& options, ServeClient& client, std::mt19937_64& rng,
                        PromptCalibration& calibration, std::ostream& log,
-                       absl::Status& dataset_error) {
+                       const std::function<void()>& measuring, absl::Status& dataset_error) {
   // The requests: warmup ones first, then the measured ones, from one seeded stream.
   const int32_t n_total = options.warmup + options.num_prompts;
   std::vector<ServeRequest> requests;
@@ -272,6 +296,7 @@ LoadResult RunRequests(const ServeBenchOptions& options, ServeClient& client, st
     Progress progress(log, "warmup", options.warmup);
     (void)RunClosedLoop(client, warmup, c, progress);
   }
+  measuring();
 
   Progress progress(log, "measured", options.num_prompts);
   if (options.concurrency > 0) {
@@ -288,7 +313,8 @@ LoadResult RunRequests(const ServeBenchOptions& options, ServeClient& client, st
 
 // Conversations: `warmup` of them first (sharing the system prompt), then the measured ones.
 LoadResult RunMultiTurn(const ServeBenchOptions& options, ServeClient& client,
-                        std::mt19937_64& rng, PromptCalibration& calibration, std::ostream& log) {
+                        std::mt19937_64& rng, PromptCalibration& calibration, std::ostream& log,
+                        const std::function<void()>& measuring) {
   calibration = Calibrate(client, log);
   std::vector<Conversation> conversations = SyntheticConversations(
       options.warmup + options.conversations, options.turns, options.system_prompt_len,
@@ -300,6 +326,7 @@ LoadResult RunMultiTurn(const ServeBenchOptions& options, ServeClient& client,
     Progress progress(log, "warmup", options.warmup * options.turns);
     (void)RunConversations(client, warmup, options.concurrency, progress);
   }
+  measuring();
   log << "bench serve: " << options.conversations << " conversations of " << options.turns
       << " turns (system prompt " << options.system_prompt_len << " tokens, " << options.turn_len
       << " user tokens per turn), " << options.concurrency << " in flight" << std::endl;
@@ -308,6 +335,38 @@ LoadResult RunMultiTurn(const ServeBenchOptions& options, ServeClient& client,
 }
 
 }  // namespace
+
+nlohmann::json WorkerPrefixCacheJson(const baton::v1::ClusterStatusResponse& before,
+                                     const baton::v1::ClusterStatusResponse& after) {
+  auto key = [](const baton::v1::WorkerStatus& w) {
+    return absl::StrCat(w.address(), "/", static_cast<int>(w.role()));
+  };
+  absl::flat_hash_map<std::string, baton::v1::PrefixCacheStats> start;
+  for (const baton::v1::WorkerStatus& w : before.workers()) start[key(w)] = w.load().prefix_cache();
+  auto rate = [](int64_t part, int64_t whole) {
+    return whole > 0 ? static_cast<double>(part) / whole : 0.0;
+  };
+  nlohmann::json workers = nlohmann::json::array();
+  for (const baton::v1::WorkerStatus& w : after.workers()) {
+    const baton::v1::PrefixCacheStats& now = w.load().prefix_cache();
+    const baton::v1::PrefixCacheStats& then = start[key(w)];  // zero when it was not there
+    const int64_t queried = now.queried_tokens() - then.queried_tokens();
+    const int64_t hits = now.hit_tokens() - then.hit_tokens();
+    const int64_t queried_blocks = now.queried_blocks() - then.queried_blocks();
+    const int64_t hit_blocks = now.hit_blocks() - then.hit_blocks();
+    workers.push_back({{"address", w.address()},
+                       {"role", WorkerRoleLabel(w.role())},
+                       {"queried_tokens", queried},
+                       {"hit_tokens", hits},
+                       {"token_hit_rate", rate(hits, queried)},
+                       {"queried_blocks", queried_blocks},
+                       {"hit_blocks", hit_blocks},
+                       {"block_hit_rate", rate(hit_blocks, queried_blocks)},
+                       {"evicted_blocks", now.evicted_blocks() - then.evicted_blocks()},
+                       {"cached_blocks", now.cached_blocks()}});
+  }
+  return workers;
+}
 
 absl::StatusOr<ServeBenchResult> RunServeBench(const ServeBenchOptions& options,
                                                std::ostream& log) {
@@ -327,11 +386,17 @@ absl::StatusOr<ServeBenchResult> RunServeBench(const ServeBenchOptions& options,
   std::mt19937_64 rng(options.seed);
   PromptCalibration calibration;
   LoadResult load;
+  baton::v1::ClusterStatusResponse workers_before;
+  auto measuring = [&] {
+    if (options.client.protocol == ServeProtocol::kGrpc) {
+      workers_before = ClusterStatusOrEmpty(**client, log);
+    }
+  };
   if (options.conversations > 0) {
-    load = RunMultiTurn(options, **client, rng, calibration, log);
+    load = RunMultiTurn(options, **client, rng, calibration, log, measuring);
   } else {
     absl::Status dataset_error;
-    load = RunRequests(options, **client, rng, calibration, log, dataset_error);
+    load = RunRequests(options, **client, rng, calibration, log, measuring, dataset_error);
     if (!dataset_error.ok()) return dataset_error;
   }
 
@@ -413,6 +478,8 @@ absl::StatusOr<ServeBenchResult> RunServeBench(const ServeBenchOptions& options,
                            {"kv_tail_ms", SummaryJson(Summarize(tail))},
                            {"mean_kv_bytes", n ? static_cast<double>(kv_bytes) / n : 0.0}};
     j["prefix_cache"] = PrefixCacheJson(load.outcomes);
+    j["prefix_cache"]["workers"] =
+        WorkerPrefixCacheJson(workers_before, ClusterStatusOrEmpty(**client, log));
     j["spec_decode"] = {
         {"draft_tokens", draft_tokens},
         {"accepted_tokens", accepted_tokens},
@@ -518,6 +585,12 @@ std::string FormatServeTable(const nlohmann::json& r) {
         p.value("prefill_computed_tokens", int64_t{0}), p.value("prompt_tokens", int64_t{0}),
         100.0 * p.value("prefill_hit_rate", 0.0), 100.0 * p.value("decode_hit_rate", 0.0),
         p.value("kv_bytes_handed_off", int64_t{0}));
+    for (const nlohmann::json& w : p.value("workers", nlohmann::json::array())) {
+      absl::StrAppendFormat(
+          &out, "  %s %s: %.1f%% of tokens, %.1f%% of blocks hit; %d blocks evicted\n",
+          w.value("role", ""), w.value("address", ""), 100.0 * w.value("token_hit_rate", 0.0),
+          100.0 * w.value("block_hit_rate", 0.0), w.value("evicted_blocks", int64_t{0}));
+    }
   }
   if (r.contains("spec_decode") && r["spec_decode"].value("draft_tokens", 0) > 0) {
     const nlohmann::json& s = r["spec_decode"];

@@ -68,6 +68,11 @@ std::string FormatServeTable(const nlohmann::json& result);
 // The measured part of a result as JSON, from outcomes (exposed for tests).
 nlohmann::json MetricsJson(const ServeMetrics& metrics, const Slo& slo);
 
+// Each worker's prefix cache over the run: the change of its counters between two ClusterStatus
+// answers (workers absent from `before` count from zero), hit rates in tokens and blocks.
+nlohmann::json WorkerPrefixCacheJson(const baton::v1::ClusterStatusResponse& before,
+                                     const baton::v1::ClusterStatusResponse& after);
+
 }  // namespace baton::bench
 
 #endif  // BATON_BENCH_SERVE_BENCH_H_

@@ -89,6 +89,17 @@ class GrpcServeClient final : public ServeClient {
     return outcome;
   }
 
+  absl::StatusOr<baton::v1::ClusterStatusResponse> ClusterStatus() override {
+    grpc::ClientContext context;
+    rpc::PrepareContext(context, client_,
+                        std::chrono::system_clock::now() + std::chrono::seconds(10));
+    baton::v1::ClusterStatusResponse response;
+    const grpc::Status status =
+        stub_->ClusterStatus(&context, baton::v1::ClusterStatusRequest(), &response);
+    if (!status.ok()) return rpc::FromGrpcStatus(status);
+    return response;
+  }
+
  private:
   const ServeClientOptions options_;
   rpc::ClientOptions client_;
@@ -215,6 +226,10 @@ class HttpServeClient final : public ServeClient {
     outcome.output_tokens = completion >= 0 ? completion : text_chunks;
     outcome.text = std::move(generated);
     return outcome;
+  }
+
+  absl::StatusOr<baton::v1::ClusterStatusResponse> ClusterStatus() override {
+    return absl::UnimplementedError("the HTTP API has no cluster status (use --protocol grpc)");
   }
 
  private:

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "baton/v1/router.pb.h"
 #include "bench/latency_stats.h"
 #include "bench/serve_workload.h"
 
@@ -40,6 +41,9 @@ class ServeClient {
  public:
   virtual ~ServeClient() = default;
   virtual RequestOutcome Send(const ServeRequest& request) = 0;
+  // The router's view of its workers (their loads and prefix-cache counters); gRPC only
+  // (UNIMPLEMENTED over HTTP, whose API has no such call).
+  virtual absl::StatusOr<baton::v1::ClusterStatusResponse> ClusterStatus() = 0;
 };
 
 // INVALID_ARGUMENT for a malformed server address.

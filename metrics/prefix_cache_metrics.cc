@@ -47,4 +47,13 @@ void RecordPrefixEvictions(int64_t blocks) { Get().evicted.Increment(static_cast
 
 void SetPrefixCachedBlocks(int64_t blocks) { Get().blocks.Set(static_cast<double>(blocks)); }
 
+PrefixCacheTotals ReadPrefixCacheTotals() {
+  const PrefixCacheMetrics& m = Get();
+  return {.queried_tokens = static_cast<int64_t>(m.queries.value()),
+          .hit_tokens = static_cast<int64_t>(m.hits.value()),
+          .queried_blocks = static_cast<int64_t>(m.block_queries.value()),
+          .hit_blocks = static_cast<int64_t>(m.block_hits.value()),
+          .evicted_blocks = static_cast<int64_t>(m.evicted.value())};
+}
+
 }  // namespace baton::metrics

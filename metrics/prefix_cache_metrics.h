@@ -22,6 +22,16 @@ void RecordPrefixLookup(int64_t queried_tokens, int64_t hit_tokens, int32_t bloc
 void RecordPrefixEvictions(int64_t blocks);
 void SetPrefixCachedBlocks(int64_t blocks);
 
+// The counters so far (this process).
+struct PrefixCacheTotals {
+  int64_t queried_tokens = 0;
+  int64_t hit_tokens = 0;
+  int64_t queried_blocks = 0;
+  int64_t hit_blocks = 0;
+  int64_t evicted_blocks = 0;
+};
+PrefixCacheTotals ReadPrefixCacheTotals();
+
 }  // namespace baton::metrics
 
 #endif  // BATON_METRICS_PREFIX_CACHE_METRICS_H_

@@ -70,6 +70,14 @@ struct WorkerServer::Impl {
     for (uint64_t hash : prefix_cache->Advertised(options.prefix_cache_advertise)) {
       load.add_cached_block_hashes(hash);
     }
+    const metrics::PrefixCacheTotals totals = metrics::ReadPrefixCacheTotals();
+    baton::v1::PrefixCacheStats& stats = *load.mutable_prefix_cache();
+    stats.set_queried_tokens(totals.queried_tokens);
+    stats.set_hit_tokens(totals.hit_tokens);
+    stats.set_queried_blocks(totals.queried_blocks);
+    stats.set_hit_blocks(totals.hit_blocks);
+    stats.set_evicted_blocks(totals.evicted_blocks);
+    stats.set_cached_blocks(cache->pool().n_cached());
     return load;
   }
 

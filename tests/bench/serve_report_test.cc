@@ -52,6 +52,53 @@ TEST(MetricsJsonTest, NoSloMeansNullGoodput) {
   EXPECT_EQ(FormatServeTable(j).find("goodput"), std::string::npos);
 }
 
+baton::v1::WorkerStatus CacheWorker(const std::string& address, baton::v1::WorkerRole role,
+                                    int64_t queried, int64_t hits, int64_t evicted) {
+  baton::v1::WorkerStatus w;
+  w.set_address(address);
+  w.set_role(role);
+  baton::v1::PrefixCacheStats& s = *w.mutable_load()->mutable_prefix_cache();
+  s.set_queried_tokens(queried);
+  s.set_hit_tokens(hits);
+  s.set_queried_blocks(queried / 16);
+  s.set_hit_blocks(hits / 16);
+  s.set_evicted_blocks(evicted);
+  s.set_cached_blocks(7);
+  return w;
+}
+
+TEST(WorkerPrefixCacheJsonTest, CountsEachWorkersChangeOverTheRun) {
+  baton::v1::ClusterStatusResponse before;
+  *before.add_workers() = CacheWorker("p:1", baton::v1::WORKER_ROLE_PREFILL, 320, 160, 2);
+  baton::v1::ClusterStatusResponse after;
+  *after.add_workers() = CacheWorker("p:1", baton::v1::WORKER_ROLE_PREFILL, 1920, 1440, 5);
+  // A worker that joined during the run counts from zero.
+  *after.add_workers() = CacheWorker("d:1", baton::v1::WORKER_ROLE_DECODE, 640, 320, 0);
+  const nlohmann::json workers = WorkerPrefixCacheJson(before, after);
+  ASSERT_EQ(workers.size(), 2u);
+  EXPECT_EQ(workers[0]["address"], "p:1");
+  EXPECT_EQ(workers[0]["role"], "prefill");
+  EXPECT_EQ(workers[0]["queried_tokens"], 1600);
+  EXPECT_EQ(workers[0]["hit_tokens"], 1280);
+  EXPECT_DOUBLE_EQ(workers[0]["token_hit_rate"].get<double>(), 0.8);
+  EXPECT_EQ(workers[0]["queried_blocks"], 100);
+  EXPECT_EQ(workers[0]["hit_blocks"], 80);
+  EXPECT_EQ(workers[0]["evicted_blocks"], 3);
+  EXPECT_EQ(workers[0]["cached_blocks"], 7);
+  EXPECT_EQ(workers[1]["role"], "decode");
+  EXPECT_DOUBLE_EQ(workers[1]["block_hit_rate"].get<double>(), 0.5);
+  // The table names each worker's figures.
+  nlohmann::json result = {{"prefix_cache",
+                            {{"prompt_tokens", 100}, {"prefill_computed_tokens", 20},
+                             {"prefill_hit_rate", 0.8}, {"decode_hit_rate", 0.5},
+                             {"kv_bytes_handed_off", 1000}, {"workers", workers}}}};
+  const std::string table = FormatServeTable(result);
+  EXPECT_NE(table.find("prefill p:1: 80.0% of tokens, 80.0% of blocks hit; 3 blocks evicted"),
+            std::string::npos)
+      << table;
+  EXPECT_TRUE(WorkerPrefixCacheJson({}, {}).empty());
+}
+
 TEST(LatencyPlotTest, FourSortedCdfBlocks) {
   const std::string data =
       LatencyCdfData({Ok(0.3, 0.9, 3, {0.4, 0.2}), Ok(0.1, 0.2, 1, {})});
