@@ -82,7 +82,9 @@ int32_t DecodeBatch::n_waiting() const {
 }
 
 void DecodeBatch::ReleaseBlocks(DecodeSequence& seq) {
-  if (options_.prefix_cache != nullptr) options_.prefix_cache->Publish(seq.tokens, seq.table);
+  if (options_.prefix_cache != nullptr) {
+    options_.prefix_cache->Publish(seq.tokens, seq.table, seq.cache_salt);
+  }
   cache_.Free(seq.table);
 }
 
@@ -168,8 +170,9 @@ void DecodeBatch::ResumePreempted() {
     // Recompute the KV of every token but the last, which the next decode step feeds, after the
     // blocks the prefix cache still holds (those published when it was preempted).
     if (options_.prefix_cache != nullptr) {
-      options_.prefix_cache->Match(
-          seq.tokens, engine::MaxCachedTokens(n_tokens, cache_.block_size()), seq.table);
+      options_.prefix_cache->Match(seq.tokens,
+                                   engine::MaxCachedTokens(n_tokens, cache_.block_size()),
+                                   seq.table, seq.cache_salt);
     }
     if (!cache_.Reserve(seq.table, n_tokens).ok()) {
       cache_.Free(seq.table);

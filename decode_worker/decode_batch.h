@@ -74,6 +74,7 @@ struct DecodeSequence {
   engine::BlockTable table;             // holds the prompt's KV; room for max_tokens more
   std::vector<engine::TokenId> tokens;  // prompt, then the generated tokens (first token last)
   int32_t n_prompt = 0;
+  std::string cache_salt;               // its prefix-cache salt (engine/block_hash.h)
   engine::SamplingParams params;
   std::shared_ptr<TokenSink> sink;
   SpeculationLength speculation_length;  // engine thread

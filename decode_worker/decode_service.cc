@@ -151,7 +151,8 @@ grpc::ServerUnaryReactor* DecodeService::Reserve(grpc::CallbackServerContext* co
       reservations_.Reserve(request->request_id(), request->model_fingerprint(),
                             request->n_prompt_tokens(), request->max_tokens(), lease,
                             {request->prompt_tokens().data(),
-                             static_cast<size_t>(request->prompt_tokens_size())});
+                             static_cast<size_t>(request->prompt_tokens_size())},
+                            request->cache_salt());
   if (!result.ok()) return rpc::FinishUnary(context, rpc::ToGrpcStatus(result.status()));
   response->set_reservation_id(result->reservation_id);
   response->set_n_blocks(result->n_blocks);
@@ -196,6 +197,7 @@ grpc::ServerWriteReactor<DecodeResponse>* DecodeService::Decode(
   DecodeSequence seq;
   seq.id = request->reservation_id();
   seq.table = std::move(claimed->table);
+  seq.cache_salt = std::move(claimed->cache_salt);
   seq.tokens.assign(request->prompt_tokens().begin(), request->prompt_tokens().end());
   seq.n_prompt = static_cast<int32_t>(seq.tokens.size());
   seq.tokens.push_back(request->first_token());

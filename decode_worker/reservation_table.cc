@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/block_hash.h"
 #include "engine/kv_budget.h"
 #include "metrics/metrics.h"
 #include "metrics/prefix_cache_metrics.h"
@@ -55,7 +56,7 @@ void ReservationTable::FreeLocked(absl::flat_hash_map<std::string, Reservation>:
   // token and was never claimed).
   if (r.state == State::kReceived && !r.prompt_tokens.empty()) {
     r.table.n_tokens = r.n_prompt_tokens;
-    options_.prefix_cache->Publish(r.prompt_tokens, r.table);
+    options_.prefix_cache->Publish(r.prompt_tokens, r.table, r.cache_salt);
   }
   cache_.Free(r.table);
   reservations_.erase(it);
@@ -66,7 +67,8 @@ absl::StatusOr<ReserveResult> ReservationTable::Reserve(const std::string& reque
                                                         int32_t n_prompt_tokens,
                                                         int32_t max_tokens,
                                                         std::chrono::milliseconds lease,
-                                                        std::span<const engine::TokenId> prompt_tokens) {
+                                                        std::span<const engine::TokenId> prompt_tokens,
+                                                        absl::string_view cache_salt) {
   if (model_fingerprint != options_.model_fingerprint) {
     return absl::InvalidArgumentError(absl::StrCat("model fingerprint '", model_fingerprint,
                                                    "' does not match this worker's '",
@@ -92,12 +94,18 @@ absl::StatusOr<ReserveResult> ReservationTable::Reserve(const std::string& reque
                                                    " prompt tokens given for n_prompt_tokens ",
                                                    n_prompt_tokens));
   }
+  if (cache_salt.size() > engine::kMaxCacheSaltBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("reserve: cache_salt of ", cache_salt.size(),
+                                                   " bytes exceeds ", engine::kMaxCacheSaltBytes));
+  }
   Reservation r;
   r.request_id = request_id;
+  r.cache_salt = std::string(cache_salt);
   engine::PrefixCache* prefix = options_.prefix_cache;
   if (prefix != nullptr && prefix->enabled() && !prompt_tokens.empty()) {
     const int32_t cached = prefix->Match(
-        prompt_tokens, engine::MaxCachedTokens(n_prompt_tokens, cache_.block_size()), r.table);
+        prompt_tokens, engine::MaxCachedTokens(n_prompt_tokens, cache_.block_size()), r.table,
+        cache_salt);
     metrics::RecordPrefixLookup(n_prompt_tokens, cached, cache_.block_size());
     r.first_block = cached / cache_.block_size();
     r.prompt_tokens.assign(prompt_tokens.begin(), prompt_tokens.end());
@@ -165,9 +173,11 @@ absl::StatusOr<ClaimedSequence> ReservationTable::Claim(
           "' was made for"));
     }
     r.table.n_tokens = r.n_prompt_tokens;
-    options_.prefix_cache->Publish(r.prompt_tokens, r.table);
+    options_.prefix_cache->Publish(r.prompt_tokens, r.table, r.cache_salt);
   }
-  ClaimedSequence claimed{.request_id = r.request_id, .table = std::move(r.table),
+  ClaimedSequence claimed{.request_id = r.request_id,
+                          .cache_salt = std::move(r.cache_salt),
+                          .table = std::move(r.table),
                           .max_tokens = r.max_tokens};
   claimed.table.n_tokens = r.n_prompt_tokens;
   reservations_.erase(reservation_id);

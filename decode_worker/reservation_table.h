@@ -67,6 +67,7 @@ struct ReserveResult {
 // What the decode batch takes over from a reservation whose KV arrived.
 struct ClaimedSequence {
   std::string request_id;
+  std::string cache_salt;    // the prefix-cache salt it was reserved with
   engine::BlockTable table;  // n_tokens = the prompt length
   int32_t max_tokens = 0;
 };
@@ -77,14 +78,17 @@ class ReservationTable : public kvtransfer::KvReceiver {
   ~ReservationTable() override;  // frees every block still held
 
   // Blocks for the prompt and the first generated tokens (see reserve_ahead_tokens), under
-  // `lease`, starting from the cached prefix of `prompt_tokens` when they are given (empty: no
-  // lookup). RESOURCE_EXHAUSTED when the cache cannot hold them now; INVALID_ARGUMENT for bad
-  // sizes, prompt tokens that are not n_prompt_tokens long, or a fingerprint mismatch.
+  // `lease`, starting from the cached prefix of `prompt_tokens` (under `cache_salt`,
+  // engine/block_hash.h) when they are given (empty: no lookup). RESOURCE_EXHAUSTED when the
+  // cache cannot hold them now; INVALID_ARGUMENT for bad sizes, prompt tokens that are not
+  // n_prompt_tokens long, a salt longer than engine::kMaxCacheSaltBytes, or a fingerprint
+  // mismatch.
   absl::StatusOr<ReserveResult> Reserve(const std::string& request_id,
                                         const std::string& model_fingerprint,
                                         int32_t n_prompt_tokens, int32_t max_tokens,
                                         std::chrono::milliseconds lease,
-                                        std::span<const engine::TokenId> prompt_tokens = {});
+                                        std::span<const engine::TokenId> prompt_tokens = {},
+                                        absl::string_view cache_salt = "");
 
   // Hands a kv-received reservation over to decoding (its blocks go with it), publishing its
   // prompt's full blocks to the prefix cache when it was made with its tokens. NOT_FOUND for an
@@ -119,6 +123,7 @@ class ReservationTable : public kvtransfer::KvReceiver {
     int32_t n_prompt_tokens = 0;
     int32_t first_block = 0;  // blocks before it came from the prefix cache
     std::vector<engine::TokenId> prompt_tokens;  // for publishing; empty: not published
+    std::string cache_salt;
     int32_t max_tokens = 0;
     std::chrono::milliseconds lease{0};
     absl::Time lease_deadline;  // reserved/received: lease; receiving: stall guard

@@ -4,8 +4,13 @@
 
 namespace baton::engine {
 
-uint64_t BlockHashSeed(absl::string_view model_fingerprint) {
-  return XXH64(model_fingerprint.data(), model_fingerprint.size(), 0);
+uint64_t BlockHashSeed(absl::string_view model_fingerprint, absl::string_view cache_salt) {
+  return SaltedSeed(XXH64(model_fingerprint.data(), model_fingerprint.size(), 0), cache_salt);
+}
+
+uint64_t SaltedSeed(uint64_t model_seed, absl::string_view cache_salt) {
+  if (cache_salt.empty()) return model_seed;
+  return XXH64(cache_salt.data(), cache_salt.size(), model_seed);
 }
 
 std::vector<uint64_t> PrefixBlockHashes(uint64_t seed, std::span<const TokenId> tokens,

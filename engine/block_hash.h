@@ -11,6 +11,7 @@
 #ifndef BATON_ENGINE_BLOCK_HASH_H_
 #define BATON_ENGINE_BLOCK_HASH_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -20,8 +21,16 @@
 
 namespace baton::engine {
 
-// The chain's seed for a model (engine/model.h fingerprint): no hash of one model matches another's.
-uint64_t BlockHashSeed(absl::string_view model_fingerprint);
+// The longest cache salt accepted anywhere, in bytes.
+inline constexpr size_t kMaxCacheSaltBytes = 256;
+
+// The chain's seed for a model (engine/model.h fingerprint) and a request's cache salt (empty:
+// none): no hash of one model, or of one salt, matches another's. Requests with different salts
+// never share cached KV, so one tenant cannot learn from a cache hit's speed what another sent
+// (vLLM's cache_salt).
+uint64_t BlockHashSeed(absl::string_view model_fingerprint, absl::string_view cache_salt = "");
+// The model's seed salted: BlockHashSeed(fingerprint, salt) == SaltedSeed(BlockHashSeed(fingerprint), salt).
+uint64_t SaltedSeed(uint64_t model_seed, absl::string_view cache_salt);
 
 // One hash per full block of `tokens` (tokens.size() / block_size of them), in order.
 std::vector<uint64_t> PrefixBlockHashes(uint64_t seed, std::span<const TokenId> tokens,

@@ -32,12 +32,15 @@ class PrefixCache {
 
   // Fills the empty `table` with the cached blocks of the longest cached prefix of `tokens`, at
   // most `max_tokens` tokens (whole blocks only), each block held for the table; sets
-  // table.n_tokens. Returns the tokens matched (0 when disabled or nothing is cached).
-  int32_t Match(std::span<const TokenId> tokens, int32_t max_tokens, BlockTable& table);
+  // table.n_tokens. Returns the tokens matched (0 when disabled or nothing is cached). Only
+  // blocks published with the same `cache_salt` match (engine/block_hash.h).
+  int32_t Match(std::span<const TokenId> tokens, int32_t max_tokens, BlockTable& table,
+                absl::string_view cache_salt = "");
 
   // Publishes the full blocks of `table` among its first table.n_tokens tokens; `tokens` are the
   // sequence's tokens from position 0 (at least table.n_tokens of them).
-  void Publish(std::span<const TokenId> tokens, const BlockTable& table);
+  void Publish(std::span<const TokenId> tokens, const BlockTable& table,
+               absl::string_view cache_salt = "");
 
   // Up to `max_count` hashes of cached blocks (BlockPool::PublishedHashes); empty when disabled.
   std::vector<uint64_t> Advertised(int32_t max_count) const;

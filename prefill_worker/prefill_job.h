@@ -33,6 +33,7 @@ struct PrefillJob {
   engine::SamplingParams params;
   std::string destination;      // decode worker host:port
   std::string reservation_id;
+  std::string cache_salt;       // the request's prefix-cache salt (engine/block_hash.h)
   // The prompt's first blocks the decode worker holds already: the push starts after them.
   int32_t destination_cached_blocks = 0;
   std::chrono::system_clock::time_point deadline;

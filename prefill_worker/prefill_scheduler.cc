@@ -109,7 +109,7 @@ void PrefillScheduler::MatchPrefix(Work& work) {
   if (prefix != nullptr && prefix->enabled()) {
     work.n_cached = prefix->Match(
         work.job->prompt, engine::MaxCachedTokens(work.n_prompt(), cache_.block_size()),
-        work.table);
+        work.table, work.job->cache_salt);
     metrics::RecordPrefixLookup(work.n_prompt(), work.n_cached, cache_.block_size());
     Metrics().cached_tokens.Increment(work.n_cached);
     work.n_done = work.n_cached;
@@ -303,7 +303,7 @@ bool PrefillScheduler::Step() {
       continue;
     }
     if (options_.prefix_cache != nullptr) {
-      options_.prefix_cache->Publish(work.job->prompt, work.table);
+      options_.prefix_cache->Publish(work.job->prompt, work.table, work.job->cache_salt);
     }
     if (left > 0) {
       unfinished.push_back(std::move(work));

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "engine/block_hash.h"
 #include "engine/prefix_cache.h"
 #include "rpc/prefill_stage.h"
 #include "rpc/sampling_params_proto.h"
@@ -81,6 +82,11 @@ absl::Status PrefillService::Validate(const baton::v1::PrefillRequest& request) 
     return absl::InvalidArgumentError(
         "prefill: destination needs a decode_address and a reservation_id");
   }
+  if (request.cache_salt().size() > engine::kMaxCacheSaltBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("prefill: cache_salt of ",
+                                                   request.cache_salt().size(), " bytes exceeds ",
+                                                   engine::kMaxCacheSaltBytes));
+  }
   const int32_t block_size = options_.model.block_size();
   const int32_t max_cached_blocks =
       block_size > 0 ? engine::MaxCachedTokens(request.prompt_tokens_size(), block_size) / block_size
@@ -112,6 +118,7 @@ grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* c
   job->destination = request->destination().decode_address();
   job->reservation_id = request->destination().reservation_id();
   job->destination_cached_blocks = request->destination().n_cached_blocks();
+  job->cache_salt = request->cache_salt();
   const auto now = std::chrono::system_clock::now();
   // The caller's deadline (the router's --prefill-timeout); default_deadline when it set none.
   const auto no_deadline = std::chrono::system_clock::time_point::max() - std::chrono::hours(24);

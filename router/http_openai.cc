@@ -434,6 +434,14 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
       out.include_usage = *v;
     }
   }
+  // vLLM's: requests share cached KV only with requests of the same salt.
+  if (const json* salt = Field(root, "cache_salt")) {
+    if (!salt->is_string()) {
+      return Invalid("cache_salt",
+                     absl::StrCat("'cache_salt' must be a string, got ", TypeName(*salt)));
+    }
+    out.generate.set_cache_salt(salt->get<std::string>());
+  }
   if (absl::Status s = RefuseUnsupported(root, endpoint); !s.ok()) return s;
   if (absl::Status s = ParseSampling(root, endpoint, *out.generate.mutable_sampling()); !s.ok()) {
     return s;

@@ -459,6 +459,7 @@ HttpServer::GenerateCall::Launch HttpServer::GenerateCall::Prepare() {
   v1::GenerateRequest request;
   request.set_model(parsed->generate.model());
   request.set_request_id(id);
+  request.set_cache_salt(prepared->cache_salt);
   request.mutable_prompt_tokens()->mutable_ids()->Assign(prepared->prompt.begin(),
                                                          prepared->prompt.end());
   *request.mutable_sampling() = prepared->wire;

@@ -7,9 +7,9 @@
 
 namespace baton::router {
 
-PromptHashes::PromptHashes(absl::string_view model_fingerprint,
+PromptHashes::PromptHashes(absl::string_view model_fingerprint, absl::string_view cache_salt,
                            std::span<const engine::TokenId> prompt)
-    : seed_(engine::BlockHashSeed(model_fingerprint)), prompt_(prompt) {}
+    : seed_(engine::BlockHashSeed(model_fingerprint, cache_salt)), prompt_(prompt) {}
 
 const std::vector<uint64_t>& PromptHashes::ForBlockSize(int32_t block_size) {
   auto [it, inserted] = by_block_size_.try_emplace(block_size);

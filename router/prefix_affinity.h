@@ -33,8 +33,9 @@ namespace baton::router {
 // tokens a worker may take from its cache (engine::MaxCachedTokens).
 class PromptHashes {
  public:
-  // `prompt` must outlive this.
-  PromptHashes(absl::string_view model_fingerprint, std::span<const engine::TokenId> prompt);
+  // `prompt` must outlive this; `cache_salt` as the request's (engine/block_hash.h).
+  PromptHashes(absl::string_view model_fingerprint, absl::string_view cache_salt,
+               std::span<const engine::TokenId> prompt);
 
   // Valid as long as this object.
   const std::vector<uint64_t>& ForBlockSize(int32_t block_size);

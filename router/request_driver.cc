@@ -190,7 +190,8 @@ absl::Status RequestDriver::Drive() {
 void RequestDriver::BeginAttempt(const engine::GenerationState& generation) {
   attempt_ = Attempt{};
   attempt_.prompt = generation.tokens();
-  attempt_.prompt_hashes.emplace(deps_.model->fingerprint(), attempt_.prompt);
+  attempt_.prompt_hashes.emplace(deps_.model->fingerprint(), prepared_.cache_salt,
+                                 attempt_.prompt);
   attempt_.wire = prepared_.wire;
   attempt_.wire.set_max_tokens(prepared_.params.max_tokens - generation.n_generated());
 }
@@ -294,6 +295,7 @@ absl::Status RequestDriver::Reserve() {
       request.set_request_id(request_id_);
       request.set_n_prompt_tokens(static_cast<int32_t>(attempt_.prompt.size()));
       request.mutable_prompt_tokens()->Assign(attempt_.prompt.begin(), attempt_.prompt.end());
+      request.set_cache_salt(prepared_.cache_salt);
       request.set_max_tokens(attempt_.wire.max_tokens());
       request.set_lease_ms(absl::ToInt64Milliseconds(options.reservation_lease));
       request.set_model_fingerprint(deps_.model->fingerprint());
@@ -402,6 +404,7 @@ absl::Status RequestDriver::Prefill() {
   destination.set_n_cached_blocks(
       block_size > 0 ? attempt_.reservation.n_cached_tokens() / block_size : 0);
   request.set_model_fingerprint(deps_.model->fingerprint());
+  request.set_cache_salt(prepared_.cache_salt);
   if (!BeginCall(&context)) return CancelledStatus();
   attempt_.prefill_started = true;
   PrefillCallWaiter call(&context, [this] { SetState(v1::REQUEST_STATE_KV_SENDING).IgnoreError(); });

@@ -1,5 +1,7 @@
 #include "router/request_intake.h"
 
+#include "engine/block_hash.h"
+
 #include <string>
 #include <utility>
 
@@ -50,7 +52,12 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const v1::GenerateRequest& reques
                                             "' is not served here; this router serves '",
                                             model.id(), "'"));
   }
+  if (request.cache_salt().size() > engine::kMaxCacheSaltBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("cache_salt of ", request.cache_salt().size(),
+                                                   " bytes exceeds ", engine::kMaxCacheSaltBytes));
+  }
   PreparedRequest prepared;
+  prepared.cache_salt = request.cache_salt();
   absl::StatusOr<std::vector<engine::TokenId>> prompt = Tokenize(request, model);
   if (!prompt.ok()) return prompt.status();
   if (prompt->empty()) return absl::InvalidArgumentError("prompt is empty");

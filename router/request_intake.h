@@ -6,7 +6,7 @@
 //  - prompt_tokens: taken as they are, every id checked against the vocabulary.
 // Checks: a set model name must be the served one (NOT_FOUND); the prompt must be non-empty and
 // valid UTF-8; the sampling settings must pass engine::ValidateSamplingParams; prompt + max_tokens
-// must fit the context.
+// must fit the context; a cache salt must be at most engine::kMaxCacheSaltBytes.
 //
 // The wire's "unset" values become their documented defaults (rpc/sampling_params_proto.h); no
 // seed -> the caller's random seed.
@@ -16,6 +16,7 @@
 #define BATON_ROUTER_REQUEST_INTAKE_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -29,6 +30,7 @@ namespace baton::router {
 
 struct PreparedRequest {
   std::vector<engine::TokenId> prompt;
+  std::string cache_salt;         // the prefix-cache salt (engine/block_hash.h); empty: none
   engine::SamplingParams params;  // defaults applied, validated
   v1::SamplingParams wire;        // what workers get: defaults applied, seed set, no stop strings
 };

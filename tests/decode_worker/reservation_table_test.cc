@@ -261,6 +261,33 @@ TEST_F(ReservationPrefixTest, AReleasedReservationKeepsItsArrivedKvCachedButNotA
   EXPECT_EQ(cache_->pool().n_free(), 10);
 }
 
+TEST_F(ReservationPrefixTest, ReservationsShareCachedKvOnlyUnderTheSameSalt) {
+  const std::vector<engine::TokenId> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  auto a = table_->Reserve("a", "fp", 9, 2, std::chrono::seconds(5), prompt, "tenant-a");
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_NO_FATAL_FAILURE(PushAll(a->reservation_id, 9, 0, 1));
+  absl::StatusOr<ClaimedSequence> claimed = table_->Claim(a->reservation_id, 9, prompt);
+  ASSERT_TRUE(claimed.ok());
+  EXPECT_EQ(claimed->cache_salt, "tenant-a");  // the decode batch publishes under it too
+  cache_->Free(claimed->table);
+  for (const char* salt : {"", "tenant-b"}) {
+    auto other = table_->Reserve(salt, "fp", 9, 2, std::chrono::seconds(5), prompt, salt);
+    ASSERT_TRUE(other.ok());
+    EXPECT_EQ(other->n_cached_tokens, 0) << "salt '" << salt << "'";
+    EXPECT_TRUE(table_->Release(other->reservation_id));
+  }
+  auto same = table_->Reserve("same", "fp", 9, 2, std::chrono::seconds(5), prompt, "tenant-a");
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(same->n_cached_tokens, 8);
+  EXPECT_TRUE(table_->Release(same->reservation_id));
+  EXPECT_EQ(table_->Reserve("long", "fp", 9, 2, std::chrono::seconds(5), prompt,
+                            std::string(257, 's'))
+                .status()
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cache_->pool().n_free(), 10);
+}
+
 TEST_F(ReservationPrefixTest, AFailedReservationReturnsTheCachedBlocksItTook) {
   const std::vector<engine::TokenId> first = {1, 2, 3, 4, 5, 6, 7, 8, 9};
   auto a = table_->Reserve("a", "fp", 9, 2, std::chrono::seconds(5), first);

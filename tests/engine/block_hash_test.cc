@@ -52,6 +52,17 @@ TEST(BlockHashTest, NoHashOfOneModelMatchesAnothers) {
   }
 }
 
+TEST(BlockHashTest, ASaltSeparatesRequestsOfOneModel) {
+  const std::vector<TokenId> tokens = Tokens(8, 2);
+  const uint64_t model = BlockHashSeed("model-a");
+  EXPECT_EQ(BlockHashSeed("model-a", ""), model);
+  EXPECT_EQ(BlockHashSeed("model-a", "tenant-1"), SaltedSeed(model, "tenant-1"));
+  EXPECT_NE(SaltedSeed(model, "tenant-1"), model);
+  EXPECT_NE(SaltedSeed(model, "tenant-1"), SaltedSeed(model, "tenant-2"));
+  EXPECT_NE(PrefixBlockHashes(SaltedSeed(model, "tenant-1"), tokens, 4)[1],
+            PrefixBlockHashes(model, tokens, 4)[1]);
+}
+
 TEST(BlockHashTest, BlockSizeIsPartOfTheIdentity) {
   const uint64_t seed = BlockHashSeed("model-a");
   const std::vector<TokenId> tokens = Tokens(16, 1);

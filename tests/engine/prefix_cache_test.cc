@@ -107,6 +107,22 @@ TEST_F(PrefixCacheTest, AtLeastOneTokenIsLeftToComputeAndOnlyWholeBlocksMatch) {
   cache_->Free(capped);
 }
 
+TEST_F(PrefixCacheTest, OnlyTheSameSaltMatches) {
+  PrefixCache prefix(cache_.get(), model_->fingerprint(), true);
+  const std::vector<TokenId> tokens = Tokens(12, 12, 0);
+  BlockTable table;
+  PrefillRest(tokens, table);
+  prefix.Publish(tokens, table, "tenant-a");
+  cache_->Free(table);
+  for (const char* other : {"", "tenant-b"}) {
+    BlockTable miss;
+    EXPECT_EQ(prefix.Match(tokens, 11, miss, other), 0) << "salt '" << other << "'";
+  }
+  BlockTable hit;
+  EXPECT_EQ(prefix.Match(tokens, 11, hit, "tenant-a"), 8);
+  cache_->Free(hit);
+}
+
 TEST_F(PrefixCacheTest, DisabledOrAnotherModelFindsNothing) {
   PrefixCache prefix(cache_.get(), model_->fingerprint(), true);
   const std::vector<TokenId> tokens = Tokens(12, 12, 0);

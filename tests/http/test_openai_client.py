@@ -152,6 +152,27 @@ def test_a_repeated_prompt_reports_its_cached_tokens_and_the_same_text(client, m
     assert 0 < details.cached_tokens < again.usage.prompt_tokens
 
 
+def test_a_cache_salt_shares_cached_kv_only_with_the_same_salt(client, model):
+    prompt = "The harbour master counted the boats that came in at dawn. " * 6
+
+    def cached(salt):
+        extra = {"cache_salt": salt} if salt else None
+        response = client.completions.create(
+            model=model, prompt=prompt, max_tokens=4, temperature=0, extra_body=extra
+        )
+        return response.choices[0].text, response.usage.prompt_tokens_details.cached_tokens
+
+    text, _ = cached(None)  # now cached without a salt
+    salted_text, salted_cached = cached("tenant-b")
+    assert salted_cached == 0
+    assert salted_text == text
+    again_text, again_cached = cached("tenant-b")
+    assert again_cached > 0
+    assert again_text == text
+    with pytest.raises(openai.BadRequestError):
+        cached("x" * 257)
+
+
 def test_completion(client, model):
     response = client.completions.create(
         model=model, prompt="The capital of France is", max_tokens=8, temperature=0

@@ -106,6 +106,16 @@ TEST_F(RequestIntakeTest, RejectsBadInput) {
   empty->set_content("Hi");
   EXPECT_TRUE(PrepareRequest(chat, model(), 7).ok());
 
+  v1::GenerateRequest salted = Prompt("Hi");
+  salted.set_cache_salt(std::string(256, 's'));
+  absl::StatusOr<PreparedRequest> kept = PrepareRequest(salted, model(), 7);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->cache_salt, std::string(256, 's'));
+  salted.set_cache_salt(std::string(257, 's'));
+  EXPECT_EQ(code_and_message(salted),
+            std::make_pair(absl::StatusCode::kInvalidArgument,
+                           std::string("cache_salt of 257 bytes exceeds 256")));
+
   v1::GenerateRequest too_long = Prompt("Hi");
   too_long.mutable_sampling()->set_max_tokens(model().n_ctx());
   auto [code, message] = code_and_message(too_long);

@@ -404,7 +404,7 @@ std::vector<engine::TokenId> Conversation(int salt) {
 // A load advertising the cached blocks of `prompt` (all of it, or its first `n_blocks` blocks).
 v1::WorkerLoad WithCached(v1::WorkerLoad load, const std::vector<engine::TokenId>& prompt,
                           int32_t n_blocks = 3) {
-  PromptHashes hashes(kFingerprint, prompt);
+  PromptHashes hashes(kFingerprint, "", prompt);
   const std::vector<uint64_t>& all = hashes.ForBlockSize(16);
   for (int32_t b = 0; b < n_blocks && b < static_cast<int32_t>(all.size()); ++b) {
     load.add_cached_block_hashes(all[b]);
@@ -426,7 +426,7 @@ TEST_F(WorkerRegistryTest, KvAwarePicksTheWorkersHoldingThePrefixWhileLoadAllows
                   ->Register(v1::WORKER_ROLE_PREFILL, "p-warm:1", Model(),
                              WithCached(PrefillLoad(40), prompt))
                   .ok());
-  PromptHashes request(kFingerprint, prompt);
+  PromptHashes request(kFingerprint, "", prompt);
   // decode cost: cold (4 + 1 blocks needed) + 100 used = 105; warm 5 - 3 + 102 = 104.
   EXPECT_THAT(registry->PickDecode(64, 16, nullptr, {}, &request), PlacedOn("d-warm:1"));
   // prefill cost: cold 64 + 0; warm 64 - 48 + 40 = 56.
@@ -435,7 +435,7 @@ TEST_F(WorkerRegistryTest, KvAwarePicksTheWorkersHoldingThePrefixWhileLoadAllows
   EXPECT_THAT(registry->PickPrefill(64, "", {}), PlacedOn("p-cold:1"));
 
   // Another conversation hits nowhere: load decides.
-  PromptHashes other(kFingerprint, Conversation(2));
+  PromptHashes other(kFingerprint, "", Conversation(2));
   EXPECT_THAT(registry->PickPrefill(64, "", {}, &other), PlacedOn("p-cold:1"));
 }
 
@@ -447,7 +447,7 @@ TEST_F(WorkerRegistryTest, KvAwareLetsLoadOutweighAShortHit) {
                   ->Register(v1::WORKER_ROLE_PREFILL, "p-busy:1", Model(),
                              WithCached(PrefillLoad(500), prompt, 1))
                   .ok());
-  PromptHashes request(kFingerprint, prompt);
+  PromptHashes request(kFingerprint, "", prompt);
   EXPECT_THAT(registry->PickPrefill(64, "", {}, &request), PlacedOn("p-idle:1"));
 }
 
@@ -458,7 +458,7 @@ TEST_F(WorkerRegistryTest, AWorkersReportReplacesItsCacheAndARestartEmptiesIt) {
   absl::StatusOr<std::string> b = registry->Register(v1::WORKER_ROLE_DECODE, "d-b:1", Model(),
                                                      WithCached(DecodeLoad(499), prompt));
   ASSERT_TRUE(b.ok());
-  PromptHashes request(kFingerprint, prompt);
+  PromptHashes request(kFingerprint, "", prompt);
   EXPECT_THAT(registry->PickDecode(64, 16, nullptr, {}, &request), PlacedOn("d-b:1"));
   auto cached_of = [&](const std::string& address) {
     for (const WorkerSnapshot& w : registry->Snapshot()) {
@@ -496,17 +496,17 @@ TEST_F(WorkerRegistryTest, APickExpectsTheChosenCachingWorkerToHoldThePrompt) {
                   ->Register(v1::WORKER_ROLE_PREFILL, "p-b:1", Model(),
                              WithCached(PrefillLoad(40), Conversation(7)))
                   .ok());
-  PromptHashes first(kFingerprint, fresh);
+  PromptHashes first(kFingerprint, "", fresh);
   EXPECT_THAT(registry->PickPrefill(64, "", {}, &first), PlacedOn("p-a:1"));  // load: 0 < 40
   // Before any report, the next turn of that conversation follows it there: p-a costs
   // 64 - 48 + 64 queued = 80 against p-b's 64 + 40 = 104 (128 were its blocks not expected).
-  PromptHashes next(kFingerprint, fresh);
+  PromptHashes next(kFingerprint, "", fresh);
   EXPECT_THAT(registry->PickPrefill(64, "", {}, &next), PlacedOn("p-a:1"));
 }
 
 TEST(PrefixAffinityTest, CountsLeadingCachedBlocksAndCosts) {
   const std::vector<engine::TokenId> prompt = Conversation(8);
-  PromptHashes hashes(kFingerprint, prompt);
+  PromptHashes hashes(kFingerprint, "", prompt);
   const std::vector<uint64_t>& blocks = hashes.ForBlockSize(16);
   ASSERT_EQ(blocks.size(), 3u);  // 63 tokens usable: 3 full blocks
   EXPECT_EQ(hashes.ForBlockSize(32).size(), 1u);
@@ -514,8 +514,10 @@ TEST(PrefixAffinityTest, CountsLeadingCachedBlocksAndCosts) {
   EXPECT_EQ(CachedPrefixBlocks(blocks, cached), 1);  // a hole ends the prefix
   cached.insert(blocks[1]);
   EXPECT_EQ(CachedPrefixBlocks(blocks, cached), 3);
-  PromptHashes other_model("another-fingerprint", prompt);
+  PromptHashes other_model("another-fingerprint", "", prompt);
   EXPECT_EQ(CachedPrefixBlocks(other_model.ForBlockSize(16), cached), 0);
+  PromptHashes salted(kFingerprint, "tenant-a", prompt);
+  EXPECT_EQ(CachedPrefixBlocks(salted.ForBlockSize(16), cached), 0);
   EXPECT_EQ(KvAwarePrefillCost(64, 48, 10), 26);
   EXPECT_EQ(KvAwareDecodeCost(5, 3, 100), 102);
   EXPECT_EQ(KvAwareDecodeCost(5, 9, 100), 100);
