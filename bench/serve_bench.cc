@@ -264,20 +264,17 @@ nlohmann::json MetricsJson(const ServeMetrics& m, const Slo& slo) {
 namespace {
 
 // Single requests: a dataset or synthetic prompts, warmup first, then the measured load.
-// `measuring` runs between the warmup and the measured load.
-LoadResult RunRequests(const ServeBenchOptions& options, ServeClient& client, std::mt19937_64& rng,
-                       PromptCalibration& calibration, std::ostream& log,
-                       const std::function<void()>& measuring, absl::Status& dataset_error) {
+// `measuring` runs between the warmup and the measured load. Errors: an unreadable dataset.
+absl::StatusOr<LoadResult> RunRequests(const ServeBenchOptions& options, ServeClient& client,
+                                       std::mt19937_64& rng, PromptCalibration& calibration,
+                                       std::ostream& log, const std::function<void()>& measuring) {
   // The requests: warmup ones first, then the measured ones, from one seeded stream.
   const int32_t n_total = options.warmup + options.num_prompts;
   std::vector<ServeRequest> requests;
   if (!options.dataset_path.empty()) {
     absl::StatusOr<std::vector<ServeRequest>> dataset =
         LoadJsonlDataset(options.dataset_path, options.output_len);
-    if (!dataset.ok()) {
-      dataset_error = dataset.status();
-      return {};
-    }
+    if (!dataset.ok()) return dataset.status();
     requests = SampleDataset(*dataset, n_total, rng);
     log << "bench serve: " << dataset->size() << " prompts in " << options.dataset_path << "\n";
   } else {
@@ -395,9 +392,10 @@ absl::StatusOr<ServeBenchResult> RunServeBench(const ServeBenchOptions& options,
   if (options.conversations > 0) {
     load = RunMultiTurn(options, **client, rng, calibration, log, measuring);
   } else {
-    absl::Status dataset_error;
-    load = RunRequests(options, **client, rng, calibration, log, measuring, dataset_error);
-    if (!dataset_error.ok()) return dataset_error;
+    absl::StatusOr<LoadResult> requests =
+        RunRequests(options, **client, rng, calibration, log, measuring);
+    if (!requests.ok()) return requests.status();
+    load = *std::move(requests);
   }
 
   const ServeMetrics metrics = ComputeServeMetrics(load.outcomes, load.duration_s, options.slo);

@@ -128,10 +128,10 @@ std::vector<PrefillScheduler::Work> PrefillScheduler::TakeBatch() {
   while (!queue_.empty()) {
     Work work = std::move(queue_.front());
     queue_.pop_front();
+    // Blocks a new prompt takes from the free ones at most: what its table lacks before the
+    // prefix match (a match takes cached blocks, which count as free while nobody holds them).
+    const int32_t blocks = work.started() ? 0 : cache_.BlocksNeeded(work.table, work.n_prompt());
     if (!work.started()) {
-      // Every block it lacks: those not cached now (cached ones may be evictable, so free too).
-      const int32_t blocks = (work.n_prompt() + cache_.block_size() - 1) / cache_.block_size() -
-                             static_cast<int32_t>(work.table.blocks.size());
       if (new_work_waits || blocks > blocks_free) {
         new_work_waits = true;
         rest.push_back(std::move(work));
@@ -144,10 +144,7 @@ std::vector<PrefillScheduler::Work> PrefillScheduler::TakeBatch() {
       rest.push_back(std::move(work));
       break;
     }
-    if (!work.started()) {
-      blocks_free -= (work.n_prompt() + cache_.block_size() - 1) / cache_.block_size() -
-                     static_cast<int32_t>(work.table.blocks.size());
-    }
+    blocks_free -= blocks;
     work.n_step = piece;
     tokens += piece;
     batch.push_back(std::move(work));
@@ -208,14 +205,14 @@ absl::Status PrefillScheduler::SendCachedRanges(Work& work) {
          work.push_spec.RangeEnd(work.next_send_block) <= cached_blocks) {
     const int32_t end = work.push_spec.RangeEnd(work.next_send_block);
     for (int32_t layer = 0; layer < cache_.n_layer(); ++layer) {
-      if (absl::Status sent = SendComputed(work, layer, end); !sent.ok()) return sent;
+      if (absl::Status sent = SendLayerUpTo(work, layer, end); !sent.ok()) return sent;
     }
     work.next_send_block = end;
   }
   return absl::OkStatus();
 }
 
-absl::Status PrefillScheduler::SendComputed(Work& work, int32_t layer, int32_t end_block) {
+absl::Status PrefillScheduler::SendLayerUpTo(Work& work, int32_t layer, int32_t end_block) {
   if (work.next_send_block >= end_block) return absl::OkStatus();  // the receiver has them
   std::vector<const uint8_t*> blocks;
   blocks.reserve(end_block - work.next_send_block);
@@ -273,7 +270,7 @@ bool PrefillScheduler::Step() {
     // range of its push (the step's chunk ends where a range ends).
     for (Work& work : running) {
       if (!work.status.ok()) continue;
-      if (absl::Status sent = SendComputed(work, layer, step_end_block(work)); !sent.ok()) {
+      if (absl::Status sent = SendLayerUpTo(work, layer, step_end_block(work)); !sent.ok()) {
         work.status = rpc::KvDestinationFault(std::move(sent));
       }
     }

@@ -101,8 +101,9 @@ class PrefillScheduler {
   void MatchPrefix(Work& work);
   // Sends the push's ranges that lie wholly in the cached prefix (before any compute).
   absl::Status SendCachedRanges(Work& work);
-  // Sends layer `layer` of the blocks up to `end_block` not sent yet (one range of the push).
-  absl::Status SendComputed(Work& work, int32_t layer, int32_t end_block);
+  // Sends layer `layer` of the blocks not sent yet up to `end_block` (one range of the push);
+  // nothing when the receiver has them all.
+  absl::Status SendLayerUpTo(Work& work, int32_t layer, int32_t end_block);
   std::vector<Work> TakeBatch();
   // Reserves the scratch KV and opens the push; false (the job failed) when either fails.
   bool Start(Work& work);

@@ -79,11 +79,11 @@ class PrefillSchedulerTest : public testing::Test {
   // A prefill worker with a token budget of `max_batch_tokens`, with prefix caching when
   // `prefix_caching`. Callers wrap it in ASSERT_NO_FATAL_FAILURE: it fails, leaving no worker,
   // when the cache cannot be made.
-  void StartWorker(int32_t max_batch_tokens, bool prefix_caching = false) {
+  void StartWorker(int32_t max_batch_tokens, bool prefix_caching = false, int32_t n_blocks = 64) {
     scheduler_.reset();
     transformer_.reset();
     absl::StatusOr<std::unique_ptr<engine::KvCache>> prefill_cache =
-        engine::KvCache::Create(model_->config(), {.block_size = kBlockSize, .n_blocks = 64});
+        engine::KvCache::Create(model_->config(), {.block_size = kBlockSize, .n_blocks = n_blocks});
     ASSERT_TRUE(prefill_cache.ok()) << prefill_cache.status();
     prefill_cache_ = *std::move(prefill_cache);
     prefill_prefix_ =
@@ -318,6 +318,28 @@ TEST_P(PrefixCachingTest, HitsChangeWhatIsComputedAndSentButNotABit) {
   // Every block is back (cached ones count as free) on both sides.
   EXPECT_EQ(prefill_cache_->pool().n_free(), prefill_cache_->pool().n_blocks());
   EXPECT_EQ(decode_cache_->pool().n_free(), decode_cache_->pool().n_blocks());
+}
+
+TEST_F(PrefillSchedulerTest, APromptWaitsForScratchBlocksThatAnotherPromptsCacheHitTook) {
+  // 12 scratch blocks. A 32-token prompt leaves 8 blocks cached (free, but matchable).
+  ASSERT_NO_FATAL_FAILURE(StartWorker(2048, /*prefix_caching=*/true, /*n_blocks=*/12));
+  const std::vector<engine::TokenId> first = Prompt(32, 1);
+  Enqueue("first", first);
+  RunAll();
+  ASSERT_TRUE(outcomes_.Await("first").ok());
+  // The second takes those 8 cached blocks and one more; the third needs 4 of the 3 left, so
+  // it must wait for the second to finish rather than fail.
+  std::vector<engine::TokenId> second = first;
+  second.insert(second.end(), {1, 2, 3, 4});
+  Enqueue("second", second);
+  Enqueue("third", Prompt(16, 9));
+  RunAll();
+  absl::StatusOr<PrefillResult> second_result = outcomes_.Await("second");
+  ASSERT_TRUE(second_result.ok()) << second_result.status();
+  EXPECT_EQ(second_result->cached_tokens, 32);
+  absl::StatusOr<PrefillResult> third = outcomes_.Await("third");
+  EXPECT_TRUE(third.ok()) << third.status();
+  EXPECT_EQ(prefill_cache_->pool().n_free(), 12);
 }
 
 INSTANTIATE_TEST_SUITE_P(
