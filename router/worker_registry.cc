@@ -308,7 +308,10 @@ absl::StatusOr<Placement> WorkerRegistry::PickPrefill(int64_t n_prompt_tokens,
     }
   }
   Worker& w = workers_[chosen];
-  w.info.load.set_queued_prompt_tokens(w.info.load.queued_prompt_tokens() + n_prompt_tokens);
+  // The tokens it will compute: a prefill worker reports its queue without the cached ones too.
+  const int64_t cached_tokens = int64_t{CachedBlocks(w, prompt)} * w.info.model.block_size();
+  w.info.load.set_queued_prompt_tokens(w.info.load.queued_prompt_tokens() + n_prompt_tokens -
+                                       cached_tokens);
   ExpectCached(w, prompt);
   return Placement{.worker_id = w.info.id, .address = w.info.address, .n_blocks = 0};
 }

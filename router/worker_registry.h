@@ -18,8 +18,8 @@
 // the eligible workers; kKvAware picks the lowest cost of router/prefix_affinity.h, weighing the
 // prompt's blocks a worker has cached (from the hashes it advertises in its reports) against its
 // load. Each pick updates the load view optimistically (the decode worker loses the request's
-// blocks, the prefill worker gains its prompt tokens, and a worker that advertises cached blocks
-// gains the prompt's) until the next report overwrites it. A worker's report replaces its whole
+// blocks, the prefill worker gains the prompt tokens it has not cached, and a worker that
+// advertises cached blocks gains the prompt's) until the next report overwrites it. A worker's report replaces its whole
 // advertised set: a restarted worker's is empty.
 //
 // Changes that may let a waiting request be placed (a report, a registration) advance epoch();
@@ -134,7 +134,7 @@ class WorkerRegistry {
   absl::StatusOr<Placement> PickDecode(int64_t n_prompt_tokens, int64_t max_tokens,
                                        NoPlacement* why = nullptr, const WorkerIdSet& avoid = {},
                                        PromptHashes* prompt = nullptr);
-  // `n_prompt_tokens` is added to the chosen worker's queued prompt tokens. When
+  // The prompt tokens the chosen worker has not cached are added to its queued prompt tokens. When
   // `decode_worker_id` names a healthy colocated worker (role both), that worker is chosen: its KV
   // then stays where it is computed (the colocated baseline). UNAVAILABLE when no healthy
   // prefill-capable worker exists.

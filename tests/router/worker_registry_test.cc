@@ -429,14 +429,15 @@ TEST_F(WorkerRegistryTest, KvAwarePicksTheWorkersHoldingThePrefixWhileLoadAllows
   PromptHashes request(kFingerprint, "", prompt);
   // decode cost: cold (4 + 1 blocks needed) + 100 used = 105; warm 5 - 3 + 102 = 104.
   EXPECT_THAT(registry->PickDecode(64, 16, nullptr, {}, &request), PlacedOn("d-warm:1"));
-  // prefill cost: cold 64 + 0; warm 64 - 48 + 40 = 56.
+  // prefill cost: cold 64 + 0; warm 64 - 48 + 40 = 56. p-warm then queues 40 + 16.
   EXPECT_THAT(registry->PickPrefill(64, "", {}, &request), PlacedOn("p-warm:1"));
-  // Without the prompt the same policy sees no hits: the least used / least queued worker wins.
+  // Without the prompt the same policy sees no hits: the least queued worker wins (0 < 56), and
+  // queues all 64 tokens.
   EXPECT_THAT(registry->PickPrefill(64, "", {}), PlacedOn("p-cold:1"));
 
-  // Another conversation hits nowhere: load decides.
+  // Another conversation hits nowhere: load decides (p-warm's 56 queued tokens < p-cold's 64).
   PromptHashes other(kFingerprint, "", Conversation(2));
-  EXPECT_THAT(registry->PickPrefill(64, "", {}, &other), PlacedOn("p-cold:1"));
+  EXPECT_THAT(registry->PickPrefill(64, "", {}, &other), PlacedOn("p-warm:1"));
 }
 
 TEST_F(WorkerRegistryTest, KvAwareLetsLoadOutweighAShortHit) {
@@ -502,6 +503,10 @@ TEST_F(WorkerRegistryTest, APickExpectsTheChosenCachingWorkerToHoldThePrompt) {
   // 64 - 48 + 64 queued = 80 against p-b's 64 + 40 = 104 (128 were its blocks not expected).
   PromptHashes next(kFingerprint, "", fresh);
   EXPECT_THAT(registry->PickPrefill(64, "", {}, &next), PlacedOn("p-a:1"));
+  // That pick queued only the 16 tokens p-a had not cached: 64 + 16.
+  for (const WorkerSnapshot& w : registry->Snapshot()) {
+    if (w.address == "p-a:1") EXPECT_EQ(w.load.queued_prompt_tokens(), 80);
+  }
 }
 
 TEST(PrefixAffinityTest, CountsLeadingCachedBlocksAndCosts) {
