@@ -5,7 +5,9 @@
 // activation dword broadcast gives GGML's lane sum P[l] of the 16 rows in the 16 lanes, and
 // acc[l] = fma(d_w * d_x, f32(P[l]), acc[l]) with acc[l] one zmm per lane; at the end GGML's
 // hsum_float_8 is 7 vertical adds. No shuffles, no gathers, and the packed matrix streams from
-// memory contiguously, group after group.
+// memory contiguously, group after group. Activation rows go two at a time through a group
+// (DirectGroupPair), sharing each weight vector's load and nibble unpacking; each row's
+// arithmetic is unchanged, so batch invariance holds bit for bit.
 //
 // f32(P) comes from the int32 accumulator started at the bits of 1.5 * 2^23: read as f32 it holds
 // 1.5 * 2^23 + P (|P| < 2^22), and one subtraction gives f32(P) exactly. Signed weights: Q8_0
@@ -85,6 +87,17 @@ inline void LaneSums(const uint8_t* blk, const int8_t* xq, __m512i (&p)[8]) {
   }
 }
 
+// GGML's hsum_float_8 of one row's lane accumulators (plus its Q4_1 minima), stored as its 16 (or
+// `valid`) outputs of group g.
+template <DType kDType>
+inline void StoreGroup(const MatMulArgs& a, int64_t i, int64_t g, int valid, const __m512 (&acc)[8],
+                       __m512 summs) {
+  __m512 y = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[4]), _mm512_add_ps(acc[2], acc[6])),
+                           _mm512_add_ps(_mm512_add_ps(acc[1], acc[5]), _mm512_add_ps(acc[3], acc[7])));
+  if constexpr (kDType == DType::kQ4_1) y = _mm512_add_ps(y, summs);
+  _mm512_mask_storeu_ps(a.y + i * a.n_rows + g * kRows, static_cast<__mmask16>((1u << valid) - 1), y);
+}
+
 template <DType kDType>
 void DirectGroup(const MatMulArgs& a, int64_t i, int64_t g, int valid) {
   using P = Packed<kDType>;
@@ -114,17 +127,97 @@ void DirectGroup(const MatMulArgs& a, int64_t i, int64_t g, int valid) {
       summs = _mm512_fmadd_ps(LoadHalf16(blk + P::kValueBytes + 32), _mm512_set1_ps(xs[b]), summs);
     }
   }
-  __m512 y = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[4]), _mm512_add_ps(acc[2], acc[6])),
-                           _mm512_add_ps(_mm512_add_ps(acc[1], acc[5]), _mm512_add_ps(acc[3], acc[7])));
-  if constexpr (kDType == DType::kQ4_1) y = _mm512_add_ps(y, summs);
-  _mm512_mask_storeu_ps(a.y + i * a.n_rows + g * kRows, static_cast<__mmask16>((1u << valid) - 1), y);
+  StoreGroup<kDType>(a, i, g, valid, acc, summs);
+}
+
+// DirectGroup for activation rows i and i + 1 at once: each weight vector is loaded and its
+// nibbles unpacked once for both. Every accumulator of each row sees the same operations in the
+// same order as in DirectGroup, so the bits are the same.
+template <DType kDType>
+__attribute__((noinline)) void DirectGroupPair(const MatMulArgs& a, int64_t i, int64_t g,
+                                               int valid) {
+  using P = Packed<kDType>;
+  const int64_t nb = a.n_cols / 32;
+  const int64_t ss = a.x.scale_stride;
+  const uint8_t* group = a.w + g * nb * P::kBlockBytes;
+  const int8_t* xq[2] = {a.x.qs + i * a.n_cols, a.x.qs + (i + 1) * a.n_cols};
+  const float* xd[2] = {a.x.d + i * ss, a.x.d + (i + 1) * ss};
+  const float* xs[2] = {a.x.s + i * ss, a.x.s + (i + 1) * ss};
+  const __m512i magic = _mm512_set1_epi32(kMagicBits);
+  const __m512 magic_f = _mm512_castsi512_ps(magic);
+  __m512 acc[2][8];
+  __m512 summs[2];
+#pragma GCC unroll 2
+  for (int r = 0; r < 2; ++r) {
+    summs[r] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int l = 0; l < 8; ++l) acc[r][l] = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = group + b * P::kBlockBytes;
+    _mm_prefetch(reinterpret_cast<const char*>(blk + 4 * P::kBlockBytes), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(blk + 4 * P::kBlockBytes + 64 * 4), _MM_HINT_T0);
+    const __m512 d_w = LoadHalf16(blk + P::kValueBytes);
+    __m512 scale[2];
+#pragma GCC unroll 2
+    for (int r = 0; r < 2; ++r) scale[r] = _mm512_mul_ps(d_w, _mm512_set1_ps(xd[r][b]));
+    auto add = [&](int r, int l, __m512i p) {
+      acc[r][l] = _mm512_fmadd_ps(scale[r], _mm512_sub_ps(_mm512_castsi512_ps(p), magic_f), acc[r][l]);
+    };
+    if constexpr (kDType == DType::kQ8_0) {
+#pragma GCC unroll 8
+      for (int l = 0; l < 8; ++l) {
+        const __m512i w = _mm512_loadu_si512(blk + 64 * l);
+        const __mmask64 negative = _mm512_movepi8_mask(w);
+        const __m512i w_abs = _mm512_abs_epi8(w);
+#pragma GCC unroll 2
+        for (int r = 0; r < 2; ++r) {
+          const __m512i x = BroadcastDword(xq[r] + 32 * b + 4 * l);
+          const __m512i x_signed = _mm512_mask_sub_epi8(x, negative, _mm512_setzero_si512(), x);
+          add(r, l, _mm512_dpbusd_epi32(magic, w_abs, x_signed));
+        }
+      }
+    } else {
+      const __m512i low = _mm512_set1_epi8(0x0f);
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) {
+        const __m512i w = _mm512_loadu_si512(blk + 64 * v);
+        const __m512i w_lo = _mm512_and_si512(w, low);
+        const __m512i w_hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), low);
+#pragma GCC unroll 2
+        for (int r = 0; r < 2; ++r) {
+          const __m512i x_lo = BroadcastDword(xq[r] + 32 * b + 4 * v);
+          const __m512i x_hi = BroadcastDword(xq[r] + 32 * b + 16 + 4 * v);
+          __m512i start_lo = magic, start_hi = magic;
+          if constexpr (kDType == DType::kQ4_0) {
+            const __m512i ones = _mm512_set1_epi8(1);
+            const __m512i sum_lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, x_lo);
+            const __m512i sum_hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, x_hi);
+            start_lo = _mm512_sub_epi32(magic, _mm512_slli_epi32(sum_lo, 3));
+            start_hi = _mm512_sub_epi32(magic, _mm512_slli_epi32(sum_hi, 3));
+          }
+          add(r, v, _mm512_dpbusd_epi32(start_lo, w_lo, x_lo));
+          add(r, v + 4, _mm512_dpbusd_epi32(start_hi, w_hi, x_hi));
+        }
+      }
+    }
+    if constexpr (kDType == DType::kQ4_1) {
+      const __m512 m_w = LoadHalf16(blk + P::kValueBytes + 32);
+#pragma GCC unroll 2
+      for (int r = 0; r < 2; ++r) summs[r] = _mm512_fmadd_ps(m_w, _mm512_set1_ps(xs[r][b]), summs[r]);
+    }
+  }
+  StoreGroup<kDType>(a, i, g, valid, acc[0], summs[0]);
+  StoreGroup<kDType>(a, i + 1, g, valid, acc[1], summs[1]);
 }
 
 template <DType kDType>
 void MatMulPackedDirect(const MatMulArgs& a, int64_t r_begin, int64_t r_end) {
   for (int64_t r0 = r_begin; r0 < r_end; r0 += kRows) {
     const int valid = static_cast<int>(std::min<int64_t>(kRows, r_end - r0));
-    for (int64_t i = 0; i < a.n; ++i) DirectGroup<kDType>(a, i, r0 / kRows, valid);
+    int64_t i = 0;
+    for (; i + 1 < a.n; i += 2) DirectGroupPair<kDType>(a, i, r0 / kRows, valid);
+    if (i < a.n) DirectGroup<kDType>(a, i, r0 / kRows, valid);
   }
 }
 
