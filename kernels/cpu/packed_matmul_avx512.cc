@@ -52,6 +52,15 @@ inline __m512i BroadcastDword(const int8_t* p) {
   return _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(p));
 }
 
+// The accumulator a nibble vpdpbusd starts from against activation dwords x: the magic bits, less
+// 8 * (sum of each dword's 4 activations) for Q4_0, so that the sum is over (nibble - 8) * x.
+template <DType kDType>
+inline __m512i NibbleStart(__m512i magic, __m512i x) {
+  if constexpr (kDType != DType::kQ4_0) return magic;
+  const __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), x);
+  return _mm512_sub_epi32(magic, _mm512_slli_epi32(sum, 3));
+}
+
 // GGML's lane sums P[0..8) of the 16 rows of a group block against activation block xq, each as
 // 1.5 * 2^23 + P in f32 bits.
 template <DType kDType>
@@ -72,17 +81,9 @@ inline void LaneSums(const uint8_t* blk, const int8_t* xq, __m512i (&p)[8]) {
       const __m512i w = _mm512_loadu_si512(blk + 64 * v);
       const __m512i x_lo = BroadcastDword(xq + 4 * v);
       const __m512i x_hi = BroadcastDword(xq + 16 + 4 * v);
-      __m512i start_lo = magic, start_hi = magic;
-      if constexpr (kDType == DType::kQ4_0) {
-        // - 8 * (sum of the dword's 4 activations), so that the sum is over (nibble - 8) * x.
-        const __m512i ones = _mm512_set1_epi8(1);
-        const __m512i sum_lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, x_lo);
-        const __m512i sum_hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, x_hi);
-        start_lo = _mm512_sub_epi32(magic, _mm512_slli_epi32(sum_lo, 3));
-        start_hi = _mm512_sub_epi32(magic, _mm512_slli_epi32(sum_hi, 3));
-      }
-      p[v] = _mm512_dpbusd_epi32(start_lo, _mm512_and_si512(w, low), x_lo);
-      p[v + 4] = _mm512_dpbusd_epi32(start_hi, _mm512_and_si512(_mm512_srli_epi16(w, 4), low), x_hi);
+      p[v] = _mm512_dpbusd_epi32(NibbleStart<kDType>(magic, x_lo), _mm512_and_si512(w, low), x_lo);
+      p[v + 4] = _mm512_dpbusd_epi32(NibbleStart<kDType>(magic, x_hi),
+                                     _mm512_and_si512(_mm512_srli_epi16(w, 4), low), x_hi);
     }
   }
 }
@@ -188,16 +189,8 @@ __attribute__((noinline)) void DirectGroupPair(const MatMulArgs& a, int64_t i, i
         for (int r = 0; r < 2; ++r) {
           const __m512i x_lo = BroadcastDword(xq[r] + 32 * b + 4 * v);
           const __m512i x_hi = BroadcastDword(xq[r] + 32 * b + 16 + 4 * v);
-          __m512i start_lo = magic, start_hi = magic;
-          if constexpr (kDType == DType::kQ4_0) {
-            const __m512i ones = _mm512_set1_epi8(1);
-            const __m512i sum_lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, x_lo);
-            const __m512i sum_hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, x_hi);
-            start_lo = _mm512_sub_epi32(magic, _mm512_slli_epi32(sum_lo, 3));
-            start_hi = _mm512_sub_epi32(magic, _mm512_slli_epi32(sum_hi, 3));
-          }
-          add(r, v, _mm512_dpbusd_epi32(start_lo, w_lo, x_lo));
-          add(r, v + 4, _mm512_dpbusd_epi32(start_hi, w_hi, x_hi));
+          add(r, v, _mm512_dpbusd_epi32(NibbleStart<kDType>(magic, x_lo), w_lo, x_lo));
+          add(r, v + 4, _mm512_dpbusd_epi32(NibbleStart<kDType>(magic, x_hi), w_hi, x_hi));
         }
       }
     }
