@@ -50,6 +50,7 @@ class Generator {
   absl::StatusOr<std::vector<float>> AllLogits(const std::vector<TokenId>& prompt,
                                                int32_t chunk = 512);
 
+  const Model& model() const { return *model_; }
   Transformer& transformer() { return *transformer_; }
   KvCache& kv_cache() { return *cache_; }
   kernels::Backend& backend() { return *backend_; }

@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_format.h"
+#include "engine/log_prob_file.h"
 
 namespace baton::engine {
 
@@ -37,6 +39,61 @@ absl::StatusOr<PerplexityResult> ComputePerplexity(Generator& generator,
   result.mean_nll = total / static_cast<double>(result.n_scored);
   result.perplexity = std::exp(result.mean_nll);
   return result;
+}
+
+TokenId ChunkStartToken(const Vocab& vocab) { return vocab.add_bos ? vocab.bos_id : kNoToken; }
+
+absl::Status ScoreChunks(Generator& generator, const std::vector<TokenId>& tokens, int32_t n_ctx,
+                         TokenId bos, const ScoredChunkFn& fn) {
+  const int64_t n_chunk = static_cast<int64_t>(tokens.size()) / n_ctx;
+  if (n_ctx < 2 || n_chunk < 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "llama.cpp-style scoring needs at least one chunk of %d tokens; the text has %d", n_ctx,
+        tokens.size()));
+  }
+  const int32_t first = n_ctx / 2;
+  for (int64_t c = 0; c < n_chunk; ++c) {
+    std::vector<TokenId> chunk(tokens.begin() + c * n_ctx, tokens.begin() + (c + 1) * n_ctx);
+    if (bos != kNoToken) chunk[0] = bos;
+    absl::StatusOr<std::vector<float>> logits = generator.AllLogits(chunk);
+    if (!logits.ok()) return logits.status();
+    const int64_t n_vocab = static_cast<int64_t>(logits->size()) / n_ctx;
+    const float* scored = logits->data() + first * n_vocab;
+    const int64_t n_values = int64_t{ScoredPositions(n_ctx)} * n_vocab;
+    const float* bad = std::find_if(scored, scored + n_values,
+                                    [](float v) { return !std::isfinite(v); });
+    if (bad != scored + n_values) {
+      return absl::InternalError(absl::StrFormat(
+          "chunk %d: logit %d of position %d is %f", c + 1, (bad - scored) % n_vocab,
+          first + (bad - scored) / n_vocab, *bad));
+    }
+    const ScoredChunk scored_chunk{.index = static_cast<int32_t>(c),
+                                   .n_scored = ScoredPositions(n_ctx),
+                                   .n_vocab = static_cast<int32_t>(n_vocab),
+                                   .logits = scored,
+                                   .targets = tokens.data() + c * n_ctx + first + 1};
+    if (absl::Status status = fn(scored_chunk); !status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+std::vector<TokenId> FirstChunks(std::vector<TokenId> tokens, int32_t n_ctx, int64_t chunks) {
+  if (chunks > 0 && static_cast<int64_t>(tokens.size()) > chunks * n_ctx) {
+    tokens.resize(chunks * n_ctx);
+  }
+  return tokens;
+}
+
+PerplexityEstimate PerplexityAccumulator::Estimate() const {
+  PerplexityEstimate estimate{.n_scored = count_};
+  if (count_ == 0) return estimate;
+  const double mean = sum_ / static_cast<double>(count_);
+  const double variance = sum2_ / static_cast<double>(count_) - mean * mean;
+  estimate.perplexity = std::exp(mean);
+  if (count_ > 1 && variance > 0) {
+    estimate.uncertainty = estimate.perplexity * std::sqrt(variance / static_cast<double>(count_ - 1));
+  }
+  return estimate;
 }
 
 }  // namespace baton::engine
