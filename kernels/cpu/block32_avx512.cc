@@ -1,5 +1,6 @@
-// Q4_0, Q4_1 and Q8_0 MatMul kernels of the avx512-vnni and amx levels (see isa_kernels.h):
-// GGML's ggml_vec_dot_q4_0_q8_0 / q4_1_q8_1 / q8_0_q8_0 arithmetic, with a 512-bit register
+// Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 MatMul kernels of the avx512-vnni and amx levels (see
+// isa_kernels.h): GGML's ggml_vec_dot_q4_0_q8_0 / q4_1_q8_1 / q5_0_q8_0 / q5_1_q8_1 / q8_0_q8_0
+// arithmetic, with a 512-bit register
 // holding the 8 f32 lane accumulators of two weight rows r, r + 1 for one activation row,
 // interleaved: register lane 2j is lane j of row r, lane 2j + 1 lane j of row r + 1. Per block of
 // 32 values:
@@ -12,11 +13,12 @@
 // fma(m_w, s_x, summs) over the blocks (vectorized over rows, one row per lane). The scale pair
 // comes from memory by a 64-bit broadcast, a load rather than a shuffle.
 //
-// Signed weights (Q8_0, and Q4_0 as q - 8): vpdpbusd multiplies u8 by s8, so the panel kernel
+// Signed weights (Q8_0, Q4_0 as q - 8, Q5_0 as q - 16): vpdpbusd multiplies u8 by s8, so the panel kernel
 // feeds the activations as x + 128 (u8) and starts the accumulator from the bits of 1.5 * 2^23
 // minus 128 * (lane sum of w), precomputed per block: read as f32 the result is 1.5 * 2^23 + P,
-// and one subtraction gives P. The direct kernel multiplies |w| by x with w's sign, as GGML does.
-// Both give the same exact lane sums.
+// and one subtraction gives P. The direct kernel starts from -offset * (lane sum of x) and adds
+// the unsigned values' products for Q4_0 and Q5_0, and multiplies |w| by x with w's sign for
+// Q8_0, as GGML does. All give the same exact lane sums.
 //
 // Two kernels give the same bits for every output:
 //   - Panel (n >= kPanelMinRows): 16 weight rows are unpacked once per call into a per-thread
@@ -34,12 +36,12 @@
 
 #include "kernels/cpu/isa_kernels.h"
 
-// Everything below may use AVX-512 F/BW/VL/DQ/VNNI besides AVX2, FMA and F16C. All headers are
+// Everything below may use AVX-512 F/BW/VL/DQ/VNNI besides AVX2, FMA, F16C and BMI2. All headers are
 // included above, so no inline function with external linkage is compiled for this target.
 #if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni"))), apply_to = function)
+#pragma clang attribute push(__attribute__((target("avx2,fma,f16c,bmi2,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni"))), apply_to = function)
 #else
-#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
+#pragma GCC target("avx2,fma,f16c,bmi2,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
 #endif
 // GCC 12's AVX-512 headers start some conversions from _mm*_undefined_*() values, which
 // -Wmaybe-uninitialized / -Wuninitialized report at every use (a known false positive).
@@ -98,13 +100,18 @@ inline __m512i InterleaveNibbles(const uint8_t* a, const uint8_t* b) {
 }
 
 // Weight formats: the 32 values of a block (u8, or s8 when kSigned; Values2 for two rows,
-// interleaved), its f16 scale (and minimum) word.
+// interleaved), its f16 scale (and minimum) word. Formats whose signed values are stored with an
+// offset (value = u - kOffset, u unsigned) also give the unsigned ones (Unsigned2).
 struct FormatQ4_0 {
   static constexpr int kBytes = 18;
   static constexpr bool kHasMin = false;
   static constexpr bool kSigned = true;
+  static constexpr int kOffset = 8;
+  static __m512i Unsigned2(const uint8_t* a, const uint8_t* b) {
+    return InterleaveNibbles(a + 2, b + 2);
+  }
   static __m512i Values2(const uint8_t* a, const uint8_t* b) {
-    return _mm512_sub_epi8(InterleaveNibbles(a + 2, b + 2), _mm512_set1_epi8(8));
+    return _mm512_sub_epi8(Unsigned2(a, b), _mm512_set1_epi8(kOffset));
   }
 };
 
@@ -112,15 +119,50 @@ struct FormatQ4_1 {
   static constexpr int kBytes = 20;
   static constexpr bool kHasMin = true;
   static constexpr bool kSigned = false;
+  static constexpr int kOffset = 0;
   static __m512i Values2(const uint8_t* a, const uint8_t* b) {
     return InterleaveNibbles(a + 4, b + 4);
   }
+};
+
+// Two rows' Q5 blocks (qh: the u32 of fifth bits, followed by the 16 nibble bytes): the
+// nibbles as InterleaveNibbles, plus 16 where bit v of a row's qh is set. The interleave puts
+// row a's value 4l + t at byte 8l + t and row b's at byte 8l + 4 + t, so the byte mask is the two
+// qh words deposited into alternating nibbles.
+inline __m512i InterleaveQ5(const uint8_t* qh_a, const uint8_t* qh_b) {
+  uint32_t bits_a, bits_b;
+  std::memcpy(&bits_a, qh_a, sizeof bits_a);
+  std::memcpy(&bits_b, qh_b, sizeof bits_b);
+  const __mmask64 fifth = _pdep_u64(bits_a, 0x0f0f0f0f0f0f0f0full) |
+                          _pdep_u64(bits_b, 0xf0f0f0f0f0f0f0f0ull);
+  const __m512i nibbles = InterleaveNibbles(qh_a + 4, qh_b + 4);
+  return _mm512_mask_add_epi8(nibbles, fifth, nibbles, _mm512_set1_epi8(16));
+}
+
+struct FormatQ5_0 {
+  static constexpr int kBytes = 22;  // f16 d, u32 qh, 16 nibble bytes
+  static constexpr bool kHasMin = false;
+  static constexpr bool kSigned = true;
+  static constexpr int kOffset = 16;
+  static __m512i Unsigned2(const uint8_t* a, const uint8_t* b) { return InterleaveQ5(a + 2, b + 2); }
+  static __m512i Values2(const uint8_t* a, const uint8_t* b) {
+    return _mm512_sub_epi8(Unsigned2(a, b), _mm512_set1_epi8(kOffset));
+  }
+};
+
+struct FormatQ5_1 {
+  static constexpr int kBytes = 24;  // f16 d, f16 m, u32 qh, 16 nibble bytes
+  static constexpr bool kHasMin = true;
+  static constexpr bool kSigned = false;
+  static constexpr int kOffset = 0;
+  static __m512i Values2(const uint8_t* a, const uint8_t* b) { return InterleaveQ5(a + 4, b + 4); }
 };
 
 struct FormatQ8_0 {
   static constexpr int kBytes = 34;
   static constexpr bool kHasMin = false;
   static constexpr bool kSigned = true;
+  static constexpr int kOffset = 0;  // int8 values
   static __m512i Values2(const uint8_t* a, const uint8_t* b) {
     return Interleave(Load256(a + 2), Load256(b + 2));
   }
@@ -133,6 +175,18 @@ inline void Scales16(const uint8_t* first, __m512i offsets, __m512* d, __m512* m
   const __m512i words = _mm512_i32gather_epi32(offsets, first, 1);
   *d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(words));
   if constexpr (F::kHasMin) *m = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(words, 16)));
+}
+
+// Scales16 for the blocks at row[j] + offset, read with 16 loads: a 16-lane gather costs more on
+// some CPUs (AMD's Zen 4 among them).
+template <class F>
+inline void Scales16Loads(const uint8_t* const (&row)[16], int64_t offset, __m512* d, __m512* m) {
+  alignas(64) uint32_t words[16];
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j) std::memcpy(&words[j], row[j] + offset, sizeof(uint32_t));
+  const __m512i w = _mm512_load_si512(words);
+  *d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(w));
+  if constexpr (F::kHasMin) *m = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(w, 16)));
 }
 
 // Byte offsets of 16 weight rows from the first; rows past the valid ones repeat the last valid
@@ -167,7 +221,6 @@ void DirectTile(const MatMulArgs& a, int64_t i, int64_t r0, int valid) {
   const int64_t nb = a.n_cols / 32;
   const int64_t ss = a.x.scale_stride;
   const uint8_t* first = a.w + r0 * a.row_bytes;
-  const __m512i offsets = RowOffsets(a.row_bytes, valid);
   const uint8_t* row[kRows];
   for (int j = 0; j < kRows; ++j) row[j] = first + std::min(j, valid - 1) * a.row_bytes;
   const int8_t* xq = a.x.qs + i * a.n_cols;
@@ -180,20 +233,31 @@ void DirectTile(const MatMulArgs& a, int64_t i, int64_t r0, int valid) {
   alignas(64) float scale[kRows];
   for (int64_t b = 0; b < nb; ++b) {
     __m512 d, m;
-    Scales16<F>(first + b * F::kBytes, offsets, &d, &m);
+    Scales16Loads<F>(row, b * F::kBytes, &d, &m);
     _mm512_store_ps(scale, _mm512_mul_ps(d, _mm512_set1_ps(xd[b])));
     if constexpr (F::kHasMin) summs = _mm512_fmadd_ps(m, _mm512_set1_ps(xs[b]), summs);
     const __m512i x = RepeatDwords(xq + 32 * b);
+    // Offset formats: P = sum u * x - kOffset * (lane sum of x), so each lane starts from the
+    // second term and one vpdpbusd of the unsigned values adds the first (exact either way).
+    __m512i start = _mm512_setzero_si512();
+    if constexpr (F::kOffset > 0) {
+      const __m512i x_sums = _mm512_dpbusd_epi32(start, _mm512_set1_epi8(1), x);
+      start = _mm512_mullo_epi32(x_sums, _mm512_set1_epi32(-F::kOffset));
+    }
 #pragma GCC unroll 8
     for (int k = 0; k < kPairs; ++k) {
-      const __m512i w = F::Values2(row[2 * k] + b * F::kBytes, row[2 * k + 1] + b * F::kBytes);
+      const uint8_t* a_block = row[2 * k] + b * F::kBytes;
+      const uint8_t* b_block = row[2 * k + 1] + b * F::kBytes;
       __m512i p;
-      if constexpr (F::kSigned) {
+      if constexpr (F::kOffset > 0) {
+        p = _mm512_dpbusd_epi32(start, F::Unsigned2(a_block, b_block), x);
+      } else if constexpr (F::kSigned) {
+        const __m512i w = F::Values2(a_block, b_block);
         const __mmask64 negative = _mm512_movepi8_mask(w);
         const __m512i x_signed = _mm512_mask_sub_epi8(x, negative, _mm512_setzero_si512(), x);
         p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(w), x_signed);
       } else {
-        p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, x);
+        p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), F::Values2(a_block, b_block), x);
       }
       acc[k] = _mm512_fmadd_ps(LoadPair(scale + 2 * k), _mm512_cvtepi32_ps(p), acc[k]);
     }
@@ -369,6 +433,8 @@ void FillBlock32Avx512Kernels(IsaKernels* k) {
   k->matmul_q4_0 = MatMulRowsBlock32<FormatQ4_0>;
   k->matmul_q4_1 = MatMulRowsBlock32<FormatQ4_1>;
   k->matmul_q8_0 = MatMulRowsBlock32<FormatQ8_0>;
+  k->matmul_q5_0 = MatMulRowsBlock32<FormatQ5_0>;
+  k->matmul_q5_1 = MatMulRowsBlock32<FormatQ5_1>;
 }
 
 }  // namespace baton::kernels

@@ -43,7 +43,7 @@ CpuIsa Detect() {
   if (!avx2) return CpuIsa::kScalar;
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                      __builtin_cpu_supports("avx512vnni");
+                      __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("bmi2");
   if (!avx512) return CpuIsa::kAvx2;
   return AmxUsable() ? CpuIsa::kAmx : CpuIsa::kAvx512Vnni;
 #else

@@ -46,9 +46,12 @@ ActivationFormat ActivationFormatFor(DType dtype) {
   switch (dtype) {
     case DType::kQ4_0:
     case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
     case DType::kQ8_0:
       return ActivationFormat::kQ8_1;
     case DType::kQ4_K:
+    case DType::kQ5_K:
     case DType::kQ6_K:
       return ActivationFormat::kQ8_K;
     default:
@@ -113,8 +116,14 @@ MatMulRowsFn MatMulKernelFor(const IsaKernels& kernels, DType dtype) {
       return kernels.matmul_q4_1;
     case DType::kQ8_0:
       return kernels.matmul_q8_0;
+    case DType::kQ5_0:
+      return kernels.matmul_q5_0;
+    case DType::kQ5_1:
+      return kernels.matmul_q5_1;
     case DType::kQ4_K:
       return kernels.matmul_q4_k;
+    case DType::kQ5_K:
+      return kernels.matmul_q5_k;
     case DType::kQ6_K:
       return kernels.matmul_q6_k;
     default:
@@ -130,6 +139,10 @@ MatMulRowsFn PackedMatMulKernelFor(const IsaKernels& kernels, DType dtype) {
       return kernels.matmul_packed_q4_1;
     case DType::kQ8_0:
       return kernels.matmul_packed_q8_0;
+    case DType::kQ5_0:
+      return kernels.matmul_packed_q5_0;
+    case DType::kQ5_1:
+      return kernels.matmul_packed_q5_1;
     default:
       return nullptr;
   }

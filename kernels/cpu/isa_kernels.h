@@ -6,9 +6,9 @@
 // MatMul kernels read activations quantized once per call into one of three forms, decided by the
 // weight dtype (ActivationFormatFor):
 //   kF32   f32 rows as given                         (F32, F16, BF16 weights)
-//   kQ8_1  int8 blocks of 32 with scale d and         (Q4_0, Q4_1, Q8_0 weights)
+//   kQ8_1  int8 blocks of 32 with scale d and         (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 weights)
 //          s = d * sum(q) per block
-//   kQ8_K  int8 blocks of 256 with f32 scale d and    (Q4_K, Q6_K weights)
+//   kQ8_K  int8 blocks of 256 with f32 scale d and    (Q4_K, Q5_K, Q6_K weights)
 //          int16 sums of each 16 values
 // The value of element k of a quantized row is q[k] * d[block of k].
 //
@@ -21,10 +21,11 @@
 // A MatMul output y[i, r] is GGML's ggml_vec_dot_*: per block b, 8 int32 lane sums of 4 products
 // (lane l covers values 4l..4l+3), acc[l] = fma(d_w * d_x, f32(lane sum), acc[l]) in block order,
 // then ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7)); Q4_1 adds
-// summs = fma(m_w, s_x, summs) over the blocks in order; Q4_0 weights are the signed values q - 8.
-// Q4_0/Q4_1/Q8_0 have two implementations with these bits: block32_avx512.cc on the original rows
-// (all batch sizes), and packed_matmul_avx512.cc on packed weights (packed_block32.h: a
-// registered model's matrices, re-laid out once; the backend uses it for decode-sized batches).
+// summs = fma(m_w, s_x, summs) over the blocks in order (Q5_1 the same); Q4_0 weights are the
+// signed values q - 8, Q5_0 weights q - 16. These five types have two implementations with these
+// bits: block32_avx512.cc on the original rows (all batch sizes), and packed_matmul_avx512.cc on
+// packed weights (packed_block32.h: a registered model's matrices, re-laid out once; the backend
+// uses it for decode-sized batches).
 // Why not AMX: its int32 tiles sum whole blocks (or 4-value lanes at a 16x lower rate), and any
 // arithmetic other than GGML's flips about 4% of llama.cpp's argmaxes through the 8-bit
 // requantization of the activations (tests/engine/llama_cpp_agreement_test.cc requires 99%).
@@ -35,7 +36,7 @@
 //
 // Levels (cpu_isa.h): avx2 (simd_avx2.cc, attention_avx2.cc); avx512-vnni (simd_avx512vnni.cc:
 // the MatMul tiles of matmul_tiles.inc on vpdpbusd for the K-quants and float weights,
-// block32_avx512.cc and packed_matmul_avx512.cc for Q4_0/Q4_1/Q8_0, attention_avx512.cc for
+// block32_avx512.cc and packed_matmul_avx512.cc for Q4_0/Q4_1/Q5_0/Q5_1/Q8_0, attention_avx512.cc for
 // attention and SiLU); amx (the avx512-vnni table; no AMX kernels, see above). GGML's arithmetic
 // is reproduced exactly at the avx512-vnni and amx levels (llama.cpp built for AVX-512); the avx2
 // level reproduces GGML's MatMuls and quantization, while its attention and SiLU keep
@@ -156,6 +157,9 @@ struct IsaKernels {
   MatMulRowsFn matmul_q4_0 = nullptr;
   MatMulRowsFn matmul_q4_1 = nullptr;
   MatMulRowsFn matmul_q8_0 = nullptr;
+  MatMulRowsFn matmul_q5_0 = nullptr;
+  MatMulRowsFn matmul_q5_1 = nullptr;
+  MatMulRowsFn matmul_q5_k = nullptr;
   MatMulRowsFn matmul_q4_k = nullptr;
   MatMulRowsFn matmul_q6_k = nullptr;
   // On packed weights (packed_block32.h; args.w the packed matrix, kQ8_1 activations), the same
@@ -164,6 +168,8 @@ struct IsaKernels {
   MatMulRowsFn matmul_packed_q4_0 = nullptr;
   MatMulRowsFn matmul_packed_q4_1 = nullptr;
   MatMulRowsFn matmul_packed_q8_0 = nullptr;
+  MatMulRowsFn matmul_packed_q5_0 = nullptr;
+  MatMulRowsFn matmul_packed_q5_1 = nullptr;
   QuantizeQ8_1Fn quantize_q8_1 = nullptr;  // never null
   QuantizeQ8_KFn quantize_q8_k = nullptr;  // never null
   AttentionPartialFn attention_partial = nullptr;

@@ -11,34 +11,37 @@
 namespace baton::kernels {
 namespace {
 
-// Bytes of a GGML block of dtype, and where its values start.
-int64_t SourceBlockBytes(DType dtype) {
+// Where a GGML block of dtype keeps its parts, and how big its packed group block is.
+struct SourceLayout {
+  int64_t block_bytes;   // one row's block
+  int64_t values;        // offset of the values (nibbles or int8)
+  int64_t fifth_bits;    // offset of the u32 of fifth bits (Q5), -1 without
+  int64_t min;           // offset of the f16 minimum (Q4_1, Q5_1), -1 without
+};
+
+SourceLayout Source(DType dtype) {
   switch (dtype) {
-    case DType::kQ4_0: return 18;
-    case DType::kQ4_1: return 20;
-    case DType::kQ8_0: return 34;
-    default: return 0;
+    case DType::kQ4_0: return {18, 2, -1, -1};
+    case DType::kQ4_1: return {20, 4, -1, 2};
+    case DType::kQ5_0: return {22, 6, 2, -1};
+    case DType::kQ5_1: return {24, 8, 4, 2};
+    case DType::kQ8_0: return {34, 2, -1, -1};
+    default: return {0, 0, -1, -1};
   }
 }
 
-int64_t SourceValuesOffset(DType dtype) { return dtype == DType::kQ4_1 ? 4 : 2; }
-
-// Bytes of a group's values per block (before the scales).
+// Bytes of a group's values per block (the nibble or int8 vectors, then Q5's fifth-bit masks).
 int64_t GroupValueBytes(DType dtype) { return dtype == DType::kQ8_0 ? 512 : 256; }
+int64_t GroupFifthBytes(DType dtype) { return Source(dtype).fifth_bits >= 0 ? 64 : 0; }
+int64_t GroupScaleOffset(DType dtype) { return GroupValueBytes(dtype) + GroupFifthBytes(dtype); }
 
 }  // namespace
 
-bool HasPackedLayout(DType dtype) {
-  return dtype == DType::kQ4_0 || dtype == DType::kQ4_1 || dtype == DType::kQ8_0;
-}
+bool HasPackedLayout(DType dtype) { return Source(dtype).block_bytes > 0; }
 
 int64_t GroupBlockBytes(DType dtype) {
-  switch (dtype) {
-    case DType::kQ4_0: return 256 + 32;
-    case DType::kQ4_1: return 256 + 64;
-    case DType::kQ8_0: return 512 + 32;
-    default: return 0;
-  }
+  if (!HasPackedLayout(dtype)) return 0;
+  return GroupScaleOffset(dtype) + (Source(dtype).min >= 0 ? 64 : 32);
 }
 
 int64_t PackedBytes(DType dtype, int64_t n_rows, int64_t n_cols) {
@@ -48,37 +51,51 @@ int64_t PackedBytes(DType dtype, int64_t n_rows, int64_t n_cols) {
 
 void PackGroups(const WeightMatrix& w, int64_t g_begin, int64_t g_end, uint8_t* packed) {
   CHECK(HasPackedLayout(w.dtype));
+  const SourceLayout source = Source(w.dtype);
   const int64_t nb = w.n_cols / 32;
-  const int64_t src_block = SourceBlockBytes(w.dtype);
-  const int64_t row_bytes = nb * src_block;
-  const int64_t values_offset = SourceValuesOffset(w.dtype);
-  const int64_t value_bytes = GroupValueBytes(w.dtype);  // 4 * dwords per row-block * 16
-  const int64_t dwords = value_bytes / 64;                 // dwords of one row's block values
+  const int64_t row_bytes = nb * source.block_bytes;
+  const int64_t dwords = GroupValueBytes(w.dtype) / 64;  // dwords of one row's block values
+  const int64_t scales = GroupScaleOffset(w.dtype);
   const int64_t gbb = GroupBlockBytes(w.dtype);
   const auto* src = static_cast<const uint8_t*>(w.data);
   for (int64_t g = g_begin; g < g_end; ++g) {
     for (int64_t b = 0; b < nb; ++b) {
       uint8_t* out = packed + (g * nb + b) * gbb;
       std::memset(out, 0, static_cast<size_t>(gbb));
+      uint64_t fifth[8] = {};  // mask 2v: vector v's low nibbles, 2v + 1: its high nibbles
       for (int j = 0; j < kPackedGroupRows; ++j) {
         const int64_t r = g * kPackedGroupRows + j;
         if (r >= w.n_rows) break;
-        const uint8_t* block = src + r * row_bytes + b * src_block;
+        const uint8_t* block = src + r * row_bytes + b * source.block_bytes;
         for (int64_t v = 0; v < dwords; ++v) {
-          std::memcpy(out + 64 * v + 4 * j, block + values_offset + 4 * v, 4);
+          std::memcpy(out + 64 * v + 4 * j, block + source.values + 4 * v, 4);
         }
-        std::memcpy(out + value_bytes + 2 * j, block, 2);  // d
-        if (w.dtype == DType::kQ4_1) std::memcpy(out + value_bytes + 32 + 2 * j, block + 2, 2);
+        if (source.fifth_bits >= 0) {
+          uint32_t qh;
+          std::memcpy(&qh, block + source.fifth_bits, sizeof qh);
+          for (int v = 0; v < 4; ++v) {
+            for (int t = 0; t < 4; ++t) {
+              fifth[2 * v] |= uint64_t{(qh >> (4 * v + t)) & 1} << (4 * j + t);
+              fifth[2 * v + 1] |= uint64_t{(qh >> (16 + 4 * v + t)) & 1} << (4 * j + t);
+            }
+          }
+        }
+        std::memcpy(out + scales + 2 * j, block, 2);  // d
+        if (source.min >= 0) std::memcpy(out + scales + 32 + 2 * j, block + source.min, 2);
       }
+      if (source.fifth_bits >= 0) std::memcpy(out + GroupValueBytes(w.dtype), fifth, sizeof fifth);
     }
   }
 }
 
 template <DType kDType>
 void MatMulPackedScalar(const MatMulArgs& a, int64_t row_begin, int64_t row_end) {
+  constexpr bool kHasMin = kDType == DType::kQ4_1 || kDType == DType::kQ5_1;
+  constexpr bool kFifthBit = kDType == DType::kQ5_0 || kDType == DType::kQ5_1;
+  constexpr int kOffset = kDType == DType::kQ4_0 ? 8 : kDType == DType::kQ5_0 ? 16 : 0;
   const int64_t nb = a.n_cols / 32;
   const int64_t gbb = GroupBlockBytes(kDType);
-  const int64_t value_bytes = GroupValueBytes(kDType);
+  const int64_t scales = GroupScaleOffset(kDType);
   const int64_t ss = a.x.scale_stride;
   for (int64_t i = 0; i < a.n; ++i) {
     const int8_t* xq = a.x.qs + i * a.n_cols;
@@ -90,7 +107,7 @@ void MatMulPackedScalar(const MatMulArgs& a, int64_t row_begin, int64_t row_end)
       for (int64_t b = 0; b < nb; ++b) {
         const uint8_t* blk = a.w + (g * nb + b) * gbb;
         uint16_t h;
-        std::memcpy(&h, blk + value_bytes + 2 * j, 2);
+        std::memcpy(&h, blk + scales + 2 * j, 2);
         const float scale = F16ToF32(h) * a.x.d[i * ss + b];
         for (int l = 0; l < 8; ++l) {
           int32_t p = 0;
@@ -102,19 +119,24 @@ void MatMulPackedScalar(const MatMulArgs& a, int64_t row_begin, int64_t row_end)
             } else {
               const uint8_t byte = blk[64 * (l % 4) + 4 * j + t];
               w = l < 4 ? (byte & 0x0f) : (byte >> 4);
-              if constexpr (kDType == DType::kQ4_0) w -= 8;
+              if constexpr (kFifthBit) {
+                uint64_t mask;  // mask 2v + (l >= 4) of vector v = l % 4
+                std::memcpy(&mask, blk + 256 + 8 * (2 * (l % 4) + l / 4), sizeof mask);
+                w += 16 * static_cast<int32_t>((mask >> (4 * j + t)) & 1);
+              }
+              w -= kOffset;
             }
             p += w * xq[32 * b + k];
           }
           acc[l] = std::fma(scale, static_cast<float>(p), acc[l]);
         }
-        if constexpr (kDType == DType::kQ4_1) {
-          std::memcpy(&h, blk + value_bytes + 32 + 2 * j, 2);
+        if constexpr (kHasMin) {
+          std::memcpy(&h, blk + scales + 32 + 2 * j, 2);
           summs = std::fma(F16ToF32(h), a.x.s[i * ss + b], summs);
         }
       }
       float y = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-      if constexpr (kDType == DType::kQ4_1) y += summs;
+      if constexpr (kHasMin) y += summs;
       a.y[i * a.n_rows + r] = y;
     }
   }
@@ -122,6 +144,8 @@ void MatMulPackedScalar(const MatMulArgs& a, int64_t row_begin, int64_t row_end)
 
 template void MatMulPackedScalar<DType::kQ4_0>(const MatMulArgs&, int64_t, int64_t);
 template void MatMulPackedScalar<DType::kQ4_1>(const MatMulArgs&, int64_t, int64_t);
+template void MatMulPackedScalar<DType::kQ5_0>(const MatMulArgs&, int64_t, int64_t);
+template void MatMulPackedScalar<DType::kQ5_1>(const MatMulArgs&, int64_t, int64_t);
 template void MatMulPackedScalar<DType::kQ8_0>(const MatMulArgs&, int64_t, int64_t);
 
 }  // namespace baton::kernels

@@ -1,4 +1,4 @@
-// Q4_0 / Q4_1 / Q8_0 weights re-laid out for the fast MatMul kernels (packed_matmul_avx512.cc):
+// Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 weights re-laid out for the fast MatMul kernels (packed_matmul_avx512.cc):
 // 16 weight rows ("a group") side by side, block by block, so that one 64-byte vector holds one
 // dword (4 consecutive values) of each of the 16 rows -- the layout of an AMX B tile, and the one
 // that lets a vpdpbusd leave each row's block sum in its own lane.
@@ -8,17 +8,20 @@
 //   Q4_0, Q4_1  4 vectors of 64 bytes; vector v, byte 4j + t = byte 4v + t of row j's 16 nibble
 //               bytes, i.e. low nibble = value 4v + t, high nibble = value 16 + 4v + t (GGML's
 //               nibble order); values unsigned 0..15
+//   Q5_0, Q5_1  the 4 vectors of Q4_0, Q4_1, then the nibbles' fifth bits: 8 u64 masks, mask 2v
+//               for vector v's low nibbles (bit 4j + t = the fifth bit of value 4v + t of row j),
+//               mask 2v + 1 for its high nibbles (value 16 + 4v + t); values 0..31
 //   Q8_0        8 vectors of 64 bytes; vector v, byte 4j + t = value 4v + t of row j (int8)
-//   then        d[16] f16 (each row's scale), and for Q4_1 m[16] f16 (each row's minimum)
+//   then        d[16] f16 (each row's scale), and for Q4_1, Q5_1 m[16] f16 (each row's minimum)
 // Rows past n_rows in the last group are zero (their results are never stored).
 //
 // The MatMul arithmetic on packed weights is GGML's (isa_kernels.h), the same bits as the kernels
 // of block32_avx512.cc on the original rows: for output y[i, r], per block b in order,
 //   P[l] = sum of the 4 products of dword l (values 4l..4l+3), l < 8      exact int32
-//          (w: Q4_0 nibble - 8, Q4_1 nibble, Q8_0 int8)
+//          (w: Q4_0 nibble - 8, Q4_1 nibble, Q5_0 value - 16, Q5_1 value, Q8_0 int8)
 //   acc[l] = fma(d_w[r, b] * d_x[i, b], f32(P[l]), acc[l])                 f32 from 0
-//   Q4_1: summs = fma(m_w[r, b], s_x[i, b], summs)                          f32 from 0
-// y[i, r] = ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7)) (+ summs for Q4_1).
+//   Q4_1, Q5_1: summs = fma(m_w[r, b], s_x[i, b], summs)                    f32 from 0
+// y[i, r] = ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7)) (+ summs).
 // In the packed layout, one vpdpbusd of vector l with the broadcast activation dword l gives P[l]
 // of all 16 rows; acc[l] are 8 vectors and the final sum is vertical. MatMulPackedScalar is the
 // portable definition.
@@ -38,7 +41,7 @@ namespace baton::kernels {
 
 inline constexpr int kPackedGroupRows = 16;
 
-// Whether weights of dtype have a packed layout (Q4_0, Q4_1, Q8_0).
+// Whether weights of dtype have a packed layout (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0).
 bool HasPackedLayout(DType dtype);
 
 // Bytes of one block of one group; 0 for other dtypes.

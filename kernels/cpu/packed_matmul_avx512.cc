@@ -1,4 +1,5 @@
-// The direct (decode) MatMul kernel on packed Q4_0 / Q4_1 / Q8_0 weights (packed_block32.h):
+// The direct (decode) MatMul kernel on packed Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 weights
+// (packed_block32.h):
 // GGML's arithmetic, the same bits as block32_avx512.cc's kernels on the original rows (and as
 // MatMulPackedScalar). One activation row against one group of 16 weight rows: per block, for
 // each dword l of the block, one vpdpbusd of packed vector l (dword l of all 16 rows) with the
@@ -11,11 +12,13 @@
 //
 // f32(P) comes from the int32 accumulator started at the bits of 1.5 * 2^23: read as f32 it holds
 // 1.5 * 2^23 + P (|P| < 2^22), and one subtraction gives f32(P) exactly. Signed weights: Q8_0
-// takes |w| against x with w's sign (vpdpbusd multiplies u8 by s8); Q4_0 (nibble - 8) takes the
-// unsigned nibble and subtracts 8 * (sum of the activation dword): exact, the same sums.
+// takes |w| against x with w's sign (vpdpbusd multiplies u8 by s8); Q4_0 (nibble - 8) and Q5_0
+// (value - 16) take the unsigned value and subtract 8 (16) * (sum of the activation dword):
+// exact, the same sums. Q5's fifth bits come from the packed masks, one masked add per vector.
 #include <immintrin.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 
 #include "kernels/cpu/isa_kernels.h"
@@ -40,8 +43,12 @@ constexpr int32_t kMagicBits = 0x4b400000;  // 1.5 * 2^23
 template <DType kDType>
 struct Packed {
   static constexpr bool kQ8 = kDType == DType::kQ8_0;
+  static constexpr bool kHasMin = kDType == DType::kQ4_1 || kDType == DType::kQ5_1;
+  static constexpr bool kFifthBit = kDType == DType::kQ5_0 || kDType == DType::kQ5_1;
+  static constexpr int kOffset = kDType == DType::kQ4_0 ? 8 : kDType == DType::kQ5_0 ? 16 : 0;
   static constexpr int kValueBytes = kQ8 ? 512 : 256;
-  static constexpr int kBlockBytes = kValueBytes + (kDType == DType::kQ4_1 ? 64 : 32);
+  static constexpr int kScaleOffset = kValueBytes + (kFifthBit ? 64 : 0);  // d[16], then m[16]
+  static constexpr int kBlockBytes = kScaleOffset + (kHasMin ? 64 : 32);
 };
 
 inline __m512 LoadHalf16(const uint8_t* p) {
@@ -53,12 +60,30 @@ inline __m512i BroadcastDword(const int8_t* p) {
 }
 
 // The accumulator a nibble vpdpbusd starts from against activation dwords x: the magic bits, less
-// 8 * (sum of each dword's 4 activations) for Q4_0, so that the sum is over (nibble - 8) * x.
+// kOffset * (sum of each dword's 4 activations) for Q4_0 and Q5_0, so that the sum is over
+// (value - kOffset) * x.
 template <DType kDType>
 inline __m512i NibbleStart(__m512i magic, __m512i x) {
-  if constexpr (kDType != DType::kQ4_0) return magic;
+  constexpr int kOffset = Packed<kDType>::kOffset;
+  if constexpr (kOffset == 0) return magic;
   const __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), x);
-  return _mm512_sub_epi32(magic, _mm512_slli_epi32(sum, 3));
+  return _mm512_sub_epi32(magic, _mm512_slli_epi32(sum, std::countr_zero(unsigned{kOffset})));
+}
+
+// The unsigned values of packed vector v of a nibble format's group block: its low nibbles
+// (values 4v + t) and high nibbles (16 + 4v + t), each plus 16 where Q5's fifth bit is set.
+template <DType kDType>
+inline void NibbleValues(const uint8_t* blk, int v, __m512i* lo, __m512i* hi) {
+  const __m512i low = _mm512_set1_epi8(0x0f);
+  const __m512i w = _mm512_loadu_si512(blk + 64 * v);
+  *lo = _mm512_and_si512(w, low);
+  *hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), low);
+  if constexpr (Packed<kDType>::kFifthBit) {
+    const auto* masks = reinterpret_cast<const __mmask64*>(blk + 256);
+    const __m512i sixteen = _mm512_set1_epi8(16);
+    *lo = _mm512_mask_add_epi8(*lo, masks[2 * v], *lo, sixteen);
+    *hi = _mm512_mask_add_epi8(*hi, masks[2 * v + 1], *hi, sixteen);
+  }
 }
 
 // GGML's lane sums P[0..8) of the 16 rows of a group block against activation block xq, each as
@@ -75,15 +100,14 @@ inline void LaneSums(const uint8_t* blk, const int8_t* xq, __m512i (&p)[8]) {
       p[l] = _mm512_dpbusd_epi32(magic, _mm512_abs_epi8(w), x_signed);
     }
   } else {
-    const __m512i low = _mm512_set1_epi8(0x0f);
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) {
-      const __m512i w = _mm512_loadu_si512(blk + 64 * v);
+      __m512i w_lo, w_hi;
+      NibbleValues<kDType>(blk, v, &w_lo, &w_hi);
       const __m512i x_lo = BroadcastDword(xq + 4 * v);
       const __m512i x_hi = BroadcastDword(xq + 16 + 4 * v);
-      p[v] = _mm512_dpbusd_epi32(NibbleStart<kDType>(magic, x_lo), _mm512_and_si512(w, low), x_lo);
-      p[v + 4] = _mm512_dpbusd_epi32(NibbleStart<kDType>(magic, x_hi),
-                                     _mm512_and_si512(_mm512_srli_epi16(w, 4), low), x_hi);
+      p[v] = _mm512_dpbusd_epi32(NibbleStart<kDType>(magic, x_lo), w_lo, x_lo);
+      p[v + 4] = _mm512_dpbusd_epi32(NibbleStart<kDType>(magic, x_hi), w_hi, x_hi);
     }
   }
 }
@@ -95,7 +119,7 @@ inline void StoreGroup(const MatMulArgs& a, int64_t i, int64_t g, int valid, con
                        __m512 summs) {
   __m512 y = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[4]), _mm512_add_ps(acc[2], acc[6])),
                            _mm512_add_ps(_mm512_add_ps(acc[1], acc[5]), _mm512_add_ps(acc[3], acc[7])));
-  if constexpr (kDType == DType::kQ4_1) y = _mm512_add_ps(y, summs);
+  if constexpr (Packed<kDType>::kHasMin) y = _mm512_add_ps(y, summs);
   _mm512_mask_storeu_ps(a.y + i * a.n_rows + g * kRows, static_cast<__mmask16>((1u << valid) - 1), y);
 }
 
@@ -119,13 +143,13 @@ void DirectGroup(const MatMulArgs& a, int64_t i, int64_t g, int valid) {
     _mm_prefetch(reinterpret_cast<const char*>(blk + 4 * P::kBlockBytes + 64 * 4), _MM_HINT_T0);
     __m512i p[8];
     LaneSums<kDType>(blk, xq + 32 * b, p);
-    const __m512 scale = _mm512_mul_ps(LoadHalf16(blk + P::kValueBytes), _mm512_set1_ps(xd[b]));
+    const __m512 scale = _mm512_mul_ps(LoadHalf16(blk + P::kScaleOffset), _mm512_set1_ps(xd[b]));
 #pragma GCC unroll 8
     for (int l = 0; l < 8; ++l) {
       acc[l] = _mm512_fmadd_ps(scale, _mm512_sub_ps(_mm512_castsi512_ps(p[l]), magic_f), acc[l]);
     }
-    if constexpr (kDType == DType::kQ4_1) {
-      summs = _mm512_fmadd_ps(LoadHalf16(blk + P::kValueBytes + 32), _mm512_set1_ps(xs[b]), summs);
+    if constexpr (P::kHasMin) {
+      summs = _mm512_fmadd_ps(LoadHalf16(blk + P::kScaleOffset + 32), _mm512_set1_ps(xs[b]), summs);
     }
   }
   StoreGroup<kDType>(a, i, g, valid, acc, summs);
@@ -158,7 +182,7 @@ __attribute__((noinline)) void DirectGroupPair(const MatMulArgs& a, int64_t i, i
     const uint8_t* blk = group + b * P::kBlockBytes;
     _mm_prefetch(reinterpret_cast<const char*>(blk + 4 * P::kBlockBytes), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(blk + 4 * P::kBlockBytes + 64 * 4), _MM_HINT_T0);
-    const __m512 d_w = LoadHalf16(blk + P::kValueBytes);
+    const __m512 d_w = LoadHalf16(blk + P::kScaleOffset);
     __m512 scale[2];
 #pragma GCC unroll 2
     for (int r = 0; r < 2; ++r) scale[r] = _mm512_mul_ps(d_w, _mm512_set1_ps(xd[r][b]));
@@ -179,12 +203,10 @@ __attribute__((noinline)) void DirectGroupPair(const MatMulArgs& a, int64_t i, i
         }
       }
     } else {
-      const __m512i low = _mm512_set1_epi8(0x0f);
 #pragma GCC unroll 4
       for (int v = 0; v < 4; ++v) {
-        const __m512i w = _mm512_loadu_si512(blk + 64 * v);
-        const __m512i w_lo = _mm512_and_si512(w, low);
-        const __m512i w_hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), low);
+        __m512i w_lo, w_hi;
+        NibbleValues<kDType>(blk, v, &w_lo, &w_hi);
 #pragma GCC unroll 2
         for (int r = 0; r < 2; ++r) {
           const __m512i x_lo = BroadcastDword(xq[r] + 32 * b + 4 * v);
@@ -194,8 +216,8 @@ __attribute__((noinline)) void DirectGroupPair(const MatMulArgs& a, int64_t i, i
         }
       }
     }
-    if constexpr (kDType == DType::kQ4_1) {
-      const __m512 m_w = LoadHalf16(blk + P::kValueBytes + 32);
+    if constexpr (P::kHasMin) {
+      const __m512 m_w = LoadHalf16(blk + P::kScaleOffset + 32);
 #pragma GCC unroll 2
       for (int r = 0; r < 2; ++r) summs[r] = _mm512_fmadd_ps(m_w, _mm512_set1_ps(xs[r][b]), summs[r]);
     }
@@ -220,6 +242,8 @@ void FillPackedAvx512Kernels(IsaKernels* k) {
   k->matmul_packed_q4_0 = MatMulPackedDirect<DType::kQ4_0>;
   k->matmul_packed_q4_1 = MatMulPackedDirect<DType::kQ4_1>;
   k->matmul_packed_q8_0 = MatMulPackedDirect<DType::kQ8_0>;
+  k->matmul_packed_q5_0 = MatMulPackedDirect<DType::kQ5_0>;
+  k->matmul_packed_q5_1 = MatMulPackedDirect<DType::kQ5_1>;
 }
 
 }  // namespace baton::kernels

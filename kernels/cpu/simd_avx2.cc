@@ -121,7 +121,10 @@ void FillAvx2Kernels(IsaKernels* k) {
   k->matmul_q4_0 = PanelMatMulRows<Block32Kernel<FormatQ4_0>>;
   k->matmul_q4_1 = PanelMatMulRows<Block32Kernel<FormatQ4_1>>;
   k->matmul_q8_0 = PanelMatMulRows<Block32Kernel<FormatQ8_0>>;
+  k->matmul_q5_0 = PanelMatMulRows<Block32Kernel<FormatQ5_0>>;
+  k->matmul_q5_1 = PanelMatMulRows<Block32Kernel<FormatQ5_1>>;
   k->matmul_q4_k = MatMulRows<Q4KKernel>;
+  k->matmul_q5_k = MatMulRows<Q5KKernel>;
   k->matmul_q6_k = MatMulRows<Q6KKernel>;
   k->quantize_q8_1 = QuantizeRowQ8_1Avx2;
   k->quantize_q8_k = QuantizeRowQ8_KAvx2;

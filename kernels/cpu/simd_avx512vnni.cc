@@ -43,6 +43,7 @@ void FillAvx512VnniKernels(IsaKernels* k) {
   k->matmul_f16 = MatMulRows<FloatKernel<FormatF16>>;
   k->matmul_bf16 = MatMulRows<FloatKernel<FormatBF16>>;
   k->matmul_q4_k = MatMulRows<Q4KKernel>;
+  k->matmul_q5_k = MatMulRows<Q5KKernel>;
   k->matmul_q6_k = MatMulRows<Q6KKernel>;
   FillBlock32Avx512Kernels(k);
   FillAvx512AttentionKernels(k);

@@ -32,9 +32,9 @@ using testing::RandomFloats;
 using testing::TestWeights;
 
 const std::vector<DType>& WeightTypes() {
-  static const std::vector<DType> types = {DType::kF32,  DType::kF16,  DType::kBF16,
-                                           DType::kQ8_0, DType::kQ4_0, DType::kQ4_1,
-                                           DType::kQ4_K, DType::kQ6_K};
+  static const std::vector<DType> types = {
+      DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0, DType::kQ4_0,
+      DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
   return types;
 }
 
@@ -53,6 +53,7 @@ double Tolerance(Impl impl, DType dtype) {
     case DType::kBF16:
       return 1e-5;
     case DType::kQ4_K:
+    case DType::kQ5_K:
     case DType::kQ6_K:
       return 1.5e-2;
     default:
@@ -290,19 +291,22 @@ TEST(MatMulEdgeTest, ManyThreadsFewRows) {
 }
 
 TEST(MatMulEdgeTest, UnvectorizedTypesFallBackToTheReference) {
-  // Q5_0 / Q5_1 have no SIMD kernel: the fast backend must give the reference's result exactly.
-  for (DType dtype : {DType::kQ5_0, DType::kQ5_1}) {
-    constexpr int64_t kRows = 19, kCols = 96, kN = 3;
-    std::vector<uint8_t> bytes(kRows * RowBytes(dtype, kCols));
+  // Q2_K / Q3_K have no SIMD kernel: the fast backend must give the reference's result exactly.
+  struct Case {
+    DType dtype;
+    std::vector<int> scale_offsets;  // the f16 scales of a block: d (and dmin)
+  };
+  for (const Case& c : {Case{DType::kQ2_K, {80, 82}}, Case{DType::kQ3_K, {108}}}) {
+    constexpr int64_t kRows = 19, kCols = 512, kN = 3;
+    std::vector<uint8_t> bytes(kRows * RowBytes(c.dtype, kCols));
     std::mt19937_64 rng(7);
     for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
-    for (int64_t blk = 0; blk < kRows * kCols / 32; ++blk) {  // sane f16 scales (d, and m)
-      uint8_t* block = bytes.data() + blk * Traits(dtype).block_bytes;
-      const uint16_t d = F32ToF16(0.01f), m = F32ToF16(-0.1f);
-      std::memcpy(block, &d, 2);
-      if (dtype == DType::kQ5_1) std::memcpy(block + 2, &m, 2);
+    for (int64_t blk = 0; blk < kRows * kCols / 256; ++blk) {  // sane f16 scales
+      uint8_t* block = bytes.data() + blk * Traits(c.dtype).block_bytes;
+      const uint16_t d = F32ToF16(0.001f);
+      for (int offset : c.scale_offsets) std::memcpy(block + offset, &d, 2);
     }
-    const WeightMatrix w{.dtype = dtype, .n_rows = kRows, .n_cols = kCols, .data = bytes.data()};
+    const WeightMatrix w{.dtype = c.dtype, .n_rows = kRows, .n_cols = kCols, .data = bytes.data()};
     const std::vector<float> x = RandomFloats(kN * kCols, 8);
     std::vector<float> want(kN * kRows), got(kN * kRows);
     MakeBackend(Impl::kReference)->MatMul(w, x.data(), kN, want.data());
@@ -310,7 +314,7 @@ TEST(MatMulEdgeTest, UnvectorizedTypesFallBackToTheReference) {
     for (Impl impl : FastImpls()) {
       if (!ImplSupported(impl)) continue;
       MakeBackend(impl)->MatMul(w, x.data(), kN, got.data());
-      EXPECT_EQ(got, want) << ImplName(impl) << " " << DTypeName(dtype);
+      EXPECT_EQ(got, want) << ImplName(impl) << " " << DTypeName(c.dtype);
     }
   }
 }

@@ -53,40 +53,53 @@ inline void QuantizeQ8_0(const float* x, int64_t n, uint8_t* out) {
   }
 }
 
-// Q4_0 (min == false) and Q4_1 (min == true). Element k < 16 is the low nibble of qs[k],
-// element k + 16 the high nibble.
-inline void QuantizeQ4(const float* x, int64_t n, uint8_t* out, bool with_min) {
-  const int bytes = with_min ? 20 : 18;
+// Q4_0 / Q5_0 (with_min false) and Q4_1 / Q5_1 (with_min true), `bits` 4 or 5. Element k < 16
+// is the low nibble of qs[k], element k + 16 the high nibble; Q5's fifth bit of element k is bit k
+// of the u32 qh before qs.
+inline void QuantizeBlock32(const float* x, int64_t n, uint8_t* out, int bits, bool with_min) {
+  const int top = (1 << bits) - 1;  // 15 or 31
+  const int qh_bytes = bits == 5 ? 4 : 0;
+  const int bytes = (with_min ? 4 : 2) + qh_bytes + 16;
   for (int64_t b = 0; b < n / 32; ++b, x += 32, out += bytes) {
     int q[32];
     if (with_min) {
       float lo = x[0], hi = x[0];
       for (int k = 0; k < 32; ++k) lo = std::min(lo, x[k]), hi = std::max(hi, x[k]);
-      PutF16(out, (hi - lo) / 15.0f);
+      PutF16(out, (hi - lo) / top);
       PutF16(out + 2, lo);
-      const float d = F16ToF32(F32ToF16((hi - lo) / 15.0f));
+      const float d = F16ToF32(F32ToF16((hi - lo) / top));
       const float m = F16ToF32(F32ToF16(lo));
-      for (int k = 0; k < 32; ++k) q[k] = d == 0.0f ? 0 : Clamp(Round((x[k] - m) / d), 0, 15);
+      for (int k = 0; k < 32; ++k) q[k] = d == 0.0f ? 0 : Clamp(Round((x[k] - m) / d), 0, top);
     } else {
+      const int zero = (top + 1) / 2;  // 8 or 16
       float amax = 0.0f;
       for (int k = 0; k < 32; ++k) amax = std::max(amax, std::fabs(x[k]));
-      PutF16(out, amax / 7.0f);
-      const float d = F16ToF32(F32ToF16(amax / 7.0f));
-      for (int k = 0; k < 32; ++k) q[k] = d == 0.0f ? 8 : Clamp(Round(x[k] / d) + 8, 0, 15);
+      PutF16(out, amax / (zero - 1));
+      const float d = F16ToF32(F32ToF16(amax / (zero - 1)));
+      for (int k = 0; k < 32; ++k) q[k] = d == 0.0f ? zero : Clamp(Round(x[k] / d) + zero, 0, top);
     }
-    uint8_t* qs = out + (with_min ? 4 : 2);
-    for (int k = 0; k < 16; ++k) qs[k] = static_cast<uint8_t>(q[k] | (q[k + 16] << 4));
+    uint8_t* qh = out + (with_min ? 4 : 2);
+    uint8_t* qs = qh + qh_bytes;
+    if (bits == 5) {
+      uint32_t high = 0;
+      for (int k = 0; k < 32; ++k) high |= static_cast<uint32_t>(q[k] >> 4) << k;
+      std::memcpy(qh, &high, sizeof high);
+    }
+    for (int k = 0; k < 16; ++k) qs[k] = static_cast<uint8_t>((q[k] & 15) | ((q[k + 16] & 15) << 4));
   }
 }
 
-inline void QuantizeQ4_K(const float* x, int64_t n, uint8_t* out) {
-  for (int64_t b = 0; b < n / 256; ++b, x += 256, out += 144) {
+// Q4_K (bits 4) and Q5_K (bits 5, the fifth bit of value l of sub-block s in bit s of qh[l]).
+inline void QuantizeKQuant45(const float* x, int64_t n, uint8_t* out, int bits) {
+  const int top = (1 << bits) - 1;
+  const int block_bytes = bits == 5 ? 176 : 144;
+  for (int64_t b = 0; b < n / 256; ++b, x += 256, out += block_bytes) {
     float scale[8], min[8];  // per sub-block: value ~ scale * q - min, min >= 0
     float max_scale = 0.0f, max_min = 0.0f;
     for (int s = 0; s < 8; ++s) {
       float lo = 0.0f, hi = x[32 * s];
       for (int k = 0; k < 32; ++k) lo = std::min(lo, x[32 * s + k]), hi = std::max(hi, x[32 * s + k]);
-      scale[s] = (hi - lo) / 15.0f;
+      scale[s] = (hi - lo) / top;
       min[s] = -lo;
       max_scale = std::max(max_scale, scale[s]);
       max_min = std::max(max_min, min[s]);
@@ -111,13 +124,21 @@ inline void QuantizeQ4_K(const float* x, int64_t n, uint8_t* out) {
       const float ds = d * static_cast<float>(sc[s]);
       const float ms = dmin * static_cast<float>(mn[s]);
       for (int k = 0; k < 32; ++k) {
-        q[32 * s + k] = ds == 0.0f ? 0 : Clamp(Round((x[32 * s + k] + ms) / ds), 0, 15);
+        q[32 * s + k] = ds == 0.0f ? 0 : Clamp(Round((x[32 * s + k] + ms) / ds), 0, top);
       }
     }
-    uint8_t* qs = out + 16;
+    uint8_t* qh = out + 16;
+    uint8_t* qs = qh + (bits == 5 ? 32 : 0);
+    if (bits == 5) {
+      for (int l = 0; l < 32; ++l) {
+        qh[l] = 0;
+        for (int s = 0; s < 8; ++s) qh[l] |= static_cast<uint8_t>((q[32 * s + l] >> 4) << s);
+      }
+    }
     for (int g = 0; g < 4; ++g) {
       for (int l = 0; l < 32; ++l) {
-        qs[32 * g + l] = static_cast<uint8_t>(q[64 * g + l] | (q[64 * g + 32 + l] << 4));
+        qs[32 * g + l] =
+            static_cast<uint8_t>((q[64 * g + l] & 15) | ((q[64 * g + 32 + l] & 15) << 4));
       }
     }
   }
@@ -168,8 +189,11 @@ inline bool CanQuantizeForTest(DType dtype) {
     case DType::kBF16:
     case DType::kQ4_0:
     case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
     case DType::kQ8_0:
     case DType::kQ4_K:
+    case DType::kQ5_K:
     case DType::kQ6_K:
       return true;
     default:
@@ -193,13 +217,19 @@ inline void QuantizeRow(DType dtype, const float* x, int64_t n, uint8_t* out) {
       }
       return;
     case DType::kQ4_0:
-      return internal::QuantizeQ4(x, n, out, false);
+      return internal::QuantizeBlock32(x, n, out, 4, false);
     case DType::kQ4_1:
-      return internal::QuantizeQ4(x, n, out, true);
+      return internal::QuantizeBlock32(x, n, out, 4, true);
+    case DType::kQ5_0:
+      return internal::QuantizeBlock32(x, n, out, 5, false);
+    case DType::kQ5_1:
+      return internal::QuantizeBlock32(x, n, out, 5, true);
     case DType::kQ8_0:
       return internal::QuantizeQ8_0(x, n, out);
     case DType::kQ4_K:
-      return internal::QuantizeQ4_K(x, n, out);
+      return internal::QuantizeKQuant45(x, n, out, 4);
+    case DType::kQ5_K:
+      return internal::QuantizeKQuant45(x, n, out, 5);
     case DType::kQ6_K:
       return internal::QuantizeQ6_K(x, n, out);
     default:
@@ -220,14 +250,17 @@ inline void RandomBitsRow(DType dtype, int64_t n, std::mt19937_64& rng, uint8_t*
     uint8_t* block = out + b * t.block_bytes;
     switch (dtype) {
       case DType::kQ4_0:
+      case DType::kQ5_0:
       case DType::kQ8_0:
         internal::PutF16(block, scale(rng));
         break;
       case DType::kQ4_1:
+      case DType::kQ5_1:
         internal::PutF16(block, scale(rng));
         internal::PutF16(block + 2, -8.0f * scale(rng));
         break;
       case DType::kQ4_K:
+      case DType::kQ5_K:
         internal::PutF16(block, scale(rng) / 16.0f);
         internal::PutF16(block + 2, scale(rng) / 16.0f);
         break;

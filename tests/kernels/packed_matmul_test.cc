@@ -1,4 +1,5 @@
-// The packed-weight MatMul kernels (packed_block32.h) of every level that has them, bit for bit
+// The packed-weight MatMul kernels (packed_block32.h: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) of every
+// level that has them, bit for bit
 // against the scalar definition of their arithmetic and against the GGML-exact kernels on the
 // original rows (block32_avx512.cc): odd row counts (a partial last group), single rows, small
 // batches, canaries around the outputs. And the backend: registering a matrix changes no bits.
@@ -56,6 +57,8 @@ MatMulRowsFn ScalarFor(DType dtype) {
   switch (dtype) {
     case DType::kQ4_0: return MatMulPackedScalar<DType::kQ4_0>;
     case DType::kQ4_1: return MatMulPackedScalar<DType::kQ4_1>;
+    case DType::kQ5_0: return MatMulPackedScalar<DType::kQ5_0>;
+    case DType::kQ5_1: return MatMulPackedScalar<DType::kQ5_1>;
     default: return MatMulPackedScalar<DType::kQ8_0>;
   }
 }
@@ -144,7 +147,8 @@ std::string Name(const ::testing::TestParamInfo<Param>& info) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, PackedMatMulTest,
-    ::testing::Combine(::testing::Values(DType::kQ4_0, DType::kQ4_1, DType::kQ8_0),
+    ::testing::Combine(::testing::Values(DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
+                                         DType::kQ8_0),
                        ::testing::Values(int64_t{1}, int64_t{16}, int64_t{37}),
                        ::testing::Values(int64_t{32}, int64_t{96}, int64_t{576}),
                        ::testing::Values(int64_t{1}, int64_t{3}, int64_t{4}, int64_t{17})),
