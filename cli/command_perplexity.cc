@@ -100,8 +100,8 @@ int RunWriteBase(const Flags& flags, int64_t chunks) {
   std::cout << absl::StrFormat(
       "Final estimate: PPL = %.4f +/- %.5f\n%d scored tokens (%d chunks of %d); base written to "
       "%s\n",
-      ppl->perplexity, ppl->uncertainty, ppl->n_scored, ppl->n_scored / engine::ScoredPositions(n_ctx),
-      n_ctx, path);
+      ppl->perplexity, ppl->uncertainty, ppl->n_scored,
+      ppl->n_scored / engine::ScoredPositions(n_ctx), n_ctx, path);
   return 0;
 }
 

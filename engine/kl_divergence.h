@@ -5,8 +5,8 @@
 // probability given to the actual next token.
 //
 // The base is usually the same weights run in exact arithmetic (baton's reference kernels, or
-// llama.cpp on an F32 copy), so the figures price the fast kernels' arithmetic; or a higher-precision
-// model, so they price quantization.
+// llama.cpp on an F32 copy), so the figures price the fast kernels' arithmetic; or a model of
+// higher precision, so they price quantization.
 //
 // Thread-safety: an accumulator is used by one thread at a time; the functions are reentrant.
 #ifndef BATON_ENGINE_KL_DIVERGENCE_H_

@@ -91,7 +91,8 @@ PerplexityEstimate PerplexityAccumulator::Estimate() const {
   const double variance = sum2_ / static_cast<double>(count_) - mean * mean;
   estimate.perplexity = std::exp(mean);
   if (count_ > 1 && variance > 0) {
-    estimate.uncertainty = estimate.perplexity * std::sqrt(variance / static_cast<double>(count_ - 1));
+    estimate.uncertainty =
+        estimate.perplexity * std::sqrt(variance / static_cast<double>(count_ - 1));
   }
   return estimate;
 }

@@ -2,10 +2,10 @@
 //  - ComputePerplexity, baton's own: the text is cut into windows of `window` tokens, each
 //    evaluated from an empty context; every token but a window's first is scored.
 //  - ScoreChunks, llama.cpp's (llama-perplexity, and the scheme of its KL-divergence files,
-//    log_prob_file.h): chunk c is tokens[c*n_ctx, (c+1)*n_ctx), evaluated from an empty context with
-//    its first token replaced by BOS where the vocabulary adds one; only the second half of each
-//    chunk is scored (positions n_ctx/2 .. n_ctx-2, each against the token after it), so every
-//    scored token has at least n_ctx/2 tokens of context.
+//    log_prob_file.h): chunk c is tokens[c*n_ctx, (c+1)*n_ctx), evaluated from an empty context
+//    with its first token replaced by BOS where the vocabulary adds one; only the second half of
+//    each chunk is scored (positions n_ctx/2 .. n_ctx-2, each against the token after it), so
+//    every scored token has at least n_ctx/2 tokens of context.
 #ifndef BATON_ENGINE_PERPLEXITY_H_
 #define BATON_ENGINE_PERPLEXITY_H_
 

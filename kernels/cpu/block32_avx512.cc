@@ -1,9 +1,8 @@
 // Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0 MatMul kernels of the avx512-vnni and amx levels (see
 // isa_kernels.h): GGML's ggml_vec_dot_q4_0_q8_0 / q4_1_q8_1 / q5_0_q8_0 / q5_1_q8_1 / q8_0_q8_0
-// arithmetic, with a 512-bit register
-// holding the 8 f32 lane accumulators of two weight rows r, r + 1 for one activation row,
-// interleaved: register lane 2j is lane j of row r, lane 2j + 1 lane j of row r + 1. Per block of
-// 32 values:
+// arithmetic, with a 512-bit register holding the 8 f32 lane accumulators of two weight rows
+// r, r + 1 for one activation row, interleaved: register lane 2j is lane j of row r, lane 2j + 1
+// lane j of row r + 1. Per block of 32 values:
 //
 //   P   = vpdpbusd of the two rows' values, dword-interleaved the same way, with the activation
 //         block's dwords each repeated twice (16 int32 lane sums of 4 products each, exact)
@@ -13,8 +12,8 @@
 // fma(m_w, s_x, summs) over the blocks (vectorized over rows, one row per lane). The scale pair
 // comes from memory by a 64-bit broadcast, a load rather than a shuffle.
 //
-// Signed weights (Q8_0, Q4_0 as q - 8, Q5_0 as q - 16): vpdpbusd multiplies u8 by s8, so the panel kernel
-// feeds the activations as x + 128 (u8) and starts the accumulator from the bits of 1.5 * 2^23
+// Signed weights (Q8_0, Q4_0 as q - 8, Q5_0 as q - 16): vpdpbusd multiplies u8 by s8, so the
+// panel kernel feeds the activations as x + 128 (u8) and starts the accumulator from the bits of 1.5 * 2^23
 // minus 128 * (lane sum of w), precomputed per block: read as f32 the result is 1.5 * 2^23 + P,
 // and one subtraction gives P. The direct kernel starts from -offset * (lane sum of x) and adds
 // the unsigned values' products for Q4_0 and Q5_0, and multiplies |w| by x with w's sign for
@@ -36,8 +35,8 @@
 
 #include "kernels/cpu/isa_kernels.h"
 
-// Everything below may use AVX-512 F/BW/VL/DQ/VNNI besides AVX2, FMA, F16C and BMI2. All headers are
-// included above, so no inline function with external linkage is compiled for this target.
+// Everything below may use AVX-512 F/BW/VL/DQ/VNNI besides AVX2, FMA, F16C and BMI2. All headers
+// are included above, so no inline function with external linkage is compiled for this target.
 #if defined(__clang__)
 #pragma clang attribute push(__attribute__((target("avx2,fma,f16c,bmi2,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni"))), apply_to = function)
 #else
@@ -144,7 +143,9 @@ struct FormatQ5_0 {
   static constexpr bool kHasMin = false;
   static constexpr bool kSigned = true;
   static constexpr int kOffset = 16;
-  static __m512i Unsigned2(const uint8_t* a, const uint8_t* b) { return InterleaveQ5(a + 2, b + 2); }
+  static __m512i Unsigned2(const uint8_t* a, const uint8_t* b) {
+    return InterleaveQ5(a + 2, b + 2);
+  }
   static __m512i Values2(const uint8_t* a, const uint8_t* b) {
     return _mm512_sub_epi8(Unsigned2(a, b), _mm512_set1_epi8(kOffset));
   }
@@ -186,7 +187,9 @@ inline void Scales16Loads(const uint8_t* const (&row)[16], int64_t offset, __m51
   for (int j = 0; j < 16; ++j) std::memcpy(&words[j], row[j] + offset, sizeof(uint32_t));
   const __m512i w = _mm512_load_si512(words);
   *d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(w));
-  if constexpr (F::kHasMin) *m = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(w, 16)));
+  if constexpr (F::kHasMin) {
+    *m = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(w, 16)));
+  }
 }
 
 // Byte offsets of 16 weight rows from the first; rows past the valid ones repeat the last valid

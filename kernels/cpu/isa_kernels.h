@@ -198,7 +198,7 @@ void QuantizeRowQ8_KScalar(const float* x, int64_t n_cols, int8_t* qs, float* d,
 void FillAvx2Kernels(IsaKernels* kernels);
 void FillAvx2AttentionKernels(IsaKernels* kernels);  // attention_* and silu_mul
 void FillAvx512VnniKernels(IsaKernels* kernels);
-void FillBlock32Avx512Kernels(IsaKernels* kernels);    // matmul_q4_0, _q4_1, _q8_0
+void FillBlock32Avx512Kernels(IsaKernels* kernels);    // matmul_q4_0, _q4_1, _q5_0, _q5_1, _q8_0
 void FillAvx512AttentionKernels(IsaKernels* kernels);  // attention_exact, silu_mul
 void FillAmxKernels(IsaKernels* kernels);
 void FillPackedAvx512Kernels(IsaKernels* kernels);  // matmul_packed_*: direct VNNI kernels

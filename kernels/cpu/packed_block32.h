@@ -1,4 +1,5 @@
-// Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 weights re-laid out for the fast MatMul kernels (packed_matmul_avx512.cc):
+// Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 weights re-laid out for the fast MatMul kernels
+// (packed_matmul_avx512.cc):
 // 16 weight rows ("a group") side by side, block by block, so that one 64-byte vector holds one
 // dword (4 consecutive values) of each of the 16 rows -- the layout of an AMX B tile, and the one
 // that lets a vpdpbusd leave each row's block sum in its own lane.

@@ -163,9 +163,9 @@ TEST_F(ModelScoringTest, ScoresTheSecondHalfOfEachWholeChunkAfterBos) {
                                       [](const ScoredChunk&) { return absl::OkStatus(); })
                               .message()),
               testing::HasSubstr("at least one chunk of 16 tokens; the text has 15"));
-  const absl::Status stopped = ScoreChunks(*generator, tokens, 16, kNoToken, [](const ScoredChunk&) {
-    return absl::CancelledError("stop");
-  });
+  const absl::Status stopped = ScoreChunks(
+      *generator, tokens, 16, kNoToken,
+      [](const ScoredChunk&) { return absl::CancelledError("stop"); });
   EXPECT_EQ(stopped.code(), absl::StatusCode::kCancelled);
 }
 

@@ -194,7 +194,8 @@ TEST(LogProbFileTest, ReaderRejectsMalformedFilesWithTheReason) {
   std::string bad_token = good;
   const int32_t five = 5;
   std::memcpy(bad_token.data() + 20 + 3 * 4, &five, 4);
-  EXPECT_THAT(open_error(bad_token), HasSubstr("token 5 at index 3 is outside the vocabulary of 5"));
+  EXPECT_THAT(open_error(bad_token),
+              HasSubstr("token 5 at index 3 is outside the vocabulary of 5"));
 }
 
 // A base file written by llama.cpp itself (llama-perplexity -c 8 --chunks 1

@@ -85,7 +85,9 @@ inline void QuantizeBlock32(const float* x, int64_t n, uint8_t* out, int bits, b
       for (int k = 0; k < 32; ++k) high |= static_cast<uint32_t>(q[k] >> 4) << k;
       std::memcpy(qh, &high, sizeof high);
     }
-    for (int k = 0; k < 16; ++k) qs[k] = static_cast<uint8_t>((q[k] & 15) | ((q[k + 16] & 15) << 4));
+    for (int k = 0; k < 16; ++k) {
+      qs[k] = static_cast<uint8_t>((q[k] & 15) | ((q[k + 16] & 15) << 4));
+    }
   }
 }
 
