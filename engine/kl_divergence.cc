@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <utility>
 
 #include "absl/strings/str_format.h"
 
@@ -10,17 +9,6 @@ namespace baton::engine {
 namespace {
 
 constexpr float kLowestScoredLogProb = -16.0f;  // base tokens below this add nothing to the KLD
-
-// Mean and its standard error from a sum and a sum of squares (error 0 below 11 values, as
-// llama.cpp).
-std::pair<double, double> MeanAndUncertainty(double sum, double sum2, int64_t count) {
-  if (count < 1) return {0, 0};
-  const double mean = sum / static_cast<double>(count);
-  const double variance = sum2 / static_cast<double>(count) - mean * mean;
-  const double error =
-      variance > 0 && count > 10 ? std::sqrt(variance / static_cast<double>(count - 1)) : 0;
-  return {mean, error};
-}
 
 // Linear interpolation between the sorted values around fraction * (n - 1).
 double Percentile(const std::vector<float>& sorted, double fraction) {
@@ -57,16 +45,12 @@ void KlDivergenceAccumulator::Add(const float* logits, const uint16_t* base_row,
   }
   const double delta_p = std::exp(-nll) - std::exp(-nll_base);
 
-  sums_.nll += nll;
-  sums_.nll2 += double{nll} * nll;
-  sums_.nll_base += nll_base;
-  sums_.nll_base2 += double{nll_base} * nll_base;
-  sums_.nll_nll_base += double{nll} * nll_base;
-  sums_.kld += kld;
-  sums_.kld2 += kld * kld;
-  sums_.dp2 += delta_p * delta_p;
-  sums_.dp4 += delta_p * delta_p * delta_p * delta_p;
-  if (top - logits == top_base) ++sums_.same_top;
+  nll_.Add(nll);
+  nll_base_.Add(nll_base);
+  nll_nll_base_ += double{nll} * nll_base;
+  kld_.Add(kld);
+  delta_p2_.Add(delta_p * delta_p);
+  if (top - logits == top_base) ++same_top_;
   klds_.push_back(static_cast<float>(kld));
 }
 
@@ -75,24 +59,20 @@ KlDivergenceSummary KlDivergenceAccumulator::Summarize() const {
   s.count = static_cast<int64_t>(klds_.size());
   if (s.count == 0) return s;
   const auto n = static_cast<double>(s.count);
-  const auto [ln_ppl, ln_ppl_error] = MeanAndUncertainty(sums_.nll, sums_.nll2, s.count);
-  const auto [ln_ppl_base, ln_ppl_base_error] =
-      MeanAndUncertainty(sums_.nll_base, sums_.nll_base2, s.count);
-  s.ppl = {.perplexity = std::exp(ln_ppl),
-           .uncertainty = std::exp(ln_ppl) * ln_ppl_error,
-           .n_scored = s.count};
-  s.ppl_base = {.perplexity = std::exp(ln_ppl_base),
-                .uncertainty = std::exp(ln_ppl_base) * ln_ppl_base_error,
-                .n_scored = s.count};
-  const double covariance =
-      s.count < 10 ? 0 : (sums_.nll_nll_base / n - ln_ppl * ln_ppl_base) / (n - 1);
+  s.ppl = EstimatePerplexity(nll_);
+  s.ppl_base = EstimatePerplexity(nll_base_);
+  const double ln_ppl = nll_.mean(), ln_ppl_error = nll_.standard_error();
+  const double ln_ppl_base = nll_base_.mean(), ln_ppl_base_error = nll_base_.standard_error();
+  // Of the two means (llama.cpp's: none below 10 values).
+  const double covariance = s.count < 10 ? 0 : (nll_nll_base_ / n - ln_ppl * ln_ppl_base) / (n - 1);
   const double error_product = ln_ppl_error * ln_ppl_base_error;
   s.ln_ppl_correlation = error_product > 0 ? covariance / error_product : 0;
   s.ln_ppl_ratio = ln_ppl - ln_ppl_base;
   s.ln_ppl_ratio_uncertainty = std::sqrt(std::max(
       0.0, ln_ppl_error * ln_ppl_error + ln_ppl_base_error * ln_ppl_base_error - 2 * covariance));
 
-  std::tie(s.kld_mean, s.kld_uncertainty) = MeanAndUncertainty(sums_.kld, sums_.kld2, s.count);
+  s.kld_mean = kld_.mean();
+  s.kld_uncertainty = kld_.standard_error();
   std::vector<float> sorted = klds_;
   std::sort(sorted.begin(), sorted.end());
   s.kld_min = sorted.front();
@@ -101,10 +81,10 @@ KlDivergenceSummary KlDivergenceAccumulator::Summarize() const {
   s.kld_p99 = Percentile(sorted, 0.99);
   s.kld_p999 = Percentile(sorted, 0.999);
 
-  const auto [mean_dp2, mean_dp2_error] = MeanAndUncertainty(sums_.dp2, sums_.dp4, s.count);
-  s.rms_delta_p = std::sqrt(mean_dp2);
-  s.rms_delta_p_uncertainty = s.rms_delta_p > 0 ? 0.5 / s.rms_delta_p * mean_dp2_error : 0;
-  s.same_top = static_cast<double>(sums_.same_top) / n;
+  s.rms_delta_p = std::sqrt(delta_p2_.mean());
+  s.rms_delta_p_uncertainty =
+      s.rms_delta_p > 0 ? 0.5 / s.rms_delta_p * delta_p2_.standard_error() : 0;
+  s.same_top = static_cast<double>(same_top_) / n;
   s.same_top_uncertainty = s.count > 1 ? std::sqrt(s.same_top * (1 - s.same_top) / (n - 1)) : 0;
   return s;
 }
@@ -127,18 +107,18 @@ absl::StatusOr<PerplexityEstimate> WriteKlDivergenceBase(Generator& generator,
   if (!writer.ok()) return writer.status();
   const int64_t row_words = LogProbRowWords(header.n_vocab);
   std::vector<uint16_t> rows(ScoredPositions(n_ctx) * row_words);
-  PerplexityAccumulator ppl;
+  MeanAccumulator nll;
   absl::Status scored = ScoreChunks(generator, header.tokens, n_ctx, bos,
                                     [&](const ScoredChunk& chunk) {
     for (int32_t i = 0; i < chunk.n_scored; ++i) {
-      ppl.Add(EncodeLogProbRow(chunk.logits + int64_t{i} * chunk.n_vocab, chunk.n_vocab,
+      nll.Add(EncodeLogProbRow(chunk.logits + int64_t{i} * chunk.n_vocab, chunk.n_vocab,
                                chunk.targets[i], rows.data() + i * row_words));
     }
     return (*writer)->WriteChunk(rows);
   });
   if (!scored.ok()) return scored;
   if (absl::Status closed = (*writer)->Close(); !closed.ok()) return closed;
-  return ppl.Estimate();
+  return EstimatePerplexity(nll);
 }
 
 absl::StatusOr<KlDivergenceSummary> ScoreKlDivergence(Generator& generator,

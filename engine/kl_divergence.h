@@ -23,8 +23,8 @@
 
 namespace baton::engine {
 
-// llama.cpp's summary. "±" figures are standard errors of the mean; percentiles interpolate
-// linearly between sorted values.
+// llama.cpp's summary. "±" figures are standard errors of the mean (MeanAccumulator);
+// percentiles interpolate linearly between sorted values.
 struct KlDivergenceSummary {
   int64_t count = 0;              // scored positions
   PerplexityEstimate ppl;         // the model's
@@ -53,13 +53,11 @@ class KlDivergenceAccumulator {
   KlDivergenceSummary Summarize() const;
 
  private:
-  struct Sums {
-    double nll = 0, nll2 = 0, nll_base = 0, nll_base2 = 0, nll_nll_base = 0;
-    double kld = 0, kld2 = 0, dp2 = 0, dp4 = 0;
-    int64_t same_top = 0;
-  };
-  Sums sums_;
-  std::vector<float> klds_;  // per position, in order
+  MeanAccumulator nll_, nll_base_, kld_;
+  MeanAccumulator delta_p2_;     // (p(next) - p_base(next))^2
+  double nll_nll_base_ = 0;      // sum of nll * nll_base, for their covariance
+  int64_t same_top_ = 0;
+  std::vector<float> klds_;      // per position, in order
 };
 
 // Runs `generator` over `tokens` by ScoreChunks (n_ctx tokens a chunk, `bos` as there) and writes

@@ -84,17 +84,22 @@ std::vector<TokenId> FirstChunks(std::vector<TokenId> tokens, int32_t n_ctx, int
   return tokens;
 }
 
-PerplexityEstimate PerplexityAccumulator::Estimate() const {
-  PerplexityEstimate estimate{.n_scored = count_};
-  if (count_ == 0) return estimate;
-  const double mean = sum_ / static_cast<double>(count_);
-  const double variance = sum2_ / static_cast<double>(count_) - mean * mean;
-  estimate.perplexity = std::exp(mean);
-  if (count_ > 1 && variance > 0) {
-    estimate.uncertainty =
-        estimate.perplexity * std::sqrt(variance / static_cast<double>(count_ - 1));
-  }
-  return estimate;
+double MeanAccumulator::mean() const {
+  return count_ == 0 ? 0 : sum_ / static_cast<double>(count_);
+}
+
+double MeanAccumulator::standard_error() const {
+  if (count_ < 2) return 0;
+  const double variance = sum2_ / static_cast<double>(count_) - mean() * mean();
+  return variance > 0 ? std::sqrt(variance / static_cast<double>(count_ - 1)) : 0;
+}
+
+PerplexityEstimate EstimatePerplexity(const MeanAccumulator& nll) {
+  if (nll.count() == 0) return {};
+  const double perplexity = std::exp(nll.mean());
+  return {.perplexity = perplexity,
+          .uncertainty = perplexity * nll.standard_error(),
+          .n_scored = nll.count()};
 }
 
 }  // namespace baton::engine

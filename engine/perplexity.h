@@ -53,27 +53,31 @@ absl::Status ScoreChunks(Generator& generator, const std::vector<TokenId>& token
 // The first `chunks` chunks of n_ctx tokens of `tokens` (all of them for chunks = 0).
 std::vector<TokenId> FirstChunks(std::vector<TokenId> tokens, int32_t n_ctx, int64_t chunks);
 
-// llama.cpp's summary of negative log-likelihoods: PPL = exp(mean) +/- PPL * standard error of the
-// mean (0 for fewer than 2 values).
-struct PerplexityEstimate {
-  double perplexity = 0;
-  double uncertainty = 0;
-  int64_t n_scored = 0;
-};
-class PerplexityAccumulator {
+// The running mean of values and the standard error of that mean (0 for fewer than 2 values).
+class MeanAccumulator {
  public:
-  void Add(double nll) {
-    sum_ += nll;
-    sum2_ += nll * nll;
+  void Add(double value) {
+    sum_ += value;
+    sum2_ += value * value;
     ++count_;
   }
-  PerplexityEstimate Estimate() const;
+  int64_t count() const { return count_; }
+  double mean() const;
+  double standard_error() const;
 
  private:
   double sum_ = 0;
   double sum2_ = 0;
   int64_t count_ = 0;
 };
+
+// llama.cpp's summary of negative log-likelihoods: PPL = exp(mean) +/- PPL * its standard error.
+struct PerplexityEstimate {
+  double perplexity = 0;
+  double uncertainty = 0;
+  int64_t n_scored = 0;
+};
+PerplexityEstimate EstimatePerplexity(const MeanAccumulator& nll);
 
 }  // namespace baton::engine
 

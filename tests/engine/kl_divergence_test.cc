@@ -10,17 +10,15 @@
 #include "engine/model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/kernels/kernel_test_util.h"
 #include "tests/support/synthetic_model.h"
 
 namespace baton::engine {
 namespace {
 
-std::vector<float> RandomLogits(int32_t n_vocab, float spread, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, spread);
-  std::vector<float> logits(n_vocab);
-  for (float& v : logits) v = normal(rng);
-  return logits;
+// Logits ~ N(0, spread^2).
+std::vector<float> RandomLogits(int32_t n_vocab, float spread, uint64_t seed) {
+  return kernels::testing::RandomFloats(n_vocab, seed, spread);
 }
 
 std::vector<double> Softmax(const std::vector<float>& logits) {
@@ -97,14 +95,19 @@ TEST(KlDivergenceAccumulatorTest, OrderStatisticsAndTopAgreementOverPositions) {
   EXPECT_LE(s.kld_p999, s.kld_max);
 }
 
-TEST(PerplexityAccumulatorTest, IsExpOfTheMeanWithItsStandardError) {
-  PerplexityAccumulator acc;
-  for (double nll : {1.0, 2.0, 3.0, 2.0}) acc.Add(nll);
-  const PerplexityEstimate e = acc.Estimate();
+TEST(PerplexityEstimateTest, IsExpOfTheMeanWithItsStandardError) {
+  MeanAccumulator nll;
+  for (double v : {1.0, 2.0, 3.0, 2.0}) nll.Add(v);
+  EXPECT_DOUBLE_EQ(nll.mean(), 2.0);
+  EXPECT_NEAR(nll.standard_error(), std::sqrt(0.5 / 3), 1e-12);
+  const PerplexityEstimate e = EstimatePerplexity(nll);
   EXPECT_EQ(e.n_scored, 4);
   EXPECT_DOUBLE_EQ(e.perplexity, std::exp(2.0));
   EXPECT_NEAR(e.uncertainty, std::exp(2.0) * std::sqrt(0.5 / 3), 1e-12);
-  EXPECT_EQ(PerplexityAccumulator().Estimate().perplexity, 0);
+  EXPECT_EQ(EstimatePerplexity(MeanAccumulator()).perplexity, 0);
+  MeanAccumulator one;
+  one.Add(3.0);
+  EXPECT_EQ(one.standard_error(), 0);
 }
 
 class ModelScoringTest : public testing::Test {

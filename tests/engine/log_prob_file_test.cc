@@ -15,6 +15,7 @@
 #include "engine/model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/kernels/kernel_test_util.h"
 #include "tests/support/synthetic_model.h"
 #include "tests/support/test_paths.h"
 
@@ -23,12 +24,9 @@ namespace {
 
 using testing::HasSubstr;
 
-std::vector<float> RandomLogits(int32_t n_vocab, float spread, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, spread);
-  std::vector<float> logits(n_vocab);
-  for (float& v : logits) v = normal(rng);
-  return logits;
+// Logits ~ N(0, spread^2).
+std::vector<float> RandomLogits(int32_t n_vocab, float spread, uint64_t seed) {
+  return kernels::testing::RandomFloats(n_vocab, seed, spread);
 }
 
 std::vector<double> ExactLogSoftmax(const std::vector<float>& logits) {
