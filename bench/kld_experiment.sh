@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The accuracy contract, measured on the real model (docs/ACCURACY.md): baton's fast kernels and
-# llama.cpp, both on the default model's Q4_1 weights, scored by KL divergence against an exact
-# (f32) computation of the same weights. Two bases, so the file format is crossed both ways too:
+# llama.cpp, both on the same quantized weights (the default model, Q4_1, or MODEL=FILE), scored by
+# KL divergence against an exact (f32) computation of those weights. Two bases, so the file format
+# is crossed both ways too:
 #   llama-f32   llama-perplexity on an F32 copy of the model (`llama-quantize --allow-requantize
-#               MODEL OUT F32`: the Q4_1 weights dequantized, nothing re-rounded); every chunk
+#               MODEL OUT F32`: the weights dequantized, nothing re-rounded); every chunk
 #   baton-ref   `baton perplexity --reference-kernels` (scalar reference kernels, double sums;
 #               slow, so only the first --ref-chunks chunks)
 # and baton's reference scored against llama-f32: how far apart the two exact computations are.
@@ -61,9 +62,9 @@ score() {
   local engine=$1 base=$2; shift 2
   local log="$out/$engine-vs-$base.log"
   case "$engine" in
-    llama-q4_1) "$llama_bin/llama-perplexity" -m "$model" -t "$threads" -c "$ctx" \
+    llama) "$llama_bin/llama-perplexity" -m "$model" -t "$threads" -c "$ctx" \
                   --kl-divergence-base "$out/$base.kld" --kl-divergence >"$log" 2>&1 ;;
-    llama-q4_1-no-fa) "$llama_bin/llama-perplexity" -m "$model" -t "$threads" -c "$ctx" -fa off \
+    llama-no-fa) "$llama_bin/llama-perplexity" -m "$model" -t "$threads" -c "$ctx" -fa off \
                   --kl-divergence-base "$out/$base.kld" --kl-divergence >"$log" 2>&1 ;;
     baton-fast) "$baton" perplexity --model "$model" --threads "$threads" \
                   --kl-divergence-base "$out/$base.kld" --kl-divergence >"$log" 2>&1 ;;
@@ -80,7 +81,7 @@ score() {
 }
 
 printf 'engine\tbase\tmean_kld\tsame_top_pct\tppl_ratio\n' | tee "$out/summary.tsv"
-for engine in llama-q4_1 llama-q4_1-no-fa baton-fast; do score "$engine" llama-f32; done
-for engine in llama-q4_1 baton-fast; do score "$engine" baton-ref; done
+for engine in llama llama-no-fa baton-fast; do score "$engine" llama-f32; done
+for engine in llama baton-fast; do score "$engine" baton-ref; done
 score baton-ref llama-f32
 echo "kld_experiment: results in $out" >&2
