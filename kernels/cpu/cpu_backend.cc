@@ -316,12 +316,10 @@ class FastCpuBackend final : public Backend {
     args.n = n;
     args.y = y;
     *run = MatMulKernelFor(kernels_, w.dtype);
-    if (n <= kPackedMaxRows) {
-      // Decode: the packed copy of a registered matrix streams faster (the same bits).
-      if (auto it = registered_.find(w.data); it != registered_.end()) {
-        args.w = it->second.packed.data();
-        *run = PackedMatMulKernelFor(kernels_, w.dtype);
-      }
+    // The packed copy of a registered matrix runs faster at every batch size (the same bits).
+    if (auto it = registered_.find(w.data); it != registered_.end()) {
+      args.w = it->second.packed.data();
+      *run = PackedMatMulKernelFor(kernels_, w.dtype);
     }
     return args;
   }

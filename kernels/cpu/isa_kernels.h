@@ -24,8 +24,10 @@
 // summs = fma(m_w, s_x, summs) over the blocks in order (Q5_1 the same); Q4_0 weights are the
 // signed values q - 8, Q5_0 weights q - 16. These five types have two implementations with these
 // bits: block32_avx512.cc on the original rows (all batch sizes), and packed_matmul_avx512.cc on
-// packed weights (packed_block32.h: a registered model's matrices, re-laid out once; the backend
-// uses it for decode-sized batches).
+// packed weights (packed_block32.h: a registered model's matrices, re-laid out once). The backend
+// runs every batch of a registered matrix on the packed weights: a group of 16 weight rows stays
+// in L1 while the activation rows pass over it two at a time, which beat the panel kernels at every
+// batch from 1 to 2048 rows on a 2-core AMD EPYC (1.3x at 32 sequences and on a 512-token prompt).
 // Why not AMX: its int32 tiles sum whole blocks (or 4-value lanes at a 16x lower rate), and any
 // arithmetic other than GGML's flips about 4% of llama.cpp's argmaxes through the 8-bit
 // requantization of the activations (tests/engine/llama_cpp_agreement_test.cc requires 99%).
@@ -36,8 +38,8 @@
 //
 // Levels (cpu_isa.h): avx2 (simd_avx2.cc, attention_avx2.cc); avx512-vnni (simd_avx512vnni.cc:
 // the MatMul tiles of matmul_tiles.inc on vpdpbusd for the K-quants and float weights,
-// block32_avx512.cc and packed_matmul_avx512.cc for Q4_0/Q4_1/Q5_0/Q5_1/Q8_0, attention_avx512.cc for
-// attention and SiLU); amx (the avx512-vnni table; no AMX kernels, see above). GGML's arithmetic
+// block32_avx512.cc and packed_matmul_avx512.cc for Q4_0/Q4_1/Q5_0/Q5_1/Q8_0,
+// attention_avx512.cc for attention and SiLU); amx (the avx512-vnni table; no AMX kernels, see above). GGML's arithmetic
 // is reproduced exactly at the avx512-vnni and amx levels (llama.cpp built for AVX-512); the avx2
 // level reproduces GGML's MatMuls and quantization, while its attention and SiLU keep
 // their own f32 arithmetic.
@@ -58,12 +60,6 @@ enum class ActivationFormat { kF32, kQ8_1, kQ8_K };
 
 // The activation form the integer/float MatMul kernels want for weights of `dtype`.
 ActivationFormat ActivationFormatFor(DType dtype);
-
-
-// Batches up to which the packed direct kernels beat the panel kernels of block32_avx512.cc
-// (2-core AVX-512 Xeon, default model, `bench engine --batch-sizes`: 490 vs 269 tokens/s at 4
-// rows, 550 vs 352 at 8, about even at 16). Speculative verification runs 2..9 rows.
-inline constexpr int kPackedMaxRows = 16;
 
 inline constexpr int kQ8_1BlockSize = 32;
 inline constexpr int kQ8_KBlockSize = 256;
@@ -163,8 +159,8 @@ struct IsaKernels {
   MatMulRowsFn matmul_q4_k = nullptr;
   MatMulRowsFn matmul_q6_k = nullptr;
   // On packed weights (packed_block32.h; args.w the packed matrix, kQ8_1 activations), the same
-  // bits as matmul_q4_0/_q4_1/_q8_0: the backend uses them for registered weights and batches of
-  // fewer than kPackedMaxRows rows (decode).
+  // bits as matmul_q4_0/_q4_1/_q5_0/_q5_1/_q8_0: the backend uses them for registered weights,
+  // whatever the batch.
   MatMulRowsFn matmul_packed_q4_0 = nullptr;
   MatMulRowsFn matmul_packed_q4_1 = nullptr;
   MatMulRowsFn matmul_packed_q8_0 = nullptr;
