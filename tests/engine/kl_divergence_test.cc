@@ -16,10 +16,7 @@
 namespace baton::engine {
 namespace {
 
-// Logits ~ N(0, spread^2).
-std::vector<float> RandomLogits(int32_t n_vocab, float spread, uint64_t seed) {
-  return kernels::testing::RandomFloats(n_vocab, seed, spread);
-}
+using kernels::testing::RandomFloats;
 
 std::vector<double> Softmax(const std::vector<float>& logits) {
   const double top = *std::max_element(logits.begin(), logits.end());
@@ -37,7 +34,7 @@ std::vector<uint16_t> BaseRow(const std::vector<float>& logits, TokenId target) 
 }
 
 TEST(KlDivergenceAccumulatorTest, TheSameDistributionScoresZero) {
-  const std::vector<float> logits = RandomLogits(500, 2.0f, 1);
+  const std::vector<float> logits = RandomFloats(500, 1, 2.0f);
   KlDivergenceAccumulator kld;
   kld.Add(logits.data(), BaseRow(logits, 3).data(), 500, 3);
   const KlDivergenceSummary s = kld.Summarize();
@@ -50,8 +47,8 @@ TEST(KlDivergenceAccumulatorTest, TheSameDistributionScoresZero) {
 
 TEST(KlDivergenceAccumulatorTest, MatchesTheExactDivergenceAndProbabilities) {
   constexpr int32_t kVocab = 300;
-  const std::vector<float> base = RandomLogits(kVocab, 1.5f, 2);  // all within 16 nats
-  const std::vector<float> model = RandomLogits(kVocab, 1.5f, 3);
+  const std::vector<float> base = RandomFloats(kVocab, 2, 1.5f);  // all within 16 nats
+  const std::vector<float> model = RandomFloats(kVocab, 3, 1.5f);
   const std::vector<double> p = Softmax(base);
   const std::vector<double> q = Softmax(model);
   double exact = 0;
@@ -73,7 +70,7 @@ TEST(KlDivergenceAccumulatorTest, MatchesTheExactDivergenceAndProbabilities) {
 
 TEST(KlDivergenceAccumulatorTest, OrderStatisticsAndTopAgreementOverPositions) {
   constexpr int32_t kVocab = 64;
-  const std::vector<float> base = RandomLogits(kVocab, 1.0f, 4);
+  const std::vector<float> base = RandomFloats(kVocab, 4, 1.0f);
   KlDivergenceAccumulator kld;
   std::vector<double> klds;
   for (float temperature : {1.0f, 0.5f, 2.0f, 0.25f}) {  // 1.0: the same, KLD 0

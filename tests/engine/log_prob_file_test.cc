@@ -22,12 +22,8 @@
 namespace baton::engine {
 namespace {
 
+using kernels::testing::RandomFloats;
 using testing::HasSubstr;
-
-// Logits ~ N(0, spread^2).
-std::vector<float> RandomLogits(int32_t n_vocab, float spread, uint64_t seed) {
-  return kernels::testing::RandomFloats(n_vocab, seed, spread);
-}
 
 std::vector<double> ExactLogSoftmax(const std::vector<float>& logits) {
   const double top = *std::max_element(logits.begin(), logits.end());
@@ -54,7 +50,7 @@ TEST(LogProbRowTest, SizesFollowLlamaCpp) {
 
 TEST(LogProbRowTest, StoresEveryLogProbWithinHalfAStepAboveTheFloor) {
   constexpr int32_t kVocab = 1001;
-  const std::vector<float> logits = RandomLogits(kVocab, 5.0f, 7);  // spans more than 16 nats
+  const std::vector<float> logits = RandomFloats(kVocab, 7, 5.0f);  // spans more than 16 nats
   const std::vector<double> exact = ExactLogSoftmax(logits);
   std::vector<uint16_t> row(LogProbRowWords(kVocab), 0xffff);
   const double nll = EncodeLogProbRow(logits.data(), kVocab, 17, row.data());
