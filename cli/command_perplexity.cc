@@ -186,6 +186,13 @@ int RunPerplexity(const Args& args) {
   }
   absl::StatusOr<int64_t> chunks = flags->GetInt("chunks", 0, 1, 1 << 30);
   if (!chunks.ok()) return UsageError(kCommand, chunks.status(), usage);
+  // Range checks here, so that a bad value is a usage error; the modes read them again.
+  if (absl::Status s = flags->GetInt("ctx", 2, 2, 1 << 20).status(); !s.ok()) {
+    return UsageError(kCommand, s, usage);
+  }
+  if (absl::Status s = flags->GetInt("threads", 0, 0, 1024).status(); !s.ok()) {
+    return UsageError(kCommand, s, usage);
+  }
   const bool has_base = flags->Has("kl-divergence-base");
   const bool has_file = flags->Has("file");
   if (flags->Has("kl-divergence")) {

@@ -85,6 +85,10 @@ TEST_F(PerplexityCliTest, WrongFlagsAndFilesAreRefusedWithTheReason) {
                                            short_text + " --ctx 64 --kl-divergence-base " + base_);
   EXPECT_EQ(too_short.exit_code, 1);
   EXPECT_THAT(too_short.output, HasSubstr("needs at least one chunk of 64"));
+  const CommandResult bad_ctx =
+      RunBaton("perplexity --model " + model_ + " --file " + text_ + " --ctx 1");
+  EXPECT_EQ(bad_ctx.exit_code, 2);
+  EXPECT_THAT(bad_ctx.output, HasSubstr("--ctx"));
 }
 
 }  // namespace
