@@ -1,9 +1,9 @@
-// The direct (decode) MatMul kernel on packed Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 weights
-// (packed_block32.h):
-// GGML's arithmetic, the same bits as block32_avx512.cc's kernels on the original rows (and as
-// MatMulPackedScalar). One activation row against one group of 16 weight rows: per block, for
-// each dword l of the block, one vpdpbusd of packed vector l (dword l of all 16 rows) with the
-// activation dword broadcast gives GGML's lane sum P[l] of the 16 rows in the 16 lanes, and
+// The MatMul kernel on packed Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 weights (packed_block32.h; the
+// backend runs every batch of a registered matrix on it): GGML's arithmetic, the same bits as
+// block32_avx512.cc's kernels on the original rows (and as MatMulPackedScalar). One activation
+// row against one group of 16 weight rows: per block, for each dword l of the block, one
+// vpdpbusd of packed vector l (dword l of all 16 rows) with the activation dword broadcast gives
+// GGML's lane sum P[l] of the 16 rows in the 16 lanes, and
 // acc[l] = fma(d_w * d_x, f32(P[l]), acc[l]) with acc[l] one zmm per lane; at the end GGML's
 // hsum_float_8 is 7 vertical adds. No shuffles, no gathers, and the packed matrix streams from
 // memory contiguously, group after group. Activation rows go two at a time through a group
@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <cstring>
 
 #include "kernels/cpu/isa_kernels.h"
 #include "kernels/cpu/packed_block32.h"
@@ -79,10 +80,11 @@ inline void NibbleValues(const uint8_t* blk, int v, __m512i* lo, __m512i* hi) {
   *lo = _mm512_and_si512(w, low);
   *hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), low);
   if constexpr (Packed<kDType>::kFifthBit) {
-    const auto* masks = reinterpret_cast<const __mmask64*>(blk + 256);
+    __mmask64 masks[2];  // of vector v's low and high nibbles
+    std::memcpy(masks, blk + 256 + 16 * v, sizeof masks);
     const __m512i sixteen = _mm512_set1_epi8(16);
-    *lo = _mm512_mask_add_epi8(*lo, masks[2 * v], *lo, sixteen);
-    *hi = _mm512_mask_add_epi8(*hi, masks[2 * v + 1], *hi, sixteen);
+    *lo = _mm512_mask_add_epi8(*lo, masks[0], *lo, sixteen);
+    *hi = _mm512_mask_add_epi8(*hi, masks[1], *hi, sixteen);
   }
 }
 
