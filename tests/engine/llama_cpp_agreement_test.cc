@@ -3,7 +3,9 @@
 // llama.cpp evaluating one token at a time: GGML's plain CPU path, which the CPU backend
 // reproduces bit for bit on AVX-512 machines (kernels/cpu/isa_kernels.h), so argmax and greedy
 // tokens should agree everywhere there, near-ties included (scripts/reference/README.md explains
-// why anything short of the same bits agrees only to about 96%).
+// why anything short of the same bits agrees only to about 96%). Elsewhere the kernels are held
+// to the accuracy contract instead (docs/ACCURACY.md: as accurate against the exact f32
+// computation as llama.cpp is), and the bar is what the exact computation itself reaches.
 #include <algorithm>
 #include <cmath>
 #include <fstream>
@@ -12,11 +14,26 @@
 #include "engine/model.h"
 #include "engine/perplexity.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "nlohmann/json.hpp"
 #include "tests/support/test_paths.h"
 
 namespace baton::engine {
 namespace {
+
+// How closely the engine must follow llama.cpp on this machine.
+struct AgreementBar {
+  double argmax;             // teacher-forced argmax agreement, at least
+  int identical;             // greedy continuations identical for all 32 tokens, at least
+  double mean_prefix;        // tokens a greedy continuation shares with llama.cpp's, on average
+};
+AgreementBar Bar() {
+  if (kernels::DetectCpuIsa() >= kernels::CpuIsa::kAvx512Vnni) return {0.99, 9, 28.0};
+  // The exact f32 computation (BATON_CPU_ISA=scalar) reaches 96.6%, 4 of 10 and 19.6 tokens on
+  // these fixtures: llama.cpp's own roundings decide the near-ties it differs on. Broken kernels
+  // reach none of it.
+  return {0.95, 3, 16.0};
+}
 
 nlohmann::json ReadJson(const std::string& rel) {
   std::ifstream in(test_support::SourcePath(rel));
@@ -80,7 +97,7 @@ TEST_F(LlamaCppAgreementTest, TeacherForcedArgmaxAndPerplexity) {
             << "; perplexity " << result->perplexity << " vs llama.cpp " << expected_ppl
             << "; per-position NLL difference mean " << nll_diff_sum / expected_argmax.size()
             << ", max " << nll_diff_max << "\n";
-  EXPECT_GE(agreement, 0.99);
+  EXPECT_GE(agreement, Bar().argmax) << "on " << kernels::CpuIsaName(kernels::DetectCpuIsa());
   EXPECT_LT(std::fabs(result->perplexity / expected_ppl - 1.0), 0.01);
 }
 
@@ -88,6 +105,7 @@ TEST_F(LlamaCppAgreementTest, GreedyGenerationMatches) {
   const nlohmann::json fixture = ReadJson("tests/data/engine/smollm2_greedy.json");
   ASSERT_EQ(fixture.size(), 10u);
   int identical = 0;
+  int shared_tokens = 0;
   for (const nlohmann::json& item : fixture) {
     const std::vector<TokenId> prompt = item["prompt_tokens"].get<std::vector<TokenId>>();
     const std::vector<TokenId> expected = item["output_tokens"].get<std::vector<TokenId>>();
@@ -95,17 +113,21 @@ TEST_F(LlamaCppAgreementTest, GreedyGenerationMatches) {
     absl::StatusOr<GenerationResult> result = generator_->Generate(prompt, params);
     ASSERT_TRUE(result.ok()) << result.status();
     ASSERT_EQ(result->output_tokens.size(), 32u);
-    const bool same = result->output_tokens == expected;
-    identical += same;
-    if (!same) {
-      size_t first = 0;
-      while (result->output_tokens[first] == expected[first]) ++first;
+    ASSERT_EQ(expected.size(), 32u);
+    size_t first = 0;
+    while (first < 32 && result->output_tokens[first] == expected[first]) ++first;
+    shared_tokens += static_cast<int>(first);
+    identical += first == 32;
+    if (first < 32) {
       std::cout << "differs from token " << first << ": " << item["prompt"].get<std::string>()
                 << "\n";
     }
   }
-  std::cout << "greedy: " << identical << "/10 prompts identical for 32 tokens\n";
-  EXPECT_GE(identical, 9);
+  const double mean_prefix = shared_tokens / 10.0;
+  std::cout << "greedy: " << identical << "/10 prompts identical for 32 tokens; mean common "
+            << "prefix " << mean_prefix << " tokens\n";
+  EXPECT_GE(identical, Bar().identical);
+  EXPECT_GE(mean_prefix, Bar().mean_prefix);
   EXPECT_EQ(generator_->kv_cache().pool().n_free(), generator_->kv_cache().pool().n_blocks());
 }
 
