@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "engine/block_hash.h"
 #include "engine/kv_budget.h"
+#include "kvtransfer/kv_wire.h"
 #include "metrics/metrics.h"
 #include "metrics/prefix_cache_metrics.h"
 
@@ -52,6 +53,10 @@ int32_t ReservationTable::PromptBlocks(const Reservation& r) const {
 
 void ReservationTable::FreeLocked(absl::flat_hash_map<std::string, Reservation>::iterator it) {
   Reservation& r = it->second;
+  if (r.writing) {
+    r.doomed = true;  // WriteBlocks frees it once its copy is done
+    return;
+  }
   // KV that arrived whole stays useful after its request (e.g. one that ended at its first
   // token and was never claimed).
   if (r.state == State::kReceived && !r.prompt_tokens.empty()) {
@@ -141,7 +146,7 @@ absl::StatusOr<ReserveResult> ReservationTable::Reserve(const std::string& reque
 absl::StatusOr<ReservationTable::Reservation*> ReservationTable::FindLocked(
     const std::string& reservation_id) {
   auto it = reservations_.find(reservation_id);
-  if (it == reservations_.end()) {
+  if (it == reservations_.end() || it->second.doomed) {
     return absl::NotFoundError(
         absl::StrCat("reservation '", reservation_id, "' is unknown, expired or released"));
   }
@@ -187,7 +192,7 @@ absl::StatusOr<ClaimedSequence> ReservationTable::Claim(
 bool ReservationTable::Release(const std::string& reservation_id) {
   absl::MutexLock lock(&mu_);
   auto it = reservations_.find(reservation_id);
-  if (it == reservations_.end()) return false;
+  if (it == reservations_.end() || it->second.doomed) return false;
   FreeLocked(it);
   return true;
 }
@@ -198,7 +203,7 @@ int ReservationTable::ExpireLeases() {
   int expired = 0;
   for (auto it = reservations_.begin(); it != reservations_.end();) {
     auto next = std::next(it);
-    if (it->second.lease_deadline <= now) {
+    if (it->second.lease_deadline <= now && !it->second.doomed) {
       FreeLocked(it);
       ++expired;
     }
@@ -242,17 +247,15 @@ absl::Status ReservationTable::BeginPush(const kvtransfer::KvPushSpec& spec) {
         absl::StrCat("reservation '", spec.reservation_id, "' already received a KV push"));
   }
   r.state = State::kReceiving;
+  r.push_dtype = spec.dtype;
   r.lease_deadline = options_.clock->Now() + absl::FromChrono(options_.push_stall_timeout);
   return absl::OkStatus();
 }
 
-absl::Status ReservationTable::WriteBlocks(const std::string& reservation_id, int32_t layer,
-                                           int32_t first_block, int32_t n_blocks,
-                                           std::span<const uint8_t> data) {
-  absl::MutexLock lock(&mu_);
-  absl::StatusOr<Reservation*> found = FindLocked(reservation_id);
-  if (!found.ok()) return found.status();
-  Reservation& r = **found;
+absl::Status ReservationTable::CheckWriteLocked(const Reservation& r,
+                                                const std::string& reservation_id, int32_t layer,
+                                                int32_t first_block, int32_t n_blocks,
+                                                int64_t data_bytes) const {
   if (r.state != State::kReceiving) {
     return absl::FailedPreconditionError(
         absl::StrCat("reservation '", reservation_id, "' is not receiving KV"));
@@ -265,29 +268,78 @@ absl::Status ReservationTable::WriteBlocks(const std::string& reservation_id, in
         int64_t{first_block} + n_blocks, ") outside layers [0, ", cache_.n_layer(),
         ") x blocks [", r.first_block, ", ", prompt_blocks, ")"));
   }
-  const int64_t block_bytes = cache_.layer_block_elements() * 2;
-  if (static_cast<int64_t>(data.size()) != block_bytes * n_blocks) {
-    return absl::InvalidArgumentError(absl::StrCat("KV chunk for '", reservation_id, "': ",
-                                                   data.size(), " bytes for ", n_blocks,
-                                                   " blocks of ", block_bytes));
+  const int64_t block_bytes =
+      cache_.layer_block_elements() * kvtransfer::KvDtypeBytes(r.push_dtype);
+  if (data_bytes != block_bytes * n_blocks) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "KV chunk for '", reservation_id, "': ", data_bytes, " bytes for ", n_blocks,
+        " blocks of ", block_bytes, " (", std::string(kvtransfer::KvDtypeName(r.push_dtype)), ")"));
   }
   for (int32_t i = 0; i < n_blocks; ++i) {
-    uint8_t& seen = r.received[static_cast<size_t>(layer) * prompt_blocks + first_block + i];
-    if (seen) {
+    if (r.received[static_cast<size_t>(layer) * prompt_blocks + first_block + i]) {
       return absl::InvalidArgumentError(absl::StrCat("KV chunk for '", reservation_id,
                                                      "': layer ", layer, " block ",
                                                      first_block + i, " sent twice"));
     }
   }
-  for (int32_t i = 0; i < n_blocks; ++i) {
-    std::memcpy(cache_.LayerBlock(layer, r.table.blocks[first_block + i]),
-                data.data() + i * block_bytes, block_bytes);
-    r.received[static_cast<size_t>(layer) * prompt_blocks + first_block + i] = 1;
+  return absl::OkStatus();
+}
+
+absl::Status ReservationTable::WriteBlocks(const std::string& reservation_id, int32_t layer,
+                                           int32_t first_block, int32_t n_blocks,
+                                           const kvtransfer::KvBytePieces& data) {
+  int64_t data_bytes = 0;
+  for (std::span<const uint8_t> piece : data) data_bytes += static_cast<int64_t>(piece.size());
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<Reservation*> found = FindLocked(reservation_id);
+  if (!found.ok()) return found.status();
+  const Reservation& r = **found;
+  if (absl::Status bad = CheckWriteLocked(r, reservation_id, layer, first_block, n_blocks,
+                                          data_bytes);
+      !bad.ok()) {
+    return bad;
   }
-  r.n_received += n_blocks;
+  std::vector<uint8_t*> blocks(n_blocks);
+  for (int32_t i = 0; i < n_blocks; ++i) {
+    blocks[i] =
+        reinterpret_cast<uint8_t*>(cache_.LayerBlock(layer, r.table.blocks[first_block + i]));
+  }
+  const kvtransfer::KvDtype from = r.push_dtype;
+  const int32_t prompt_blocks = PromptBlocks(r);
+  return CopyOutsideLock(
+      reservation_id,
+      [&] {
+        kvtransfer::ConvertPiecesToBlocks(data, from, blocks, kCacheDtype,
+                                          cache_.layer_block_elements());
+      },
+      [&](Reservation& written) {
+        for (int32_t i = 0; i < n_blocks; ++i) {
+          written.received[static_cast<size_t>(layer) * prompt_blocks + first_block + i] = 1;
+        }
+        written.n_received += n_blocks;
+        Metrics().blocks_received.Increment(n_blocks);
+        Metrics().bytes_received.Increment(static_cast<double>(data_bytes));
+      });
+}
+
+absl::Status ReservationTable::CopyOutsideLock(const std::string& reservation_id,
+                                               const std::function<void()>& copy,
+                                               const std::function<void(Reservation&)>& written) {
+  reservations_.find(reservation_id)->second.writing = true;
+  mu_.Unlock();
+  copy();
+  mu_.Lock();
+  // Nothing erases a reservation while it is being written (FreeLocked defers to here).
+  auto it = reservations_.find(reservation_id);
+  Reservation& r = it->second;
+  r.writing = false;
+  if (r.doomed) {
+    FreeLocked(it);
+    return absl::AbortedError(absl::StrCat("reservation '", reservation_id,
+                                           "' was freed while its KV arrived"));
+  }
+  written(r);
   r.lease_deadline = options_.clock->Now() + absl::FromChrono(options_.push_stall_timeout);
-  Metrics().blocks_received.Increment(n_blocks);
-  Metrics().bytes_received.Increment(static_cast<double>(data.size()));
   return absl::OkStatus();
 }
 

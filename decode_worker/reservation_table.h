@@ -12,14 +12,19 @@
 // must be claimed within its lease again (from EndPush). Long prompts therefore need no longer
 // leases: the lease covers the waits before and after the hand-off, not the prefill itself.
 //
+// Pushed KV may come as f16 (the cache's type), bf16 or f32 (KvPushSpec::dtype): other types are
+// converted to f16 as they are written (round to nearest even).
+//
 // Prefix caching (with options.prefix_cache): Reserve with the prompt's tokens starts the
 // reservation from the longest cached prefix of the prompt (engine/prefix_cache.h); the push then
 // carries only the blocks after it (KvPushSpec::first_block must equal n_cached_tokens /
 // block_size). Claim publishes the prompt's full blocks for later requests, once the decode call
 // has shown the same prompt; so does freeing a reservation whose KV had all arrived.
 //
-// Thread-safety: thread-safe (one mutex; block memory writes happen under it so that a block is
-// never written after its reservation was freed).
+// Thread-safety: thread-safe (one mutex). Pushed KV is copied into the blocks outside the mutex,
+// so pushes to different reservations copy in parallel; a reservation freed while its copy runs
+// (lease, abort, release) keeps its blocks until the copy is done, so a block is never written
+// after it was freed.
 #ifndef BATON_DECODE_WORKER_RESERVATION_TABLE_H_
 #define BATON_DECODE_WORKER_RESERVATION_TABLE_H_
 
@@ -38,6 +43,7 @@
 #include "engine/kv_budget.h"
 #include "engine/kv_cache.h"
 #include "engine/prefix_cache.h"
+#include "kvtransfer/kv_dtype.h"
 #include "kvtransfer/kv_receiver.h"
 
 namespace baton::decode_worker {
@@ -74,6 +80,9 @@ struct ClaimedSequence {
 
 class ReservationTable : public kvtransfer::KvReceiver {
  public:
+  // The type of the KV cache's elements; pushes of another type are converted as they land.
+  static constexpr kvtransfer::KvDtype kCacheDtype = kvtransfer::KvDtype::kF16;
+
   ReservationTable(engine::KvCache* cache, ReservationTableOptions options);
   ~ReservationTable() override;  // frees every block still held
 
@@ -110,7 +119,7 @@ class ReservationTable : public kvtransfer::KvReceiver {
   // KvReceiver
   absl::Status BeginPush(const kvtransfer::KvPushSpec& spec) override;
   absl::Status WriteBlocks(const std::string& reservation_id, int32_t layer, int32_t first_block,
-                           int32_t n_blocks, std::span<const uint8_t> data) override;
+                           int32_t n_blocks, const kvtransfer::KvBytePieces& data) override;
   absl::Status EndPush(const std::string& reservation_id) override;
   void AbortPush(const std::string& reservation_id, const absl::Status& why) override;
 
@@ -129,12 +138,27 @@ class ReservationTable : public kvtransfer::KvReceiver {
     absl::Time lease_deadline;  // reserved/received: lease; receiving: stall guard
     std::vector<uint8_t> received;  // [n_layer * n_prompt_blocks] block arrived flags
     int64_t n_received = 0;
+    kvtransfer::KvDtype push_dtype = kvtransfer::KvDtype::kF16;  // the KV's type as it arrives
+    bool writing = false;  // WriteBlocks is copying into its blocks (outside the mutex)
+    bool doomed = false;   // freed while writing: gone for every caller, blocks returned after
   };
   int32_t PromptBlocks(const Reservation& r) const;
   // NOT_FOUND (saying so) for an unknown, expired or released id.
   absl::StatusOr<Reservation*> FindLocked(const std::string& reservation_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Returns the blocks and forgets the reservation (deferred to the end of a copy under way).
   void FreeLocked(absl::flat_hash_map<std::string, Reservation>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a chunk may be written: state, block range, size (in the push's dtype), no block
+  // twice. INVALID_ARGUMENT / FAILED_PRECONDITION saying which.
+  absl::Status CheckWriteLocked(const Reservation& r, const std::string& reservation_id,
+                                int32_t layer, int32_t first_block, int32_t n_blocks,
+                                int64_t data_bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs `copy` (into the reservation's blocks) with mu_ released, then, unless the reservation
+  // was freed meanwhile (ABORTED), records the write with `written`.
+  absl::Status CopyOutsideLock(const std::string& reservation_id,
+                               const std::function<void()>& copy,
+                               const std::function<void(Reservation&)>& written)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   engine::KvCache& cache_;

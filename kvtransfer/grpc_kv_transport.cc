@@ -1,6 +1,7 @@
 // CreateGrpcKvTransport: pushes over PushKv streams (kv_transfer.proto), layers round-robin over
-// the push's streams, each layer cut into chunks of whole blocks. See push_assembler.h for how
-// the receiving side puts several streams back together.
+// the push's streams, each layer cut into chunks of whole blocks, which the transport's encoder
+// thread (chunk_encoder.h) copies from the sender's blocks into messages. See push_assembler.h
+// for how the receiving side puts several streams back together.
 #include <algorithm>
 #include <chrono>
 #include <memory>
@@ -14,7 +15,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "baton/v1/kv_transfer.grpc.pb.h"
+#include "grpcpp/generic/generic_stub.h"
+#include "kvtransfer/chunk_encoder.h"
 #include "kvtransfer/grpc_push_stream.h"
 #include "kvtransfer/kv_transport.h"
 #include "kvtransfer/kv_wire.h"
@@ -28,10 +30,12 @@ constexpr absl::Duration kFinishGrace = absl::Seconds(5);
 
 class GrpcKvPush final : public KvPush {
  public:
-  GrpcKvPush(std::shared_ptr<v1::KvTransfer::Stub> stub, const GrpcKvTransportOptions& options,
-             std::string destination, const KvPushSpec& spec, int32_t blocks_per_chunk,
+  GrpcKvPush(std::shared_ptr<grpc::GenericStub> stub, ChunkEncoder* encoder,
+             const GrpcKvTransportOptions& options, std::string destination,
+             const KvPushSpec& spec, int32_t blocks_per_chunk,
              std::chrono::system_clock::time_point deadline)
       : stub_(std::move(stub)),
+        encoder_(*encoder),
         destination_(std::move(destination)),
         spec_(spec),
         blocks_per_chunk_(blocks_per_chunk),
@@ -41,9 +45,11 @@ class GrpcKvPush final : public KvPush {
     const int32_t n_streams = std::clamp(options.n_streams, 1, spec.n_layer);
     for (int32_t i = 0; i < n_streams; ++i) {
       streams_.push_back(std::make_unique<GrpcPushStream>(
-          i, [this](int32_t index, const absl::Status& status, const v1::KvPushResponse& r) {
+          i,
+          [this](int32_t index, const absl::Status& status, const v1::KvPushResponse& r) {
             OnStreamDone(index, status, r);
-          }));
+          },
+          [encoder] { encoder->Wake(); }));
     }
     for (int32_t i = 0; i < n_streams; ++i) {
       streams_[i]->Start(stub_.get(), options.client, deadline, HeaderFromSpec(spec, i, n_streams));
@@ -54,6 +60,7 @@ class GrpcKvPush final : public KvPush {
     if (!finished_) Cancel();
     // The streams call back into this object until they are done.
     AwaitAllDone(absl::InfiniteFuture());
+    ForgetStreams();
   }
 
   absl::Status SendLayer(int32_t layer, const std::vector<const uint8_t*>& blocks) override {
@@ -67,24 +74,17 @@ class GrpcKvPush final : public KvPush {
     }
     const int32_t begin = cursor_.range_begin();
     const int32_t end = cursor_.range_end();
-    GrpcPushStream& stream = *streams_[StreamOfLayer(layer, static_cast<int32_t>(streams_.size()))];
-    const size_t block_bytes = static_cast<size_t>(spec_.layer_block_bytes());
+    GrpcPushStream* stream =
+        streams_[StreamOfLayer(layer, static_cast<int32_t>(streams_.size()))].get();
+    // The encoder copies the blocks into messages later, on its own thread.
     for (int32_t first = begin; first < end; first += blocks_per_chunk_) {
       const int32_t count = std::min(blocks_per_chunk_, end - first);
-      auto message = std::make_unique<v1::KvPushMessage>();
-      v1::KvChunk& chunk = *message->mutable_chunk();
-      chunk.set_layer(layer);
-      chunk.set_first_block(first);
-      chunk.set_n_blocks(count);
-      std::string& data = *chunk.mutable_data();
-      data.reserve(block_bytes * count);
-      for (int32_t i = first; i < first + count; ++i) {
-        data.append(reinterpret_cast<const char*>(blocks[i - begin]), block_bytes);
-      }
-      chunk.set_xxh64(ChunkChecksum({reinterpret_cast<const uint8_t*>(data.data()), data.size()}));
-      const int64_t size = static_cast<int64_t>(data.size());
-      if (!stream.Enqueue(std::move(message))) return AwaitFailure();
-      stats_.bytes_sent += size;
+      encoder_.Submit(stream, {.layer = layer,
+                               .first_block = first,
+                               .blocks = {blocks.begin() + (first - begin),
+                                          blocks.begin() + (first - begin + count)},
+                               .block_bytes = static_cast<size_t>(spec_.layer_block_bytes())});
+      stats_.bytes_sent += spec_.layer_block_bytes() * count;
       ++stats_.chunks_sent;
     }
     cursor_.Advance(end - begin);
@@ -101,12 +101,14 @@ class GrpcKvPush final : public KvPush {
       return absl::FailedPreconditionError(
           absl::StrCat(Where(), ": Finish before the data of ", cursor_.Describe()));
     }
-    for (auto& stream : streams_) stream->Close();
+    // Each stream closes once the encoder has handed it every chunk before the close.
+    for (auto& stream : streams_) encoder_.Submit(stream.get(), {.close = true});
     if (!AwaitAllDone(absl::FromChrono(deadline_) + kFinishGrace)) {
       // The calls carry the deadline, so this only happens when gRPC itself is stuck.
       CancelStreams();
       AwaitAllDone(absl::InfiniteFuture());
     }
+    ForgetStreams();  // after a failure some chunks may be left unencoded: drop them
     absl::MutexLock lock(&mu_);
     if (!failure_.ok()) return failure_;
     if (!complete_) {
@@ -127,6 +129,7 @@ class GrpcKvPush final : public KvPush {
       }
     }
     cancelled_ = true;
+    ForgetStreams();
     CancelStreams();
   }
 
@@ -167,6 +170,11 @@ class GrpcKvPush final : public KvPush {
     for (auto& stream : streams_) stream->Cancel();
   }
 
+  // Once this returns the encoder reads none of the push's blocks any more.
+  void ForgetStreams() {
+    for (auto& stream : streams_) encoder_.Forget(stream.get());
+  }
+
   void OnStreamDone(int32_t index, const absl::Status& status, const v1::KvPushResponse& response) {
     bool first_failure = false;
     {
@@ -186,7 +194,8 @@ class GrpcKvPush final : public KvPush {
     ++n_done_;
   }
 
-  const std::shared_ptr<v1::KvTransfer::Stub> stub_;
+  const std::shared_ptr<grpc::GenericStub> stub_;
+  ChunkEncoder& encoder_;
   const std::string destination_;
   const KvPushSpec spec_;
   const int32_t blocks_per_chunk_;
@@ -220,29 +229,30 @@ class GrpcKvTransport final : public KvTransport {
     }
     absl::StatusOr<int32_t> blocks_per_chunk = BlocksPerChunk(spec, options_.chunk_bytes);
     if (!blocks_per_chunk.ok()) return blocks_per_chunk.status();
-    absl::StatusOr<std::shared_ptr<v1::KvTransfer::Stub>> stub = StubFor(destination);
+    absl::StatusOr<std::shared_ptr<grpc::GenericStub>> stub = StubFor(destination);
     if (!stub.ok()) return stub.status();
-    return std::make_unique<GrpcKvPush>(*std::move(stub), options_, destination, spec,
+    return std::make_unique<GrpcKvPush>(*std::move(stub), &encoder_, options_, destination, spec,
                                         *blocks_per_chunk, deadline);
   }
 
  private:
   // One channel (and stub) per destination, shared by every push to it.
-  absl::StatusOr<std::shared_ptr<v1::KvTransfer::Stub>> StubFor(const std::string& destination) {
+  absl::StatusOr<std::shared_ptr<grpc::GenericStub>> StubFor(const std::string& destination) {
     absl::MutexLock lock(&mu_);
     auto it = stubs_.find(destination);
     if (it != stubs_.end()) return it->second;
     absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
         rpc::MakeChannel(destination, options_.client);
     if (!channel.ok()) return channel.status();
-    std::shared_ptr<v1::KvTransfer::Stub> stub = v1::KvTransfer::NewStub(*channel);
+    auto stub = std::make_shared<grpc::GenericStub>(*channel);
     stubs_.emplace(destination, stub);
     return stub;
   }
 
   const GrpcKvTransportOptions options_;
+  ChunkEncoder encoder_;  // outlives every push (pushes are destroyed before their transport)
   absl::Mutex mu_;
-  absl::flat_hash_map<std::string, std::shared_ptr<v1::KvTransfer::Stub>> stubs_
+  absl::flat_hash_map<std::string, std::shared_ptr<grpc::GenericStub>> stubs_
       ABSL_GUARDED_BY(mu_);
 };
 

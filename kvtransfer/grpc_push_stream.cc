@@ -1,39 +1,58 @@
 #include "kvtransfer/grpc_push_stream.h"
 
+#include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "baton/v1/kv_transfer.grpc.pb.h"
+#include "kvtransfer/kv_chunk_codec.h"
 #include "rpc/status.h"
 
 namespace baton::kvtransfer {
 
-GrpcPushStream::GrpcPushStream(int32_t stream_index, DoneCallback on_done)
-    : stream_index_(stream_index), on_done_(std::move(on_done)) {}
+const std::string& PushKvMethod() {
+  static const std::string* method =
+      new std::string(absl::StrCat("/", v1::KvTransfer::service_full_name(), "/PushKv"));
+  return *method;
+}
 
-void GrpcPushStream::Start(v1::KvTransfer::Stub* stub, const rpc::ClientOptions& options,
+GrpcPushStream::GrpcPushStream(int32_t stream_index, DoneCallback on_done,
+                               WrittenCallback on_written)
+    : stream_index_(stream_index),
+      on_done_(std::move(on_done)),
+      on_written_(std::move(on_written)) {}
+
+void GrpcPushStream::Start(grpc::GenericStub* stub, const rpc::ClientOptions& options,
                            std::chrono::system_clock::time_point deadline,
-                           v1::KvPushHeader header) {
+                           const v1::KvPushHeader& header) {
   rpc::PrepareContext(context_, options, deadline);
-  auto message = std::make_unique<v1::KvPushMessage>();
-  *message->mutable_header() = std::move(header);
-  stub->async()->PushKv(&context_, &response_, this);
+  v1::KvPushMessage message;
+  *message.mutable_header() = header;
+  stub->PrepareBidiStreamingCall(&context_, PushKvMethod(), grpc::StubOptions(), this);
+  StartRead(&response_buffer_);  // the one response, sent when the push concludes
   {
     absl::MutexLock lock(&mu_);
     // Writes are started from outside reactions (Enqueue, Close); the hold keeps OnDone away
     // until Close or Cancel says no more will come.
     AddHold();
     holding_ = true;
-    queue_.push_back(std::move(message));
+    queue_.push_back(EncodeProtoMessage(message));
     StartNextLocked();  // queued by gRPC until StartCall
   }
   StartCall();
 }
 
-bool GrpcPushStream::Enqueue(std::unique_ptr<v1::KvPushMessage> message) {
+bool GrpcPushStream::Enqueue(grpc::ByteBuffer message) {
   absl::MutexLock lock(&mu_);
   if (closing_ || broken_) return false;
   queue_.push_back(std::move(message));
   StartNextLocked();
   return true;
+}
+
+int32_t GrpcPushStream::queued() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int32_t>(queue_.size());
 }
 
 void GrpcPushStream::Close() {
@@ -59,7 +78,7 @@ void GrpcPushStream::StartNextLocked() {
   if (writing_ || broken_) return;
   if (!queue_.empty()) {
     writing_ = true;
-    StartWrite(queue_.front().get());
+    StartWrite(&queue_.front());
   } else if (closing_ && !writes_done_started_) {
     writes_done_started_ = true;
     StartWritesDone();
@@ -73,21 +92,31 @@ void GrpcPushStream::ReleaseHoldLocked() {
 }
 
 void GrpcPushStream::OnWriteDone(bool ok) {
-  absl::MutexLock lock(&mu_);
-  writing_ = false;
-  queue_.pop_front();  // frees the chunk's bytes
-  if (!ok) {
-    // The call is over (the receiver answered with an error, or it broke); OnDone brings why.
-    broken_ = true;
-    queue_.clear();
-    ReleaseHoldLocked();
-    return;
+  {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    queue_.pop_front();  // frees the message's bytes
+    if (!ok) {
+      // The call is over (the receiver answered with an error, or it broke); OnDone brings why.
+      broken_ = true;
+      queue_.clear();
+      ReleaseHoldLocked();
+    } else {
+      StartNextLocked();
+    }
   }
-  StartNextLocked();
+  on_written_();
+}
+
+void GrpcPushStream::OnReadDone(bool ok) {
+  if (!ok) return;  // no response: the status says why
+  response_error_ = DecodeProtoMessage(response_buffer_, "KvPushResponse", &response_);
 }
 
 void GrpcPushStream::OnDone(const grpc::Status& status) {
-  on_done_(stream_index_, rpc::FromGrpcStatus(status), response_);
+  absl::Status result = rpc::FromGrpcStatus(status);
+  if (result.ok() && !response_error_.ok()) result = response_error_;
+  on_done_(stream_index_, result, response_);
 }
 
 }  // namespace baton::kvtransfer

@@ -1,12 +1,14 @@
-// One client-streaming PushKv call of a gRPC KV push: a queue of outgoing messages that the
-// callback reactor drains one write at a time, so the sender never waits for the network.
+// One PushKv call of a gRPC KV push, raw (kv_chunk_codec.h): a queue of encoded messages that
+// the callback reactor writes one at a time, so the sender never waits for the network. The call
+// goes through the generic stub, so the messages are the bytes the encoder made (no protobuf
+// copy); the receiver's answer is one KvPushResponse.
 //
 // Lifetime: the owner (GrpcKvPush) creates the stream, calls Start, Enqueue..., then Close or
 // Cancel (at least one of them: until then a hold keeps the call open), and destroys the stream
 // only after `on_done` ran. `on_done` is the last thing the stream does.
 //
-// Thread-safety: Enqueue, Close and Cancel may be called from any thread, concurrently with the
-// reactions; `on_done` runs on a gRPC thread.
+// Thread-safety: Enqueue, Close, Cancel and queued() may be called from any thread, concurrently
+// with the reactions; `on_done` and `on_written` run on gRPC threads, outside the stream's lock.
 #ifndef BATON_KVTRANSFER_GRPC_PUSH_STREAM_H_
 #define BATON_KVTRANSFER_GRPC_PUSH_STREAM_H_
 
@@ -14,34 +16,42 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <memory>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
-#include "baton/v1/kv_transfer.grpc.pb.h"
+#include "baton/v1/kv_transfer.pb.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "rpc/server_options.h"
 
 namespace baton::kvtransfer {
 
-class GrpcPushStream final : public grpc::ClientWriteReactor<v1::KvPushMessage> {
+// "/baton.v1.KvTransfer/PushKv": the method the generic stub calls.
+const std::string& PushKvMethod();
+
+class GrpcPushStream final : public grpc::ClientBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   // Called once with the call's final status and the receiver's response.
   using DoneCallback =
       std::function<void(int32_t stream_index, const absl::Status&, const v1::KvPushResponse&)>;
+  // Called after each message is written: the queue has room for another.
+  using WrittenCallback = std::function<void()>;
 
-  GrpcPushStream(int32_t stream_index, DoneCallback on_done);
+  GrpcPushStream(int32_t stream_index, DoneCallback on_done, WrittenCallback on_written);
   GrpcPushStream(const GrpcPushStream&) = delete;
   GrpcPushStream& operator=(const GrpcPushStream&) = delete;
 
   // Opens the call (token and deadline applied) with `header` as its first message.
-  void Start(v1::KvTransfer::Stub* stub, const rpc::ClientOptions& options,
-             std::chrono::system_clock::time_point deadline, v1::KvPushHeader header);
+  void Start(grpc::GenericStub* stub, const rpc::ClientOptions& options,
+             std::chrono::system_clock::time_point deadline, const v1::KvPushHeader& header);
 
-  // Queues a message behind the ones already queued. False (message dropped) once the stream is
-  // closed, cancelled or broken; the final status then comes through `on_done`.
-  bool Enqueue(std::unique_ptr<v1::KvPushMessage> message);
+  // Queues an encoded KvPushMessage behind the ones already queued. False (message dropped) once
+  // the stream is closed, cancelled or broken; the final status then comes through `on_done`.
+  bool Enqueue(grpc::ByteBuffer message);
+
+  // Messages queued and not yet written, the one being written included.
+  int32_t queued() const;
 
   // No more messages: half-closes once the queue has drained.
   void Close();
@@ -51,6 +61,7 @@ class GrpcPushStream final : public grpc::ClientWriteReactor<v1::KvPushMessage> 
 
  private:
   void OnWriteDone(bool ok) override;
+  void OnReadDone(bool ok) override;
   void OnDone(const grpc::Status& status) override;
 
   // Starts the next write, or the half-close once closing and drained.
@@ -60,13 +71,16 @@ class GrpcPushStream final : public grpc::ClientWriteReactor<v1::KvPushMessage> 
 
   const int32_t stream_index_;
   const DoneCallback on_done_;
+  const WrittenCallback on_written_;
   grpc::ClientContext context_;
-  v1::KvPushResponse response_;
+  grpc::ByteBuffer response_buffer_;  // the read in flight
+  v1::KvPushResponse response_;       // set by OnReadDone, read by OnDone
+  absl::Status response_error_;       // a response that did not parse
 
   // Operations started from outside reactions (Enqueue, Close, Cancel) start under mu_, and the
   // hold is released under mu_, so no operation can start on a call that has ended.
-  absl::Mutex mu_;
-  std::deque<std::unique_ptr<v1::KvPushMessage>> queue_ ABSL_GUARDED_BY(mu_);  // front: in flight
+  mutable absl::Mutex mu_;
+  std::deque<grpc::ByteBuffer> queue_ ABSL_GUARDED_BY(mu_);  // front: in flight
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
   bool writes_done_started_ ABSL_GUARDED_BY(mu_) = false;

@@ -1,6 +1,5 @@
 // CreateInProcessKvTransport: a push that calls the KvReceiver directly, on the caller's thread.
 #include <chrono>
-#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,20 +36,19 @@ class InProcessKvPush final : public KvPush {
           "push to reservation '", spec_.reservation_id, "' passed its deadline at layer ", layer));
     }
     if (status.ok()) {
-      // One contiguous buffer per layer of the range: the receiver sees whole layers.
-      const int64_t block_bytes = spec_.layer_block_bytes();
-      buffer_.resize(static_cast<size_t>(block_bytes) * blocks.size());
-      for (size_t i = 0; i < blocks.size(); ++i) {
-        std::memcpy(buffer_.data() + i * block_bytes, blocks[i], block_bytes);
+      // The range's blocks of this layer in one write, straight from the sender's blocks.
+      pieces_.clear();
+      for (const uint8_t* block : blocks) {
+        pieces_.emplace_back(block, static_cast<size_t>(spec_.layer_block_bytes()));
       }
       status = receiver_->WriteBlocks(spec_.reservation_id, layer, cursor_.range_begin(),
-                                      static_cast<int32_t>(blocks.size()), buffer_);
+                                      static_cast<int32_t>(blocks.size()), pieces_);
     }
     if (!status.ok()) {
       Fail(status);
       return status;
     }
-    stats_.bytes_sent += static_cast<int64_t>(buffer_.size());
+    stats_.bytes_sent += spec_.layer_block_bytes() * static_cast<int64_t>(blocks.size());
     ++stats_.chunks_sent;
     cursor_.Advance(static_cast<int32_t>(blocks.size()));
     return absl::OkStatus();
@@ -103,7 +101,7 @@ class InProcessKvPush final : public KvPush {
   const std::chrono::steady_clock::time_point started_;
   State state_ = State::kOpen;
   PushCursor cursor_;
-  std::vector<uint8_t> buffer_;  // one layer, reused
+  KvBytePieces pieces_;  // one layer's blocks, reused
   KvPushStats stats_;
 };
 

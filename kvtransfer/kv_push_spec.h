@@ -1,8 +1,9 @@
 // What one KV push carries and where it lands: a request's prompt KV, all layers, sent to its
 // reservation on a decode worker.
 //
-// Layout of the data: each block of one layer is `layer_block_bytes()` bytes: f16
-// [K|V][block_size][kv_dim] (engine/kv_cache.h), blocks indexed in block-table order.
+// Layout of the data: each block of one layer is `layer_block_bytes()` bytes: `dtype`
+// [K|V][block_size][kv_dim] (engine/kv_cache.h's layout; the sender's cache type, kv_dtype.h),
+// blocks indexed in block-table order.
 //
 // What is sent: blocks [first_block, n_blocks()) of the prompt. The receiver already holds blocks
 // [0, first_block) (a prefix it had cached, engine/prefix_cache.h); they do not travel.
@@ -23,6 +24,8 @@
 #include <cstdint>
 #include <string>
 
+#include "kvtransfer/kv_dtype.h"
+
 namespace baton::kvtransfer {
 
 struct KvPushSpec {
@@ -34,9 +37,12 @@ struct KvPushSpec {
   int32_t n_tokens = 0;      // prompt tokens whose KV is pushed
   int32_t chunk_blocks = 0;  // blocks per range; 0: one range
   int32_t first_block = 0;   // blocks before it are the receiver's already; < n_blocks()
+  KvDtype dtype = KvDtype::kF16;  // the elements' type as sent
 
   int32_t n_blocks() const { return (n_tokens + block_size - 1) / block_size; }
-  int64_t layer_block_bytes() const { return int64_t{2} * block_size * kv_dim * 2; }
+  // Elements of one layer's block (K and V), and their bytes as sent.
+  int64_t layer_block_elements() const { return int64_t{2} * block_size * kv_dim; }
+  int64_t layer_block_bytes() const { return layer_block_elements() * KvDtypeBytes(dtype); }
   // Blocks sent: n_blocks() - first_block.
   int32_t sent_blocks() const { return n_blocks() - first_block; }
   int64_t total_bytes() const { return layer_block_bytes() * sent_blocks() * n_layer; }

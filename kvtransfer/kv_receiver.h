@@ -14,11 +14,16 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "kvtransfer/kv_push_spec.h"
 
 namespace baton::kvtransfer {
+
+// A chunk's bytes in order, in one or more pieces: as they came off the network (views into the
+// received buffers), or one per block (in-process).
+using KvBytePieces = std::vector<std::span<const uint8_t>>;
 
 class KvReceiver {
  public:
@@ -30,11 +35,12 @@ class KvReceiver {
   virtual absl::Status BeginPush(const KvPushSpec& spec) = 0;
 
   // `data` holds n_blocks consecutive blocks of `layer`, starting at block index `first_block` of
-  // the reservation's table, each spec.layer_block_bytes() long. INVALID_ARGUMENT for a layer or
-  // block range outside the reservation, a wrong data size, or blocks written twice.
+  // the reservation's table, each spec.layer_block_bytes() long (the pieces' boundaries need not
+  // fall on blocks). INVALID_ARGUMENT for a layer or block range outside the reservation, a wrong
+  // data size, or blocks written twice.
   virtual absl::Status WriteBlocks(const std::string& reservation_id, int32_t layer,
                                    int32_t first_block, int32_t n_blocks,
-                                   std::span<const uint8_t> data) = 0;
+                                   const KvBytePieces& data) = 0;
 
   // Every layer's every block has arrived: the sequence can be admitted. FAILED_PRECONDITION when
   // something is missing.

@@ -10,6 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "baton/v1/kv_transfer.grpc.pb.h"
+#include "kvtransfer/kv_chunk_codec.h"
 #include "kvtransfer/kv_wire.h"
 #include "kvtransfer/push_assembler.h"
 #include "rpc/status.h"
@@ -17,15 +18,17 @@
 namespace baton::kvtransfer {
 namespace {
 
-// One PushKv stream: joins the push its header names, verifies each chunk and
-// offers it to the push's assembler. Reads one message at a time; while the assembler holds a
-// parked chunk no read is outstanding, and the assembler's Wake resumes (or finishes) the stream.
+// One PushKv stream: joins the push its header names, verifies each chunk and offers it to the
+// push's assembler. Messages are read raw (kv_chunk_codec.h): a chunk's data stays in the
+// buffers gRPC received it into until the receiver copies it into its blocks. Reads one message
+// at a time; while the assembler holds a parked chunk no read is outstanding, and the
+// assembler's Wake resumes (or finishes) the stream.
 // Once the sender half-closes, the stream answers with the outcome of the whole push, waiting
 // (parked, nothing outstanding) for the other streams when needed. Deletes itself in OnDone.
-class PushKvReactor final : public grpc::ServerReadReactor<v1::KvPushMessage>,
+class PushKvReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer>,
                             public KvStreamWaiter {
  public:
-  PushKvReactor(grpc::CallbackServerContext* context, v1::KvPushResponse* response,
+  PushKvReactor(grpc::CallbackServerContext* context, grpc::ByteBuffer* response,
                 PushRegistry* registry)
       : context_(context), response_(response), registry_(registry) {
     StartRead(&message_);
@@ -38,17 +41,19 @@ class PushKvReactor final : public grpc::ServerReadReactor<v1::KvPushMessage>,
       OnStreamEnd();
       return;
     }
+    absl::StatusOr<ReceivedMessage> message = DecodePushMessage(message_);
+    message_.Clear();
     std::shared_ptr<PushAssembler> push = Push();
     if (push == nullptr) {
-      Join();
+      Join(message);
       return;
     }
-    absl::Status bad;
-    if (!message_.has_chunk()) {
+    absl::Status bad = message.status();
+    if (bad.ok() && !message->chunk.has_value()) {
       bad = absl::InvalidArgumentError(absl::StrCat(
           "stream ", stream_index_, ": every message after the header must be a chunk"));
-    } else {
-      bad = VerifyChunk(message_.chunk(), push->spec().layer_block_bytes());
+    } else if (bad.ok()) {
+      bad = VerifyChunk(*message->chunk, push->spec().layer_block_bytes());
     }
     KvStreamWakeups wakeups;
     if (!bad.ok()) {
@@ -57,9 +62,9 @@ class PushKvReactor final : public grpc::ServerReadReactor<v1::KvPushMessage>,
       FinishOnce(rpc::ToGrpcStatus(bad));
       return;
     }
-    bytes_received_ += static_cast<int64_t>(message_.chunk().data().size());
+    bytes_received_ += message->chunk->data_bytes;
     absl::StatusOr<bool> parked =
-        push->Offer(stream_index_, this, std::move(*message_.mutable_chunk()), &wakeups);
+        push->Offer(stream_index_, this, *std::move(message->chunk), &wakeups);
     // Once parked, another thread may already have woken this stream: touch nothing after this
     // but the locals.
     RunWakeups(wakeups);
@@ -103,13 +108,17 @@ class PushKvReactor final : public grpc::ServerReadReactor<v1::KvPushMessage>,
                                              "cancelled, deadline passed or connection lost)"));
   }
 
-  void Join() {
-    if (!message_.has_header()) {
+  void Join(const absl::StatusOr<ReceivedMessage>& message) {
+    if (!message.ok()) {
+      FinishOnce(rpc::ToGrpcStatus(message.status()));
+      return;
+    }
+    if (!message->header.has_value()) {
       FinishOnce(
           grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "first message must be a header"));
       return;
     }
-    absl::StatusOr<PushHeaderInfo> info = ParseHeader(message_.header());
+    absl::StatusOr<PushHeaderInfo> info = ParseHeader(*message->header);
     if (!info.ok()) {
       FinishOnce(rpc::ToGrpcStatus(info.status()));
       return;
@@ -165,9 +174,11 @@ class PushKvReactor final : public grpc::ServerReadReactor<v1::KvPushMessage>,
 
   // The whole push arrived and the receiver accepted it.
   void FinishComplete() {
-    response_->set_bytes_received(bytes_received_);
-    response_->set_layers_complete(Push()->spec().n_layer);
-    response_->set_push_complete(true);
+    v1::KvPushResponse response;
+    response.set_bytes_received(bytes_received_);
+    response.set_layers_complete(Push()->spec().n_layer);
+    response.set_push_complete(true);
+    *response_ = EncodeProtoMessage(response);
     FinishOnce(grpc::Status::OK);
   }
 
@@ -181,9 +192,10 @@ class PushKvReactor final : public grpc::ServerReadReactor<v1::KvPushMessage>,
   }
 
   grpc::CallbackServerContext* const context_;
-  v1::KvPushResponse* const response_;
+  grpc::ByteBuffer* const response_;  // a KvPushResponse
   PushRegistry* const registry_;
-  v1::KvPushMessage message_;   // the read in flight; only touched by the read loop
+  grpc::ByteBuffer message_;    // the read in flight (a KvPushMessage); only the read loop
+
   int64_t bytes_received_ = 0;  // read loop only
   bool ending_ = false;  // the sender half-closed; set before the push can wake the stream for it
 
@@ -193,12 +205,14 @@ class PushKvReactor final : public grpc::ServerReadReactor<v1::KvPushMessage>,
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
-class KvTransferService final : public v1::KvTransfer::CallbackService {
+// PushKv served raw: the reactor decodes the messages itself (kv_chunk_codec.h).
+class KvTransferService final
+    : public v1::KvTransfer::WithRawCallbackMethod_PushKv<v1::KvTransfer::Service> {
  public:
   explicit KvTransferService(KvReceiver* receiver) : registry_(receiver) {}
 
-  grpc::ServerReadReactor<v1::KvPushMessage>* PushKv(grpc::CallbackServerContext* context,
-                                                     v1::KvPushResponse* response) override {
+  grpc::ServerReadReactor<grpc::ByteBuffer>* PushKv(grpc::CallbackServerContext* context,
+                                                    grpc::ByteBuffer* response) override {
     return new PushKvReactor(context, response, &registry_);
   }
 

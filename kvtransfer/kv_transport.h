@@ -3,7 +3,8 @@
 // processes) and in-process (tests, and a worker pushing to itself).
 //
 // Thread-safety: a KvTransport is thread-safe (many pushes at once). A KvPush is used by one
-// thread at a time: SendLayer in the push's order, then Finish.
+// thread at a time: SendLayer in the push's order, then Finish. Every push is destroyed before
+// its transport.
 #ifndef BATON_KVTRANSFER_KV_TRANSPORT_H_
 #define BATON_KVTRANSFER_KV_TRANSPORT_H_
 
@@ -33,9 +34,12 @@ class KvPush {
   // Queues layer `layer` of the current block range for sending (the push's order,
   // kv_push_spec.h: range by range, layer by layer): `blocks[i]` points at block range_begin + i
   // of that layer (spec.layer_block_bytes() bytes each; one pointer per block of the range; for
-  // a push of one range, every block). The bytes are copied before it returns, so the caller may
-  // overwrite its cache afterwards. Does not wait for the network. An error means the push has
-  // failed (the receiver will free the reservation).
+  // a push of one range, every block). The transport may read the blocks later, off the caller's
+  // thread: they must stay as they are until Finish has returned or Cancel was called (once
+  // either returns, nothing reads them any more). Does not wait for the network: the gRPC
+  // transport neither copies nor hashes on the caller's thread; the in-process one writes into
+  // the receiver at once. An error means the push has failed (the receiver will free the
+  // reservation).
   virtual absl::Status SendLayer(int32_t layer, const std::vector<const uint8_t*>& blocks) = 0;
 
   // Waits until everything is acknowledged (EndPush succeeded on the receiver) or the push's

@@ -1,8 +1,12 @@
 #include "kvtransfer/kv_wire.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "xxhash.h"
@@ -10,7 +14,26 @@
 namespace baton::kvtransfer {
 
 uint64_t ChunkChecksum(std::span<const uint8_t> data) {
-  return XXH64(data.data(), data.size(), /*seed=*/0);
+  return XXH3_64bits(data.data(), data.size());
+}
+
+uint64_t ChunkChecksum(const KvBytePieces& data) {
+  if (data.size() == 1) return ChunkChecksum(data[0]);
+  std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> state(XXH3_createState(),
+                                                                        &XXH3_freeState);
+  XXH3_64bits_reset(state.get());
+  for (std::span<const uint8_t> piece : data) {
+    XXH3_64bits_update(state.get(), piece.data(), piece.size());
+  }
+  return XXH3_64bits_digest(state.get());
+}
+
+uint64_t Xxh64Checksum(const KvBytePieces& data) {
+  std::unique_ptr<XXH64_state_t, XXH_errorcode (*)(XXH64_state_t*)> state(XXH64_createState(),
+                                                                          &XXH64_freeState);
+  XXH64_reset(state.get(), /*seed=*/0);
+  for (std::span<const uint8_t> piece : data) XXH64_update(state.get(), piece.data(), piece.size());
+  return XXH64_digest(state.get());
 }
 
 absl::Status ValidateSpec(const KvPushSpec& spec) {
@@ -54,7 +77,7 @@ v1::KvPushHeader HeaderFromSpec(const KvPushSpec& spec, int32_t stream_index, in
   header.set_kv_dim(spec.kv_dim);
   header.set_block_size(spec.block_size);
   header.set_n_tokens(spec.n_tokens);
-  header.set_dtype(kKvDtype);
+  header.set_dtype(std::string(KvDtypeName(spec.dtype)));
   header.set_stream_index(stream_index);
   header.set_n_streams(n_streams);
   header.set_chunk_blocks(spec.chunk_blocks);
@@ -72,10 +95,12 @@ absl::StatusOr<PushHeaderInfo> ParseHeader(const v1::KvPushHeader& header) {
   info.spec.n_tokens = header.n_tokens();
   info.spec.chunk_blocks = header.chunk_blocks();
   info.spec.first_block = header.first_block();
-  if (header.dtype() != kKvDtype) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("header dtype: expected '", kKvDtype, "', got '", header.dtype(), "'"));
+  const std::optional<KvDtype> dtype = ParseKvDtype(header.dtype());
+  if (!dtype.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "header dtype: '", header.dtype(), "' is not one of f16, bf16, f32"));
   }
+  info.spec.dtype = *dtype;
   if (absl::Status status = ValidateSpec(info.spec); !status.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("header: ", status.message()));
   }
@@ -92,25 +117,67 @@ absl::StatusOr<PushHeaderInfo> ParseHeader(const v1::KvPushHeader& header) {
   return info;
 }
 
-absl::Status VerifyChunk(const v1::KvChunk& chunk, int64_t layer_block_bytes) {
-  const std::string where =
-      absl::StrCat("chunk for layer ", chunk.layer(), " blocks [", chunk.first_block(), ",",
-                   int64_t{chunk.first_block()} + chunk.n_blocks(), ")");
-  const std::string& data = chunk.data();
-  if (ChunkChecksum({reinterpret_cast<const uint8_t*>(data.data()), data.size()}) !=
-      chunk.xxh64()) {
-    return absl::DataLossError(absl::StrCat(where, ": checksum mismatch"));
+std::string ChunkName(const ReceivedChunk& chunk) {
+  return absl::StrCat("chunk for layer ", chunk.layer, " blocks [", chunk.first_block, ",",
+                      int64_t{chunk.first_block} + chunk.n_blocks, ")");
+}
+
+absl::Status VerifyChunk(const ReceivedChunk& chunk, int64_t layer_block_bytes) {
+  using Checksum = ReceivedChunk::Checksum;
+  if (chunk.checksum_kind == Checksum::kNone) {
+    return absl::InvalidArgumentError(absl::StrCat(ChunkName(chunk), " carries no checksum"));
   }
-  if (chunk.n_blocks() <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": n_blocks must be positive, got ", chunk.n_blocks()));
+  const uint64_t actual = chunk.checksum_kind == Checksum::kXxh3 ? ChunkChecksum(chunk.data)
+                                                                 : Xxh64Checksum(chunk.data);
+  if (actual != chunk.checksum) {
+    return absl::DataLossError(absl::StrCat(ChunkName(chunk), ": checksum mismatch"));
   }
-  const int64_t expected = int64_t{chunk.n_blocks()} * layer_block_bytes;
-  if (static_cast<int64_t>(data.size()) != expected) {
+  if (chunk.n_blocks <= 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat(where, ": data size: expected ", expected, " bytes, got ", data.size()));
+        absl::StrCat(ChunkName(chunk), ": n_blocks must be positive, got ", chunk.n_blocks));
+  }
+  const int64_t expected = int64_t{chunk.n_blocks} * layer_block_bytes;
+  if (chunk.data_bytes != expected) {
+    return absl::InvalidArgumentError(absl::StrCat(ChunkName(chunk), ": data size: expected ",
+                                                   expected, " bytes, got ", chunk.data_bytes));
   }
   return absl::OkStatus();
+}
+
+void CopyPiecesToBlocks(const KvBytePieces& data, std::span<uint8_t* const> blocks,
+                        size_t block_bytes) {
+  size_t block = 0;
+  size_t offset = 0;  // within the block
+  for (std::span<const uint8_t> piece : data) {
+    while (!piece.empty()) {
+      const size_t n = std::min(piece.size(), block_bytes - offset);
+      std::memcpy(blocks[block] + offset, piece.data(), n);
+      piece = piece.subspan(n);
+      offset += n;
+      if (offset == block_bytes) {
+        ++block;
+        offset = 0;
+      }
+    }
+  }
+}
+
+void ConvertPiecesToBlocks(const KvBytePieces& data, KvDtype from,
+                           std::span<uint8_t* const> blocks, KvDtype to, int64_t block_elements) {
+  const size_t in_block_bytes = static_cast<size_t>(block_elements) * KvDtypeBytes(from);
+  if (from == to) {
+    CopyPiecesToBlocks(data, blocks, in_block_bytes);
+    return;
+  }
+  // Gather the chunk whole (pieces may split an element), then convert block by block.
+  std::vector<uint8_t> gathered;
+  gathered.reserve(in_block_bytes * blocks.size());
+  for (std::span<const uint8_t> piece : data) {
+    gathered.insert(gathered.end(), piece.begin(), piece.end());
+  }
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    ConvertKv(from, gathered.data() + i * in_block_bytes, to, blocks[i], block_elements);
+  }
 }
 
 absl::StatusOr<int32_t> BlocksPerChunk(const KvPushSpec& spec, int64_t chunk_bytes) {

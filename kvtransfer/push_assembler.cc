@@ -1,6 +1,5 @@
 #include "kvtransfer/push_assembler.h"
 
-#include <span>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -9,16 +8,11 @@
 namespace baton::kvtransfer {
 namespace {
 
-std::string ChunkName(const v1::KvChunk& chunk) {
-  return absl::StrCat("chunk for layer ", chunk.layer(), " blocks [", chunk.first_block(), ",",
-                      int64_t{chunk.first_block()} + chunk.n_blocks(), ")");
-}
-
 bool SameSpec(const KvPushSpec& a, const KvPushSpec& b) {
   return a.reservation_id == b.reservation_id && a.model_fingerprint == b.model_fingerprint &&
          a.n_layer == b.n_layer && a.kv_dim == b.kv_dim && a.block_size == b.block_size &&
          a.n_tokens == b.n_tokens && a.chunk_blocks == b.chunk_blocks &&
-         a.first_block == b.first_block;
+         a.first_block == b.first_block && a.dtype == b.dtype;
 }
 
 }  // namespace
@@ -54,27 +48,25 @@ absl::Status PushAssembler::AddStreamLocked(const PushHeaderInfo& info) {
   return absl::OkStatus();
 }
 
-absl::Status PushAssembler::CheckAtCursorLocked(const v1::KvChunk& chunk) const {
-  if (chunk.layer() == cursor_.layer() && chunk.first_block() == cursor_.block()) {
+absl::Status PushAssembler::CheckAtCursorLocked(const ReceivedChunk& chunk) const {
+  if (chunk.layer == cursor_.layer() && chunk.first_block == cursor_.block()) {
     return absl::OkStatus();
   }
   return absl::InvalidArgumentError(
       absl::StrCat(ChunkName(chunk), " out of order: expected ", cursor_.Describe()));
 }
 
-absl::Status PushAssembler::WriteLocked(const v1::KvChunk& chunk, KvStreamWakeups* wakeups) {
+absl::Status PushAssembler::WriteLocked(const ReceivedChunk& chunk, KvStreamWakeups* wakeups) {
   if (absl::Status status = CheckAtCursorLocked(chunk); !status.ok()) return status;
   if (absl::Status status = CheckDeadline(); !status.ok()) return status;
-  if (int64_t{chunk.first_block()} + chunk.n_blocks() > cursor_.range_end()) {
+  if (int64_t{chunk.first_block} + chunk.n_blocks > cursor_.range_end()) {
     return absl::InvalidArgumentError(absl::StrCat(ChunkName(chunk), " runs past the end of ",
                                                    cursor_.Describe()));
   }
-  const std::string& data = chunk.data();
-  absl::Status written = receiver_->WriteBlocks(
-      spec_.reservation_id, chunk.layer(), chunk.first_block(), chunk.n_blocks(),
-      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(data.data()), data.size()));
+  absl::Status written = receiver_->WriteBlocks(spec_.reservation_id, chunk.layer,
+                                                chunk.first_block, chunk.n_blocks, chunk.data);
   if (!written.ok()) return written;
-  cursor_.Advance(chunk.n_blocks());
+  cursor_.Advance(chunk.n_blocks);
   if (cursor_.done()) {
     // The receiver may have been slow: do not admit a push whose sender has given up.
     if (absl::Status status = CheckDeadline(); !status.ok()) return status;
@@ -103,8 +95,8 @@ void PushAssembler::DrainLocked(KvStreamWakeups* wakeups) {
   while (progressed && failure_.ok() && !complete_) {
     progressed = false;
     for (auto it = parked_.begin(); it != parked_.end(); ++it) {
-      if (!it->has_chunk || it->chunk.layer() != cursor_.layer() ||
-          it->chunk.first_block() != cursor_.block()) {
+      if (!it->has_chunk || it->chunk.layer != cursor_.layer() ||
+          it->chunk.first_block != cursor_.block()) {
         continue;
       }
       Parked parked = std::move(*it);
@@ -134,26 +126,26 @@ void PushAssembler::FailLocked(const absl::Status& why, KvStreamWakeups* wakeups
 void PushAssembler::ConcludeLocked() { registry_->Remove(spec_.reservation_id, this); }
 
 absl::StatusOr<bool> PushAssembler::Offer(int32_t stream_index, KvStreamWaiter* waiter,
-                                          v1::KvChunk chunk, KvStreamWakeups* wakeups) {
+                                          ReceivedChunk chunk, KvStreamWakeups* wakeups) {
   absl::MutexLock lock(&mu_);
   if (!failure_.ok()) return failure_;
   absl::Status bad;
   if (complete_) {
     bad = absl::InvalidArgumentError(
         absl::StrCat(ChunkName(chunk), " after every layer of the push arrived"));
-  } else if (chunk.layer() < 0 || chunk.layer() >= spec_.n_layer) {
+  } else if (chunk.layer < 0 || chunk.layer >= spec_.n_layer) {
     bad = absl::InvalidArgumentError(
         absl::StrCat(ChunkName(chunk), ": the push has ", spec_.n_layer, " layers"));
-  } else if (StreamOfLayer(chunk.layer(), n_streams_) != stream_index) {
+  } else if (StreamOfLayer(chunk.layer, n_streams_) != stream_index) {
     bad = absl::InvalidArgumentError(absl::StrCat(ChunkName(chunk), " arrived on stream ",
                                                   stream_index, ", belongs on stream ",
-                                                  StreamOfLayer(chunk.layer(), n_streams_)));
-  } else if (!cursor_.InOneRange(chunk.first_block(), chunk.n_blocks())) {
+                                                  StreamOfLayer(chunk.layer, n_streams_)));
+  } else if (!cursor_.InOneRange(chunk.first_block, chunk.n_blocks)) {
     bad = absl::InvalidArgumentError(absl::StrCat(ChunkName(chunk), " is outside the push's blocks [",
                                                   spec_.first_block, ", ", spec_.n_blocks(),
                                                   ") or spans two ranges of ",
                                                   spec_.range_blocks()));
-  } else if (cursor_.IsAhead(chunk.layer(), chunk.first_block()) &&
+  } else if (cursor_.IsAhead(chunk.layer, chunk.first_block) &&
              StreamOfLayer(cursor_.layer(), n_streams_) != stream_index) {
     // Waits for the other streams to bring the layers before it.
     parked_.push_back({stream_index, waiter, /*has_chunk=*/true, std::move(chunk)});
@@ -186,7 +178,7 @@ absl::StatusOr<bool> PushAssembler::EndStream(int32_t stream_index, KvStreamWait
     return missing;
   }
   if (complete_) return false;
-  parked_.push_back({stream_index, waiter, /*has_chunk=*/false, v1::KvChunk()});
+  parked_.push_back({stream_index, waiter, /*has_chunk=*/false, ReceivedChunk()});
   return true;
 }
 

@@ -73,7 +73,7 @@ class PushAssembler {
   // A verified chunk (kv_wire.h VerifyChunk) that arrived on `stream_index`. Returns false when
   // it was written (read the next message), true when it was parked (the assembler now owns
   // `waiter` until it wakes it), or the error that failed the push (finish the stream with it).
-  absl::StatusOr<bool> Offer(int32_t stream_index, KvStreamWaiter* waiter, v1::KvChunk chunk,
+  absl::StatusOr<bool> Offer(int32_t stream_index, KvStreamWaiter* waiter, ReceivedChunk chunk,
                              KvStreamWakeups* wakeups);
 
   // The stream's sender half-closed. False when the push has completed (finish OK); true when
@@ -97,15 +97,15 @@ class PushAssembler {
     int32_t stream_index;
     KvStreamWaiter* waiter;
     bool has_chunk;  // false: parked at its end, waiting for the outcome
-    v1::KvChunk chunk;
+    ReceivedChunk chunk;
   };
 
   absl::Status AddStreamLocked(const PushHeaderInfo& info) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // OK when `chunk` is exactly at the cursor.
-  absl::Status CheckAtCursorLocked(const v1::KvChunk& chunk) const
+  absl::Status CheckAtCursorLocked(const ReceivedChunk& chunk) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes a chunk at the cursor, advances it, ends the push after the last layer.
-  absl::Status WriteLocked(const v1::KvChunk& chunk, KvStreamWakeups* wakeups)
+  absl::Status WriteLocked(const ReceivedChunk& chunk, KvStreamWakeups* wakeups)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // DEADLINE_EXCEEDED once the push's deadline has passed.
   absl::Status CheckDeadline() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -306,7 +306,6 @@ bool PrefillScheduler::Step() {
       unfinished.push_back(std::move(work));
       continue;
     }
-    cache_.Free(work.table);
     const std::vector<engine::TokenId>& prompt = work.job->prompt;
     const engine::TokenId first = sampler_.Sample(
         work.job->params,
@@ -345,6 +344,9 @@ void PrefillScheduler::FinisherLoop() {
     }
     PrefillJob& job = *f.work.job;
     absl::StatusOr<kvtransfer::KvPushStats> stats = f.work.push->Finish();
+    // The transport reads the blocks no more (the pool is thread-safe; the table is this work's).
+    cache_.Free(f.work.table);
+    options_.blocks_freed();
     if (!stats.ok()) {
       job.done(rpc::KvDestinationFault(stats.status()));
       continue;

@@ -22,8 +22,11 @@
 // chunk_tokens from token 0), so that each chunk completes one range.
 //
 // Scratch KV: a prompt takes the blocks for all of its tokens when its first chunk starts and
-// returns them after its last (cached ones stay in the prefix cache). A new prompt whose blocks are not free waits (and so do new
-// prompts behind it); prompts already under way go on, and free their blocks when they finish.
+// returns them once its push is over (acknowledged, failed or cancelled): the transport reads
+// them off this thread until then (kv_transport.h). Cached ones stay in the prefix cache. A new
+// prompt whose blocks are not free waits (and so do new prompts behind it); prompts already
+// under way go on. Blocks freed after a push call options.blocks_freed, so that a waiting prompt
+// gets its turn.
 //
 // Thread-safety: Enqueue, Cancel and queued_prompt_tokens are thread-safe; Step runs on the
 // engine loop thread only.
@@ -32,6 +35,7 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -53,6 +57,8 @@ struct PrefillSchedulerOptions {
   std::string model_fingerprint;
   int finisher_threads = 8;         // jobs waiting for their KV push to be acknowledged at once
   engine::PrefixCache* prefix_cache = nullptr;  // of the scratch KV; null: none; must outlive
+  // Called on a finisher thread after a push's scratch blocks went back (wakes the engine loop).
+  std::function<void()> blocks_freed = [] {};
 };
 
 class PrefillScheduler {

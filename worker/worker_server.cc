@@ -34,6 +34,9 @@ struct WorkerServer::Impl {
   std::unique_ptr<engine::PrefixCache> prefix_cache;
   std::unique_ptr<engine::Transformer> transformer;
   baton::v1::ModelIdentity identity;
+  // Declared before the parts its steps drive: Shutdown stops it, and it is destroyed after
+  // them, so their threads (the prefill finishers) may Wake it until they are gone.
+  std::unique_ptr<engine::EngineLoop> loop;
 
   // Decode role.
   std::unique_ptr<engine::Model> draft_model;
@@ -47,7 +50,6 @@ struct WorkerServer::Impl {
   std::unique_ptr<prefill_worker::PrefillScheduler> scheduler;
   std::unique_ptr<prefill_worker::PrefillService> prefill_service;
 
-  std::unique_ptr<engine::EngineLoop> loop;
   rpc::StartedServer server;
   std::string address;
 
@@ -292,7 +294,8 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOp
         w.transformer.get(), w.cache.get(), w.transport.get(),
         prefill_worker::PrefillSchedulerOptions{.max_batch_tokens = options.max_batch_tokens,
                                                 .model_fingerprint = w.model->fingerprint(),
-                                                .prefix_cache = w.prefix_cache.get()});
+                                                .prefix_cache = w.prefix_cache.get(),
+                                                .blocks_freed = wake});
     w.prefill_service = std::make_unique<prefill_worker::PrefillService>(
         w.scheduler.get(),
         prefill_worker::PrefillServiceOptions{

@@ -1,19 +1,33 @@
 #include "decode_worker/reservation_table.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <utility>
 
 #include "absl/status/statusor.h"
 #include "engine/prefix_cache.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/half.h"
 #include "tests/support/fake_clock.h"
 
 namespace baton::decode_worker {
 namespace {
 
 using testing::HasSubstr;
+
+// `data` as the network may deliver it: in pieces of 24 bytes, whose ends do not fall on the
+// 64-byte blocks of Config().
+kvtransfer::KvBytePieces Pieces(const std::vector<uint8_t>& data) {
+  kvtransfer::KvBytePieces pieces;
+  for (size_t i = 0; i < data.size(); i += 24) {
+    pieces.emplace_back(data.data() + i, std::min<size_t>(24, data.size() - i));
+  }
+  return pieces;
+}
 
 engine::ModelConfig Config() {
   engine::ModelConfig c;
@@ -59,7 +73,7 @@ TEST_F(ReservationTableTest, FullPushThenClaimHandsOverTheBlocks) {
   ASSERT_TRUE(table_->BeginPush(Spec(r->reservation_id, 6)).ok());
   for (int layer = 0; layer < 2; ++layer) {
     std::vector<uint8_t> data = Bytes(2, static_cast<uint8_t>(10 + layer));
-    ASSERT_TRUE(table_->WriteBlocks(r->reservation_id, layer, 0, 2, data).ok());
+    ASSERT_TRUE(table_->WriteBlocks(r->reservation_id, layer, 0, 2, Pieces(data)).ok());
   }
   EXPECT_EQ(table_->Claim(r->reservation_id, 6).status().code(),
             absl::StatusCode::kFailedPrecondition);  // not ended yet
@@ -73,6 +87,105 @@ TEST_F(ReservationTableTest, FullPushThenClaimHandsOverTheBlocks) {
   EXPECT_EQ(table_->size(), 0);
   cache_->Free(claimed->table);
   EXPECT_EQ(cache_->pool().n_free(), 10);
+}
+
+TEST_F(ReservationTableTest, PiecesLandInTheirBlocksByteForByte) {
+  auto r = table_->Reserve("req", "fp", 8, 1, std::chrono::seconds(5));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(table_->BeginPush(Spec(r->reservation_id, 8)).ok());
+  std::vector<uint8_t> data = Bytes(2, 0);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i % 251);
+  for (int layer = 0; layer < 2; ++layer) {
+    ASSERT_TRUE(table_->WriteBlocks(r->reservation_id, layer, 0, 2, Pieces(data)).ok());
+  }
+  ASSERT_TRUE(table_->EndPush(r->reservation_id).ok());
+  absl::StatusOr<ClaimedSequence> claimed = table_->Claim(r->reservation_id, 8);
+  ASSERT_TRUE(claimed.ok()) << claimed.status();
+  const size_t block_bytes = Spec("", 1).layer_block_bytes();
+  for (int layer = 0; layer < 2; ++layer) {
+    for (size_t b = 0; b < 2; ++b) {
+      const auto* block =
+          reinterpret_cast<const uint8_t*>(cache_->LayerBlock(layer, claimed->table.blocks[b]));
+      EXPECT_TRUE(std::equal(block, block + block_bytes, data.begin() + b * block_bytes))
+          << "layer " << layer << " block " << b;
+    }
+  }
+  cache_->Free(claimed->table);
+}
+
+// KV that arrives in another type (a GPU engine's bf16 or f32) lands as the cache's f16.
+TEST_F(ReservationTableTest, KvOfAnotherTypeIsConvertedAsItLands) {
+  for (kvtransfer::KvDtype dtype : {kvtransfer::KvDtype::kF32, kvtransfer::KvDtype::kBF16}) {
+    auto r = table_->Reserve("req", "fp", 4, 1, std::chrono::seconds(5));
+    ASSERT_TRUE(r.ok()) << r.status();
+    kvtransfer::KvPushSpec spec = Spec(r->reservation_id, 4);
+    spec.dtype = dtype;
+    ASSERT_TRUE(table_->BeginPush(spec).ok());
+    const int64_t elements = spec.layer_block_elements();
+    std::vector<float> values(elements);
+    for (int64_t i = 0; i < elements; ++i) values[i] = 0.37f * static_cast<float>(i) - 5.0f;
+    std::vector<uint8_t> wire(spec.layer_block_bytes());
+    std::vector<float> converted(values);  // the values as the wire type holds them
+    for (int64_t i = 0; i < elements; ++i) {
+      if (dtype == kvtransfer::KvDtype::kF32) {
+        std::memcpy(wire.data() + 4 * i, &values[i], 4);
+      } else {
+        const uint16_t h = kernels::F32ToBF16(values[i]);
+        std::memcpy(wire.data() + 2 * i, &h, 2);
+        converted[i] = kernels::BF16ToF32(h);
+      }
+    }
+    if (dtype == kvtransfer::KvDtype::kF32) {  // a chunk sized for f16 is refused, naming f32
+      EXPECT_THAT(std::string(table_->WriteBlocks(r->reservation_id, 0, 0, 1,
+                                                  Pieces(Bytes(1, 0))).message()),
+                  HasSubstr("(f32)"));
+    }
+    for (int layer = 0; layer < 2; ++layer) {
+      ASSERT_TRUE(table_->WriteBlocks(r->reservation_id, layer, 0, 1, Pieces(wire)).ok());
+    }
+    ASSERT_TRUE(table_->EndPush(r->reservation_id).ok());
+    absl::StatusOr<ClaimedSequence> claimed = table_->Claim(r->reservation_id, 4);
+    ASSERT_TRUE(claimed.ok()) << claimed.status();
+    const uint16_t* block = cache_->LayerBlock(1, claimed->table.blocks[0]);
+    for (int64_t i = 0; i < elements; ++i) {
+      ASSERT_EQ(block[i], kernels::F32ToF16(converted[i])) << "element " << i;
+    }
+    cache_->Free(claimed->table);
+  }
+}
+
+// The copy runs outside the table's mutex: a reservation released while its KV is being written
+// keeps its blocks until that copy is done, and then returns every one of them.
+TEST_F(ReservationTableTest, ReleaseDuringWritesNeverLosesOrReusesABlock) {
+  for (int round = 0; round < 200; ++round) {
+    auto r = table_->Reserve("req", "fp", 36, 1, std::chrono::seconds(5));  // 9 blocks
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_TRUE(table_->BeginPush(Spec(r->reservation_id, 36)).ok());
+    std::atomic<bool> go{false};
+    std::thread writer([&] {
+      while (!go.load()) std::this_thread::yield();
+      const std::vector<uint8_t> one = Bytes(1, 7);
+      for (int layer = 0; layer < 2; ++layer) {
+        for (int block = 0; block < 9; ++block) {
+          const absl::Status s = table_->WriteBlocks(r->reservation_id, layer, block, 1,
+                                                     Pieces(one));
+          if (!s.ok()) {
+            // Freed under it (ABORTED) or before it (NOT_FOUND); nothing else.
+            EXPECT_TRUE(s.code() == absl::StatusCode::kAborted ||
+                        s.code() == absl::StatusCode::kNotFound)
+                << s;
+            return;
+          }
+        }
+      }
+    });
+    go = true;
+    for (int spin = 0; spin < round % 50; ++spin) std::this_thread::yield();
+    table_->Release(r->reservation_id);
+    writer.join();
+    EXPECT_EQ(table_->size(), 0);
+    ASSERT_EQ(cache_->pool().n_free(), 10) << "round " << round;
+  }
 }
 
 TEST_F(ReservationTableTest, RejectsBadPushesWithoutWriting) {
@@ -89,16 +202,17 @@ TEST_F(ReservationTableTest, RejectsBadPushesWithoutWriting) {
   EXPECT_EQ(table_->BeginPush(Spec(r->reservation_id, 4)).code(),
             absl::StatusCode::kFailedPrecondition);
   std::vector<uint8_t> one = Bytes(1, 1);
-  absl::Status s = table_->WriteBlocks(r->reservation_id, 0, 1, 1, one);  // prompt has 1 block
+  // The prompt has 1 block.
+  absl::Status s = table_->WriteBlocks(r->reservation_id, 0, 1, 1, Pieces(one));
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), HasSubstr("outside"));
-  EXPECT_EQ(table_->WriteBlocks(r->reservation_id, 2, 0, 1, one).code(),
+  EXPECT_EQ(table_->WriteBlocks(r->reservation_id, 2, 0, 1, Pieces(one)).code(),
             absl::StatusCode::kInvalidArgument);  // layer out of range
   std::vector<uint8_t> short_data(7, 0);
-  EXPECT_EQ(table_->WriteBlocks(r->reservation_id, 0, 0, 1, short_data).code(),
+  EXPECT_EQ(table_->WriteBlocks(r->reservation_id, 0, 0, 1, Pieces(short_data)).code(),
             absl::StatusCode::kInvalidArgument);
-  ASSERT_TRUE(table_->WriteBlocks(r->reservation_id, 0, 0, 1, one).ok());
-  EXPECT_THAT(std::string(table_->WriteBlocks(r->reservation_id, 0, 0, 1, one).message()),
+  ASSERT_TRUE(table_->WriteBlocks(r->reservation_id, 0, 0, 1, Pieces(one)).ok());
+  EXPECT_THAT(std::string(table_->WriteBlocks(r->reservation_id, 0, 0, 1, Pieces(one)).message()),
               HasSubstr("twice"));
   EXPECT_EQ(table_->EndPush(r->reservation_id).code(), absl::StatusCode::kFailedPrecondition);
   table_->AbortPush(r->reservation_id, absl::DataLossError("test"));
@@ -131,7 +245,7 @@ TEST_F(ReservationTableTest, LeaseIsPausedWhileKvArrivesAndRestartsAtEndPush) {
       clock_.Advance(absl::Seconds(25));  // each block computes for 25 s, 100 s in all
       EXPECT_EQ(table_->ExpireLeases(), 0);
       std::vector<uint8_t> data = Bytes(1, 1);
-      ASSERT_TRUE(table_->WriteBlocks(r->reservation_id, layer, block, 1, data).ok());
+      ASSERT_TRUE(table_->WriteBlocks(r->reservation_id, layer, block, 1, Pieces(data)).ok());
     }
   }
   ASSERT_TRUE(table_->EndPush(r->reservation_id).ok());
@@ -147,12 +261,12 @@ TEST_F(ReservationTableTest, StalledPushIsFreedAfterItsStallTimeout) {
   ASSERT_TRUE(r.ok());
   ASSERT_TRUE(table_->BeginPush(Spec(r->reservation_id, 8)).ok());
   std::vector<uint8_t> data = Bytes(1, 1);
-  ASSERT_TRUE(table_->WriteBlocks(r->reservation_id, 0, 0, 1, data).ok());
+  ASSERT_TRUE(table_->WriteBlocks(r->reservation_id, 0, 0, 1, Pieces(data)).ok());
   clock_.Advance(absl::Seconds(29));  // push_stall_timeout is 30 s
   EXPECT_EQ(table_->ExpireLeases(), 0);
   clock_.Advance(absl::Seconds(2));
   EXPECT_EQ(table_->ExpireLeases(), 1);
-  EXPECT_EQ(table_->WriteBlocks(r->reservation_id, 0, 1, 1, data).code(),
+  EXPECT_EQ(table_->WriteBlocks(r->reservation_id, 0, 1, 1, Pieces(data)).code(),
             absl::StatusCode::kNotFound);
   EXPECT_EQ(cache_->pool().n_free(), 10);
 }
@@ -190,7 +304,7 @@ class ReservationPrefixTest : public ReservationTableTest {
     ASSERT_TRUE(table_->BeginPush(spec).ok());
     const int32_t n = spec.n_blocks() - first_block;
     for (int layer = 0; layer < 2; ++layer) {
-      ASSERT_TRUE(table_->WriteBlocks(id, layer, first_block, n, Bytes(n, fill)).ok());
+      ASSERT_TRUE(table_->WriteBlocks(id, layer, first_block, n, Pieces(Bytes(n, fill))).ok());
     }
     ASSERT_TRUE(table_->EndPush(id).ok());
   }
@@ -220,10 +334,10 @@ TEST_F(ReservationPrefixTest, AReservationStartsFromTheCachedPrefixAndOnlyTheRes
   kvtransfer::KvPushSpec spec = Spec(b->reservation_id, 11);
   spec.first_block = 2;
   ASSERT_TRUE(table_->BeginPush(spec).ok());
-  EXPECT_EQ(table_->WriteBlocks(b->reservation_id, 0, 1, 1, Bytes(1, 0xB2)).code(),
+  EXPECT_EQ(table_->WriteBlocks(b->reservation_id, 0, 1, 1, Pieces(Bytes(1, 0xB2))).code(),
             absl::StatusCode::kInvalidArgument);  // a cached block: not the push's to write
   for (int layer = 0; layer < 2; ++layer) {
-    ASSERT_TRUE(table_->WriteBlocks(b->reservation_id, layer, 2, 1, Bytes(1, 0xB2)).ok());
+    ASSERT_TRUE(table_->WriteBlocks(b->reservation_id, layer, 2, 1, Pieces(Bytes(1, 0xB2))).ok());
   }
   ASSERT_TRUE(table_->EndPush(b->reservation_id).ok());
   std::vector<engine::TokenId> other = second;
@@ -249,7 +363,7 @@ TEST_F(ReservationPrefixTest, AReleasedReservationKeepsItsArrivedKvCachedButNotA
   ASSERT_TRUE(partial.ok());
   kvtransfer::KvPushSpec spec = Spec(partial->reservation_id, 9);
   ASSERT_TRUE(table_->BeginPush(spec).ok());
-  ASSERT_TRUE(table_->WriteBlocks(partial->reservation_id, 0, 0, 3, Bytes(3, 1)).ok());
+  ASSERT_TRUE(table_->WriteBlocks(partial->reservation_id, 0, 0, 3, Pieces(Bytes(3, 1))).ok());
   EXPECT_TRUE(table_->Release(partial->reservation_id));  // layer 1 never came
   EXPECT_EQ(cache_->pool().n_cached(), 0);
   // A request that ended at its first token: its KV arrived, Decode never claimed it.

@@ -104,7 +104,7 @@ class FakeReceiver final : public KvReceiver {
   }
 
   absl::Status WriteBlocks(const std::string& reservation_id, int32_t layer, int32_t first_block,
-                           int32_t n_blocks, std::span<const uint8_t> data) override {
+                           int32_t n_blocks, const KvBytePieces& data) override {
     absl::MutexLock lock(&mu_);
     ++counts_.write;
     if (stalled_) {
@@ -117,8 +117,10 @@ class FakeReceiver final : public KvReceiver {
     Reservation& r = it->second;
     if (r.state != State::kReceiving) return absl::FailedPreconditionError("not receiving");
     const int64_t block_bytes = r.expected.layer_block_bytes();
+    int64_t data_bytes = 0;
+    for (std::span<const uint8_t> piece : data) data_bytes += static_cast<int64_t>(piece.size());
     if (n_blocks <= 0 || first_block + n_blocks > r.expected.n_blocks() ||
-        static_cast<int64_t>(data.size()) != n_blocks * block_bytes) {
+        data_bytes != n_blocks * block_bytes) {
       return absl::InvalidArgumentError("bad block range or size");
     }
     for (int32_t i = 0; i < n_blocks; ++i) {
@@ -128,8 +130,11 @@ class FakeReceiver final : public KvReceiver {
             absl::StrCat("out of order: layer ", layer, " block ", first_block + i));
       }
     }
-    std::memcpy(r.bytes.data() + (int64_t{layer} * r.n_blocks + first_block) * block_bytes,
-                data.data(), data.size());
+    uint8_t* out = r.bytes.data() + (int64_t{layer} * r.n_blocks + first_block) * block_bytes;
+    for (std::span<const uint8_t> piece : data) {
+      std::memcpy(out, piece.data(), piece.size());
+      out += piece.size();
+    }
     r.n_written += n_blocks;
     return absl::OkStatus();
   }

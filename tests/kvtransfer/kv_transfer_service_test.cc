@@ -28,6 +28,10 @@ v1::KvPushMessage Header(const KvPushSpec& spec, int32_t stream_index = 0, int32
   return message;
 }
 
+std::span<const uint8_t> DataOf(const v1::KvChunk& chunk) {
+  return {reinterpret_cast<const uint8_t*>(chunk.data().data()), chunk.data().size()};
+}
+
 v1::KvPushMessage Chunk(const KvPushSpec& spec, const KvData& data, int32_t layer) {
   v1::KvPushMessage message;
   v1::KvChunk& chunk = *message.mutable_chunk();
@@ -37,8 +41,14 @@ v1::KvPushMessage Chunk(const KvPushSpec& spec, const KvData& data, int32_t laye
   for (const uint8_t* block : data.Layer(layer)) {
     chunk.mutable_data()->append(reinterpret_cast<const char*>(block), spec.layer_block_bytes());
   }
-  chunk.set_xxh64(
-      ChunkChecksum({reinterpret_cast<const uint8_t*>(chunk.data().data()), chunk.data().size()}));
+  chunk.set_xxh3(ChunkChecksum(DataOf(chunk)));
+  return message;
+}
+
+// The same chunk as a sender from before XXH3 wrote it.
+v1::KvPushMessage LegacyChunk(const KvPushSpec& spec, const KvData& data, int32_t layer) {
+  v1::KvPushMessage message = Chunk(spec, data, layer);
+  message.mutable_chunk()->set_xxh64(Xxh64Checksum(KvBytePieces{DataOf(message.chunk())}));
   return message;
 }
 
@@ -93,6 +103,15 @@ TEST_F(KvTransferServiceTest, WellFormedPushSucceeds) {
   EXPECT_TRUE(server_.receiver().reservation("r1").bytes == data_.Expected(3));
 }
 
+TEST_F(KvTransferServiceTest, AnOlderSendersXxh64ChunksAreAccepted) {
+  auto call = Open();
+  grpc::Status status = Send(*call, {Header(spec_), LegacyChunk(spec_, data_, 0),
+                                     LegacyChunk(spec_, data_, 1), LegacyChunk(spec_, data_, 2)});
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_TRUE(call->response.push_complete());
+  EXPECT_TRUE(server_.receiver().reservation("r1").bytes == data_.Expected(3));
+}
+
 TEST_F(KvTransferServiceTest, CorruptedChunkIsDataLossAndAborts) {
   v1::KvPushMessage corrupted = Chunk(spec_, data_, 1);
   (*corrupted.mutable_chunk()->mutable_data())[700] ^= 0x40;  // after the checksum was taken
@@ -110,8 +129,7 @@ TEST_F(KvTransferServiceTest, WrongChunkSizeIsInvalidArgument) {
   v1::KvPushMessage short_chunk = Chunk(spec_, data_, 0);
   v1::KvChunk& chunk = *short_chunk.mutable_chunk();
   chunk.mutable_data()->resize(chunk.data().size() - 512);
-  chunk.set_xxh64(
-      ChunkChecksum({reinterpret_cast<const uint8_t*>(chunk.data().data()), chunk.data().size()}));
+  chunk.set_xxh3(ChunkChecksum(DataOf(chunk)));
   auto call = Open();
   EXPECT_EQ(Send(*call, {Header(spec_), short_chunk}).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);

@@ -1,10 +1,13 @@
 #include "kvtransfer/kv_wire.h"
 
+#include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/half.h"
 #include "tests/kvtransfer/kv_test_util.h"
 #include "tests/support/status_matchers.h"
 
@@ -14,12 +17,37 @@ namespace {
 using ::baton::kvtransfer::testing::MakeSpec;
 using ::baton::test_support::IsOkAndHolds;
 
-TEST(ChunkChecksumTest, IsXxh64WithSeedZero) {
-  // Reference values of XXH64 with seed 0.
-  EXPECT_EQ(ChunkChecksum({}), 0xEF46DB3751D8E999ull);
-  const std::string abc = "abc";
-  EXPECT_EQ(ChunkChecksum({reinterpret_cast<const uint8_t*>(abc.data()), abc.size()}),
-            0x44BC2CF5AD770999ull);
+std::span<const uint8_t> BytesOf(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+TEST(ChunkChecksumTest, IsXxh3WithSeedZeroAndXxh64ForOlderSenders) {
+  // Reference values of XXH3-64 and XXH64 with seed 0.
+  EXPECT_EQ(ChunkChecksum(std::span<const uint8_t>()), 0x2D06800538D394C2ull);
+  EXPECT_EQ(ChunkChecksum(BytesOf("abc")), 0x78AF5F94892F3950ull);
+  EXPECT_EQ(Xxh64Checksum(KvBytePieces{BytesOf("abc")}), 0x44BC2CF5AD770999ull);
+}
+
+TEST(ChunkChecksumTest, PiecesHashAsTheirConcatenation) {
+  std::string text(5000, '\0');
+  for (size_t i = 0; i < text.size(); ++i) text[i] = static_cast<char>(i * 31 + 7);
+  const std::span<const uint8_t> whole = BytesOf(text);
+  const KvBytePieces pieces = {whole.subspan(0, 1), whole.subspan(1, 2999), whole.subspan(3000)};
+  EXPECT_EQ(ChunkChecksum(pieces), ChunkChecksum(whole));
+  EXPECT_EQ(Xxh64Checksum(pieces), Xxh64Checksum(KvBytePieces{whole}));
+}
+
+TEST(CopyPiecesToBlocksTest, PiecesCutAnywhereLandInTheirBlocks) {
+  std::vector<uint8_t> data(3 * 10);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i);
+  const std::span<const uint8_t> all(data);
+  const KvBytePieces pieces = {all.subspan(0, 7), all.subspan(7, 13), all.subspan(20)};
+  std::vector<uint8_t> a(10), b(10), c(10);
+  const std::vector<uint8_t*> blocks = {c.data(), a.data(), b.data()};  // any order of memory
+  CopyPiecesToBlocks(pieces, blocks, 10);
+  EXPECT_EQ(c, std::vector<uint8_t>(data.begin(), data.begin() + 10));
+  EXPECT_EQ(a, std::vector<uint8_t>(data.begin() + 10, data.begin() + 20));
+  EXPECT_EQ(b, std::vector<uint8_t>(data.begin() + 20, data.end()));
 }
 
 TEST(KvWireTest, HeaderRoundTrips) {
@@ -38,6 +66,36 @@ TEST(KvWireTest, HeaderRoundTrips) {
   EXPECT_EQ(info->spec.first_block, 3);
   EXPECT_EQ(info->stream_index, 2);
   EXPECT_EQ(info->n_streams, 3);
+  EXPECT_EQ(info->spec.dtype, KvDtype::kF16);
+}
+
+TEST(KvWireTest, TheDtypeTravelsAndSizesTheBlocks) {
+  KvPushSpec spec = MakeSpec("r1", 6, 60);
+  const int64_t f16_bytes = spec.layer_block_bytes();
+  for (KvDtype dtype : {KvDtype::kBF16, KvDtype::kF32}) {
+    spec.dtype = dtype;
+    absl::StatusOr<PushHeaderInfo> info = ParseHeader(HeaderFromSpec(spec, 0, 1));
+    ASSERT_TRUE(info.ok()) << info.status();
+    EXPECT_EQ(info->spec.dtype, dtype);
+    EXPECT_EQ(info->spec.layer_block_bytes(), f16_bytes / 2 * KvDtypeBytes(dtype));
+  }
+}
+
+TEST(ConvertPiecesToBlocksTest, ConvertsWhenPiecesSplitElements) {
+  // Two blocks of 3 f32 elements, cut in pieces that split the 2nd and 5th elements.
+  const std::vector<float> values = {1.0f, -2.5f, 1e-3f, 65520.0f, 0.1f, 7.0f};
+  std::vector<uint8_t> bytes(values.size() * 4);
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  const std::span<const uint8_t> all(bytes);
+  const KvBytePieces pieces = {all.subspan(0, 6), all.subspan(6, 12), all.subspan(18)};
+  std::vector<uint16_t> first(3), second(3);
+  const std::vector<uint8_t*> blocks = {reinterpret_cast<uint8_t*>(first.data()),
+                                        reinterpret_cast<uint8_t*>(second.data())};
+  ConvertPiecesToBlocks(pieces, KvDtype::kF32, blocks, KvDtype::kF16, 3);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(first[i], kernels::F32ToF16(values[i]));
+    EXPECT_EQ(second[i], kernels::F32ToF16(values[3 + i]));
+  }
 }
 
 TEST(KvWireTest, HeaderWithoutStreamFieldsIsOneStream) {
@@ -51,8 +109,9 @@ TEST(KvWireTest, HeaderWithoutStreamFieldsIsOneStream) {
 TEST(KvWireTest, RejectsBadHeaders) {
   const KvPushSpec spec = MakeSpec("r1", 4);
   v1::KvPushHeader bad_dtype = HeaderFromSpec(spec, 0, 1);
-  bad_dtype.set_dtype("bf16");
-  EXPECT_EQ(ParseHeader(bad_dtype).status().code(), absl::StatusCode::kInvalidArgument);
+  bad_dtype.set_dtype("fp8");
+  EXPECT_EQ(ParseHeader(bad_dtype).status().message(),
+            "header dtype: 'fp8' is not one of f16, bf16, f32");
   v1::KvPushHeader no_layers = HeaderFromSpec(spec, 0, 1);
   no_layers.set_n_layer(0);
   EXPECT_EQ(ParseHeader(no_layers).status().code(), absl::StatusCode::kInvalidArgument);
@@ -82,34 +141,53 @@ TEST(KvWireTest, RejectsBadHeaders) {
   EXPECT_TRUE(ParseHeader(last_block_only).ok());
 }
 
-v1::KvChunk MakeChunk(int32_t layer, int32_t first_block, int32_t n_blocks, size_t size) {
-  v1::KvChunk chunk;
-  chunk.set_layer(layer);
-  chunk.set_first_block(first_block);
-  chunk.set_n_blocks(n_blocks);
-  std::string data(size, '\0');
-  for (size_t i = 0; i < size; ++i) data[i] = static_cast<char>(i * 7);
-  chunk.set_xxh64(ChunkChecksum({reinterpret_cast<const uint8_t*>(data.data()), data.size()}));
-  chunk.set_data(std::move(data));
-  return chunk;
+// A received chunk of `size` bytes of data carrying their XXH3 (or, `legacy`, XXH64).
+struct TestChunk {
+  std::vector<uint8_t> data;
+  ReceivedChunk chunk;
+};
+TestChunk MakeChunk(int32_t layer, int32_t first_block, int32_t n_blocks, size_t size,
+                    bool legacy = false) {
+  TestChunk t;
+  t.data.resize(size);
+  for (size_t i = 0; i < size; ++i) t.data[i] = static_cast<uint8_t>(i * 7);
+  t.chunk.layer = layer;
+  t.chunk.first_block = first_block;
+  t.chunk.n_blocks = n_blocks;
+  t.chunk.data = {std::span<const uint8_t>(t.data)};
+  t.chunk.data_bytes = static_cast<int64_t>(size);
+  t.chunk.checksum_kind =
+      legacy ? ReceivedChunk::Checksum::kXxh64 : ReceivedChunk::Checksum::kXxh3;
+  t.chunk.checksum = legacy ? Xxh64Checksum(t.chunk.data) : ChunkChecksum(t.chunk.data);
+  return t;
 }
 
-TEST(VerifyChunkTest, AcceptsAGoodChunk) {
-  EXPECT_TRUE(VerifyChunk(MakeChunk(1, 2, 3, 3 * 512), 512).ok());
+TEST(VerifyChunkTest, AcceptsAGoodChunkWithEitherChecksum) {
+  EXPECT_TRUE(VerifyChunk(MakeChunk(1, 2, 3, 3 * 512).chunk, 512).ok());
+  EXPECT_TRUE(VerifyChunk(MakeChunk(1, 2, 3, 3 * 512, /*legacy=*/true).chunk, 512).ok());
 }
 
 TEST(VerifyChunkTest, ChecksumMismatchIsDataLossNamingTheChunk) {
-  v1::KvChunk chunk = MakeChunk(1, 2, 3, 3 * 512);
-  (*chunk.mutable_data())[100] ^= 1;
-  absl::Status status = VerifyChunk(chunk, 512);
-  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
-  EXPECT_EQ(status.message(), "chunk for layer 1 blocks [2,5): checksum mismatch");
+  for (bool legacy : {false, true}) {
+    TestChunk t = MakeChunk(1, 2, 3, 3 * 512, legacy);
+    t.data[100] ^= 1;
+    absl::Status status = VerifyChunk(t.chunk, 512);
+    EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+    EXPECT_EQ(status.message(), "chunk for layer 1 blocks [2,5): checksum mismatch");
+  }
+}
+
+TEST(VerifyChunkTest, AChunkWithoutChecksumIsRejected) {
+  TestChunk t = MakeChunk(1, 2, 3, 3 * 512);
+  t.chunk.checksum_kind = ReceivedChunk::Checksum::kNone;
+  EXPECT_THAT(VerifyChunk(t.chunk, 512).message(), ::testing::HasSubstr("carries no checksum"));
 }
 
 TEST(VerifyChunkTest, WrongSizeOrCountIsInvalidArgument) {
-  EXPECT_EQ(VerifyChunk(MakeChunk(0, 0, 3, 2 * 512), 512).code(),
+  EXPECT_EQ(VerifyChunk(MakeChunk(0, 0, 3, 2 * 512).chunk, 512).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(VerifyChunk(MakeChunk(0, 0, 0, 0), 512).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(VerifyChunk(MakeChunk(0, 0, 0, 0).chunk, 512).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(BlocksPerChunkTest, WholeBlocksUpToTheLimit) {

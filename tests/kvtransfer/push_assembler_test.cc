@@ -1,5 +1,7 @@
 #include "kvtransfer/push_assembler.h"
 
+#include "kvtransfer/kv_chunk_codec.h"
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,18 +26,15 @@ struct RecordingWaiter : KvStreamWaiter {
   std::vector<absl::Status> wakes;
 };
 
-v1::KvChunk Chunk(const KvData& data, const KvPushSpec& spec, int32_t layer, int32_t first,
-                  int32_t count) {
-  v1::KvChunk chunk;
-  chunk.set_layer(layer);
-  chunk.set_first_block(first);
-  chunk.set_n_blocks(count);
-  const std::vector<const uint8_t*> blocks = data.Layer(layer);
-  for (int32_t i = first; i < first + count; ++i) {
-    chunk.mutable_data()->append(reinterpret_cast<const char*>(blocks[i]),
-                                 spec.layer_block_bytes());
-  }
-  return chunk;
+// The chunk as the service hands it over: encoded by the sender's codec, decoded by the
+// receiver's.
+ReceivedChunk Chunk(const KvData& data, const KvPushSpec& spec, int32_t layer, int32_t first,
+                    int32_t count) {
+  const std::vector<const uint8_t*> blocks = data.Range(layer, first, first + count);
+  absl::StatusOr<ReceivedMessage> message = DecodePushMessage(
+      EncodeChunkMessage(layer, first, blocks, static_cast<size_t>(spec.layer_block_bytes())));
+  EXPECT_TRUE(message.ok() && message->chunk.has_value()) << message.status();
+  return message.ok() && message->chunk.has_value() ? *message->chunk : ReceivedChunk();
 }
 
 PushHeaderInfo Info(const KvPushSpec& spec, int32_t stream_index, int32_t n_streams) {
@@ -274,8 +273,8 @@ TEST_F(PushAssemblerTest, ReceiverWriteErrorFailsThePush) {
   ASSERT_TRUE(push.ok());
   RecordingWaiter w;
   KvStreamWakeups wakeups;
-  v1::KvChunk too_many = Chunk(data_, spec_, 0, 0, 3);
-  too_many.set_n_blocks(4);  // past the push's 3 blocks
+  ReceivedChunk too_many = Chunk(data_, spec_, 0, 0, 3);
+  too_many.n_blocks = 4;  // past the push's 3 blocks
   EXPECT_EQ((*push)->Offer(0, &w, std::move(too_many), &wakeups).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(receiver_.counts().abort, 1);

@@ -9,6 +9,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -127,10 +128,21 @@ class PrefillSchedulerTest : public testing::Test {
     return reserved->reservation_id;
   }
 
-  // Steps until the queue is empty; returns how many steps ran.
+  // Steps until the queue is empty, as the engine loop would: a prompt waiting for scratch blocks
+  // that a push in flight still holds gets its turn once the push is over (the loop's tick);
+  // gives up after 30 s. Returns how many steps ran.
   int RunAll() {
     int steps = 0;
-    while (scheduler_->Step()) ++steps;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < give_up) {
+      if (scheduler_->Step()) {
+        ++steps;
+      } else if (scheduler_->queued_prompt_tokens() > 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      } else {
+        break;
+      }
+    }
     return steps;
   }
 
