@@ -219,6 +219,8 @@ class GrpcKvTransport final : public KvTransport {
  public:
   explicit GrpcKvTransport(const GrpcKvTransportOptions& options) : options_(options) {}
 
+  std::string_view name() const override { return "grpc"; }
+
   absl::StatusOr<std::unique_ptr<KvPush>> StartPush(
       const std::string& destination, const KvPushSpec& spec,
       std::chrono::system_clock::time_point deadline) override {

@@ -107,6 +107,7 @@ class InProcessKvPush final : public KvPush {
 
 class InProcessKvTransport final : public KvTransport {
  public:
+  std::string_view name() const override { return "in_process"; }
   explicit InProcessKvTransport(KvReceiver* receiver) : receiver_(receiver) {}
 
   absl::StatusOr<std::unique_ptr<KvPush>> StartPush(

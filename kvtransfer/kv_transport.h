@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -54,6 +55,9 @@ class KvPush {
 class KvTransport {
  public:
   virtual ~KvTransport() = default;
+  // "grpc" or "in_process": how this transport's pushes travel, as Timings.kv_transport and the
+  // metrics report it.
+  virtual std::string_view name() const = 0;
   // Opens a push to `destination` (host:port of a decode worker; ignored in-process).
   virtual absl::StatusOr<std::unique_ptr<KvPush>> StartPush(
       const std::string& destination, const KvPushSpec& spec,

@@ -25,6 +25,7 @@ struct PrefillResult {
   double prefill_seconds = 0;      // forward pass and sampling
   double kv_transfer_seconds = 0;  // first layer pushed -> push acknowledged
   int32_t cached_tokens = 0;       // prompt tokens found in the prefix cache, not computed
+  std::string kv_transport;        // how the KV travelled (KvTransport::name)
 };
 
 struct PrefillJob {

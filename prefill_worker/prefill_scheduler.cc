@@ -358,7 +358,15 @@ void PrefillScheduler::FinisherLoop() {
     }
     f.result.kv_bytes = stats->bytes_sent;
     f.result.kv_transfer_seconds = SecondsBetween(f.work.push_start, SteadyClock::now());
+    f.result.kv_transport = std::string(transport_.name());
     Metrics().kv_transfer_seconds.Observe(f.result.kv_transfer_seconds);
+    metrics::Registry& registry = metrics::Registry::Global();
+    const metrics::Labels by_transport = {{"transport", f.result.kv_transport}};
+    registry.GetCounter("baton:kv_pushes_total", "KV pushes acknowledged, by transport.",
+                        by_transport).Increment();
+    registry.GetCounter("baton:kv_pushed_bytes_total",
+                        "KV bytes pushed and acknowledged, by transport.", by_transport)
+        .Increment(static_cast<double>(f.result.kv_bytes));
     job.done(f.result);
   }
 }

@@ -138,6 +138,7 @@ grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* c
     response->set_kv_transfer_seconds(result->kv_transfer_seconds);
     response->set_n_prompt_tokens(n_prompt);
     response->set_n_cached_tokens(result->cached_tokens);
+    response->set_kv_transport(result->kv_transport);
     call->Finish(grpc::Status::OK);
   };
   scheduler_.Enqueue(job);

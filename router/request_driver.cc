@@ -550,6 +550,7 @@ void RequestDriver::Finalize(const engine::GenerationState& generation, v1::Fini
   timings.set_e2e_seconds(Seconds(now - received_));
   timings.set_kv_bytes(attempt_.prefill_response.kv_bytes_sent());
   timings.set_kv_transfer_seconds(attempt_.prefill_response.kv_transfer_seconds());
+  timings.set_kv_transport(attempt_.prefill_response.kv_transport());
   timings.set_spec_draft_tokens(attempt_.spec_draft_tokens);
   timings.set_spec_accepted_tokens(attempt_.spec_accepted_tokens);
   timings.set_prefill_cached_tokens(attempt_.prefill_response.n_cached_tokens());

@@ -97,6 +97,7 @@ class ClusterTest : public testing::Test {
         spec.n_tokens = n_prompt;
         spec.first_block = decode_cached / 16;
         EXPECT_EQ(remote.last.timings().kv_bytes(), spec.total_bytes());
+        EXPECT_EQ(remote.last.timings().kv_transport(), "grpc");
         // The router saw the prefill worker's kv-sending stage before the KV was received.
         EXPECT_GT(remote.last.timings().kv_tail_seconds(), 0.0);
         EXPECT_LT(remote.last.timings().kv_tail_seconds(), remote.last.timings().ttft_seconds());

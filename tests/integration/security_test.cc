@@ -30,7 +30,9 @@ TEST(SecurityTest, SharedTokenIsRequiredEverywhere) {
     auto stub = cluster.RouterStub();
     grpc::ClientContext context;
     cluster.Prepare(context);
-    EXPECT_TRUE(test_support::RunGenerate(*stub, context, Hello()).status.ok());
+    test_support::GenerateOutcome outcome = test_support::RunGenerate(*stub, context, Hello());
+    EXPECT_TRUE(outcome.status.ok());
+    EXPECT_EQ(outcome.last.timings().kv_transport(), "in_process");  // a colocated worker
   }
   // Same addresses, wrong token: the router and the worker both refuse.
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
@@ -76,6 +78,7 @@ TEST(SecurityTest, TlsBetweenEveryComponent) {
   test_support::GenerateOutcome outcome = test_support::RunGenerate(*stub, context, Hello());
   EXPECT_TRUE(outcome.status.ok()) << outcome.status.error_message();
   EXPECT_GT(outcome.last.timings().kv_bytes(), 0);  // the KV crossed a TLS channel
+  EXPECT_EQ(outcome.last.timings().kv_transport(), "grpc");
   // A plaintext client cannot talk to it.
   absl::StatusOr<std::shared_ptr<grpc::Channel>> plain_channel =
       rpc::MakeChannel(cluster.router_address(), {});
