@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "baton/v1/router.grpc.pb.h"
 #include "bench/latency_stats.h"
+#include "bench/tcp_loopback.h"
 #include "decode_worker/reservation_table.h"
 #include "engine/kv_cache.h"
 #include "engine/model.h"
@@ -327,6 +328,13 @@ absl::StatusOr<nlohmann::json> RunHandoffBench(const HandoffBenchOptions& option
   absl::StatusOr<std::vector<TransferResult>> transfers =
       MeasureTransfers(**model, prompts, options, log);
   if (!transfers.ok()) return transfers.status();
+  // The ceiling of any loopback transport here, measured in this run: plain TCP, 1 MiB writes,
+  // as many bytes as the longest prompt's push.
+  const int64_t ceiling_bytes = std::max<int64_t>(transfers->back().bytes, int64_t{64} << 20);
+  absl::StatusOr<double> tcp = MeasureTcpLoopback(ceiling_bytes);
+  if (!tcp.ok()) return tcp.status();
+  log << absl::StrFormat("bench handoff: plain TCP on 127.0.0.1 (the ceiling): %.2f GB/s\n",
+                         *tcp / 1e9);
 
   std::vector<std::vector<E2eSample>> disaggregated(prompts.size()), colocated(prompts.size());
   nlohmann::json e2e_error;
@@ -384,7 +392,8 @@ absl::StatusOr<nlohmann::json> RunHandoffBench(const HandoffBenchOptions& option
           {"median_ms", median_s * 1e3},
           {"best_ms", best_s * 1e3},
           {"gb_per_s_median", t.bytes / median_s / 1e9},
-          {"gb_per_s_best", t.bytes / best_s / 1e9}}},
+          {"gb_per_s_best", t.bytes / best_s / 1e9},
+          {"of_tcp_loopback", t.bytes / median_s / *tcp}}},
     };
     if (options.end_to_end && e2e_error.is_null()) {
       row["disaggregated"] = E2eJson(disaggregated[i]);
@@ -410,6 +419,7 @@ absl::StatusOr<nlohmann::json> RunHandoffBench(const HandoffBenchOptions& option
       {"max_tokens", options.max_tokens},
       {"transport", {{"kind", "grpc"}, {"chunk_bytes", options.kv_chunk_bytes},
                      {"streams", options.kv_streams}, {"host", "127.0.0.1"}}},
+      {"tcp_loopback_gb_per_s", *tcp / 1e9},
       {"disaggregated_setup", "router + prefill worker (1 thread, core 0) + decode worker "
                               "(1 thread, core 1)"},
       {"link", options.link},
@@ -434,9 +444,9 @@ std::string FormatHandoffTable(const nlohmann::json& result) {
     }
     return v->is_number() ? v->get<double>() : std::nan("");
   };
-  absl::StrAppendFormat(&out, "%8s %12s | %10s %8s | %10s %9s | %10s %10s %7s\n", "prompt",
-                        "KV bytes", "xfer ms", "GB/s", "P/D KV ms", "P/D GB/s", "TTFT P/D",
-                        "TTFT col", "ratio");
+  absl::StrAppendFormat(&out, "%8s %12s | %10s %8s %6s | %10s %9s | %10s %10s %7s\n",
+                        "prompt", "KV bytes", "xfer ms", "GB/s", "/TCP", "P/D KV ms", "P/D GB/s",
+                        "TTFT P/D", "TTFT col", "ratio");
   auto cell = [](double v, int width, int precision) {
     return std::isnan(v) ? absl::StrFormat("%*s", width, "-")
                          : absl::StrFormat("%*.*f", width, precision, v);
@@ -444,9 +454,10 @@ std::string FormatHandoffTable(const nlohmann::json& result) {
   std::string notes;
   for (const nlohmann::json& row : result["rows"]) {
     absl::StrAppendFormat(
-        &out, "%8d %12d | %s %s | %s %s | %s %s %s\n", row.value("prompt_tokens", 0),
+        &out, "%8d %12d | %s %s %s | %s %s | %s %s %s\n", row.value("prompt_tokens", 0),
         row.value("kv_bytes", int64_t{0}), cell(get(row, "transfer", "median_ms"), 10, 3),
         cell(get(row, "transfer", "gb_per_s_median"), 8, 2),
+        cell(get(row, "transfer", "of_tcp_loopback"), 6, 2),
         cell(get(row, "disaggregated", "kv_transfer_ms_median"), 10, 1),
         cell(get(row, "disaggregated", "kv_gb_per_s"), 9, 3),
         cell(get(row, "disaggregated", "ttft_ms_median"), 10, 1),
@@ -461,7 +472,8 @@ std::string FormatHandoffTable(const nlohmann::json& result) {
     }
   }
   absl::StrAppend(&out,
-                  "xfer: pure gRPC KV push into a reservation table (median); P/D KV: the hand-off "
+                  "xfer: pure gRPC KV push into a reservation table (median), /TCP: its share of "
+                  "plain TCP on 127.0.0.1 measured in the same run; P/D KV: the hand-off "
                   "inside a real request (push start -> last ack, so it spans the prefill compute "
                   "it overlaps); TTFT (client) in ms, medians; "
                   "ratio = P/D / colocated\n");

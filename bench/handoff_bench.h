@@ -4,7 +4,9 @@
 //   transfer     the pure hand-off: a prompt's worth of KV pushed through kvtransfer's gRPC
 //                transport (CreateGrpcKvTransport) on 127.0.0.1 into a decode worker's
 //                ReservationTable served by the real KvTransfer service, in this process: bytes,
-//                seconds (StartPush -> last acknowledgement), GB/s.
+//                seconds (StartPush -> last acknowledgement), GB/s, and that rate's share of
+//                plain TCP over 127.0.0.1 measured in the same run (tcp_loopback.h: the ceiling
+//                of any loopback transport).
 //   disaggregated  real requests through a router with one prefill and one decode worker (baton
 //                processes): the router's kv_bytes and kv_transfer_seconds (push start -> last
 //                acknowledgement, overlapped with the prefill compute layer by layer) and TTFT;

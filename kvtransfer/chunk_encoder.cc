@@ -7,8 +7,8 @@
 
 namespace baton::kvtransfer {
 
-ChunkEncoder::ChunkEncoder(int32_t messages_ahead)
-    : messages_ahead_(messages_ahead), thread_([this] { Loop(); }) {}
+ChunkEncoder::ChunkEncoder(std::shared_ptr<ChunkBufferPool> pool, int32_t messages_ahead)
+    : pool_(std::move(pool)), messages_ahead_(messages_ahead), thread_([this] { Loop(); }) {}
 
 ChunkEncoder::~ChunkEncoder() {
   {
@@ -60,7 +60,7 @@ bool ChunkEncoder::Run(GrpcPushStream* stream, const ChunkJob& job) {
     return true;
   }
   return stream->Enqueue(EncodeChunkMessage(job.layer, job.first_block, job.blocks,
-                                            job.block_bytes));
+                                            job.block_bytes, pool_.get()));
 }
 
 void ChunkEncoder::Loop() {

@@ -14,11 +14,13 @@
 #include <cstdint>
 #include <deque>
 #include <list>
+#include <memory>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "kvtransfer/chunk_buffer_pool.h"
 #include "kvtransfer/grpc_push_stream.h"
 
 namespace baton::kvtransfer {
@@ -34,7 +36,8 @@ struct ChunkJob {
 
 class ChunkEncoder {
  public:
-  explicit ChunkEncoder(int32_t messages_ahead = 2);
+  // Messages are encoded into buffers of `pool` (shared with the messages in flight).
+  explicit ChunkEncoder(std::shared_ptr<ChunkBufferPool> pool, int32_t messages_ahead = 2);
   ChunkEncoder(const ChunkEncoder&) = delete;
   ChunkEncoder& operator=(const ChunkEncoder&) = delete;
   ~ChunkEncoder();  // every stream must have been forgotten
@@ -60,8 +63,9 @@ class ChunkEncoder {
   std::list<StreamQueue>::iterator ReadyLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool HasWorkLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Encodes (or closes) outside the lock; false when the stream refused the message.
-  static bool Run(GrpcPushStream* stream, const ChunkJob& job);
+  bool Run(GrpcPushStream* stream, const ChunkJob& job);
 
+  const std::shared_ptr<ChunkBufferPool> pool_;
   const int32_t messages_ahead_;
   absl::Mutex mu_;
   std::list<StreamQueue> queues_ ABSL_GUARDED_BY(mu_);  // served front to back, then rotated

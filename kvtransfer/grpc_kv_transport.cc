@@ -28,6 +28,9 @@ namespace {
 // How long Finish waits past the push's deadline for the calls to report before cancelling them.
 constexpr absl::Duration kFinishGrace = absl::Seconds(5);
 
+// Encoded-chunk buffers kept for reuse (each options.chunk_bytes): a few per stream in flight.
+constexpr int kIdleChunkBuffers = 16;
+
 class GrpcKvPush final : public KvPush {
  public:
   GrpcKvPush(std::shared_ptr<grpc::GenericStub> stub, ChunkEncoder* encoder,
@@ -217,7 +220,10 @@ class GrpcKvPush final : public KvPush {
 
 class GrpcKvTransport final : public KvTransport {
  public:
-  explicit GrpcKvTransport(const GrpcKvTransportOptions& options) : options_(options) {}
+  explicit GrpcKvTransport(const GrpcKvTransportOptions& options)
+      : options_(options),
+        encoder_(ChunkBufferPool::Create(static_cast<size_t>(options.chunk_bytes),
+                                         kIdleChunkBuffers)) {}
 
   std::string_view name() const override { return "grpc"; }
 

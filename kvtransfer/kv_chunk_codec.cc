@@ -243,9 +243,10 @@ absl::StatusOr<ReceivedChunk> ReadChunk(PieceReader& reader, int64_t length) {
 }  // namespace
 
 grpc::ByteBuffer EncodeChunkMessage(int32_t layer, int32_t first_block,
-                                    std::span<const uint8_t* const> blocks, size_t block_bytes) {
+                                    std::span<const uint8_t* const> blocks, size_t block_bytes,
+                                    ChunkBufferPool* pool) {
   const size_t data_bytes = blocks.size() * block_bytes;
-  grpc_slice data = grpc_slice_malloc(data_bytes);
+  grpc_slice data = pool != nullptr ? pool->Take(data_bytes) : grpc_slice_malloc(data_bytes);
   uint8_t* out = GRPC_SLICE_START_PTR(data);
   for (size_t i = 0; i < blocks.size(); ++i) {
     std::memcpy(out + i * block_bytes, blocks[i], block_bytes);

@@ -22,6 +22,7 @@
 #include "baton/v1/kv_transfer.pb.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
+#include "kvtransfer/chunk_buffer_pool.h"
 #include "kvtransfer/kv_receiver.h"
 
 namespace baton::kvtransfer {
@@ -29,9 +30,11 @@ namespace baton::kvtransfer {
 // KvPushMessage{chunk {layer, first_block, n_blocks = blocks.size(), data = the blocks in
 // order (`block_bytes` each), xxh3 = ChunkChecksum(data)}}, byte for byte as protobuf
 // serializes it.
-// Reads each block once; the message owns its bytes, so the blocks may change afterwards.
+// Reads each block once; the message owns its bytes, so the blocks may change afterwards. The
+// data's memory comes from `pool` when one is given (chunk_buffer_pool.h).
 grpc::ByteBuffer EncodeChunkMessage(int32_t layer, int32_t first_block,
-                                    std::span<const uint8_t* const> blocks, size_t block_bytes);
+                                    std::span<const uint8_t* const> blocks, size_t block_bytes,
+                                    ChunkBufferPool* pool = nullptr);
 
 // Any other message (a header, a response), through protobuf.
 grpc::ByteBuffer EncodeProtoMessage(const google::protobuf::MessageLite& message);
