@@ -144,9 +144,6 @@ class GrpcKvPush final : public KvPush {
   bool AllDoneLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return n_done_ == static_cast<int32_t>(streams_.size());
   }
-  bool FailedOrAllDoneLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !failure_.ok() || AllDoneLocked();
-  }
 
   // True once every stream's call has ended; false when `deadline` came first.
   bool AwaitAllDone(absl::Time deadline) {
@@ -157,16 +154,6 @@ class GrpcKvPush final : public KvPush {
   absl::Status Failure() {
     absl::MutexLock lock(&mu_);
     return failure_;
-  }
-
-  // A stream refused a message: it broke, and its status is on the way (the call has ended or is
-  // ending); wait for it rather than report a reason-less error.
-  absl::Status AwaitFailure() {
-    absl::MutexLock lock(&mu_);
-    mu_.AwaitWithDeadline(absl::Condition(this, &GrpcKvPush::FailedOrAllDoneLocked),
-                          absl::FromChrono(deadline_) + kFinishGrace);
-    if (!failure_.ok()) return failure_;
-    return absl::UnavailableError(absl::StrCat(Where(), ": a stream broke off"));
   }
 
   void CancelStreams() {

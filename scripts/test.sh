@@ -2,7 +2,7 @@
 # The README's test command: sets up a fresh machine, builds, and runs every test.
 #   1. all tests (ctest) in the default build
 #   2. the GGUF/tokenizer tests again under ASan+UBSan
-#   3. the GGUF and tokenizer fuzzers for a bounded time each (FUZZ_SECONDS, default 60)
+#   3. the GGUF, tokenizer and KV push fuzzers for a bounded time each (FUZZ_SECONDS, default 60)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
