@@ -23,11 +23,14 @@
 // then ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7)); Q4_1 adds
 // summs = fma(m_w, s_x, summs) over the blocks in order (Q5_1 the same); Q4_0 weights are the
 // signed values q - 8, Q5_0 weights q - 16. These five types have two implementations with these
-// bits: block32_avx512.cc on the original rows (all batch sizes), and packed_matmul_avx512.cc on
-// packed weights (packed_block32.h: a registered model's matrices, re-laid out once). The backend
-// runs every batch of a registered matrix on the packed weights: a group of 16 weight rows stays
-// in L1 while the activation rows pass over it two at a time, which beat the panel kernels at every
-// batch from 1 to 2048 rows on a 2-core AMD EPYC (1.3x at 32 sequences and on a 512-token prompt).
+// bits at each level: on the original rows (matmul_tiles.inc at avx2, block32_avx512.cc above it;
+// all batch sizes), and on packed weights (packed_matmul_avx2.cc, packed_matmul_avx512.cc;
+// packed_block32.h: a registered model's matrices, re-laid out once). The backend runs every
+// batch of a registered matrix on the packed weights: a group of 16 weight rows streams from
+// memory as one contiguous run and stays in L1 while the activation rows pass over it, which beat
+// the kernels on the original rows at every batch from 1 to 2048 rows on a 2-core AMD EPYC with
+// AVX-512 (1.3x at 32 sequences and on a 512-token prompt), and doubled one-sequence decode on one
+// with AVX2 only.
 // Why not AMX: its int32 tiles sum whole blocks (or 4-value lanes at a 16x lower rate), and any
 // arithmetic other than GGML's flips about 4% of llama.cpp's argmaxes through the 8-bit
 // requantization of the activations (tests/engine/llama_cpp_agreement_test.cc requires 99%).
@@ -36,13 +39,13 @@
 // whatever tile or path (single-row decode kernel, packed weights, multi-row panels) it falls in, so a
 // row's result depends only on that row and the weights.
 //
-// Levels (cpu_isa.h): avx2 (simd_avx2.cc, attention_avx2.cc); avx512-vnni (simd_avx512vnni.cc:
-// the MatMul tiles of matmul_tiles.inc on vpdpbusd for the K-quants and float weights,
-// block32_avx512.cc and packed_matmul_avx512.cc for Q4_0/Q4_1/Q5_0/Q5_1/Q8_0,
-// attention_avx512.cc for attention and SiLU); amx (the avx512-vnni table; no AMX kernels, see above). GGML's arithmetic
-// is reproduced exactly at the avx512-vnni and amx levels (llama.cpp built for AVX-512); the avx2
-// level reproduces GGML's MatMuls and quantization, while its attention and SiLU keep
-// their own f32 arithmetic.
+// Levels (cpu_isa.h): avx2 (simd_avx2.cc, packed_matmul_avx2.cc, attention_avx2.cc);
+// avx512-vnni (simd_avx512vnni.cc: the MatMul tiles of matmul_tiles.inc on vpdpbusd for the
+// K-quants and float weights, block32_avx512.cc and packed_matmul_avx512.cc for
+// Q4_0/Q4_1/Q5_0/Q5_1/Q8_0, attention_avx512.cc for attention and SiLU); amx (the avx512-vnni
+// table; no AMX kernels, see above). GGML's arithmetic is reproduced exactly at the avx512-vnni
+// and amx levels (llama.cpp built for AVX-512); the avx2 level reproduces GGML's MatMuls and
+// quantization, while its attention and SiLU keep their own f32 arithmetic.
 //
 // Thread-safety: the kernels are pure functions; disjoint row ranges may run concurrently.
 #ifndef BATON_KERNELS_CPU_ISA_KERNELS_H_
@@ -193,6 +196,7 @@ void QuantizeRowQ8_KScalar(const float* x, int64_t n_cols, int8_t* qs, float* d,
 // Tables defined by the per-ISA translation units.
 void FillAvx2Kernels(IsaKernels* kernels);
 void FillAvx2AttentionKernels(IsaKernels* kernels);  // attention_* and silu_mul
+void FillPackedAvx2Kernels(IsaKernels* kernels);     // matmul_packed_*
 void FillAvx512VnniKernels(IsaKernels* kernels);
 void FillBlock32Avx512Kernels(IsaKernels* kernels);    // matmul_q4_0, _q4_1, _q5_0, _q5_1, _q8_0
 void FillAvx512AttentionKernels(IsaKernels* kernels);  // attention_exact, silu_mul

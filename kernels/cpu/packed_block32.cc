@@ -30,19 +30,35 @@ SourceLayout Source(DType dtype) {
   }
 }
 
-// Bytes of a group's values per block (the nibble or int8 vectors, then Q5's fifth-bit masks).
-int64_t GroupValueBytes(DType dtype) { return dtype == DType::kQ8_0 ? 512 : 256; }
-int64_t GroupFifthBytes(DType dtype) { return Source(dtype).fifth_bits >= 0 ? 64 : 0; }
-int64_t GroupScaleOffset(DType dtype) { return GroupValueBytes(dtype) + GroupFifthBytes(dtype); }
+// The compile-time layout of dtype's group block (packed_block32.h), read at run time.
+struct GroupLayout {
+  int64_t value_bytes = 0;
+  int64_t scale_offset = 0;
+  int64_t block_bytes = 0;
+};
+
+template <DType kDType>
+GroupLayout LayoutOf() {
+  using B = PackedGroupBlock<kDType>;
+  return {B::kValueBytes, B::kScaleOffset, B::kBlockBytes};
+}
+
+GroupLayout Group(DType dtype) {
+  switch (dtype) {
+    case DType::kQ4_0: return LayoutOf<DType::kQ4_0>();
+    case DType::kQ4_1: return LayoutOf<DType::kQ4_1>();
+    case DType::kQ5_0: return LayoutOf<DType::kQ5_0>();
+    case DType::kQ5_1: return LayoutOf<DType::kQ5_1>();
+    case DType::kQ8_0: return LayoutOf<DType::kQ8_0>();
+    default: return {};
+  }
+}
 
 }  // namespace
 
 bool HasPackedLayout(DType dtype) { return Source(dtype).block_bytes > 0; }
 
-int64_t GroupBlockBytes(DType dtype) {
-  if (!HasPackedLayout(dtype)) return 0;
-  return GroupScaleOffset(dtype) + (Source(dtype).min >= 0 ? 64 : 32);
-}
+int64_t GroupBlockBytes(DType dtype) { return Group(dtype).block_bytes; }
 
 int64_t PackedBytes(DType dtype, int64_t n_rows, int64_t n_cols) {
   const int64_t groups = (n_rows + kPackedGroupRows - 1) / kPackedGroupRows;
@@ -54,9 +70,10 @@ void PackGroups(const WeightMatrix& w, int64_t g_begin, int64_t g_end, uint8_t* 
   const SourceLayout source = Source(w.dtype);
   const int64_t nb = w.n_cols / 32;
   const int64_t row_bytes = nb * source.block_bytes;
-  const int64_t dwords = GroupValueBytes(w.dtype) / 64;  // dwords of one row's block values
-  const int64_t scales = GroupScaleOffset(w.dtype);
-  const int64_t gbb = GroupBlockBytes(w.dtype);
+  const GroupLayout layout = Group(w.dtype);
+  const int64_t dwords = layout.value_bytes / 64;  // dwords of one row's block values
+  const int64_t scales = layout.scale_offset;
+  const int64_t gbb = layout.block_bytes;
   const auto* src = static_cast<const uint8_t*>(w.data);
   for (int64_t g = g_begin; g < g_end; ++g) {
     for (int64_t b = 0; b < nb; ++b) {
@@ -83,19 +100,20 @@ void PackGroups(const WeightMatrix& w, int64_t g_begin, int64_t g_end, uint8_t* 
         std::memcpy(out + scales + 2 * j, block, 2);  // d
         if (source.min >= 0) std::memcpy(out + scales + 32 + 2 * j, block + source.min, 2);
       }
-      if (source.fifth_bits >= 0) std::memcpy(out + GroupValueBytes(w.dtype), fifth, sizeof fifth);
+      if (source.fifth_bits >= 0) std::memcpy(out + layout.value_bytes, fifth, sizeof fifth);
     }
   }
 }
 
 template <DType kDType>
 void MatMulPackedScalar(const MatMulArgs& a, int64_t row_begin, int64_t row_end) {
-  constexpr bool kHasMin = kDType == DType::kQ4_1 || kDType == DType::kQ5_1;
-  constexpr bool kFifthBit = kDType == DType::kQ5_0 || kDType == DType::kQ5_1;
-  constexpr int kOffset = kDType == DType::kQ4_0 ? 8 : kDType == DType::kQ5_0 ? 16 : 0;
+  using B = PackedGroupBlock<kDType>;
+  constexpr bool kHasMin = B::kHasMin;
+  constexpr bool kFifthBit = B::kFifthBit;
+  constexpr int kOffset = B::kOffset;
   const int64_t nb = a.n_cols / 32;
-  const int64_t gbb = GroupBlockBytes(kDType);
-  const int64_t scales = GroupScaleOffset(kDType);
+  const int64_t gbb = B::kBlockBytes;
+  const int64_t scales = B::kScaleOffset;
   const int64_t ss = a.x.scale_stride;
   for (int64_t i = 0; i < a.n; ++i) {
     const int8_t* xq = a.x.qs + i * a.n_cols;
@@ -121,7 +139,7 @@ void MatMulPackedScalar(const MatMulArgs& a, int64_t row_begin, int64_t row_end)
               w = l < 4 ? (byte & 0x0f) : (byte >> 4);
               if constexpr (kFifthBit) {
                 uint64_t mask;  // mask 2v + (l >= 4) of vector v = l % 4
-                std::memcpy(&mask, blk + 256 + 8 * (2 * (l % 4) + l / 4), sizeof mask);
+                std::memcpy(&mask, blk + B::kFifthOffset + 8 * (2 * (l % 4) + l / 4), sizeof mask);
                 w += 16 * static_cast<int32_t>((mask >> (4 * j + t)) & 1);
               }
               w -= kOffset;
@@ -131,7 +149,7 @@ void MatMulPackedScalar(const MatMulArgs& a, int64_t row_begin, int64_t row_end)
           acc[l] = std::fma(scale, static_cast<float>(p), acc[l]);
         }
         if constexpr (kHasMin) {
-          std::memcpy(&h, blk + scales + 32 + 2 * j, 2);
+          std::memcpy(&h, blk + B::kMinOffset + 2 * j, 2);
           summs = std::fma(F16ToF32(h), a.x.s[i * ss + b], summs);
         }
       }

@@ -42,6 +42,21 @@ namespace baton::kernels {
 
 inline constexpr int kPackedGroupRows = 16;
 
+// The layout above as compile-time constants, for the kernels on packed weights.
+template <DType kDType>
+struct PackedGroupBlock {
+  static constexpr bool kQ8 = kDType == DType::kQ8_0;
+  static constexpr bool kHasMin = kDType == DType::kQ4_1 || kDType == DType::kQ5_1;
+  static constexpr bool kFifthBit = kDType == DType::kQ5_0 || kDType == DType::kQ5_1;
+  // Subtracted from the unsigned values: Q4_0's and Q5_0's weights are value - kOffset.
+  static constexpr int kOffset = kDType == DType::kQ4_0 ? 8 : kDType == DType::kQ5_0 ? 16 : 0;
+  static constexpr int kValueBytes = kQ8 ? 512 : 256;  // the 64-byte vectors
+  static constexpr int kFifthOffset = kValueBytes;     // Q5: the 8 u64 masks
+  static constexpr int kScaleOffset = kValueBytes + (kFifthBit ? 64 : 0);  // d[16] f16
+  static constexpr int kMinOffset = kScaleOffset + 32;                     // m[16] f16
+  static constexpr int kBlockBytes = kScaleOffset + (kHasMin ? 64 : 32);
+};
+
 // Whether weights of dtype have a packed layout (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0).
 bool HasPackedLayout(DType dtype);
 

@@ -42,15 +42,7 @@ constexpr int kRows = kPackedGroupRows;
 constexpr int32_t kMagicBits = 0x4b400000;  // 1.5 * 2^23
 
 template <DType kDType>
-struct Packed {
-  static constexpr bool kQ8 = kDType == DType::kQ8_0;
-  static constexpr bool kHasMin = kDType == DType::kQ4_1 || kDType == DType::kQ5_1;
-  static constexpr bool kFifthBit = kDType == DType::kQ5_0 || kDType == DType::kQ5_1;
-  static constexpr int kOffset = kDType == DType::kQ4_0 ? 8 : kDType == DType::kQ5_0 ? 16 : 0;
-  static constexpr int kValueBytes = kQ8 ? 512 : 256;
-  static constexpr int kScaleOffset = kValueBytes + (kFifthBit ? 64 : 0);  // d[16], then m[16]
-  static constexpr int kBlockBytes = kScaleOffset + (kHasMin ? 64 : 32);
-};
+using Packed = PackedGroupBlock<kDType>;
 
 inline __m512 LoadHalf16(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
@@ -81,7 +73,7 @@ inline void NibbleValues(const uint8_t* blk, int v, __m512i* lo, __m512i* hi) {
   *hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), low);
   if constexpr (Packed<kDType>::kFifthBit) {
     __mmask64 masks[2];  // of vector v's low and high nibbles
-    std::memcpy(masks, blk + 256 + 16 * v, sizeof masks);
+    std::memcpy(masks, blk + Packed<kDType>::kFifthOffset + 16 * v, sizeof masks);
     const __m512i sixteen = _mm512_set1_epi8(16);
     *lo = _mm512_mask_add_epi8(*lo, masks[0], *lo, sixteen);
     *hi = _mm512_mask_add_epi8(*hi, masks[1], *hi, sixteen);
@@ -151,7 +143,7 @@ void DirectGroup(const MatMulArgs& a, int64_t i, int64_t g, int valid) {
       acc[l] = _mm512_fmadd_ps(scale, _mm512_sub_ps(_mm512_castsi512_ps(p[l]), magic_f), acc[l]);
     }
     if constexpr (P::kHasMin) {
-      summs = _mm512_fmadd_ps(LoadHalf16(blk + P::kScaleOffset + 32), _mm512_set1_ps(xs[b]), summs);
+      summs = _mm512_fmadd_ps(LoadHalf16(blk + P::kMinOffset), _mm512_set1_ps(xs[b]), summs);
     }
   }
   StoreGroup<kDType>(a, i, g, valid, acc, summs);
@@ -219,7 +211,7 @@ __attribute__((noinline)) void DirectGroupPair(const MatMulArgs& a, int64_t i, i
       }
     }
     if constexpr (P::kHasMin) {
-      const __m512 m_w = LoadHalf16(blk + P::kScaleOffset + 32);
+      const __m512 m_w = LoadHalf16(blk + P::kMinOffset);
 #pragma GCC unroll 2
       for (int r = 0; r < 2; ++r) summs[r] = _mm512_fmadd_ps(m_w, _mm512_set1_ps(xs[r][b]), summs[r]);
     }

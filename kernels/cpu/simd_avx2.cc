@@ -129,6 +129,7 @@ void FillAvx2Kernels(IsaKernels* k) {
   k->quantize_q8_1 = QuantizeRowQ8_1Avx2;
   k->quantize_q8_k = QuantizeRowQ8_KAvx2;
   k->round_to_f16 = RoundToF16Avx2;
+  FillPackedAvx2Kernels(k);
   FillAvx2AttentionKernels(k);
 }
 

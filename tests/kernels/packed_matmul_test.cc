@@ -1,8 +1,9 @@
 // The packed-weight MatMul kernels (packed_block32.h: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) of every
-// level that has them, bit for bit
-// against the scalar definition of their arithmetic and against the GGML-exact kernels on the
-// original rows (block32_avx512.cc): odd row counts (a partial last group), single rows, small
-// batches, canaries around the outputs. And the backend: registering a matrix changes no bits.
+// level that has them, bit for bit against the scalar definition of their arithmetic and against
+// the GGML-exact kernels on the original rows (matmul_tiles.inc at the AVX2 level,
+// block32_avx512.cc above it): odd row counts (a partial last group, a partial half of 8 rows),
+// single rows, small batches, canaries around the outputs. And the backend: registering a matrix
+// changes no bits.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -98,7 +99,7 @@ TEST_P(PackedMatMulTest, EqualsScalarDefinitionBitForBit) {
     }
   }
 
-  for (CpuIsa isa : {CpuIsa::kAvx512Vnni, CpuIsa::kAmx}) {
+  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512Vnni, CpuIsa::kAmx}) {
     if (isa > DetectCpuIsaUncapped()) continue;
     const MatMulRowsFn kernel = PackedMatMulKernelFor(KernelsFor(isa), dtype);
     ASSERT_NE(kernel, nullptr) << CpuIsaName(isa);
@@ -149,7 +150,7 @@ INSTANTIATE_TEST_SUITE_P(
     Shapes, PackedMatMulTest,
     ::testing::Combine(::testing::Values(DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
                                          DType::kQ8_0),
-                       ::testing::Values(int64_t{1}, int64_t{16}, int64_t{37}),
+                       ::testing::Values(int64_t{1}, int64_t{5}, int64_t{16}, int64_t{37}),
                        ::testing::Values(int64_t{32}, int64_t{96}, int64_t{576}),
                        ::testing::Values(int64_t{1}, int64_t{3}, int64_t{4}, int64_t{17})),
     Name);
