@@ -2,6 +2,8 @@
 // layers 1536x576 and 576x1536, the Q8_0 49152x576 tied output projection) for decode (n=1) and
 // prefill (n=512), reference vs fast backend; Attention over a paged f16 cache at a few lengths.
 //
+// Registered: the backend runs the matrix on its packed copy (packed_block32.h) where the dtype has
+// one, as it does for a loaded model's matrices.
 // Counters: weight_GB/s = weight bytes read per MatMul / time (the decode roofline quantity),
 // GFLOP/s = 2 * n * rows * cols / time; attention: GFLOP/s of the q·k and p·v products.
 // impl: 0 = scalar reference backend, else the fast backend at ISA level 1 = avx2,
@@ -21,6 +23,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/dequantize.h"
+#include "kernels/cpu/packed_block32.h"
 #include "kernels/dtype.h"
 #include "kernels/half.h"
 #include "tests/kernels/kernel_test_util.h"
@@ -47,7 +50,8 @@ std::vector<int64_t> FastImpls() {
   return {best - 1, best};
 }
 
-// Args: dtype, n_rows, n_cols, n, impl, threads.
+// Args: dtype, n_rows, n_cols, n, impl, threads, registered (1: the matrix is registered with
+// the backend, which runs it on packed weights where the dtype has a packed layout).
 void BM_MatMul(benchmark::State& state) {
   const auto dtype = static_cast<DType>(state.range(0));
   const int64_t n_rows = state.range(1), n_cols = state.range(2), n = state.range(3);
@@ -58,6 +62,7 @@ void BM_MatMul(benchmark::State& state) {
     return;
   }
   const testing::TestWeights w = testing::MakeWeights(dtype, n_rows, n_cols, 1);
+  if (state.range(6) != 0) backend->RegisterWeights(w.matrix());
   const std::vector<float> x = testing::RandomFloats(n * n_cols, 2);
   std::vector<float> y(n * n_rows);
   for (auto _ : state) {
@@ -65,6 +70,7 @@ void BM_MatMul(benchmark::State& state) {
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
+  if (state.range(6) != 0) backend->ReleaseWeights(w.matrix());
   const double bytes = static_cast<double>(w.bytes.size());
   const double flops = 2.0 * n * n_rows * n_cols;
   state.counters["weight_GB/s"] =
@@ -77,26 +83,43 @@ void BM_MatMul(benchmark::State& state) {
 void MatMulArgs(benchmark::internal::Benchmark* b) {
   const int64_t q4_1 = static_cast<int64_t>(DType::kQ4_1);
   const int64_t q8_0 = static_cast<int64_t>(DType::kQ8_0);
-  b->ArgNames({"dtype", "rows", "cols", "n", "impl", "threads"});
+  b->ArgNames({"dtype", "rows", "cols", "n", "impl", "threads", "registered"});
   // The default model's shapes: reference (1 thread) and the fast levels (all threads).
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1536, 576}, {576, 1536}}) {
     for (int64_t n : {1, 512}) {
-      b->Args({q4_1, rows, cols, n, 0, 1});
-      for (int64_t impl : FastImpls()) b->Args({q4_1, rows, cols, n, impl, 0});
+      b->Args({q4_1, rows, cols, n, 0, 1, 0});
+      for (int64_t impl : FastImpls()) b->Args({q4_1, rows, cols, n, impl, 0, 0});
     }
   }
-  b->Args({q8_0, 49152, 576, 1, 0, 1});  // the reference at n = 512 would take a minute
+  b->Args({q8_0, 49152, 576, 1, 0, 1, 0});  // the reference at n = 512 would take a minute
   for (int64_t n : {1, 512}) {
-    for (int64_t impl : FastImpls()) b->Args({q8_0, 49152, 576, n, impl, 0});
+    for (int64_t impl : FastImpls()) b->Args({q8_0, 49152, 576, n, impl, 0, 0});
   }
   // Single-thread figures of the best level.
   const int64_t best = FastImpls().back();
-  for (int64_t n : {1, 512}) b->Args({q4_1, 1536, 576, n, best, 1});
-  b->Args({q8_0, 49152, 576, 1, best, 1});
+  for (int64_t n : {1, 512}) b->Args({q4_1, 1536, 576, n, best, 1, 0});
+  b->Args({q8_0, 49152, 576, 1, best, 1, 0});
+  // Registered (packed) against original rows, best level: decode, speculative verification
+  // (2..4 rows), batched decode, prefill.
+  for (int64_t n : {1, 2, 4, 8, 32, 512}) {
+    for (int64_t registered : {0, 1}) {
+      b->Args({q4_1, 1536, 576, n, best, 0, registered});
+      b->Args({q8_0, 49152, 576, n, best, 0, registered});
+    }
+  }
   // Every weight type at the 576x1536 shape (1536 fits K-quant blocks), best level.
   for (DType dtype : {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K, DType::kF16,
                       DType::kBF16, DType::kF32}) {
-    for (int64_t n : {1, 512}) b->Args({static_cast<int64_t>(dtype), 576, 1536, n, best, 0});
+    for (int64_t n : {1, 512}) b->Args({static_cast<int64_t>(dtype), 576, 1536, n, best, 0, 0});
+  }
+  // Decode of every weight type at a shape beyond L2 (8192x2048: 9.4-34 MB), as the matrices of
+  // a 1B+ model are; weight_GB/s against the machine's read bandwidth.
+  for (DType dtype : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ8_0, DType::kQ4_K,
+                      DType::kQ5_K, DType::kQ6_K, DType::kF16, DType::kBF16}) {
+    for (int64_t registered : {0, 1}) {
+      if (registered == 1 && !HasPackedLayout(dtype)) continue;
+      b->Args({static_cast<int64_t>(dtype), 8192, 2048, 1, best, 0, registered});
+    }
   }
   b->Unit(benchmark::kMicrosecond)->UseRealTime();
 }

@@ -316,8 +316,9 @@ class FastCpuBackend final : public Backend {
     args.n = n;
     args.y = y;
     *run = MatMulKernelFor(kernels_, w.dtype);
-    // The packed copy of a registered matrix runs faster at every batch size (the same bits).
-    if (auto it = registered_.find(w.data); it != registered_.end()) {
+    // The packed copy of a registered matrix runs faster where the level says so (the same bits).
+    if (auto it = registered_.find(w.data);
+        it != registered_.end() && PackedPaysFor(kernels_, w.dtype, n)) {
       args.w = it->second.packed.data();
       *run = PackedMatMulKernelFor(kernels_, w.dtype);
     }

@@ -52,6 +52,7 @@
 #define BATON_KERNELS_CPU_ISA_KERNELS_H_
 
 #include <cstdint>
+#include <limits>
 
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_isa.h"
@@ -169,6 +170,10 @@ struct IsaKernels {
   MatMulRowsFn matmul_packed_q8_0 = nullptr;
   MatMulRowsFn matmul_packed_q5_0 = nullptr;
   MatMulRowsFn matmul_packed_q5_1 = nullptr;
+  // Batches of more activation rows than this run a registered Q8_0 matrix on its original rows
+  // (the same bits): where the packed kernel's per-row sign flips cost more than its contiguous
+  // stream saves.
+  int64_t packed_q8_0_max_rows = std::numeric_limits<int64_t>::max();
   QuantizeQ8_1Fn quantize_q8_1 = nullptr;  // never null
   QuantizeQ8_KFn quantize_q8_k = nullptr;  // never null
   AttentionPartialFn attention_partial = nullptr;
@@ -183,6 +188,8 @@ struct IsaKernels {
 MatMulRowsFn MatMulKernelFor(const IsaKernels& kernels, DType dtype);
 // The packed-weight MatMul kernel of `kernels` for dtype, or null.
 MatMulRowsFn PackedMatMulKernelFor(const IsaKernels& kernels, DType dtype);
+// Whether a batch of n activation rows should run on a registered matrix's packed copy.
+bool PackedPaysFor(const IsaKernels& kernels, DType dtype, int64_t n);
 
 // The table of a level; `isa` must not exceed DetectCpuIsaUncapped() (CHECK).
 const IsaKernels& KernelsFor(CpuIsa isa);

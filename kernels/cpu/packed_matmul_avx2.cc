@@ -164,6 +164,10 @@ void MatMulPackedDirect(const MatMulArgs& a, int64_t r_begin, int64_t r_end) {
 }  // namespace
 
 void FillPackedAvx2Kernels(IsaKernels* k) {
+  // Q8_0's sign flips (|w| and sign(x, w) per activation row and dword) make the packed kernel
+  // slower than the panels on the original rows beyond 4 rows (2-core AMD EPYC, AVX2: 0.89x at 8
+  // rows, 0.78x at 512; 1.2x at 1 row).
+  k->packed_q8_0_max_rows = 4;
   k->matmul_packed_q4_0 = MatMulPackedDirect<DType::kQ4_0>;
   k->matmul_packed_q4_1 = MatMulPackedDirect<DType::kQ4_1>;
   k->matmul_packed_q8_0 = MatMulPackedDirect<DType::kQ8_0>;
