@@ -36,6 +36,7 @@ import json
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -458,6 +459,10 @@ def main():
         }
     finally:
         cluster.stop()
+    if books.problems:
+        log(f"cluster log kept: {cluster.log_path}")
+    else:
+        shutil.rmtree(cluster.dir, ignore_errors=True)
     print(json.dumps(figures, indent=2))
     if args.json:
         with open(args.json, "w") as f:

@@ -395,7 +395,9 @@ TEST_P(SpeculativeDecodeBatchTest, DraftModelProposalsKeepThePlainOutput) {
     }
     const SpeculationCounts total = Total(spec->sinks);
     EXPECT_GT(total.proposed, 0);
-    if (self && GetParam() == 0.0f) EXPECT_EQ(total.accepted, total.proposed);
+    if (self && GetParam() == 0.0f) {
+      EXPECT_EQ(total.accepted, total.proposed);
+    }
     EXPECT_EQ(spec->cache->pool().n_free(), 64);
   }
 }

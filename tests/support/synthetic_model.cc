@@ -1,5 +1,6 @@
 #include "tests/support/synthetic_model.h"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "absl/log/check.h"
 #include "absl/strings/str_cat.h"
 #include "engine/gguf_writer.h"
 #include "kernels/half.h"
@@ -149,9 +151,23 @@ absl::Status WriteSyntheticModel(const std::string& path, const SyntheticModelOp
 }
 
 std::string TempPath(const std::string& name) {
-  const char* dir = std::getenv("TEST_TMPDIR");
-  std::filesystem::path base = dir != nullptr ? dir : std::filesystem::temp_directory_path();
-  return (base / absl::StrCat("baton-", ::getpid(), "-", name)).string();
+  // One directory per test process, made on first use and removed with everything in it when the
+  // process exits (a crashed test leaves it behind, for a look).
+  static const std::filesystem::path* const dir = [] {
+    const char* root = std::getenv("TEST_TMPDIR");
+    const std::filesystem::path base =
+        root != nullptr ? root : std::filesystem::temp_directory_path();
+    std::string pattern = (base / absl::StrCat("baton-test-", ::getpid(), "-XXXXXX")).string();
+    CHECK(::mkdtemp(pattern.data()) != nullptr) << "mkdtemp " << pattern << ": "
+                                                << std::strerror(errno);
+    static const std::filesystem::path made = pattern;
+    std::atexit([] {
+      std::error_code ignored;
+      std::filesystem::remove_all(made, ignored);
+    });
+    return &made;
+  }();
+  return (*dir / name).string();
 }
 
 }  // namespace baton::test_support

@@ -30,7 +30,8 @@ struct SyntheticModelOptions {
 // Writes the model to `path`.
 absl::Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions& options);
 
-// A fresh path under the test's temporary directory.
+// The path of `name` in this test process's own temporary directory (under $TEST_TMPDIR, else the
+// system's), which is removed with its contents when the process exits. Thread-safe.
 std::string TempPath(const std::string& name);
 
 }  // namespace baton::test_support
