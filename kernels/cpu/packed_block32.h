@@ -1,5 +1,6 @@
 // Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 weights re-laid out for the fast MatMul kernels
-// (packed_matmul_avx512.cc):
+// (packed_matmul_avx512.cc; packed_matmul_avx2.cc takes each 64-byte vector as two 32-byte halves
+// of 8 rows):
 // 16 weight rows ("a group") side by side, block by block, so that one 64-byte vector holds one
 // dword (4 consecutive values) of each of the 16 rows -- the layout of an AMX B tile, and the one
 // that lets a vpdpbusd leave each row's block sum in its own lane.
@@ -17,7 +18,8 @@
 // Rows past n_rows in the last group are zero (their results are never stored).
 //
 // The MatMul arithmetic on packed weights is GGML's (isa_kernels.h), the same bits as the kernels
-// of block32_avx512.cc on the original rows: for output y[i, r], per block b in order,
+// on the original rows (block32_avx512.cc, matmul_tiles.inc): for output y[i, r], per block b in
+// order,
 //   P[l] = sum of the 4 products of dword l (values 4l..4l+3), l < 8      exact int32
 //          (w: Q4_0 nibble - 8, Q4_1 nibble, Q5_0 value - 16, Q5_1 value, Q8_0 int8)
 //   acc[l] = fma(d_w[r, b] * d_x[i, b], f32(P[l]), acc[l])                 f32 from 0

@@ -137,8 +137,9 @@ void DirectHalf(const MatMulArgs& a, int64_t i, int64_t g, int h, int valid) {
                               summs);
     }
   }
-  __m256 y = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
-                           _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])));
+  const __m256 even = _mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6]));
+  const __m256 odd = _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7]));
+  __m256 y = _mm256_add_ps(even, odd);
   if constexpr (P::kHasMin) y = _mm256_add_ps(y, summs);
   float* out = a.y + i * a.n_rows + g * kRows + kHalfRows * h;
   if (valid == kHalfRows) {
