@@ -37,6 +37,7 @@
 namespace baton::kernels {
 namespace {
 
+#include "kernels/cpu/dot_u8s8_avx2.inc"
 #include "kernels/cpu/fifth_bits_avx2.inc"
 
 constexpr int kRows = kPackedGroupRows;
@@ -59,15 +60,11 @@ inline __m256i BroadcastDword(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-// 8 int32 lanes, each the sum of 4 adjacent u8 * s8 products.
-inline __m256i DotU8S8(__m256i u, __m256i s) {
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
-}
-
 // kOffset * (the sum of each of the 8 dwords of activation block xq), for Q4_0 and Q5_0.
 template <DType kDType>
 inline void OffsetSums(const int8_t* xq, int32_t (&offset)[8]) {
-  const __m256i sums = DotU8S8(_mm256_set1_epi8(1), Load256(reinterpret_cast<const uint8_t*>(xq)));
+  const __m256i x = Load256(reinterpret_cast<const uint8_t*>(xq));
+  const __m256i sums = DotU8S8(_mm256_set1_epi8(1), x);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(offset),
                       _mm256_mullo_epi32(sums, _mm256_set1_epi32(Packed<kDType>::kOffset)));
 }

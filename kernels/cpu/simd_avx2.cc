@@ -29,11 +29,7 @@ constexpr int kDecodeW = 4;
 constexpr int kPanelA = 2;
 constexpr int kPanelW = 4;
 
-inline __m256i DotU8S8(__m256i u, __m256i s) {
-  // Pairs of u8 * s8 products summed into int16 (no saturation for the magnitudes used here:
-  // |u| <= 128 with |s| <= 127, or u <= 63), then pairs of those into int32.
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
-}
+#include "kernels/cpu/dot_u8s8_avx2.inc"
 
 #include "kernels/cpu/matmul_tiles.inc"
 
