@@ -433,6 +433,7 @@ void MatMulRowsBlock32(const MatMulArgs& a, int64_t r_begin, int64_t r_end) {
 }  // namespace
 
 void FillBlock32Avx512Kernels(IsaKernels* k) {
+  k->block32_arithmetic = Block32Arithmetic::kGgmlLanes;
   k->matmul_q4_0 = MatMulRowsBlock32<FormatQ4_0>;
   k->matmul_q4_1 = MatMulRowsBlock32<FormatQ4_1>;
   k->matmul_q8_0 = MatMulRowsBlock32<FormatQ8_0>;

@@ -316,9 +316,9 @@ class FastCpuBackend final : public Backend {
     args.n = n;
     args.y = y;
     *run = MatMulKernelFor(kernels_, w.dtype);
-    // The packed copy of a registered matrix runs faster where the level says so (the same bits).
+    // A registered matrix runs on its packed copy (the same bits, faster at every batch).
     if (auto it = registered_.find(w.data);
-        it != registered_.end() && PackedPaysFor(kernels_, w.dtype, n)) {
+        it != registered_.end() && PackedMatMulKernelFor(kernels_, w.dtype) != nullptr) {
       args.w = it->second.packed.data();
       *run = PackedMatMulKernelFor(kernels_, w.dtype);
     }

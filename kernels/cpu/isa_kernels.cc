@@ -148,11 +148,6 @@ MatMulRowsFn PackedMatMulKernelFor(const IsaKernels& kernels, DType dtype) {
   }
 }
 
-bool PackedPaysFor(const IsaKernels& kernels, DType dtype, int64_t n) {
-  if (PackedMatMulKernelFor(kernels, dtype) == nullptr) return false;
-  return dtype != DType::kQ8_0 || n <= kernels.packed_q8_0_max_rows;
-}
-
 const IsaKernels& KernelsFor(CpuIsa isa) {
   CHECK(isa <= DetectCpuIsaUncapped())
       << "CPU kernels for " << CpuIsaName(isa) << " requested on a CPU with only "

@@ -18,22 +18,33 @@
 // f16, as GGML's block_q8_1 does (the quantizers below produce the f32 values;
 // q = round(x * 127 / max|x|)). Q8_0 weights take the same activations (GGML's q8_0 has the same
 // values and d). The K-quants' Q8_K activations are not GGML's.
-// A MatMul output y[i, r] is GGML's ggml_vec_dot_*: per block b, 8 int32 lane sums of 4 products
-// (lane l covers values 4l..4l+3), acc[l] = fma(d_w * d_x, f32(lane sum), acc[l]) in block order,
-// then ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7)); Q4_1 adds
-// summs = fma(m_w, s_x, summs) over the blocks in order (Q5_1 the same); Q4_0 weights are the
-// signed values q - 8, Q5_0 weights q - 16. These five types have two implementations with these
-// bits at each level: on the original rows (matmul_tiles.inc at avx2, block32_avx512.cc above it;
-// all batch sizes), and on packed weights (packed_matmul_avx2.cc, packed_matmul_avx512.cc;
-// packed_block32.h: a registered model's matrices, re-laid out once). The backend runs every
-// batch of a registered matrix on the packed weights: a group of 16 weight rows streams from
-// memory as one contiguous run and stays in L1 while the activation rows pass over it, which beat
-// the kernels on the original rows at every batch from 1 to 2048 rows on a 2-core AMD EPYC with
-// AVX-512 (1.3x at 32 sequences and on a 512-token prompt), and doubled one-sequence decode on one
-// with AVX2 only.
+// A MatMul output y[i, r] of the five kQ8_1 types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) follows one of
+// two arithmetics (Block32Arithmetic), fixed per level. Both take the same exact int32 products; Q4_0 weights are the signed values
+// q - 8, Q5_0 weights q - 16, and Q4_1 / Q5_1 add summs = fma(m_w, s_x, summs) over the blocks
+// in order.
+//   kGgmlLanes (avx512-vnni, amx): GGML's ggml_vec_dot_*: per block b, 8 int32 lane sums of 4
+//     products (lane l covers values 4l..4l+3), acc[l] = fma(d_w * d_x, f32(lane sum), acc[l]) in
+//     block order, then ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7))
+//     (+ summs).
+//   kWholeBlock (avx2): per block b, P = the exact int32 sum of the block's 32 products,
+//     acc = fma(d_w * d_x, f32(P), acc) in block order (one accumulator), then acc (+ summs).
+//     As accurate as GGML's (the same exact block sums; one f32 rounding per block where GGML has
+//     eight), and on AVX2 about half the instructions per activation row: a block's products
+//     add up in int16 lanes and take one conversion and one fma per 8 weight rows, not eight
+//     (FIGURE, see docs/CPU_SPEED.md). The AVX2 level has no GGML-parity requirement
+//     (docs/ACCURACY.md).
+// These five types have two implementations with the level's bits: on the original rows
+// (matmul_tiles.inc at avx2, block32_avx512.cc above it; all batch sizes), and on packed weights
+// (packed_matmul_avx2.cc, packed_matmul_avx512.cc; packed_block32.h: a registered model's
+// matrices, re-laid out once). The backend runs every batch of a registered matrix on the packed
+// weights: a group of 16 weight rows streams from memory as one contiguous run and stays in L1
+// while the activation rows pass over it, which beat the kernels on the original rows at every
+// batch from 1 to 2048 rows on a 2-core AMD EPYC with AVX-512 (1.3x at 32 sequences and on a
+// 512-token prompt), and doubled one-sequence decode on one with AVX2 only.
 // Why not AMX: its int32 tiles sum whole blocks (or 4-value lanes at a 16x lower rate), and any
 // arithmetic other than GGML's flips about 4% of llama.cpp's argmaxes through the 8-bit
-// requantization of the activations (tests/engine/llama_cpp_agreement_test.cc requires 99%).
+// requantization of the activations (tests/engine/llama_cpp_agreement_test.cc requires 99% on
+// AVX-512 machines, where llama.cpp's own bits are the contract).
 //
 // Batch invariance: every kernel computes each y[i, r] with the same sequence of operations
 // whatever tile or path (single-row decode kernel, packed weights, multi-row panels) it falls in, so a
@@ -44,15 +55,15 @@
 // K-quants and float weights, block32_avx512.cc and packed_matmul_avx512.cc for
 // Q4_0/Q4_1/Q5_0/Q5_1/Q8_0, attention_avx512.cc for attention and SiLU); amx (the avx512-vnni
 // table; no AMX kernels, see above). GGML's arithmetic is reproduced exactly at the avx512-vnni
-// and amx levels (llama.cpp built for AVX-512); the avx2 level reproduces GGML's MatMuls and
-// quantization, while its attention and SiLU keep their own f32 arithmetic.
+// and amx levels (llama.cpp built for AVX-512); the avx2 level reproduces GGML's quantization and
+// K-quant and float MatMuls, while its Q4_0..Q8_0 MatMuls (kWholeBlock), attention and SiLU keep
+// their own arithmetic.
 //
 // Thread-safety: the kernels are pure functions; disjoint row ranges may run concurrently.
 #ifndef BATON_KERNELS_CPU_ISA_KERNELS_H_
 #define BATON_KERNELS_CPU_ISA_KERNELS_H_
 
 #include <cstdint>
-#include <limits>
 
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_isa.h"
@@ -149,8 +160,14 @@ inline int64_t AttentionExactScratchSize(int32_t pos, int32_t head_dim, int32_t 
   return group * ((static_cast<int64_t>(pos) + 16) / 16 * 16 + 64 * static_cast<int64_t>(head_dim));
 }
 
+// The arithmetic of a level's Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 MatMuls (see Numerics above).
+enum class Block32Arithmetic { kGgmlLanes, kWholeBlock };
+
 struct IsaKernels {
   CpuIsa isa = CpuIsa::kScalar;
+  // What matmul_q4_0 .. matmul_q5_1 and their packed kernels compute (the scalar level runs the
+  // reference kernels, exact f32 dot products, whatever this says).
+  Block32Arithmetic block32_arithmetic = Block32Arithmetic::kGgmlLanes;
   MatMulRowsFn matmul_f32 = nullptr;
   MatMulRowsFn matmul_f16 = nullptr;
   MatMulRowsFn matmul_bf16 = nullptr;
@@ -170,10 +187,6 @@ struct IsaKernels {
   MatMulRowsFn matmul_packed_q8_0 = nullptr;
   MatMulRowsFn matmul_packed_q5_0 = nullptr;
   MatMulRowsFn matmul_packed_q5_1 = nullptr;
-  // Batches of more activation rows than this run a registered Q8_0 matrix on its original rows
-  // (the same bits): where the packed kernel's per-row sign flips cost more than its contiguous
-  // stream saves.
-  int64_t packed_q8_0_max_rows = std::numeric_limits<int64_t>::max();
   QuantizeQ8_1Fn quantize_q8_1 = nullptr;  // never null
   QuantizeQ8_KFn quantize_q8_k = nullptr;  // never null
   AttentionPartialFn attention_partial = nullptr;
@@ -188,8 +201,6 @@ struct IsaKernels {
 MatMulRowsFn MatMulKernelFor(const IsaKernels& kernels, DType dtype);
 // The packed-weight MatMul kernel of `kernels` for dtype, or null.
 MatMulRowsFn PackedMatMulKernelFor(const IsaKernels& kernels, DType dtype);
-// Whether a batch of n activation rows should run on a registered matrix's packed copy.
-bool PackedPaysFor(const IsaKernels& kernels, DType dtype, int64_t n);
 
 // The table of a level; `isa` must not exceed DetectCpuIsaUncapped() (CHECK).
 const IsaKernels& KernelsFor(CpuIsa isa);

@@ -105,65 +105,90 @@ void PackGroups(const WeightMatrix& w, int64_t g_begin, int64_t g_end, uint8_t* 
   }
 }
 
+namespace {
+
+// Weight k (0..31) of row j of a packed group block, signed (packed_block32.h).
 template <DType kDType>
+int32_t PackedWeight(const uint8_t* blk, int j, int k) {
+  using B = PackedGroupBlock<kDType>;
+  const int l = k / 4, t = k % 4;
+  if constexpr (B::kQ8) return static_cast<int8_t>(blk[64 * l + 4 * j + t]);
+  const uint8_t byte = blk[64 * (l % 4) + 4 * j + t];
+  int32_t w = l < 4 ? (byte & 0x0f) : (byte >> 4);
+  if constexpr (B::kFifthBit) {
+    uint64_t mask;  // mask 2v + (l >= 4) of vector v = l % 4
+    std::memcpy(&mask, blk + B::kFifthOffset + 8 * (2 * (l % 4) + l / 4), sizeof mask);
+    w += 16 * static_cast<int32_t>((mask >> (4 * j + t)) & 1);
+  }
+  return w - B::kOffset;
+}
+
+// The f16 at p as f32.
+float LoadF16Scalar(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return F16ToF32(h);
+}
+
+// Row j of a packed group against activation row i, in kArithmetic, without the minimum term.
+template <DType kDType, Block32Arithmetic kArithmetic>
+float BlockDots(const MatMulArgs& a, const uint8_t* group, int j, int64_t i) {
+  using B = PackedGroupBlock<kDType>;
+  const int64_t nb = a.n_cols / 32;
+  const int8_t* xq = a.x.qs + i * a.n_cols;
+  float acc[8] = {};
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = group + b * B::kBlockBytes;
+    const float scale = LoadF16Scalar(blk + B::kScaleOffset + 2 * j) *
+                        a.x.d[i * a.x.scale_stride + b];
+    int32_t p[8] = {};
+    for (int k = 0; k < 32; ++k) p[k / 4] += PackedWeight<kDType>(blk, j, k) * xq[32 * b + k];
+    if constexpr (kArithmetic == Block32Arithmetic::kWholeBlock) {
+      const int32_t whole = p[0] + p[1] + p[2] + p[3] + p[4] + p[5] + p[6] + p[7];
+      acc[0] = std::fma(scale, static_cast<float>(whole), acc[0]);
+    } else {
+      for (int l = 0; l < 8; ++l) acc[l] = std::fma(scale, static_cast<float>(p[l]), acc[l]);
+    }
+  }
+  if constexpr (kArithmetic == Block32Arithmetic::kWholeBlock) return acc[0];
+  return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
+}  // namespace
+
+template <DType kDType, Block32Arithmetic kArithmetic>
 void MatMulPackedScalar(const MatMulArgs& a, int64_t row_begin, int64_t row_end) {
   using B = PackedGroupBlock<kDType>;
-  constexpr bool kHasMin = B::kHasMin;
-  constexpr bool kFifthBit = B::kFifthBit;
-  constexpr int kOffset = B::kOffset;
   const int64_t nb = a.n_cols / 32;
-  const int64_t gbb = B::kBlockBytes;
-  const int64_t scales = B::kScaleOffset;
   const int64_t ss = a.x.scale_stride;
   for (int64_t i = 0; i < a.n; ++i) {
-    const int8_t* xq = a.x.qs + i * a.n_cols;
     for (int64_t r = row_begin; r < row_end; ++r) {
-      const int64_t g = r / kPackedGroupRows;
+      const uint8_t* group = a.w + (r / kPackedGroupRows) * nb * B::kBlockBytes;
       const int j = static_cast<int>(r % kPackedGroupRows);
-      float acc[8] = {};
-      float summs = 0.0f;
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* blk = a.w + (g * nb + b) * gbb;
-        uint16_t h;
-        std::memcpy(&h, blk + scales + 2 * j, 2);
-        const float scale = F16ToF32(h) * a.x.d[i * ss + b];
-        for (int l = 0; l < 8; ++l) {
-          int32_t p = 0;
-          for (int t = 0; t < 4; ++t) {
-            const int k = 4 * l + t;
-            int32_t w;
-            if constexpr (kDType == DType::kQ8_0) {
-              w = static_cast<int8_t>(blk[64 * l + 4 * j + t]);
-            } else {
-              const uint8_t byte = blk[64 * (l % 4) + 4 * j + t];
-              w = l < 4 ? (byte & 0x0f) : (byte >> 4);
-              if constexpr (kFifthBit) {
-                uint64_t mask;  // mask 2v + (l >= 4) of vector v = l % 4
-                std::memcpy(&mask, blk + B::kFifthOffset + 8 * (2 * (l % 4) + l / 4), sizeof mask);
-                w += 16 * static_cast<int32_t>((mask >> (4 * j + t)) & 1);
-              }
-              w -= kOffset;
-            }
-            p += w * xq[32 * b + k];
-          }
-          acc[l] = std::fma(scale, static_cast<float>(p), acc[l]);
+      float y = BlockDots<kDType, kArithmetic>(a, group, j, i);
+      if constexpr (B::kHasMin) {
+        float summs = 0.0f;
+        for (int64_t b = 0; b < nb; ++b) {
+          const float m = LoadF16Scalar(group + b * B::kBlockBytes + B::kMinOffset + 2 * j);
+          summs = std::fma(m, a.x.s[i * ss + b], summs);
         }
-        if constexpr (kHasMin) {
-          std::memcpy(&h, blk + B::kMinOffset + 2 * j, 2);
-          summs = std::fma(F16ToF32(h), a.x.s[i * ss + b], summs);
-        }
+        y += summs;
       }
-      float y = ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
-      if constexpr (kHasMin) y += summs;
       a.y[i * a.n_rows + r] = y;
     }
   }
 }
 
-template void MatMulPackedScalar<DType::kQ4_0>(const MatMulArgs&, int64_t, int64_t);
-template void MatMulPackedScalar<DType::kQ4_1>(const MatMulArgs&, int64_t, int64_t);
-template void MatMulPackedScalar<DType::kQ5_0>(const MatMulArgs&, int64_t, int64_t);
-template void MatMulPackedScalar<DType::kQ5_1>(const MatMulArgs&, int64_t, int64_t);
-template void MatMulPackedScalar<DType::kQ8_0>(const MatMulArgs&, int64_t, int64_t);
+#define BATON_INSTANTIATE_PACKED_SCALAR(dtype)                                              \
+  template void MatMulPackedScalar<dtype, Block32Arithmetic::kGgmlLanes>(const MatMulArgs&,  \
+                                                                         int64_t, int64_t);  \
+  template void MatMulPackedScalar<dtype, Block32Arithmetic::kWholeBlock>(const MatMulArgs&, \
+                                                                          int64_t, int64_t);
+BATON_INSTANTIATE_PACKED_SCALAR(DType::kQ4_0)
+BATON_INSTANTIATE_PACKED_SCALAR(DType::kQ4_1)
+BATON_INSTANTIATE_PACKED_SCALAR(DType::kQ5_0)
+BATON_INSTANTIATE_PACKED_SCALAR(DType::kQ5_1)
+BATON_INSTANTIATE_PACKED_SCALAR(DType::kQ8_0)
+#undef BATON_INSTANTIATE_PACKED_SCALAR
 
 }  // namespace baton::kernels

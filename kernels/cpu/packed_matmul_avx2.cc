@@ -1,29 +1,32 @@
 // The MatMul kernel on packed Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 weights (packed_block32.h) at the
-// AVX2 level: GGML's arithmetic, the same bits as the AVX2 kernels on the original rows
-// (matmul_tiles.inc) and as MatMulPackedScalar. The backend runs every batch of a registered
-// matrix on it.
+// AVX2 level, in the whole-block arithmetic (isa_kernels.h: Block32Arithmetic::kWholeBlock): the
+// same bits as the AVX2 kernels on the original rows (matmul_tiles.inc) and as
+// MatMulPackedScalar<dtype, kWholeBlock>. The backend runs every batch of a registered matrix on
+// it.
 //
 // A 256-bit vector holds dword l of 8 rows: half h (rows 8h..8h+7) of a group's 64-byte vector l.
-// One activation row against one half of a group: per block, for each dword l, vpmaddubsw +
-// vpmaddwd of the half vector with the activation dword broadcast gives GGML's lane sum P[l] of
-// the 8 rows in the 8 lanes, and acc[l] = fma(d_w * d_x, f32(P[l]), acc[l]) with acc[l] one ymm
-// per lane; at the end GGML's hsum_float_8 is 7 vertical adds. The 8 accumulators and the
-// operands fill the 16 ymm registers, so the two halves of a group are two passes; the second
-// reads the group from L1, where the first brought it.
+// A tile is R activation rows against one or both halves of a group, over all blocks. Per block,
+// the tile loads and unpacks each weight vector once for its R rows; per activation row, a
+// vpmaddubsw of the vector with the activation dword broadcast, the products added up in int16
+// lanes, then one vpmaddwd leaves the block sum P of each of the 8 rows in its lane, and
+// acc = fma(d_w * d_x, f32(P), acc): one conversion and one fma per 8 rows and block.
+//   int16 range: a lane adds 16 products; |w| <= 15 (Q4) and |x| <= 127 give at most 30480.
+//   Q5's values (<= 31) add up as two sums of 8 products (the low and the high nibbles).
+//   Q8_0 takes |w| against x with w's sign (pairs up to 2 * 128 * 127) and a vpmaddwd per vector.
+//   Q4_0 (nibble - 8) and Q5_0 (value - 16) take the unsigned values and subtract 8 (16) times
+//   the activation block's sum, computed once per call: exact, the same P.
+// Q4_1's and Q5_1's minimum term, an fma chain over the blocks, is a second pass over the group
+// (from L1), which leaves the main loop's registers to the rows.
 //
-// Against the kernels on the original rows: the weights stream from memory as one contiguous run
-// per thread (not one per row, whose gathers of the scales stalled on every cache miss), the
-// nibbles of 8 rows unpack in one instruction, and the scales and Q4_1's minima take one vector
-// operation for 8 rows instead of one per row.
-//
-// Signed weights: Q8_0 takes |w| against x with w's sign (vpmaddubsw multiplies u8 by s8; at most
-// 2 * 128 * 127 per int16 pair: no saturation); Q4_0 (nibble - 8) and Q5_0 (value - 16) take the
-// unsigned value and subtract 8 (16) * (sum of the activation dword): exact, the same sums.
+// One activation row (decode) takes both halves in one pass, so each byte is used once as it
+// streams from memory (prefetched 4 blocks ahead). More rows take one half at a time, R rows per
+// pass, while the group stays in L1.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/isa_kernels.h"
 #include "kernels/cpu/packed_block32.h"
@@ -37,8 +40,8 @@
 namespace baton::kernels {
 namespace {
 
-#include "kernels/cpu/dot_u8s8_avx2.inc"
 #include "kernels/cpu/fifth_bits_avx2.inc"
+#include "kernels/cpu/horizontal_avx2.inc"
 
 constexpr int kRows = kPackedGroupRows;
 constexpr int kHalfRows = kRows / 2;  // one ymm lane per row
@@ -46,11 +49,16 @@ constexpr int kHalfRows = kRows / 2;  // one ymm lane per row
 template <DType kDType>
 using Packed = PackedGroupBlock<kDType>;
 
+// Activation rows per tile beyond one: their accumulators and int16 sums (two for Q5) with the
+// unpacked weights fill the 16 ymm registers.
+template <DType kDType>
+constexpr int kTileRows = Packed<kDType>::kFifthBit ? 3 : 4;
+
 inline __m256 LoadHalf8(const uint8_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-inline __m256i Load256(const uint8_t* p) {
+inline __m256i Load256(const void* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
 }
 
@@ -60,29 +68,63 @@ inline __m256i BroadcastDword(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-// kOffset * (the sum of each of the 8 dwords of activation block xq), for Q4_0 and Q5_0.
+// For Q4_0 and Q5_0: kOffset times the sum of each activation block, [n, n_cols / 32] (the
+// calling thread's buffer, valid until its next call); null for the other types.
 template <DType kDType>
-inline void OffsetSums(const int8_t* xq, int32_t (&offset)[8]) {
-  const __m256i x = Load256(reinterpret_cast<const uint8_t*>(xq));
-  const __m256i sums = DotU8S8(_mm256_set1_epi8(1), x);
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(offset),
-                      _mm256_mullo_epi32(sums, _mm256_set1_epi32(Packed<kDType>::kOffset)));
+const int32_t* OffsetSums(const MatMulArgs& a) {
+  if constexpr (Packed<kDType>::kOffset == 0) {
+    return nullptr;
+  } else {
+    static thread_local std::vector<int32_t> sums;
+    const int64_t blocks = a.n * (a.n_cols / 32);  // rows of qs are contiguous
+    sums.resize(static_cast<size_t>(blocks));
+    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+    for (int64_t k = 0; k < blocks; ++k) {
+      const __m256i x = Load256(a.x.qs + 32 * k);
+      const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, x), ones16);
+      sums[k] = Packed<kDType>::kOffset * HorizontalSumI32(s);
+    }
+    return sums.data();
+  }
 }
 
-// GGML's lane sums P[0..8) of half h of a group block against activation block xq.
-template <DType kDType>
-inline void LaneSums(const uint8_t* blk, int h, const int8_t* xq, __m256i (&p)[8]) {
-  using P = Packed<kDType>;
-  if constexpr (P::kQ8) {
+// Block sums of Q8_0: p[i][hh] = P of rows 8 (h0 + hh) + lane against the activation block at
+// x + i * x_stride.
+template <int R, int kHalves>
+inline void BlockSumsQ8(const uint8_t* blk, int h0, const int8_t* x, int64_t x_stride,
+                        __m256i (&p)[R][kHalves]) {
+  const __m256i ones16 = _mm256_set1_epi16(1);
 #pragma GCC unroll 8
-    for (int l = 0; l < 8; ++l) {
-      const __m256i w = Load256(blk + 64 * l + 32 * h);
-      p[l] = DotU8S8(_mm256_abs_epi8(w), _mm256_sign_epi8(BroadcastDword(xq + 4 * l), w));
-    }
-  } else {
-    const __m256i low = _mm256_set1_epi8(0x0f);
+  for (int l = 0; l < 8; ++l) {
+#pragma GCC unroll 2
+    for (int hh = 0; hh < kHalves; ++hh) {
+      const __m256i w = Load256(blk + 64 * l + 32 * (h0 + hh));
+      const __m256i w_abs = _mm256_abs_epi8(w);
 #pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) {
+      for (int i = 0; i < R; ++i) {
+        const __m256i xs = _mm256_sign_epi8(BroadcastDword(x + i * x_stride + 4 * l), w);
+        const __m256i d = _mm256_madd_epi16(_mm256_maddubs_epi16(w_abs, xs), ones16);
+        p[i][hh] = l == 0 ? d : _mm256_add_epi32(p[i][hh], d);
+      }
+    }
+  }
+}
+
+// Block sums of the nibble types (unsigned values; Q4_0's and Q5_0's offsets come later).
+template <DType kDType, int R, int kHalves>
+inline void BlockSumsNibbles(const uint8_t* blk, int h0, const int8_t* x, int64_t x_stride,
+                             __m256i (&p)[R][kHalves]) {
+  using P = Packed<kDType>;
+  const __m256i low = _mm256_set1_epi8(0x0f), ones16 = _mm256_set1_epi16(1);
+  // int16 sums; Q4 keeps all in lo_sum. The adds saturate (they never reach the limit: see the
+  // top of the file) so that the compiler keeps them in this order instead of holding every
+  // product in a register for a tree of adds.
+  __m256i lo_sum[R][kHalves], hi_sum[R][kHalves];
+#pragma GCC unroll 4
+  for (int v = 0; v < 4; ++v) {
+#pragma GCC unroll 2
+    for (int hh = 0; hh < kHalves; ++hh) {
+      const int h = h0 + hh;
       const __m256i w = Load256(blk + 64 * v + 32 * h);
       __m256i lo = _mm256_and_si256(w, low);                         // values 4v + t
       __m256i hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), low);  // values 16 + 4v + t
@@ -90,71 +132,174 @@ inline void LaneSums(const uint8_t* blk, int h, const int8_t* xq, __m256i (&p)[8
         lo = _mm256_or_si256(lo, FifthBits32(blk + P::kFifthOffset + 16 * v + 4 * h));
         hi = _mm256_or_si256(hi, FifthBits32(blk + P::kFifthOffset + 16 * v + 8 + 4 * h));
       }
-      p[v] = DotU8S8(lo, BroadcastDword(xq + 4 * v));
-      p[v + 4] = DotU8S8(hi, BroadcastDword(xq + 16 + 4 * v));
+#pragma GCC unroll 4
+      for (int i = 0; i < R; ++i) {
+        const int8_t* xi = x + i * x_stride;
+        const __m256i a = _mm256_maddubs_epi16(lo, BroadcastDword(xi + 4 * v));
+        const __m256i b = _mm256_maddubs_epi16(hi, BroadcastDword(xi + 16 + 4 * v));
+        if constexpr (P::kFifthBit) {
+          lo_sum[i][hh] = v == 0 ? a : _mm256_adds_epi16(lo_sum[i][hh], a);
+          hi_sum[i][hh] = v == 0 ? b : _mm256_adds_epi16(hi_sum[i][hh], b);
+        } else {
+          const __m256i ab = _mm256_adds_epi16(a, b);
+          lo_sum[i][hh] = v == 0 ? ab : _mm256_adds_epi16(lo_sum[i][hh], ab);
+        }
+      }
     }
-    if constexpr (P::kOffset != 0) {
-      int32_t offset[8];
-      OffsetSums<kDType>(xq, offset);
-#pragma GCC unroll 8
-      for (int l = 0; l < 8; ++l) p[l] = _mm256_sub_epi32(p[l], _mm256_set1_epi32(offset[l]));
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < R; ++i) {
+#pragma GCC unroll 2
+    for (int hh = 0; hh < kHalves; ++hh) {
+      p[i][hh] = _mm256_madd_epi16(lo_sum[i][hh], ones16);
+      if constexpr (P::kFifthBit) {
+        p[i][hh] = _mm256_add_epi32(p[i][hh], _mm256_madd_epi16(hi_sum[i][hh], ones16));
+      }
     }
   }
 }
 
-// Activation row i against rows [8h, 8h + valid) of group g (valid <= 8): y[i, those rows].
-template <DType kDType>
-void DirectHalf(const MatMulArgs& a, int64_t i, int64_t g, int h, int valid) {
+// Q4_1's and Q5_1's minimum term of activation rows [i0, i0 + R) against the tile's rows:
+// summs[i][hh] = the fma chain of m_w * s_x over the blocks.
+template <DType kDType, int R, int kHalves>
+inline void MinSums(const MatMulArgs& a, const uint8_t* group, int h0, int64_t i0,
+                    __m256 (&summs)[R][kHalves]) {
+  using P = Packed<kDType>;
+  const int64_t nb = a.n_cols / 32;
+  const float* xs = a.x.s + i0 * a.x.scale_stride;
+#pragma GCC unroll 4
+  for (int i = 0; i < R; ++i) {
+#pragma GCC unroll 2
+    for (int hh = 0; hh < kHalves; ++hh) summs[i][hh] = _mm256_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = group + b * P::kBlockBytes;
+#pragma GCC unroll 2
+    for (int hh = 0; hh < kHalves; ++hh) {
+      const __m256 m = LoadHalf8(blk + P::kMinOffset + 16 * (h0 + hh));
+#pragma GCC unroll 4
+      for (int i = 0; i < R; ++i) {
+        const __m256 s = _mm256_set1_ps(xs[i * a.x.scale_stride + b]);
+        summs[i][hh] = _mm256_fmadd_ps(m, s, summs[i][hh]);
+      }
+    }
+  }
+}
+
+// Stores y[i0 + i, rows 8 (h0 + hh) + lane] = y[i][hh] for the rows below `valid` (counted from
+// the group's first row).
+template <int R, int kHalves>
+inline void StoreTile(const MatMulArgs& a, int64_t g, int h0, int64_t i0, int valid,
+                      const __m256 (&y)[R][kHalves]) {
+  for (int hh = 0; hh < kHalves; ++hh) {
+    const int first = kHalfRows * (h0 + hh);
+    const int count = std::clamp(valid - first, 0, kHalfRows);
+    for (int i = 0; i < R; ++i) {
+      float* out = a.y + (i0 + i) * a.n_rows + g * kRows + first;
+      if (count == kHalfRows) {
+        _mm256_storeu_ps(out, y[i][hh]);
+      } else {
+        alignas(32) float lanes[kHalfRows];
+        _mm256_store_ps(lanes, y[i][hh]);
+        std::memcpy(out, lanes, static_cast<size_t>(count) * sizeof(float));
+      }
+    }
+  }
+}
+
+// y of activation rows [i0, i0 + R) and rows [8 h0, 8 (h0 + kHalves)) of group g, of which the
+// first `valid` (counted from the group's first row) exist. `stream`: this pass is the first
+// over the group, so it prefetches.
+template <DType kDType, int R, int kHalves>
+void Tile(const MatMulArgs& a, const int32_t* offsets, int64_t g, int h0, int64_t i0, int valid,
+          bool stream) {
   using P = Packed<kDType>;
   const int64_t nb = a.n_cols / 32;
   const int64_t ss = a.x.scale_stride;
   const uint8_t* group = a.w + g * nb * P::kBlockBytes;
-  const int8_t* xq = a.x.qs + i * a.n_cols;
-  const float* xd = a.x.d + i * ss;
-  const float* xs = a.x.s + i * ss;
-  __m256 acc[8];
-#pragma GCC unroll 8
-  for (int l = 0; l < 8; ++l) acc[l] = _mm256_setzero_ps();
-  __m256 summs = _mm256_setzero_ps();
+  const int8_t* xq = a.x.qs + i0 * a.n_cols;
+  const float* xd = a.x.d + i0 * ss;
+  const int32_t* offset = P::kOffset != 0 ? offsets + i0 * nb : nullptr;
+  __m256 acc[R][kHalves];
+#pragma GCC unroll 4
+  for (int i = 0; i < R; ++i) {
+#pragma GCC unroll 2
+    for (int hh = 0; hh < kHalves; ++hh) acc[i][hh] = _mm256_setzero_ps();
+  }
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = group + b * P::kBlockBytes;
-    if (h == 0) {  // the first pass streams the group from memory
+    if (stream) {
       const char* ahead = reinterpret_cast<const char*>(blk + 4 * P::kBlockBytes);
 #pragma GCC unroll 16
       for (int line = 0; line < P::kBlockBytes; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
     }
-    __m256i p[8];
-    LaneSums<kDType>(blk, h, xq + 32 * b, p);
-    const __m256 scale = _mm256_mul_ps(LoadHalf8(blk + P::kScaleOffset + 16 * h),
-                                       _mm256_set1_ps(xd[b]));
-#pragma GCC unroll 8
-    for (int l = 0; l < 8; ++l) acc[l] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(p[l]), acc[l]);
-    if constexpr (P::kHasMin) {
-      summs = _mm256_fmadd_ps(LoadHalf8(blk + P::kMinOffset + 16 * h), _mm256_set1_ps(xs[b]),
-                              summs);
+    __m256i p[R][kHalves];
+    if constexpr (P::kQ8) {
+      BlockSumsQ8<R, kHalves>(blk, h0, xq + 32 * b, a.n_cols, p);
+    } else {
+      BlockSumsNibbles<kDType, R, kHalves>(blk, h0, xq + 32 * b, a.n_cols, p);
+    }
+#pragma GCC unroll 2
+    for (int hh = 0; hh < kHalves; ++hh) {
+      const __m256 dw = LoadHalf8(blk + P::kScaleOffset + 16 * (h0 + hh));
+#pragma GCC unroll 4
+      for (int i = 0; i < R; ++i) {
+        __m256i pi = p[i][hh];
+        if constexpr (P::kOffset != 0) {
+          pi = _mm256_sub_epi32(pi, _mm256_set1_epi32(offset[i * nb + b]));
+        }
+        const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(xd[i * ss + b]));
+        acc[i][hh] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(pi), acc[i][hh]);
+      }
     }
   }
-  const __m256 even = _mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6]));
-  const __m256 odd = _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7]));
-  __m256 y = _mm256_add_ps(even, odd);
-  if constexpr (P::kHasMin) y = _mm256_add_ps(y, summs);
-  float* out = a.y + i * a.n_rows + g * kRows + kHalfRows * h;
-  if (valid == kHalfRows) {
-    _mm256_storeu_ps(out, y);
-  } else {
-    alignas(32) float lanes[kHalfRows];
-    _mm256_store_ps(lanes, y);
-    std::memcpy(out, lanes, static_cast<size_t>(valid) * sizeof(float));
+  if constexpr (P::kHasMin) {
+    __m256 summs[R][kHalves];
+    MinSums<kDType, R, kHalves>(a, group, h0, i0, summs);
+#pragma GCC unroll 4
+    for (int i = 0; i < R; ++i) {
+#pragma GCC unroll 2
+      for (int hh = 0; hh < kHalves; ++hh) acc[i][hh] = _mm256_add_ps(acc[i][hh], summs[i][hh]);
+    }
+  }
+  StoreTile<R, kHalves>(a, g, h0, i0, valid, acc);
+}
+
+// Activation rows [i, i_end) against half h of group g, R rows per tile, then the rest in one
+// smaller tile.
+template <DType kDType, int R>
+void HalfTiles(const MatMulArgs& a, const int32_t* offsets, int64_t g, int h, int valid,
+               int64_t i, int64_t i_end, bool stream) {
+  for (; i + R <= i_end; i += R, stream = false) {
+    Tile<kDType, R, 1>(a, offsets, g, h, i, valid, stream);
+  }
+  if constexpr (R > 1) {
+    if (i < i_end) HalfTiles<kDType, R - 1>(a, offsets, g, h, valid, i, i_end, stream);
   }
 }
 
+// Activation rows per pass over the thread's groups: their quantized values stay in L1 while
+// each group comes from L2 (or memory, on the first pass) once per pass.
+constexpr int64_t kRowsPerPass = 32;
+
 template <DType kDType>
-void MatMulPackedDirect(const MatMulArgs& a, int64_t r_begin, int64_t r_end) {
-  for (int64_t r0 = r_begin; r0 < r_end; r0 += kRows) {
-    const int valid = static_cast<int>(std::min<int64_t>(kRows, r_end - r0));
-    for (int h = 0; kHalfRows * h < valid; ++h) {
-      const int valid_half = std::min(kHalfRows, valid - kHalfRows * h);
-      for (int64_t i = 0; i < a.n; ++i) DirectHalf<kDType>(a, i, r0 / kRows, h, valid_half);
+void MatMulPacked(const MatMulArgs& a, int64_t r_begin, int64_t r_end) {
+  const int32_t* offsets = OffsetSums<kDType>(a);
+  if (a.n == 1) {  // decode: both halves in one pass
+    for (int64_t r0 = r_begin; r0 < r_end; r0 += kRows) {
+      const int valid = static_cast<int>(std::min<int64_t>(kRows, r_end - r0));
+      Tile<kDType, 1, 2>(a, offsets, r0 / kRows, 0, 0, valid, /*stream=*/true);
+    }
+    return;
+  }
+  for (int64_t i0 = 0; i0 < a.n; i0 += kRowsPerPass) {
+    const int64_t i_end = std::min(a.n, i0 + kRowsPerPass);
+    for (int64_t r0 = r_begin; r0 < r_end; r0 += kRows) {
+      const int valid = static_cast<int>(std::min<int64_t>(kRows, r_end - r0));
+      for (int h = 0; kHalfRows * h < valid; ++h) {
+        HalfTiles<kDType, kTileRows<kDType>>(a, offsets, r0 / kRows, h, valid, i0, i_end,
+                                             /*stream=*/i0 == 0 && h == 0);
+      }
     }
   }
 }
@@ -162,15 +307,11 @@ void MatMulPackedDirect(const MatMulArgs& a, int64_t r_begin, int64_t r_end) {
 }  // namespace
 
 void FillPackedAvx2Kernels(IsaKernels* k) {
-  // Q8_0's sign flips (|w| and sign(x, w) per activation row and dword) make the packed kernel
-  // slower than the panels on the original rows beyond 4 rows (2-core AMD EPYC, AVX2: 0.89x at 8
-  // rows, 0.78x at 512; 1.2x at 1 row).
-  k->packed_q8_0_max_rows = 4;
-  k->matmul_packed_q4_0 = MatMulPackedDirect<DType::kQ4_0>;
-  k->matmul_packed_q4_1 = MatMulPackedDirect<DType::kQ4_1>;
-  k->matmul_packed_q8_0 = MatMulPackedDirect<DType::kQ8_0>;
-  k->matmul_packed_q5_0 = MatMulPackedDirect<DType::kQ5_0>;
-  k->matmul_packed_q5_1 = MatMulPackedDirect<DType::kQ5_1>;
+  k->matmul_packed_q4_0 = MatMulPacked<DType::kQ4_0>;
+  k->matmul_packed_q4_1 = MatMulPacked<DType::kQ4_1>;
+  k->matmul_packed_q8_0 = MatMulPacked<DType::kQ8_0>;
+  k->matmul_packed_q5_0 = MatMulPacked<DType::kQ5_0>;
+  k->matmul_packed_q5_1 = MatMulPacked<DType::kQ5_1>;
 }
 
 }  // namespace baton::kernels

@@ -21,7 +21,6 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 
 #include "kernels/cpu/isa_kernels.h"
 #include "kernels/cpu/packed_block32.h"
@@ -234,7 +233,6 @@ void MatMulPackedDirect(const MatMulArgs& a, int64_t r_begin, int64_t r_end) {
 }  // namespace
 
 void FillPackedAvx512Kernels(IsaKernels* k) {
-  k->packed_q8_0_max_rows = std::numeric_limits<int64_t>::max();  // faster at every batch
   k->matmul_packed_q4_0 = MatMulPackedDirect<DType::kQ4_0>;
   k->matmul_packed_q4_1 = MatMulPackedDirect<DType::kQ4_1>;
   k->matmul_packed_q8_0 = MatMulPackedDirect<DType::kQ8_0>;

@@ -33,13 +33,6 @@ constexpr int kPanelW = 4;
 
 #include "kernels/cpu/matmul_tiles.inc"
 
-inline int32_t HorizontalSumI32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
-  return _mm_cvtsi128_si32(s);
-}
-
 // Quantizes 32 * n_groups values (n_groups of 4 vectors of 8) with one scale; writes the int8
 // values, returns d and the sum of q; per-16 sums into bsums when not null. Bit-identical to
 // QuantizeRowQ8_*Scalar: max |x| is exact, d and 127 / max|x| are the same scalar divisions,
@@ -111,6 +104,7 @@ void QuantizeRowQ8_KAvx2(const float* x, int64_t n_cols, int8_t* qs, float* d, i
 
 void FillAvx2Kernels(IsaKernels* k) {
   k->isa = CpuIsa::kAvx2;
+  k->block32_arithmetic = Block32Arithmetic::kWholeBlock;
   k->matmul_f32 = MatMulRows<FloatKernel<FormatF32>>;
   k->matmul_f16 = MatMulRows<FloatKernel<FormatF16>>;
   k->matmul_bf16 = MatMulRows<FloatKernel<FormatBF16>>;
