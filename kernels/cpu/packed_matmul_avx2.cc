@@ -19,8 +19,9 @@
 // (from L1), which leaves the main loop's registers to the rows.
 //
 // One activation row (decode) takes both halves in one pass, so each byte is used once as it
-// streams from memory (prefetched 4 blocks ahead). More rows take one half at a time, R rows per
-// pass, while the group stays in L1.
+// streams from memory (prefetched 4 blocks ahead). More rows go in passes of 32 over the thread's
+// groups (their values stay in L1, each group comes from L2 once per pass; 1.5x at 512 rows);
+// within a pass, one half of a group at a time, R rows per tile, while the group stays in L1.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -159,6 +160,15 @@ inline void BlockSumsNibbles(const uint8_t* blk, int h0, const int8_t* x, int64_
   }
 }
 
+template <int R, int kHalves>
+inline void SetZero(__m256 (&v)[R][kHalves]) {
+#pragma GCC unroll 4
+  for (int i = 0; i < R; ++i) {
+#pragma GCC unroll 2
+    for (int hh = 0; hh < kHalves; ++hh) v[i][hh] = _mm256_setzero_ps();
+  }
+}
+
 // Q4_1's and Q5_1's minimum term of activation rows [i0, i0 + R) against the tile's rows:
 // summs[i][hh] = the fma chain of m_w * s_x over the blocks.
 template <DType kDType, int R, int kHalves>
@@ -167,11 +177,7 @@ inline void MinSums(const MatMulArgs& a, const uint8_t* group, int h0, int64_t i
   using P = Packed<kDType>;
   const int64_t nb = a.n_cols / 32;
   const float* xs = a.x.s + i0 * a.x.scale_stride;
-#pragma GCC unroll 4
-  for (int i = 0; i < R; ++i) {
-#pragma GCC unroll 2
-    for (int hh = 0; hh < kHalves; ++hh) summs[i][hh] = _mm256_setzero_ps();
-  }
+  SetZero(summs);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = group + b * P::kBlockBytes;
 #pragma GCC unroll 2
@@ -221,11 +227,7 @@ void Tile(const MatMulArgs& a, const int32_t* offsets, int64_t g, int h0, int64_
   const float* xd = a.x.d + i0 * ss;
   const int32_t* offset = P::kOffset != 0 ? offsets + i0 * nb : nullptr;
   __m256 acc[R][kHalves];
-#pragma GCC unroll 4
-  for (int i = 0; i < R; ++i) {
-#pragma GCC unroll 2
-    for (int hh = 0; hh < kHalves; ++hh) acc[i][hh] = _mm256_setzero_ps();
-  }
+  SetZero(acc);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = group + b * P::kBlockBytes;
     if (stream) {
