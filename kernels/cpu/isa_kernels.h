@@ -12,52 +12,41 @@
 //          int16 sums of each 16 values
 // The value of element k of a quantized row is q[k] * d[block of k].
 //
-// Numerics: the fast kernels compute what GGML's CPU backend (llama.cpp, evaluating one token at
-// a time) computes for the same operation, bit for bit, on x86 with AVX-512 (the levels
-// avx512-vnni and amx; see the level list below). For kQ8_1 the backend stores d and s rounded to
-// f16, as GGML's block_q8_1 does (the quantizers below produce the f32 values;
-// q = round(x * 127 / max|x|)). Q8_0 weights take the same activations (GGML's q8_0 has the same
-// values and d). The K-quants' Q8_K activations are not GGML's.
-// A MatMul output y[i, r] of the five kQ8_1 types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) follows one of
-// two arithmetics (Block32Arithmetic), fixed per level. Both take the same exact int32 products; Q4_0 weights are the signed values
-// q - 8, Q5_0 weights q - 16, and Q4_1 / Q5_1 add summs = fma(m_w, s_x, summs) over the blocks
-// in order.
-//   kGgmlLanes (avx512-vnni, amx): GGML's ggml_vec_dot_*: per block b, 8 int32 lane sums of 4
-//     products (lane l covers values 4l..4l+3), acc[l] = fma(d_w * d_x, f32(lane sum), acc[l]) in
-//     block order, then ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7))
-//     (+ summs).
-//   kWholeBlock (avx2): per block b, P = the exact int32 sum of the block's 32 products,
-//     acc = fma(d_w * d_x, f32(P), acc) in block order (one accumulator), then acc (+ summs).
-//     As accurate as GGML's (the same exact block sums; one f32 rounding per block where GGML has
-//     eight), and on AVX2 about half the instructions per activation row: a block's products
-//     add up in int16 lanes and take one conversion and one fma per 8 weight rows, not eight
-//     (FIGURE, see docs/CPU_SPEED.md). The AVX2 level has no GGML-parity requirement
-//     (docs/ACCURACY.md).
-// These five types have two implementations with the level's bits: on the original rows
-// (matmul_tiles.inc at avx2, block32_avx512.cc above it; all batch sizes), and on packed weights
-// (packed_matmul_avx2.cc, packed_matmul_avx512.cc; packed_block32.h: a registered model's
-// matrices, re-laid out once). The backend runs every batch of a registered matrix on the packed
-// weights: a group of 16 weight rows streams from memory as one contiguous run and stays in L1
-// while the activation rows pass over it, which beat the kernels on the original rows at every
-// batch from 1 to 2048 rows on a 2-core AMD EPYC with AVX-512 (1.3x at 32 sequences and on a
-// 512-token prompt), and doubled one-sequence decode on one with AVX2 only.
-// Why not AMX: its int32 tiles sum whole blocks (or 4-value lanes at a 16x lower rate), and any
-// arithmetic other than GGML's flips about 4% of llama.cpp's argmaxes through the 8-bit
-// requantization of the activations (tests/engine/llama_cpp_agreement_test.cc requires 99% on
-// AVX-512 machines, where llama.cpp's own bits are the contract).
+// Numerics: the fast kernels hold the accuracy contract (docs/ACCURACY.md): against the exact f32
+// computation of the same weights, at least as accurate as llama.cpp. The activation quantizers
+// are GGML's bit for bit: for kQ8_1 the backend stores d and s rounded to f16, as GGML's
+// block_q8_1 does (the quantizers below produce the f32 values; q = round(x * 127 / max|x|)).
+// Q8_0 weights take the same activations (GGML's q8_0 has the same values and d). The K-quants'
+// Q8_K activations are not GGML's. The K-quant and float MatMuls compute GGML's arithmetic, and
+// at the AVX-512 levels so does attention (attention_avx512.cc).
+// A MatMul output y[i, r] of the five kQ8_1 types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) follows the
+// whole-block arithmetic at every SIMD level (packed_block32.h): per block b, P = the exact int32
+// sum of the block's 32 products (Q4_0 weights are the signed values q - 8, Q5_0 weights q - 16),
+// acc = fma(d_w * d_x, f32(P), acc) in block order (one accumulator), then y = acc, plus for
+// Q4_1 / Q5_1 summs = fma(m_w, s_x, summs) over the blocks in order. GGML instead rounds eight
+// 4-product lane sums per block into eight accumulators; one rounding per block is at least as
+// accurate (docs/ACCURACY.md measures both against the exact computation), and it costs about
+// half the instructions: a block's products add up in integer lanes and take one conversion and
+// one fma per row and block, not eight (on a 2-core AMD EPYC, prefill of the default model
+// 1.7x with AVX2 and 1.2x with AVX-512, batched decode of 32 sequences 1.3-1.6x and 1.1x;
+// docs/CPU_SPEED.md).
+// These five types have two implementations with the same bits: on the original rows
+// (matmul_tiles.inc; all batch sizes), and on packed weights (packed_matmul_avx2.cc,
+// packed_matmul_avx512.cc; packed_block32.h: a registered model's matrices, re-laid out once).
+// The backend runs every batch of a registered matrix on the packed weights: a group of 16
+// weight rows streams from memory as one contiguous run and stays in L1 while the activation rows
+// pass over it, which beat the kernels on the original rows at every batch from 1 to 2048 rows.
+// No AMX kernels yet: AMX's int32 tiles sum whole blocks, so the packed layout (an AMX B tile)
+// would take them with the same bits, but no machine here has AMX to test them on.
 //
 // Batch invariance: every kernel computes each y[i, r] with the same sequence of operations
 // whatever tile or path (single-row decode kernel, packed weights, multi-row panels) it falls in, so a
 // row's result depends only on that row and the weights.
 //
 // Levels (cpu_isa.h): avx2 (simd_avx2.cc, packed_matmul_avx2.cc, attention_avx2.cc);
-// avx512-vnni (simd_avx512vnni.cc: the MatMul tiles of matmul_tiles.inc on vpdpbusd for the
-// K-quants and float weights, block32_avx512.cc and packed_matmul_avx512.cc for
-// Q4_0/Q4_1/Q5_0/Q5_1/Q8_0, attention_avx512.cc for attention and SiLU); amx (the avx512-vnni
-// table; no AMX kernels, see above). GGML's arithmetic is reproduced exactly at the avx512-vnni
-// and amx levels (llama.cpp built for AVX-512); the avx2 level reproduces GGML's quantization and
-// K-quant and float MatMuls, while its Q4_0..Q8_0 MatMuls (kWholeBlock), attention and SiLU keep
-// their own arithmetic.
+// avx512-vnni (simd_avx512vnni.cc: the MatMul tiles of matmul_tiles.inc on vpdpbusd,
+// packed_matmul_avx512.cc for packed Q4_0/Q4_1/Q5_0/Q5_1/Q8_0, attention_avx512.cc for attention
+// and SiLU); amx (the avx512-vnni table; no AMX kernels, see above).
 //
 // Thread-safety: the kernels are pure functions; disjoint row ranges may run concurrently.
 #ifndef BATON_KERNELS_CPU_ISA_KERNELS_H_
@@ -160,14 +149,8 @@ inline int64_t AttentionExactScratchSize(int32_t pos, int32_t head_dim, int32_t 
   return group * ((static_cast<int64_t>(pos) + 16) / 16 * 16 + 64 * static_cast<int64_t>(head_dim));
 }
 
-// The arithmetic of a level's Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 MatMuls (see Numerics above).
-enum class Block32Arithmetic { kGgmlLanes, kWholeBlock };
-
 struct IsaKernels {
   CpuIsa isa = CpuIsa::kScalar;
-  // What matmul_q4_0 .. matmul_q5_1 and their packed kernels compute (the scalar level runs the
-  // reference kernels, exact f32 dot products, whatever this says).
-  Block32Arithmetic block32_arithmetic = Block32Arithmetic::kGgmlLanes;
   MatMulRowsFn matmul_f32 = nullptr;
   MatMulRowsFn matmul_f16 = nullptr;
   MatMulRowsFn matmul_bf16 = nullptr;
@@ -216,10 +199,9 @@ void FillAvx2Kernels(IsaKernels* kernels);
 void FillAvx2AttentionKernels(IsaKernels* kernels);  // attention_* and silu_mul
 void FillPackedAvx2Kernels(IsaKernels* kernels);     // matmul_packed_*
 void FillAvx512VnniKernels(IsaKernels* kernels);
-void FillBlock32Avx512Kernels(IsaKernels* kernels);    // matmul_q4_0, _q4_1, _q5_0, _q5_1, _q8_0
 void FillAvx512AttentionKernels(IsaKernels* kernels);  // attention_exact, silu_mul
 void FillAmxKernels(IsaKernels* kernels);
-void FillPackedAvx512Kernels(IsaKernels* kernels);  // matmul_packed_*: direct VNNI kernels
+void FillPackedAvx512Kernels(IsaKernels* kernels);  // matmul_packed_*
 
 }  // namespace baton::kernels
 

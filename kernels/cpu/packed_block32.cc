@@ -130,33 +130,27 @@ float LoadF16Scalar(const uint8_t* p) {
   return F16ToF32(h);
 }
 
-// Row j of a packed group against activation row i, in kArithmetic, without the minimum term.
-template <DType kDType, Block32Arithmetic kArithmetic>
+// Row j of a packed group against activation row i, without the minimum term.
+template <DType kDType>
 float BlockDots(const MatMulArgs& a, const uint8_t* group, int j, int64_t i) {
   using B = PackedGroupBlock<kDType>;
   const int64_t nb = a.n_cols / 32;
   const int8_t* xq = a.x.qs + i * a.n_cols;
-  float acc[8] = {};
+  float acc = 0.0f;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = group + b * B::kBlockBytes;
     const float scale = LoadF16Scalar(blk + B::kScaleOffset + 2 * j) *
                         a.x.d[i * a.x.scale_stride + b];
-    int32_t p[8] = {};
-    for (int k = 0; k < 32; ++k) p[k / 4] += PackedWeight<kDType>(blk, j, k) * xq[32 * b + k];
-    if constexpr (kArithmetic == Block32Arithmetic::kWholeBlock) {
-      const int32_t whole = p[0] + p[1] + p[2] + p[3] + p[4] + p[5] + p[6] + p[7];
-      acc[0] = std::fma(scale, static_cast<float>(whole), acc[0]);
-    } else {
-      for (int l = 0; l < 8; ++l) acc[l] = std::fma(scale, static_cast<float>(p[l]), acc[l]);
-    }
+    int32_t p = 0;
+    for (int k = 0; k < 32; ++k) p += PackedWeight<kDType>(blk, j, k) * xq[32 * b + k];
+    acc = std::fma(scale, static_cast<float>(p), acc);
   }
-  if constexpr (kArithmetic == Block32Arithmetic::kWholeBlock) return acc[0];
-  return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+  return acc;
 }
 
 }  // namespace
 
-template <DType kDType, Block32Arithmetic kArithmetic>
+template <DType kDType>
 void MatMulPackedScalar(const MatMulArgs& a, int64_t row_begin, int64_t row_end) {
   using B = PackedGroupBlock<kDType>;
   const int64_t nb = a.n_cols / 32;
@@ -165,7 +159,7 @@ void MatMulPackedScalar(const MatMulArgs& a, int64_t row_begin, int64_t row_end)
     for (int64_t r = row_begin; r < row_end; ++r) {
       const uint8_t* group = a.w + (r / kPackedGroupRows) * nb * B::kBlockBytes;
       const int j = static_cast<int>(r % kPackedGroupRows);
-      float y = BlockDots<kDType, kArithmetic>(a, group, j, i);
+      float y = BlockDots<kDType>(a, group, j, i);
       if constexpr (B::kHasMin) {
         float summs = 0.0f;
         for (int64_t b = 0; b < nb; ++b) {
@@ -179,11 +173,8 @@ void MatMulPackedScalar(const MatMulArgs& a, int64_t row_begin, int64_t row_end)
   }
 }
 
-#define BATON_INSTANTIATE_PACKED_SCALAR(dtype)                                              \
-  template void MatMulPackedScalar<dtype, Block32Arithmetic::kGgmlLanes>(const MatMulArgs&,  \
-                                                                         int64_t, int64_t);  \
-  template void MatMulPackedScalar<dtype, Block32Arithmetic::kWholeBlock>(const MatMulArgs&, \
-                                                                          int64_t, int64_t);
+#define BATON_INSTANTIATE_PACKED_SCALAR(dtype) \
+  template void MatMulPackedScalar<dtype>(const MatMulArgs&, int64_t, int64_t);
 BATON_INSTANTIATE_PACKED_SCALAR(DType::kQ4_0)
 BATON_INSTANTIATE_PACKED_SCALAR(DType::kQ4_1)
 BATON_INSTANTIATE_PACKED_SCALAR(DType::kQ5_0)

@@ -17,19 +17,17 @@
 //   then        d[16] f16 (each row's scale), and for Q4_1, Q5_1 m[16] f16 (each row's minimum)
 // Rows past n_rows in the last group are zero (their results are never stored).
 //
-// The MatMul arithmetic on packed weights is the level's (isa_kernels.h: Block32Arithmetic), the
-// same bits as the kernels on the original rows (block32_avx512.cc, matmul_tiles.inc): for output
-// y[i, r], with w the signed weights (Q4_0 nibble - 8, Q4_1 nibble, Q5_0 value - 16, Q5_1 value,
-// Q8_0 int8) and per block b in order,
-//   kGgmlLanes   P[l] = sum of the 4 products of dword l (values 4l..4l+3), l < 8   exact int32
-//                acc[l] = fma(d_w[r, b] * d_x[i, b], f32(P[l]), acc[l])            f32 from 0
-//                y = ((acc0 + acc4) + (acc2 + acc6)) + ((acc1 + acc5) + (acc3 + acc7))
-//   kWholeBlock  P = sum of the block's 32 products                                exact int32
-//                acc = fma(d_w[r, b] * d_x[i, b], f32(P), acc)                     f32 from 0
-//                y = acc
+// The MatMul arithmetic on packed weights is the whole-block arithmetic of every SIMD level
+// (isa_kernels.h), the same bits as the kernels on the original rows (matmul_tiles.inc): for
+// output y[i, r], with w the signed weights (Q4_0 nibble - 8, Q4_1 nibble, Q5_0 value - 16, Q5_1
+// value, Q8_0 int8) and per block b in order,
+//   P = sum of the block's 32 products                                exact int32
+//   acc = fma(d_w[r, b] * d_x[i, b], f32(P), acc)                     f32 from 0
+//   y = acc
 //   and for Q4_1, Q5_1: summs = fma(m_w[r, b], s_x[i, b], summs) (f32 from 0); y += summs.
 // In the packed layout, one u8 x s8 dot product of vector l with the broadcast activation dword l
-// gives P[l] of all 16 rows (8 in an AVX2 half), so the rows stay in the lanes to the end.
+// adds dword l's 4 products of all 16 rows (8 in an AVX2 half), each in its row's lane, so the
+// rows stay in the lanes to the end.
 // MatMulPackedScalar is the portable definition.
 //
 // Thread-safety: pure functions over caller-owned memory; disjoint groups may be packed
@@ -76,7 +74,7 @@ void PackGroups(const WeightMatrix& w, int64_t g_begin, int64_t g_end, uint8_t* 
 
 // The arithmetic above, y[i, r] for i < args.n and r in [row_begin, row_end) (a
 // MatMulRowsFn): args.w is the packed matrix, args.x kQ8_1 activations; args.row_bytes unused.
-template <DType kDType, Block32Arithmetic kArithmetic>
+template <DType kDType>
 void MatMulPackedScalar(const MatMulArgs& args, int64_t row_begin, int64_t row_end);
 
 }  // namespace baton::kernels

@@ -1,8 +1,7 @@
 // The MatMul kernel on packed Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 weights (packed_block32.h) at the
-// AVX2 level, in the whole-block arithmetic (isa_kernels.h: Block32Arithmetic::kWholeBlock): the
-// same bits as the AVX2 kernels on the original rows (matmul_tiles.inc) and as
-// MatMulPackedScalar<dtype, kWholeBlock>. The backend runs every batch of a registered matrix on
-// it.
+// AVX2 level, in the whole-block arithmetic (isa_kernels.h): the same bits as the kernels on the
+// original rows (matmul_tiles.inc) and as MatMulPackedScalar<dtype>. The backend runs every batch
+// of a registered matrix on it.
 //
 // A 256-bit vector holds dword l of 8 rows: half h (rows 8h..8h+7) of a group's 64-byte vector l.
 // A tile is R activation rows against one or both halves of a group, over all blocks. Per block,

@@ -1,26 +1,29 @@
-// The MatMul kernel on packed Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 weights (packed_block32.h; the
-// backend runs every batch of a registered matrix on it): GGML's arithmetic, the same bits as
-// block32_avx512.cc's kernels on the original rows (and as MatMulPackedScalar). One activation
-// row against one group of 16 weight rows: per block, for each dword l of the block, one
-// vpdpbusd of packed vector l (dword l of all 16 rows) with the activation dword broadcast gives
-// GGML's lane sum P[l] of the 16 rows in the 16 lanes, and
-// acc[l] = fma(d_w * d_x, f32(P[l]), acc[l]) with acc[l] one zmm per lane; at the end GGML's
-// hsum_float_8 is 7 vertical adds. No shuffles, no gathers, and the packed matrix streams from
-// memory contiguously, group after group. Activation rows go two at a time through a group
-// (DirectGroupPair), sharing each weight vector's load and nibble unpacking; each row's
-// arithmetic is unchanged, so batch invariance holds bit for bit.
+// The MatMul kernel on packed Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 weights (packed_block32.h) at the
+// AVX-512 VNNI level, in the whole-block arithmetic (isa_kernels.h): the same bits as the kernels
+// on the original rows (matmul_tiles.inc) and as MatMulPackedScalar<dtype>. The backend runs every batch of a registered matrix on
+// it.
 //
-// f32(P) comes from the int32 accumulator started at the bits of 1.5 * 2^23: read as f32 it holds
-// 1.5 * 2^23 + P (|P| < 2^22), and one subtraction gives f32(P) exactly. Signed weights: Q8_0
-// takes |w| against x with w's sign (vpdpbusd multiplies u8 by s8); Q4_0 (nibble - 8) and Q5_0
-// (value - 16) take the unsigned value and subtract 8 (16) * (sum of the activation dword):
-// exact, the same sums. Q5's fifth bits come from the packed masks, one masked add per vector.
+// A zmm holds one dword of each of a group's 16 rows (packed vector l), so a vpdpbusd of it with
+// the activation dword l broadcast adds that dword's 4 products of every row to the row's int32
+// lane; the 8 vpdpbusd of a block leave each row's exact block sum P in its lane, and
+// acc = fma(d_w * d_x, f32(P), acc) takes one conversion and one fma per 16 rows and block.
+// A tile is R activation rows against one group, over all blocks: per block, each weight vector
+// is loaded and unpacked once for the R rows. The u8 x s8 product wants unsigned weights: the
+// nibble types take their unsigned values, Q8_0 its values + 128 (one xor), and the sums start
+// from -kStart * (the activation block's sum), computed once per call, so P is the signed sum
+// exactly. Integer sums may be split into independent chains and added up in any order (one row
+// uses 4 chains, so that the vpdpbusd latency overlaps). Q4_1's and Q5_1's minimum term, an fma
+// chain over the blocks, is a second pass over the group (from L1).
+//
+// One activation row (decode) streams each group from memory once (prefetched 4 blocks ahead).
+// More rows go in passes of 32 over the thread's groups (their values stay in L1, each group comes
+// from L2 once per pass), R = 8 rows per tile while the group stays in L1.
 #include <immintrin.h>
 
 #include <algorithm>
-#include <bit>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/isa_kernels.h"
 #include "kernels/cpu/packed_block32.h"
@@ -30,7 +33,7 @@
 #else
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")
 #endif
-#if !defined(__clang__)  // a GCC-only warning
+#if !defined(__clang__)  // a GCC-only warning, from the intrinsics headers' undefined vectors
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -39,205 +42,199 @@ namespace baton::kernels {
 namespace {
 
 constexpr int kRows = kPackedGroupRows;
-constexpr int32_t kMagicBits = 0x4b400000;  // 1.5 * 2^23
 
 template <DType kDType>
 using Packed = PackedGroupBlock<kDType>;
+
+// What the unsigned operand of the vpdpbusd exceeds the signed weight by: Q4_0's and Q5_0's
+// offsets, and 128 for Q8_0 (its values flipped to unsigned by an xor of the sign bit).
+template <DType kDType>
+constexpr int kStart = Packed<kDType>::kQ8 ? 128 : Packed<kDType>::kOffset;
+
+// Activation rows per tile beyond a few: R accumulators and R block sums with the weight
+// vectors fit the 32 zmm registers.
+constexpr int kTileRows = 8;
+
+// Independent int32 chains per row for a tile of R rows: enough rows or chains to cover the
+// vpdpbusd latency.
+constexpr int ChainsFor(int R) { return R == 1 ? 4 : R < 4 ? 2 : 1; }
 
 inline __m512 LoadHalf16(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
 inline __m512i BroadcastDword(const int8_t* p) {
-  return _mm512_set1_epi32(*reinterpret_cast<const int32_t*>(p));
+  int32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return _mm512_set1_epi32(v);
 }
 
-// The accumulator a nibble vpdpbusd starts from against activation dwords x: the magic bits, less
-// kOffset * (sum of each dword's 4 activations) for Q4_0 and Q5_0, so that the sum is over
-// (value - kOffset) * x.
+// -kStart times the sum of each activation block, [n, n_cols / 32] (the calling thread's
+// buffer, valid until its next call); null where kStart is 0.
 template <DType kDType>
-inline __m512i NibbleStart(__m512i magic, __m512i x) {
-  constexpr int kOffset = Packed<kDType>::kOffset;
-  if constexpr (kOffset == 0) return magic;
-  const __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(1), x);
-  return _mm512_sub_epi32(magic, _mm512_slli_epi32(sum, std::countr_zero(unsigned{kOffset})));
-}
-
-// The unsigned values of packed vector v of a nibble format's group block: its low nibbles
-// (values 4v + t) and high nibbles (16 + 4v + t), each plus 16 where Q5's fifth bit is set.
-template <DType kDType>
-inline void NibbleValues(const uint8_t* blk, int v, __m512i* lo, __m512i* hi) {
-  const __m512i low = _mm512_set1_epi8(0x0f);
-  const __m512i w = _mm512_loadu_si512(blk + 64 * v);
-  *lo = _mm512_and_si512(w, low);
-  *hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), low);
-  if constexpr (Packed<kDType>::kFifthBit) {
-    __mmask64 masks[2];  // of vector v's low and high nibbles
-    std::memcpy(masks, blk + Packed<kDType>::kFifthOffset + 16 * v, sizeof masks);
-    const __m512i sixteen = _mm512_set1_epi8(16);
-    *lo = _mm512_mask_add_epi8(*lo, masks[0], *lo, sixteen);
-    *hi = _mm512_mask_add_epi8(*hi, masks[1], *hi, sixteen);
-  }
-}
-
-// GGML's lane sums P[0..8) of the 16 rows of a group block against activation block xq, each as
-// 1.5 * 2^23 + P in f32 bits.
-template <DType kDType>
-inline void LaneSums(const uint8_t* blk, const int8_t* xq, __m512i (&p)[8]) {
-  const __m512i magic = _mm512_set1_epi32(kMagicBits);
-  if constexpr (kDType == DType::kQ8_0) {
-#pragma GCC unroll 8
-    for (int l = 0; l < 8; ++l) {
-      const __m512i w = _mm512_loadu_si512(blk + 64 * l);
-      const __m512i x = BroadcastDword(xq + 4 * l);
-      const __m512i x_signed = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
-      p[l] = _mm512_dpbusd_epi32(magic, _mm512_abs_epi8(w), x_signed);
-    }
+const int32_t* StartSums(const MatMulArgs& a) {
+  if constexpr (kStart<kDType> == 0) {
+    return nullptr;
   } else {
-#pragma GCC unroll 4
-    for (int v = 0; v < 4; ++v) {
-      __m512i w_lo, w_hi;
-      NibbleValues<kDType>(blk, v, &w_lo, &w_hi);
-      const __m512i x_lo = BroadcastDword(xq + 4 * v);
-      const __m512i x_hi = BroadcastDword(xq + 16 + 4 * v);
-      p[v] = _mm512_dpbusd_epi32(NibbleStart<kDType>(magic, x_lo), w_lo, x_lo);
-      p[v + 4] = _mm512_dpbusd_epi32(NibbleStart<kDType>(magic, x_hi), w_hi, x_hi);
+    static thread_local std::vector<int32_t> sums;
+    const int64_t blocks = a.n * (a.n_cols / 32);  // rows of qs are contiguous
+    sums.resize(static_cast<size_t>(blocks));
+    for (int64_t k = 0; k < blocks; ++k) {
+      const int8_t* x = a.x.qs + 32 * k;
+      int32_t sum = 0;
+      for (int t = 0; t < 32; ++t) sum += x[t];
+      sums[k] = -kStart<kDType> * sum;
     }
+    return sums.data();
   }
 }
 
-// GGML's hsum_float_8 of one row's lane accumulators (plus its Q4_1 minima), stored as its 16 (or
-// `valid`) outputs of group g.
+// Weight vector l (the operand of activation dword l) of a group block, unsigned: Q8_0's vector l
+// + 128; for the nibble types, vector l % 4's low (l < 4: values 4l + t) or high nibbles
+// (values 16 + 4(l - 4) + t), plus 16 where Q5's fifth bit is set.
 template <DType kDType>
-inline void StoreGroup(const MatMulArgs& a, int64_t i, int64_t g, int valid, const __m512 (&acc)[8],
-                       __m512 summs) {
-  __m512 y = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0], acc[4]), _mm512_add_ps(acc[2], acc[6])),
-                           _mm512_add_ps(_mm512_add_ps(acc[1], acc[5]), _mm512_add_ps(acc[3], acc[7])));
-  if constexpr (Packed<kDType>::kHasMin) y = _mm512_add_ps(y, summs);
-  _mm512_mask_storeu_ps(a.y + i * a.n_rows + g * kRows, static_cast<__mmask16>((1u << valid) - 1), y);
+inline __m512i WeightVector(const uint8_t* blk, int l) {
+  using P = Packed<kDType>;
+  if constexpr (P::kQ8) {
+    return _mm512_xor_si512(_mm512_loadu_si512(blk + 64 * l), _mm512_set1_epi8(-128));
+  } else {
+    const __m512i w = _mm512_loadu_si512(blk + 64 * (l % 4));
+    const __m512i low = _mm512_set1_epi8(0x0f);
+    __m512i v = l < 4 ? _mm512_and_si512(w, low) : _mm512_and_si512(_mm512_srli_epi16(w, 4), low);
+    if constexpr (P::kFifthBit) {  // mask 2 (l % 4) + l / 4
+      __mmask64 mask;
+      std::memcpy(&mask, blk + P::kFifthOffset + 8 * (2 * (l % 4) + l / 4), sizeof mask);
+      v = _mm512_mask_add_epi8(v, mask, v, _mm512_set1_epi8(16));
+    }
+    return v;
+  }
 }
 
-template <DType kDType>
-void DirectGroup(const MatMulArgs& a, int64_t i, int64_t g, int valid) {
+// p[i] = the block sums P of the group's 16 rows against activation rows i < R, whose block is
+// at x + i * x_stride; start[i * start_stride] is row i's -kStart * sum (null: 0).
+template <DType kDType, int R>
+inline void BlockSums(const uint8_t* blk, const int8_t* x, int64_t x_stride, const int32_t* start,
+                      int64_t start_stride, __m512i (&p)[R]) {
+  constexpr int kChains = ChainsFor(R);
+  __m512i c[R][kChains];
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i) {
+    c[i][0] = start != nullptr ? _mm512_set1_epi32(start[i * start_stride]) : _mm512_setzero_si512();
+#pragma GCC unroll 4
+    for (int k = 1; k < kChains; ++k) c[i][k] = _mm512_setzero_si512();
+  }
+#pragma GCC unroll 8
+  for (int l = 0; l < 8; ++l) {
+    const __m512i w = WeightVector<kDType>(blk, l);
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      __m512i& chain = c[i][l % kChains];
+      chain = _mm512_dpbusd_epi32(chain, w, BroadcastDword(x + i * x_stride + 4 * l));
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i) {
+    p[i] = c[i][0];
+#pragma GCC unroll 4
+    for (int k = 1; k < kChains; ++k) p[i] = _mm512_add_epi32(p[i], c[i][k]);
+  }
+}
+
+// Q4_1's and Q5_1's minimum term of activation rows [i0, i0 + R): y[i] += the fma chain of
+// m_w * s_x over the blocks.
+template <DType kDType, int R>
+inline void AddMinSums(const MatMulArgs& a, const uint8_t* group, int64_t i0, __m512 (&y)[R]) {
+  using P = Packed<kDType>;
+  const int64_t nb = a.n_cols / 32;
+  const float* xs = a.x.s + i0 * a.x.scale_stride;
+  __m512 summs[R];
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i) summs[i] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const __m512 m = LoadHalf16(group + b * P::kBlockBytes + P::kMinOffset);
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      summs[i] = _mm512_fmadd_ps(m, _mm512_set1_ps(xs[i * a.x.scale_stride + b]), summs[i]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i) y[i] = _mm512_add_ps(y[i], summs[i]);
+}
+
+// y of activation rows [i0, i0 + R) against group g, of whose rows the first `valid` exist.
+// `stream`: this tile is the first over the group, so it prefetches.
+template <DType kDType, int R>
+void Tile(const MatMulArgs& a, const int32_t* starts, int64_t g, int64_t i0, int valid,
+          bool stream) {
   using P = Packed<kDType>;
   const int64_t nb = a.n_cols / 32;
   const int64_t ss = a.x.scale_stride;
   const uint8_t* group = a.w + g * nb * P::kBlockBytes;
-  const int8_t* xq = a.x.qs + i * a.n_cols;
-  const float* xd = a.x.d + i * ss;
-  const float* xs = a.x.s + i * ss;
-  const __m512 magic_f = _mm512_castsi512_ps(_mm512_set1_epi32(kMagicBits));
-  __m512 acc[8];
+  const int8_t* xq = a.x.qs + i0 * a.n_cols;
+  const float* xd = a.x.d + i0 * ss;
+  const int32_t* start = starts != nullptr ? starts + i0 * nb : nullptr;
+  __m512 acc[R];
 #pragma GCC unroll 8
-  for (int l = 0; l < 8; ++l) acc[l] = _mm512_setzero_ps();
-  __m512 summs = _mm512_setzero_ps();
+  for (int i = 0; i < R; ++i) acc[i] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = group + b * P::kBlockBytes;
-    _mm_prefetch(reinterpret_cast<const char*>(blk + 4 * P::kBlockBytes), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(blk + 4 * P::kBlockBytes + 64 * 4), _MM_HINT_T0);
-    __m512i p[8];
-    LaneSums<kDType>(blk, xq + 32 * b, p);
-    const __m512 scale = _mm512_mul_ps(LoadHalf16(blk + P::kScaleOffset), _mm512_set1_ps(xd[b]));
-#pragma GCC unroll 8
-    for (int l = 0; l < 8; ++l) {
-      acc[l] = _mm512_fmadd_ps(scale, _mm512_sub_ps(_mm512_castsi512_ps(p[l]), magic_f), acc[l]);
+    if (stream) {
+      const char* ahead = reinterpret_cast<const char*>(blk + 4 * P::kBlockBytes);
+#pragma GCC unroll 16
+      for (int line = 0; line < P::kBlockBytes; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
     }
-    if constexpr (P::kHasMin) {
-      summs = _mm512_fmadd_ps(LoadHalf16(blk + P::kMinOffset), _mm512_set1_ps(xs[b]), summs);
+    __m512i p[R];
+    BlockSums<kDType, R>(blk, xq + 32 * b, a.n_cols, start != nullptr ? start + b : nullptr, nb,
+                         p);
+    const __m512 dw = LoadHalf16(blk + P::kScaleOffset);
+#pragma GCC unroll 8
+    for (int i = 0; i < R; ++i) {
+      const __m512 scale = _mm512_mul_ps(dw, _mm512_set1_ps(xd[i * ss + b]));
+      acc[i] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(p[i]), acc[i]);
     }
   }
-  StoreGroup<kDType>(a, i, g, valid, acc, summs);
+  if constexpr (P::kHasMin) AddMinSums<kDType, R>(a, group, i0, acc);
+  const __mmask16 store = static_cast<__mmask16>((1u << valid) - 1);
+#pragma GCC unroll 8
+  for (int i = 0; i < R; ++i) {
+    _mm512_mask_storeu_ps(a.y + (i0 + i) * a.n_rows + g * kRows, store, acc[i]);
+  }
 }
 
-// DirectGroup for activation rows i and i + 1 at once: each weight vector is loaded and its
-// nibbles unpacked once for both. Every accumulator of each row sees the same operations in the
-// same order as in DirectGroup, so the bits are the same.
-template <DType kDType>
-__attribute__((noinline)) void DirectGroupPair(const MatMulArgs& a, int64_t i, int64_t g,
-                                               int valid) {
-  using P = Packed<kDType>;
-  const int64_t nb = a.n_cols / 32;
-  const int64_t ss = a.x.scale_stride;
-  const uint8_t* group = a.w + g * nb * P::kBlockBytes;
-  const int8_t* xq[2] = {a.x.qs + i * a.n_cols, a.x.qs + (i + 1) * a.n_cols};
-  const float* xd[2] = {a.x.d + i * ss, a.x.d + (i + 1) * ss};
-  const float* xs[2] = {a.x.s + i * ss, a.x.s + (i + 1) * ss};
-  const __m512i magic = _mm512_set1_epi32(kMagicBits);
-  const __m512 magic_f = _mm512_castsi512_ps(magic);
-  __m512 acc[2][8];
-  __m512 summs[2];
-#pragma GCC unroll 2
-  for (int r = 0; r < 2; ++r) {
-    summs[r] = _mm512_setzero_ps();
-#pragma GCC unroll 8
-    for (int l = 0; l < 8; ++l) acc[r][l] = _mm512_setzero_ps();
+// Activation rows [i, i_end) against group g, R rows per tile, then the rest in one smaller tile.
+template <DType kDType, int R>
+void Tiles(const MatMulArgs& a, const int32_t* starts, int64_t g, int valid, int64_t i,
+           int64_t i_end, bool stream) {
+  for (; i + R <= i_end; i += R, stream = false) Tile<kDType, R>(a, starts, g, i, valid, stream);
+  if constexpr (R > 1) {
+    if (i < i_end) Tiles<kDType, R - 1>(a, starts, g, valid, i, i_end, stream);
   }
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = group + b * P::kBlockBytes;
-    _mm_prefetch(reinterpret_cast<const char*>(blk + 4 * P::kBlockBytes), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(blk + 4 * P::kBlockBytes + 64 * 4), _MM_HINT_T0);
-    const __m512 d_w = LoadHalf16(blk + P::kScaleOffset);
-    __m512 scale[2];
-#pragma GCC unroll 2
-    for (int r = 0; r < 2; ++r) scale[r] = _mm512_mul_ps(d_w, _mm512_set1_ps(xd[r][b]));
-    auto add = [&](int r, int l, __m512i p) {
-      acc[r][l] = _mm512_fmadd_ps(scale[r], _mm512_sub_ps(_mm512_castsi512_ps(p), magic_f), acc[r][l]);
-    };
-    if constexpr (kDType == DType::kQ8_0) {
-#pragma GCC unroll 8
-      for (int l = 0; l < 8; ++l) {
-        const __m512i w = _mm512_loadu_si512(blk + 64 * l);
-        const __mmask64 negative = _mm512_movepi8_mask(w);
-        const __m512i w_abs = _mm512_abs_epi8(w);
-#pragma GCC unroll 2
-        for (int r = 0; r < 2; ++r) {
-          const __m512i x = BroadcastDword(xq[r] + 32 * b + 4 * l);
-          const __m512i x_signed = _mm512_mask_sub_epi8(x, negative, _mm512_setzero_si512(), x);
-          add(r, l, _mm512_dpbusd_epi32(magic, w_abs, x_signed));
-        }
-      }
-    } else {
-#pragma GCC unroll 4
-      for (int v = 0; v < 4; ++v) {
-        __m512i w_lo, w_hi;
-        NibbleValues<kDType>(blk, v, &w_lo, &w_hi);
-#pragma GCC unroll 2
-        for (int r = 0; r < 2; ++r) {
-          const __m512i x_lo = BroadcastDword(xq[r] + 32 * b + 4 * v);
-          const __m512i x_hi = BroadcastDword(xq[r] + 32 * b + 16 + 4 * v);
-          add(r, v, _mm512_dpbusd_epi32(NibbleStart<kDType>(magic, x_lo), w_lo, x_lo));
-          add(r, v + 4, _mm512_dpbusd_epi32(NibbleStart<kDType>(magic, x_hi), w_hi, x_hi));
-        }
-      }
-    }
-    if constexpr (P::kHasMin) {
-      const __m512 m_w = LoadHalf16(blk + P::kMinOffset);
-#pragma GCC unroll 2
-      for (int r = 0; r < 2; ++r) summs[r] = _mm512_fmadd_ps(m_w, _mm512_set1_ps(xs[r][b]), summs[r]);
-    }
-  }
-  StoreGroup<kDType>(a, i, g, valid, acc[0], summs[0]);
-  StoreGroup<kDType>(a, i + 1, g, valid, acc[1], summs[1]);
 }
 
+// Activation rows per pass over the thread's groups: their quantized values stay in L1 while
+// each group comes from L2 (or memory, on the first pass) once per pass.
+constexpr int64_t kRowsPerPass = 32;
+
 template <DType kDType>
-void MatMulPackedDirect(const MatMulArgs& a, int64_t r_begin, int64_t r_end) {
-  for (int64_t r0 = r_begin; r0 < r_end; r0 += kRows) {
-    const int valid = static_cast<int>(std::min<int64_t>(kRows, r_end - r0));
-    int64_t i = 0;
-    for (; i + 1 < a.n; i += 2) DirectGroupPair<kDType>(a, i, r0 / kRows, valid);
-    if (i < a.n) DirectGroup<kDType>(a, i, r0 / kRows, valid);
+void MatMulPacked(const MatMulArgs& a, int64_t r_begin, int64_t r_end) {
+  const int32_t* starts = StartSums<kDType>(a);
+  for (int64_t i0 = 0; i0 < a.n; i0 += kRowsPerPass) {
+    const int64_t i_end = std::min(a.n, i0 + kRowsPerPass);
+    for (int64_t r0 = r_begin; r0 < r_end; r0 += kRows) {
+      const int valid = static_cast<int>(std::min<int64_t>(kRows, r_end - r0));
+      Tiles<kDType, kTileRows>(a, starts, r0 / kRows, valid, i0, i_end, /*stream=*/i0 == 0);
+    }
   }
 }
 
 }  // namespace
 
 void FillPackedAvx512Kernels(IsaKernels* k) {
-  k->matmul_packed_q4_0 = MatMulPackedDirect<DType::kQ4_0>;
-  k->matmul_packed_q4_1 = MatMulPackedDirect<DType::kQ4_1>;
-  k->matmul_packed_q8_0 = MatMulPackedDirect<DType::kQ8_0>;
-  k->matmul_packed_q5_0 = MatMulPackedDirect<DType::kQ5_0>;
-  k->matmul_packed_q5_1 = MatMulPackedDirect<DType::kQ5_1>;
+  k->matmul_packed_q4_0 = MatMulPacked<DType::kQ4_0>;
+  k->matmul_packed_q4_1 = MatMulPacked<DType::kQ4_1>;
+  k->matmul_packed_q8_0 = MatMulPacked<DType::kQ8_0>;
+  k->matmul_packed_q5_0 = MatMulPacked<DType::kQ5_0>;
+  k->matmul_packed_q5_1 = MatMulPacked<DType::kQ5_1>;
 }
 
 }  // namespace baton::kernels

@@ -104,7 +104,6 @@ void QuantizeRowQ8_KAvx2(const float* x, int64_t n_cols, int8_t* qs, float* d, i
 
 void FillAvx2Kernels(IsaKernels* k) {
   k->isa = CpuIsa::kAvx2;
-  k->block32_arithmetic = Block32Arithmetic::kWholeBlock;
   k->matmul_f32 = MatMulRows<FloatKernel<FormatF32>>;
   k->matmul_f16 = MatMulRows<FloatKernel<FormatF16>>;
   k->matmul_bf16 = MatMulRows<FloatKernel<FormatBF16>>;

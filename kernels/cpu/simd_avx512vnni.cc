@@ -42,10 +42,14 @@ void FillAvx512VnniKernels(IsaKernels* k) {
   k->matmul_f32 = MatMulRows<FloatKernel<FormatF32>>;
   k->matmul_f16 = MatMulRows<FloatKernel<FormatF16>>;
   k->matmul_bf16 = MatMulRows<FloatKernel<FormatBF16>>;
+  k->matmul_q4_0 = PanelMatMulRows<Block32Kernel<FormatQ4_0>>;
+  k->matmul_q4_1 = PanelMatMulRows<Block32Kernel<FormatQ4_1>>;
+  k->matmul_q8_0 = PanelMatMulRows<Block32Kernel<FormatQ8_0>>;
+  k->matmul_q5_0 = PanelMatMulRows<Block32Kernel<FormatQ5_0>>;
+  k->matmul_q5_1 = PanelMatMulRows<Block32Kernel<FormatQ5_1>>;
   k->matmul_q4_k = MatMulRows<Q4KKernel>;
   k->matmul_q5_k = MatMulRows<Q5KKernel>;
   k->matmul_q6_k = MatMulRows<Q6KKernel>;
-  FillBlock32Avx512Kernels(k);
   FillAvx512AttentionKernels(k);
 }
 
