@@ -1,7 +1,7 @@
 // The MatMul kernel on packed Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 weights (packed_block32.h) at the
 // AVX-512 VNNI level, in the whole-block arithmetic (isa_kernels.h): the same bits as the kernels
-// on the original rows (matmul_tiles.inc) and as MatMulPackedScalar<dtype>. The backend runs every batch of a registered matrix on
-// it.
+// on the original rows (matmul_tiles.inc) and as MatMulPackedScalar<dtype>. The backend runs
+// every batch of a registered matrix on it.
 //
 // A zmm holds one dword of each of a group's 16 rows (packed vector l), so a vpdpbusd of it with
 // the activation dword l broadcast adds that dword's 4 products of every row to the row's int32
@@ -119,7 +119,8 @@ inline void BlockSums(const uint8_t* blk, const int8_t* x, int64_t x_stride, con
   __m512i c[R][kChains];
 #pragma GCC unroll 8
   for (int i = 0; i < R; ++i) {
-    c[i][0] = start != nullptr ? _mm512_set1_epi32(start[i * start_stride]) : _mm512_setzero_si512();
+    c[i][0] = start != nullptr ? _mm512_set1_epi32(start[i * start_stride])
+                               : _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int k = 1; k < kChains; ++k) c[i][k] = _mm512_setzero_si512();
   }
