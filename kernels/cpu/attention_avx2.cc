@@ -191,6 +191,17 @@ void AttentionPartialAvx2(const float* q, int32_t kv_h, int32_t group, int32_t t
   }
 }
 
+void AttentionPartialQueriesAvx2(const float* q, int64_t q_stride, int32_t n_q,
+                                 const int32_t* t_end, int32_t kv_h, int32_t group,
+                                 int32_t t_begin, const KvLayerView& kv, float scale,
+                                 float* partial, int64_t partial_stride) {
+  for (int32_t j = 0; j < n_q; ++j) {
+    if (t_end[j] <= t_begin) continue;
+    AttentionPartialAvx2(q + j * q_stride, kv_h, group, t_begin, t_end[j], kv, scale,
+                         partial + j * partial_stride);
+  }
+}
+
 void AttentionFoldAvx2(const float* partial, int32_t group, int32_t head_dim, float* state) {
   const int64_t size = AttentionPartialSize(head_dim);
   for (int32_t g = 0; g < group; ++g) {
@@ -244,6 +255,7 @@ void SiluMulAvx2(const float* gate, const float* up, int64_t count, float* y) {
 
 void FillAvx2AttentionKernels(IsaKernels* k) {
   k->attention_partial = AttentionPartialAvx2;
+  k->attention_partial_queries = AttentionPartialQueriesAvx2;
   k->attention_fold = AttentionFoldAvx2;
   k->attention_finish = AttentionFinishAvx2;
   k->silu_mul = SiluMulAvx2;

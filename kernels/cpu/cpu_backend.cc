@@ -27,6 +27,8 @@ namespace {
 constexpr int64_t kRowGrain = 16;
 // Below this many elements an elementwise operation runs on the calling thread alone.
 constexpr int64_t kMinParallelElements = 16384;
+// Most queries that go through an attention segment together (their K and V rows read once).
+constexpr int64_t kAttentionQueryBlock = 16;
 
 // GGML's rms_norm followed by its mul with the weight: the sum of squares in double over f32
 // squares, mean and scale in f32, then (x * scale) * weight.
@@ -205,37 +207,15 @@ class FastCpuBackend final : public Backend {
     if (n_q <= 0) return;
     const int32_t group = n_head / kv.n_kv_head;
     const int64_t d = kv.head_dim;
-    // Queries in the order 0, n-1, 1, n-2, ...: with the static split, every thread gets a
+    // Tasks in the order 0, n-1, 1, n-2, ...: with the static split, every thread gets a
     // similar share of a causal prefill's work.
-    auto query = [n_q](int64_t k) { return k % 2 == 0 ? k / 2 : n_q - 1 - k / 2; };
-    if (kernels_.attention_exact != nullptr && d % 16 == 0 && d <= kAttentionMaxHeadDim) {
-      // A task is one query's heads of one kv head (which share the K/V rows), or a single
-      // head when there are too few of those to keep every thread busy; each head's result is
-      // the same either way.
-      const bool per_head = n_q * kv.n_kv_head < 2 * pool_.n_threads();
-      const int32_t heads_per_task = per_head ? 1 : group;
-      const int64_t tasks_per_query = n_head / heads_per_task;
-      pool_.ParallelFor(n_q * tasks_per_query, [&](int64_t begin, int64_t end, int) {
-        static thread_local std::vector<float> scratch;
-        for (int64_t task = begin; task < end; ++task) {
-          const int64_t i = query(task / tasks_per_query);
-          const int32_t h0 = static_cast<int32_t>(task % tasks_per_query) * heads_per_task;
-          const int64_t offset = (i * n_head + h0) * d;
-          const int64_t size =
-              AttentionExactScratchSize(q_positions[i], kv.head_dim, heads_per_task);
-          if (static_cast<int64_t>(scratch.size()) < size) scratch.resize(static_cast<size_t>(size));
-          kernels_.attention_exact(q + offset, q_positions[i], h0 / group, heads_per_task, kv,
-                                   scale, out + offset, scratch.data());
-        }
-      });
-      return;
-    }
+    auto spread = [](int64_t k, int64_t n) { return k % 2 == 0 ? k / 2 : n - 1 - k / 2; };
     const bool vectorized = kernels_.attention_partial != nullptr && d % 8 == 0 &&
                             d <= kAttentionMaxHeadDim;
     if (!vectorized) {
       pool_.ParallelFor(n_q * kv.n_kv_head, [&](int64_t begin, int64_t end, int) {
         for (int64_t task = begin; task < end; ++task) {
-          const int64_t i = query(task / kv.n_kv_head);
+          const int64_t i = spread(task / kv.n_kv_head, n_q);
           const int32_t kv_h = static_cast<int32_t>(task % kv.n_kv_head);
           for (int32_t g = 0; g < group; ++g) {
             const int64_t offset = (i * n_head + kv_h * group + g) * d;
@@ -249,22 +229,47 @@ class FastCpuBackend final : public Backend {
     const int64_t partial_size = group * AttentionPartialSize(kv.head_dim);
     const int32_t max_segments = max_pos / kAttentionSegment + 1;
     if (n_q * kv.n_kv_head >= 2 * pool_.n_threads() || max_segments == 1) {
-      // Enough (query, kv head) pairs to share out: each folds its segments in order itself.
-      pool_.ParallelFor(n_q * kv.n_kv_head, [&](int64_t begin, int64_t end, int) {
-        std::vector<float> partial(partial_size), state(partial_size);
+      // Enough (query, kv head) pairs to share out: a task is a block of queries against one kv
+      // head, which go through each segment together (its K and V rows read once for all of
+      // them) and fold their own partials in segment order; or a single head of one query when
+      // there are too few of those to keep every thread busy. Each head's result is the same
+      // either way.
+      const int64_t block = std::clamp<int64_t>(n_q * kv.n_kv_head / (4 * pool_.n_threads()), 1,
+                                                kAttentionQueryBlock);
+      const int64_t n_blocks = (n_q + block - 1) / block;
+      const int32_t heads = n_blocks * kv.n_kv_head < 2 * pool_.n_threads() ? 1 : group;
+      const int64_t tasks_per_block = n_head / heads;
+      const int64_t size = heads * AttentionPartialSize(kv.head_dim);
+      pool_.ParallelFor(n_blocks * tasks_per_block, [&](int64_t begin, int64_t end, int) {
+        std::vector<float> partial(block * size), state(block * size);
+        std::vector<int32_t> t_end(block);
         for (int64_t task = begin; task < end; ++task) {
-          const int64_t i = query(task / kv.n_kv_head);
-          const int32_t kv_h = static_cast<int32_t>(task % kv.n_kv_head);
-          const int64_t offset = (i * n_head + kv_h * group) * d;
-          const int32_t n_ctx = q_positions[i] + 1;
-          AttentionInitState(group, kv.head_dim, state.data());
-          for (int32_t t0 = 0; t0 < n_ctx; t0 += kAttentionSegment) {
-            kernels_.attention_partial(q + offset, kv_h, group, t0,
-                                       std::min(n_ctx, t0 + kAttentionSegment), kv, scale,
-                                       partial.data());
-            kernels_.attention_fold(partial.data(), group, kv.head_dim, state.data());
+          const int64_t i0 = spread(task / tasks_per_block, n_blocks) * block;
+          const int32_t h0 = static_cast<int32_t>(task % tasks_per_block) * heads;
+          const int64_t n = std::min(block, n_q - i0);
+          const int64_t offset = (i0 * n_head + h0) * d;
+          int32_t n_ctx = 0;
+          for (int64_t j = 0; j < n; ++j) {
+            AttentionInitState(heads, kv.head_dim, state.data() + j * size);
+            n_ctx = std::max(n_ctx, q_positions[i0 + j] + 1);
           }
-          kernels_.attention_finish(state.data(), group, kv.head_dim, out + offset);
+          for (int32_t t0 = 0; t0 < n_ctx; t0 += kAttentionSegment) {
+            for (int64_t j = 0; j < n; ++j) {
+              t_end[j] = std::min(q_positions[i0 + j] + 1, t0 + kAttentionSegment);
+            }
+            kernels_.attention_partial_queries(q + offset, n_head * d, static_cast<int32_t>(n),
+                                               t_end.data(), h0 / group, heads, t0, kv, scale,
+                                               partial.data(), size);
+            for (int64_t j = 0; j < n; ++j) {
+              if (t_end[j] <= t0) continue;
+              kernels_.attention_fold(partial.data() + j * size, heads, kv.head_dim,
+                                      state.data() + j * size);
+            }
+          }
+          for (int64_t j = 0; j < n; ++j) {
+            kernels_.attention_finish(state.data() + j * size, heads, kv.head_dim,
+                                      out + offset + j * n_head * d);
+          }
         }
       });
       return;

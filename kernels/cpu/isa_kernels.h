@@ -17,8 +17,9 @@
 // are GGML's bit for bit: for kQ8_1 the backend stores d and s rounded to f16, as GGML's
 // block_q8_1 does (the quantizers below produce the f32 values; q = round(x * 127 / max|x|)).
 // Q8_0 weights take the same activations (GGML's q8_0 has the same values and d). The K-quants'
-// Q8_K activations are not GGML's. The K-quant and float MatMuls compute GGML's arithmetic, and
-// at the AVX-512 levels so does attention (attention_avx512.cc).
+// Q8_K activations are not GGML's. The K-quant and float MatMuls compute GGML's arithmetic;
+// attention is FlashAttention-style with an online softmax in f32 (attention_avx2.cc,
+// attention_avx512.cc), where GGML's default CPU path rounds the probabilities to f16.
 // A MatMul output y[i, r] of the five kQ8_1 types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) follows the
 // whole-block arithmetic at every SIMD level (packed_block32.h): per block b, P = the exact int32
 // sum of the block's 32 products (Q4_0 weights are the signed values q - 8, Q5_0 weights q - 16),
@@ -118,6 +119,15 @@ using AttentionPartialFn = void (*)(const float* q, int32_t kv_h, int32_t group,
                                     int32_t t_end, const KvLayerView& kv, float scale,
                                     float* partial);
 
+// attention_partial of n_q queries over one segment at once: query j's `group` heads at
+// q + j * q_stride, over keys [t_begin, t_end[j]) (none where t_end[j] <= t_begin: its partial
+// is not written), its partial at partial + j * partial_stride. Each query's partial is the same
+// bits as attention_partial's; the K and V rows are read once for all of the queries.
+using AttentionPartialQueriesFn = void (*)(const float* q, int64_t q_stride, int32_t n_q,
+                                           const int32_t* t_end, int32_t kv_h, int32_t group,
+                                           int32_t t_begin, const KvLayerView& kv, float scale,
+                                           float* partial, int64_t partial_stride);
+
 // Folds the next segment's partial [group, AttentionPartialSize(head_dim)] into state (same
 // layout; starts as AttentionInitState made it). Partials must be folded in segment order.
 using AttentionFoldFn = void (*)(const float* partial, int32_t group, int32_t head_dim,
@@ -134,20 +144,6 @@ using SiluMulFn = void (*)(const float* gate, const float* up, int64_t count, fl
 
 // Rounds v[0..n) to the nearest f16 values (ties to even), kept as f32; for the kQ8_1 scales.
 using RoundToF16Fn = void (*)(float* v, int64_t n);
-
-// GGML's attention for one query (GGML's mul_mat of f16 K and V with softmax in between, as
-// llama.cpp evaluates one token at a time; see attention_avx512.cc): the `group` heads
-// q [group, head_dim] that share kv head kv_h, at position pos, over the cached tokens 0..pos:
-// out [group, head_dim]. scratch holds AttentionExactScratchSize(pos, head_dim, group) floats.
-// Needs head_dim % 16 == 0 and head_dim <= kAttentionMaxHeadDim.
-using AttentionExactFn = void (*)(const float* q, int32_t pos, int32_t kv_h, int32_t group,
-                                  const KvLayerView& kv, float scale, float* out, float* scratch);
-
-// Floats of scratch an AttentionExactFn needs for a query at pos: per head, the probabilities of
-// the tokens (rounded up to whole 16-token chunks) and 64 partial sums per value dimension.
-inline int64_t AttentionExactScratchSize(int32_t pos, int32_t head_dim, int32_t group) {
-  return group * ((static_cast<int64_t>(pos) + 16) / 16 * 16 + 64 * static_cast<int64_t>(head_dim));
-}
 
 struct IsaKernels {
   CpuIsa isa = CpuIsa::kScalar;
@@ -173,9 +169,9 @@ struct IsaKernels {
   QuantizeQ8_1Fn quantize_q8_1 = nullptr;  // never null
   QuantizeQ8_KFn quantize_q8_k = nullptr;  // never null
   AttentionPartialFn attention_partial = nullptr;
+  AttentionPartialQueriesFn attention_partial_queries = nullptr;  // set with attention_partial
   AttentionFoldFn attention_fold = nullptr;
   AttentionFinishFn attention_finish = nullptr;
-  AttentionExactFn attention_exact = nullptr;  // preferred over attention_partial when set
   SiluMulFn silu_mul = nullptr;
   RoundToF16Fn round_to_f16 = nullptr;  // null: the scalar conversions of kernels/half.h
 };
@@ -199,7 +195,7 @@ void FillAvx2Kernels(IsaKernels* kernels);
 void FillAvx2AttentionKernels(IsaKernels* kernels);  // attention_* and silu_mul
 void FillPackedAvx2Kernels(IsaKernels* kernels);     // matmul_packed_*
 void FillAvx512VnniKernels(IsaKernels* kernels);
-void FillAvx512AttentionKernels(IsaKernels* kernels);  // attention_exact, silu_mul
+void FillAvx512AttentionKernels(IsaKernels* kernels);  // attention_partial*, silu_mul
 void FillAmxKernels(IsaKernels* kernels);
 void FillPackedAvx512Kernels(IsaKernels* kernels);  // matmul_packed_*
 
