@@ -29,8 +29,8 @@
 // accurate (docs/ACCURACY.md measures both against the exact computation), and it costs about
 // half the instructions: a block's products add up in integer lanes and take one conversion and
 // one fma per row and block, not eight (on a 2-core AMD EPYC, prefill of the default model
-// 1.7x with AVX2 and 1.2x with AVX-512, batched decode of 32 sequences 1.3-1.6x and 1.1x;
-// docs/CPU_SPEED.md).
+// 1.7x with AVX2 and 1.2-1.4x with AVX-512, batched decode of 32 sequences 1.3-1.6x and
+// 1.35-1.4x; docs/CPU_SPEED.md).
 // These five types have two implementations with the same bits: on the original rows
 // (matmul_tiles.inc; all batch sizes), and on packed weights (packed_matmul_avx2.cc,
 // packed_matmul_avx512.cc; packed_block32.h: a registered model's matrices, re-laid out once).
