@@ -205,77 +205,98 @@ class FastCpuBackend final : public Backend {
       max_pos = std::max(max_pos, q_positions[i]);
     }
     if (n_q <= 0) return;
+    const bool vectorized = kernels_.attention_partial != nullptr && kv.head_dim % 8 == 0 &&
+                            kv.head_dim <= kAttentionMaxHeadDim;
+    const int32_t max_segments = max_pos / kAttentionSegment + 1;
+    if (!vectorized) {
+      AttentionReference(q, q_positions, n_q, n_head, kv, scale, out);
+    } else if (n_q * kv.n_kv_head >= 2 * pool_.n_threads() || max_segments == 1) {
+      AttentionInQueryBlocks(q, q_positions, n_q, n_head, kv, scale, out);
+    } else {
+      AttentionInSharedSegments(q, q_positions, n_q, n_head, kv, scale, out, max_segments);
+    }
+  }
+
+ private:
+  // Tasks in the order 0, n-1, 1, n-2, ...: with the static split, every thread gets a similar
+  // share of a causal prefill's work.
+  static int64_t Spread(int64_t k, int64_t n) { return k % 2 == 0 ? k / 2 : n - 1 - k / 2; }
+
+  // The scalar reference, one (query, kv head) pair per task: where the level has no attention
+  // kernel or the head dimension does not suit it.
+  void AttentionReference(const float* q, const int32_t* q_positions, int64_t n_q,
+                          int32_t n_head, const KvLayerView& kv, float scale, float* out) {
     const int32_t group = n_head / kv.n_kv_head;
     const int64_t d = kv.head_dim;
-    // Tasks in the order 0, n-1, 1, n-2, ...: with the static split, every thread gets a
-    // similar share of a causal prefill's work.
-    auto spread = [](int64_t k, int64_t n) { return k % 2 == 0 ? k / 2 : n - 1 - k / 2; };
-    const bool vectorized = kernels_.attention_partial != nullptr && d % 8 == 0 &&
-                            d <= kAttentionMaxHeadDim;
-    if (!vectorized) {
-      pool_.ParallelFor(n_q * kv.n_kv_head, [&](int64_t begin, int64_t end, int) {
-        for (int64_t task = begin; task < end; ++task) {
-          const int64_t i = spread(task / kv.n_kv_head, n_q);
-          const int32_t kv_h = static_cast<int32_t>(task % kv.n_kv_head);
-          for (int32_t g = 0; g < group; ++g) {
-            const int64_t offset = (i * n_head + kv_h * group + g) * d;
-            reference::AttentionHead(q + offset, q_positions[i], kv_h * group + g, n_head, kv,
-                                     scale, out + offset);
+    pool_.ParallelFor(n_q * kv.n_kv_head, [&](int64_t begin, int64_t end, int) {
+      for (int64_t task = begin; task < end; ++task) {
+        const int64_t i = Spread(task / kv.n_kv_head, n_q);
+        const int32_t kv_h = static_cast<int32_t>(task % kv.n_kv_head);
+        for (int32_t g = 0; g < group; ++g) {
+          const int64_t offset = (i * n_head + kv_h * group + g) * d;
+          reference::AttentionHead(q + offset, q_positions[i], kv_h * group + g, n_head, kv,
+                                   scale, out + offset);
+        }
+      }
+    });
+  }
+
+  // Enough (query, kv head) pairs to share out: a task is a block of queries against one kv
+  // head, which go through each segment together (its K and V rows read once for all of them)
+  // and fold their own partials in segment order; or a single head of one query when there are
+  // too few of those to keep every thread busy. Each head's result is the same either way.
+  void AttentionInQueryBlocks(const float* q, const int32_t* q_positions, int64_t n_q,
+                              int32_t n_head, const KvLayerView& kv, float scale, float* out) {
+    const int32_t group = n_head / kv.n_kv_head;
+    const int64_t d = kv.head_dim;
+    const int64_t block = std::clamp<int64_t>(n_q * kv.n_kv_head / (4 * pool_.n_threads()), 1,
+                                              kAttentionQueryBlock);
+    const int64_t n_blocks = (n_q + block - 1) / block;
+    const int32_t heads = n_blocks * kv.n_kv_head < 2 * pool_.n_threads() ? 1 : group;
+    const int64_t tasks_per_block = n_head / heads;
+    const int64_t size = heads * AttentionPartialSize(kv.head_dim);
+    pool_.ParallelFor(n_blocks * tasks_per_block, [&](int64_t begin, int64_t end, int) {
+      std::vector<float> partial(block * size), state(block * size);
+      std::vector<int32_t> t_end(block);
+      for (int64_t task = begin; task < end; ++task) {
+        const int64_t i0 = Spread(task / tasks_per_block, n_blocks) * block;
+        const int32_t h0 = static_cast<int32_t>(task % tasks_per_block) * heads;
+        const int64_t n = std::min(block, n_q - i0);
+        const int64_t offset = (i0 * n_head + h0) * d;
+        int32_t n_ctx = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          AttentionInitState(heads, kv.head_dim, state.data() + j * size);
+          n_ctx = std::max(n_ctx, q_positions[i0 + j] + 1);
+        }
+        for (int32_t t0 = 0; t0 < n_ctx; t0 += kAttentionSegment) {
+          for (int64_t j = 0; j < n; ++j) {
+            t_end[j] = std::min(q_positions[i0 + j] + 1, t0 + kAttentionSegment);
+          }
+          kernels_.attention_partial_queries(q + offset, n_head * d, static_cast<int32_t>(n),
+                                             t_end.data(), h0 / group, heads, t0, kv, scale,
+                                             partial.data(), size);
+          for (int64_t j = 0; j < n; ++j) {
+            if (t_end[j] <= t0) continue;
+            kernels_.attention_fold(partial.data() + j * size, heads, kv.head_dim,
+                                    state.data() + j * size);
           }
         }
-      });
-      return;
-    }
+        for (int64_t j = 0; j < n; ++j) {
+          kernels_.attention_finish(state.data() + j * size, heads, kv.head_dim,
+                                    out + offset + j * n_head * d);
+        }
+      }
+    });
+  }
+
+  // Few queries over a long context (decode): the segments of every (query, kv head) pair are
+  // shared out, then each pair folds its partials in segment order (the same arithmetic).
+  void AttentionInSharedSegments(const float* q, const int32_t* q_positions, int64_t n_q,
+                                 int32_t n_head, const KvLayerView& kv, float scale, float* out,
+                                 int32_t max_segments) {
+    const int32_t group = n_head / kv.n_kv_head;
+    const int64_t d = kv.head_dim;
     const int64_t partial_size = group * AttentionPartialSize(kv.head_dim);
-    const int32_t max_segments = max_pos / kAttentionSegment + 1;
-    if (n_q * kv.n_kv_head >= 2 * pool_.n_threads() || max_segments == 1) {
-      // Enough (query, kv head) pairs to share out: a task is a block of queries against one kv
-      // head, which go through each segment together (its K and V rows read once for all of
-      // them) and fold their own partials in segment order; or a single head of one query when
-      // there are too few of those to keep every thread busy. Each head's result is the same
-      // either way.
-      const int64_t block = std::clamp<int64_t>(n_q * kv.n_kv_head / (4 * pool_.n_threads()), 1,
-                                                kAttentionQueryBlock);
-      const int64_t n_blocks = (n_q + block - 1) / block;
-      const int32_t heads = n_blocks * kv.n_kv_head < 2 * pool_.n_threads() ? 1 : group;
-      const int64_t tasks_per_block = n_head / heads;
-      const int64_t size = heads * AttentionPartialSize(kv.head_dim);
-      pool_.ParallelFor(n_blocks * tasks_per_block, [&](int64_t begin, int64_t end, int) {
-        std::vector<float> partial(block * size), state(block * size);
-        std::vector<int32_t> t_end(block);
-        for (int64_t task = begin; task < end; ++task) {
-          const int64_t i0 = spread(task / tasks_per_block, n_blocks) * block;
-          const int32_t h0 = static_cast<int32_t>(task % tasks_per_block) * heads;
-          const int64_t n = std::min(block, n_q - i0);
-          const int64_t offset = (i0 * n_head + h0) * d;
-          int32_t n_ctx = 0;
-          for (int64_t j = 0; j < n; ++j) {
-            AttentionInitState(heads, kv.head_dim, state.data() + j * size);
-            n_ctx = std::max(n_ctx, q_positions[i0 + j] + 1);
-          }
-          for (int32_t t0 = 0; t0 < n_ctx; t0 += kAttentionSegment) {
-            for (int64_t j = 0; j < n; ++j) {
-              t_end[j] = std::min(q_positions[i0 + j] + 1, t0 + kAttentionSegment);
-            }
-            kernels_.attention_partial_queries(q + offset, n_head * d, static_cast<int32_t>(n),
-                                               t_end.data(), h0 / group, heads, t0, kv, scale,
-                                               partial.data(), size);
-            for (int64_t j = 0; j < n; ++j) {
-              if (t_end[j] <= t0) continue;
-              kernels_.attention_fold(partial.data() + j * size, heads, kv.head_dim,
-                                      state.data() + j * size);
-            }
-          }
-          for (int64_t j = 0; j < n; ++j) {
-            kernels_.attention_finish(state.data() + j * size, heads, kv.head_dim,
-                                      out + offset + j * n_head * d);
-          }
-        }
-      });
-      return;
-    }
-    // Few queries over a long context (decode): the segments of every (query, kv head) pair are
-    // shared out, then each pair folds its partials in segment order (the same arithmetic).
     const int64_t n_pairs = n_q * kv.n_kv_head;
     attention_scratch_.resize(static_cast<size_t>(n_pairs * max_segments * partial_size));
     float* scratch = attention_scratch_.data();
@@ -310,7 +331,6 @@ class FastCpuBackend final : public Backend {
     });
   }
 
- private:
   // The arguments (all but x) and the kernel for a MatMul of w, which must have a kernel.
   MatMulArgs KernelArgs(const WeightMatrix& w, int64_t n, float* y, MatMulRowsFn* run) {
     MatMulArgs args;
