@@ -49,6 +49,12 @@ struct KvLayerView {
   int32_t block_size = 0;
   int32_t n_kv_head = 0;
   int32_t head_dim = 0;
+
+  // Elements from k_base (or v_base) to the row of token t, kv head kv_h.
+  int64_t RowOffset(int32_t t, int32_t kv_h) const {
+    return block_table[t / block_size] * block_stride +
+           (static_cast<int64_t>(t % block_size) * n_kv_head + kv_h) * head_dim;
+  }
 };
 
 class Backend {

@@ -75,17 +75,13 @@ void AttentionSegment(const float* q, int32_t kv_h, int32_t t_begin, int32_t t_e
   }
   const uint16_t* v_rows[kChunk];
   const __m256 scale_v = _mm256_set1_ps(scale);
-  auto row_offset = [&](int32_t t) {
-    return kv.block_table[t / kv.block_size] * kv.block_stride +
-           (static_cast<int64_t>(t % kv.block_size) * kv.n_kv_head + kv_h) * d_head;
-  };
   const int row_bytes = d_head * static_cast<int>(sizeof(uint16_t));
   for (int32_t t0 = t_begin; t0 < t_end; t0 += kChunk) {
     const int count = t_end - t0 < kChunk ? t_end - t0 : kChunk;
     const int count8 = (count + 7) / 8 * 8;
     // The paged rows defeat the hardware prefetcher: fetch the next chunk's K and V rows now.
     for (int32_t t = t0 + kChunk; t < t_end && t < t0 + 2 * kChunk; ++t) {
-      const int64_t offset = row_offset(t);
+      const int64_t offset = kv.RowOffset(t, kv_h);
       const char* k_row = reinterpret_cast<const char*>(kv.k_base + offset);
       const char* v_row = reinterpret_cast<const char*>(kv.v_base + offset);
       for (int b = 0; b < row_bytes; b += 64) {
@@ -95,7 +91,7 @@ void AttentionSegment(const float* q, int32_t kv_h, int32_t t_begin, int32_t t_e
     }
     for (int c = 0; c < count; ++c) {
       const int32_t t = t0 + c;
-      const int64_t offset = row_offset(t);
+      const int64_t offset = kv.RowOffset(t, kv_h);
       const uint16_t* k_row = kv.k_base + offset;
       for (int d = 0; d < d_head; d += 8) _mm256_store_ps(&k_f32[c][d], LoadF16x8(k_row + d));
       v_rows[c] = kv.v_base + offset;

@@ -108,10 +108,7 @@ void LoadChunk(const KvLayerView& kv, int32_t kv_h, int32_t t0, int count, int v
       }
       continue;
     }
-    const int32_t t = t0 + c;
-    const int64_t offset = kv.block_table[t / kv.block_size] * kv.block_stride +
-                           (static_cast<int64_t>(t % kv.block_size) * kv.n_kv_head + kv_h) *
-                               kv.head_dim;
+    const int64_t offset = kv.RowOffset(t0 + c, kv_h);
     for (int v = 0; v < vectors; ++v) {
       const __mmask16 m = v + 1 == vectors ? tail : __mmask16{0xffff};
       const __m256i k16 = _mm256_maskz_loadu_epi16(m, kv.k_base + offset + 16 * v);

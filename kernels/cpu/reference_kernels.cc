@@ -109,14 +109,10 @@ void AttentionHead(const float* q_head, int32_t pos, int32_t h, int32_t n_head,
                                        << kv.n_tokens << " tokens";
   const int32_t kv_h = h / (n_head / kv.n_kv_head);
   const int32_t d = kv.head_dim;
-  auto offset = [&](int32_t t) {
-    return kv.block_table[t / kv.block_size] * kv.block_stride +
-           (static_cast<int64_t>(t % kv.block_size) * kv.n_kv_head + kv_h) * d;
-  };
   std::vector<double> scores(static_cast<size_t>(pos) + 1);
   double max_score = -INFINITY;
   for (int32_t t = 0; t <= pos; ++t) {
-    const uint16_t* k = kv.k_base + offset(t);
+    const uint16_t* k = kv.k_base + kv.RowOffset(t, kv_h);
     double dot = 0.0;
     for (int32_t j = 0; j < d; ++j) dot += static_cast<double>(q_head[j]) * F16ToF32(k[j]);
     scores[t] = dot * scale;
@@ -127,7 +123,7 @@ void AttentionHead(const float* q_head, int32_t pos, int32_t h, int32_t n_head,
   for (int32_t t = 0; t <= pos; ++t) {
     const double p = std::exp(scores[t] - max_score);
     sum += p;
-    const uint16_t* v = kv.v_base + offset(t);
+    const uint16_t* v = kv.v_base + kv.RowOffset(t, kv_h);
     for (int32_t j = 0; j < d; ++j) acc[j] += p * F16ToF32(v[j]);
   }
   for (int32_t j = 0; j < d; ++j) out_head[j] = static_cast<float>(acc[j] / sum);
