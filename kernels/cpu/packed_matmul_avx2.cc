@@ -13,7 +13,7 @@
 //   Q5's values (<= 31) add up as two sums of 8 products (the low and the high nibbles).
 //   Q8_0 takes |w| against x with w's sign (pairs up to 2 * 128 * 127) and a vpmaddwd per vector.
 //   Q4_0 (nibble - 8) and Q5_0 (value - 16) take the unsigned values and subtract 8 (16) times
-//   the activation block's sum, computed once per call: exact, the same P.
+//   the activation block's sum, computed once per call (ActivationBlockSums): exact, the same P.
 // Q4_1's and Q5_1's minimum term, an fma chain over the blocks, is a second pass over the group
 // (from L1), which leaves the main loop's registers to the rows.
 //
@@ -26,7 +26,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <vector>
 
 #include "kernels/cpu/isa_kernels.h"
 #include "kernels/cpu/packed_block32.h"
@@ -41,7 +40,6 @@ namespace baton::kernels {
 namespace {
 
 #include "kernels/cpu/fifth_bits_avx2.inc"
-#include "kernels/cpu/horizontal_avx2.inc"
 
 constexpr int kRows = kPackedGroupRows;
 constexpr int kHalfRows = kRows / 2;  // one ymm lane per row
@@ -66,26 +64,6 @@ inline __m256i BroadcastDword(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, sizeof v);
   return _mm256_set1_epi32(v);
-}
-
-// For Q4_0 and Q5_0: kOffset times the sum of each activation block, [n, n_cols / 32] (the
-// calling thread's buffer, valid until its next call); null for the other types.
-template <DType kDType>
-const int32_t* OffsetSums(const MatMulArgs& a) {
-  if constexpr (Packed<kDType>::kOffset == 0) {
-    return nullptr;
-  } else {
-    static thread_local std::vector<int32_t> sums;
-    const int64_t blocks = a.n * (a.n_cols / 32);  // rows of qs are contiguous
-    sums.resize(static_cast<size_t>(blocks));
-    const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
-    for (int64_t k = 0; k < blocks; ++k) {
-      const __m256i x = Load256(a.x.qs + 32 * k);
-      const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, x), ones16);
-      sums[k] = Packed<kDType>::kOffset * HorizontalSumI32(s);
-    }
-    return sums.data();
-  }
 }
 
 // Block sums of Q8_0: p[i][hh] = P of rows 8 (h0 + hh) + lane against the activation block at
@@ -285,7 +263,8 @@ constexpr int64_t kRowsPerPass = 32;
 
 template <DType kDType>
 void MatMulPacked(const MatMulArgs& a, int64_t r_begin, int64_t r_end) {
-  const int32_t* offsets = OffsetSums<kDType>(a);
+  const int32_t* offsets =
+      Packed<kDType>::kOffset != 0 ? ActivationBlockSums(a, Packed<kDType>::kOffset) : nullptr;
   if (a.n == 1) {  // decode: both halves in one pass
     for (int64_t r0 = r_begin; r0 < r_end; r0 += kRows) {
       const int valid = static_cast<int>(std::min<int64_t>(kRows, r_end - r0));

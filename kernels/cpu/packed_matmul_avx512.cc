@@ -10,9 +10,9 @@
 // A tile is R activation rows against one group, over all blocks: per block, each weight vector
 // is loaded and unpacked once for the R rows. The u8 x s8 product wants unsigned weights: the
 // nibble types take their unsigned values, Q8_0 its values + 128 (one xor), and the sums start
-// from -kStart * (the activation block's sum), computed once per call, so P is the signed sum
-// exactly. Integer sums may be split into independent chains and added up in any order (one row
-// uses 4 chains, so that the vpdpbusd latency overlaps). Q4_1's and Q5_1's minimum term, an fma
+// from -kStart * (the activation block's sum), computed once per call (ActivationBlockSums), so
+// P is the signed sum exactly. Integer sums may be split into independent chains and added up in
+// any order (one row uses 4 chains, so that the vpdpbusd latency overlaps). Q4_1's and Q5_1's minimum term, an fma
 // chain over the blocks, is a second pass over the group (from L1).
 //
 // One activation row (decode) streams each group from memory once (prefetched 4 blocks ahead).
@@ -23,7 +23,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <vector>
 
 #include "kernels/cpu/isa_kernels.h"
 #include "kernels/cpu/packed_block32.h"
@@ -67,26 +66,6 @@ inline __m512i BroadcastDword(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, sizeof v);
   return _mm512_set1_epi32(v);
-}
-
-// -kStart times the sum of each activation block, [n, n_cols / 32] (the calling thread's
-// buffer, valid until its next call); null where kStart is 0.
-template <DType kDType>
-const int32_t* StartSums(const MatMulArgs& a) {
-  if constexpr (kStart<kDType> == 0) {
-    return nullptr;
-  } else {
-    static thread_local std::vector<int32_t> sums;
-    const int64_t blocks = a.n * (a.n_cols / 32);  // rows of qs are contiguous
-    sums.resize(static_cast<size_t>(blocks));
-    for (int64_t k = 0; k < blocks; ++k) {
-      const int8_t* x = a.x.qs + 32 * k;
-      int32_t sum = 0;
-      for (int t = 0; t < 32; ++t) sum += x[t];
-      sums[k] = -kStart<kDType> * sum;
-    }
-    return sums.data();
-  }
 }
 
 // Weight vector l (the operand of activation dword l) of a group block, unsigned: Q8_0's vector l
@@ -218,7 +197,8 @@ constexpr int64_t kRowsPerPass = 32;
 
 template <DType kDType>
 void MatMulPacked(const MatMulArgs& a, int64_t r_begin, int64_t r_end) {
-  const int32_t* starts = StartSums<kDType>(a);
+  const int32_t* starts =
+      kStart<kDType> != 0 ? ActivationBlockSums(a, -kStart<kDType>) : nullptr;
   for (int64_t i0 = 0; i0 < a.n; i0 += kRowsPerPass) {
     const int64_t i_end = std::min(a.n, i0 + kRowsPerPass);
     for (int64_t r0 = r_begin; r0 < r_end; r0 += kRows) {
