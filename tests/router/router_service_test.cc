@@ -461,7 +461,9 @@ TEST_F(RouterServiceTest, AFailedKvPushIsBlamedOnTheDecodeWorker) {
                                      " unavailable: push broke off")));
   // The prefill worker is not blamed: it stays healthy.
   for (const WorkerSnapshot& w : router_->registry().Snapshot()) {
-    if (w.address == prefill_server_.address()) EXPECT_TRUE(w.healthy);
+    if (w.address == prefill_server_.address()) {
+      EXPECT_TRUE(w.healthy);
+    }
   }
   EXPECT_THAT(decode_->releases(), UnorderedElementsAreArray(decode_->reservation_ids()));
 }
