@@ -108,14 +108,15 @@ void MatMulArgs(benchmark::internal::Benchmark* b) {
     }
   }
   // Every weight type at the 576x1536 shape (1536 fits K-quant blocks), best level.
-  for (DType dtype : {DType::kQ4_0, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K, DType::kF16,
-                      DType::kBF16, DType::kF32}) {
+  for (DType dtype : {DType::kQ4_0, DType::kQ8_0, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,
+                      DType::kQ6_K, DType::kF16, DType::kBF16, DType::kF32}) {
     for (int64_t n : {1, 512}) b->Args({static_cast<int64_t>(dtype), 576, 1536, n, best, 0, 0});
   }
   // Decode of every weight type at a shape beyond L2 (8192x2048: 9.4-34 MB), as the matrices of
   // a 1B+ model are; weight_GB/s against the machine's read bandwidth.
-  for (DType dtype : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ8_0, DType::kQ4_K,
-                      DType::kQ5_K, DType::kQ6_K, DType::kF16, DType::kBF16}) {
+  for (DType dtype : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ8_0, DType::kQ2_K,
+                      DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kF16,
+                      DType::kBF16}) {
     for (int64_t registered : {0, 1}) {
       if (registered == 1 && !HasPackedLayout(dtype)) continue;
       b->Args({static_cast<int64_t>(dtype), 8192, 2048, 1, best, 0, registered});

@@ -50,6 +50,8 @@ ActivationFormat ActivationFormatFor(DType dtype) {
     case DType::kQ5_1:
     case DType::kQ8_0:
       return ActivationFormat::kQ8_1;
+    case DType::kQ2_K:
+    case DType::kQ3_K:
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
@@ -126,6 +128,10 @@ MatMulRowsFn MatMulKernelFor(const IsaKernels& kernels, DType dtype) {
       return kernels.matmul_q5_k;
     case DType::kQ6_K:
       return kernels.matmul_q6_k;
+    case DType::kQ2_K:
+      return kernels.matmul_q2_k;
+    case DType::kQ3_K:
+      return kernels.matmul_q3_k;
     default:
       return nullptr;
   }

@@ -8,7 +8,7 @@
 //   kF32   f32 rows as given                         (F32, F16, BF16 weights)
 //   kQ8_1  int8 blocks of 32 with scale d and         (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 weights)
 //          s = d * sum(q) per block
-//   kQ8_K  int8 blocks of 256 with f32 scale d and    (Q4_K, Q5_K, Q6_K weights)
+//   kQ8_K  int8 blocks of 256 with f32 scale d and    (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K weights)
 //          int16 sums of each 16 values
 // The value of element k of a quantized row is q[k] * d[block of k].
 //
@@ -158,6 +158,8 @@ struct IsaKernels {
   MatMulRowsFn matmul_q5_k = nullptr;
   MatMulRowsFn matmul_q4_k = nullptr;
   MatMulRowsFn matmul_q6_k = nullptr;
+  MatMulRowsFn matmul_q2_k = nullptr;
+  MatMulRowsFn matmul_q3_k = nullptr;
   // On packed weights (packed_block32.h; args.w the packed matrix, kQ8_1 activations), the same
   // bits as matmul_q4_0/_q4_1/_q5_0/_q5_1/_q8_0: the backend uses them for registered weights,
   // whatever the batch.

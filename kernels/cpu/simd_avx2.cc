@@ -115,6 +115,8 @@ void FillAvx2Kernels(IsaKernels* k) {
   k->matmul_q4_k = MatMulRows<Q4KKernel>;
   k->matmul_q5_k = MatMulRows<Q5KKernel>;
   k->matmul_q6_k = MatMulRows<Q6KKernel>;
+  k->matmul_q2_k = MatMulRows<Q2KKernel>;
+  k->matmul_q3_k = MatMulRows<Q3KKernel>;
   k->quantize_q8_1 = QuantizeRowQ8_1Avx2;
   k->quantize_q8_k = QuantizeRowQ8_KAvx2;
   k->round_to_f16 = RoundToF16Avx2;

@@ -50,6 +50,8 @@ void FillAvx512VnniKernels(IsaKernels* k) {
   k->matmul_q4_k = MatMulRows<Q4KKernel>;
   k->matmul_q5_k = MatMulRows<Q5KKernel>;
   k->matmul_q6_k = MatMulRows<Q6KKernel>;
+  k->matmul_q2_k = MatMulRows<Q2KKernel>;
+  k->matmul_q3_k = MatMulRows<Q3KKernel>;
   FillAvx512AttentionKernels(k);
 }
 

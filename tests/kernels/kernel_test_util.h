@@ -100,7 +100,10 @@ inline void QuantizeKQuant45(const float* x, int64_t n, uint8_t* out, int bits) 
     float max_scale = 0.0f, max_min = 0.0f;
     for (int s = 0; s < 8; ++s) {
       float lo = 0.0f, hi = x[32 * s];
-      for (int k = 0; k < 32; ++k) lo = std::min(lo, x[32 * s + k]), hi = std::max(hi, x[32 * s + k]);
+      for (int k = 0; k < 32; ++k) {
+        lo = std::min(lo, x[32 * s + k]);
+        hi = std::max(hi, x[32 * s + k]);
+      }
       scale[s] = (hi - lo) / top;
       min[s] = -lo;
       max_scale = std::max(max_scale, scale[s]);
@@ -181,6 +184,77 @@ inline void QuantizeQ6_K(const float* x, int64_t n, uint8_t* out) {
   }
 }
 
+// Q2_K: value d * sc * q - dmin * m per group of 16 (sc, m 4-bit, q 2-bit); element 32s + l of
+// half h is bits 2s..2s+1 of qs[32h + l].
+inline void QuantizeQ2_K(const float* x, int64_t n, uint8_t* out) {
+  for (int64_t b = 0; b < n / 256; ++b, x += 256, out += 84) {
+    float scale[16], min[16];
+    float max_scale = 0.0f, max_min = 0.0f;
+    for (int g = 0; g < 16; ++g) {
+      float lo = 0.0f, hi = x[16 * g];
+      for (int k = 0; k < 16; ++k) {
+        lo = std::min(lo, x[16 * g + k]);
+        hi = std::max(hi, x[16 * g + k]);
+      }
+      scale[g] = (hi - lo) / 3.0f;
+      min[g] = -lo;
+      max_scale = std::max(max_scale, scale[g]);
+      max_min = std::max(max_min, min[g]);
+    }
+    PutF16(out + 80, max_scale / 15.0f);
+    PutF16(out + 82, max_min / 15.0f);
+    const float d = F16ToF32(F32ToF16(max_scale / 15.0f));
+    const float dmin = F16ToF32(F32ToF16(max_min / 15.0f));
+    uint8_t* qs = out + 16;
+    std::memset(qs, 0, 64);
+    for (int g = 0; g < 16; ++g) {
+      const int sc = d == 0.0f ? 0 : Clamp(Round(scale[g] / d), 0, 15);
+      const int mn = dmin == 0.0f ? 0 : Clamp(Round(min[g] / dmin), 0, 15);
+      out[g] = static_cast<uint8_t>(sc | (mn << 4));
+      const float ds = d * static_cast<float>(sc);
+      for (int k = 0; k < 16; ++k) {
+        const int i = 16 * g + k;
+        const int q = ds == 0.0f ? 0 : Clamp(Round((x[i] + dmin * mn) / ds), 0, 3);
+        qs[32 * (i / 128) + i % 32] |= static_cast<uint8_t>(q << (2 * (i % 128 / 32)));
+      }
+    }
+  }
+}
+
+// Q3_K: value d * sc * q per group of 16 (sc signed 6-bit, stored + 32; q in -4..3 as the 2 low
+// bits of q + 4 in qs, as Q2_K's, and bit (i / 32) of hmask[i % 32] set when q + 4 >= 4).
+inline void QuantizeQ3_K(const float* x, int64_t n, uint8_t* out) {
+  for (int64_t b = 0; b < n / 256; ++b, x += 256, out += 110) {
+    float scale[16];
+    float max_scale = 0.0f;
+    for (int g = 0; g < 16; ++g) {
+      float amax = 0.0f;
+      for (int k = 0; k < 16; ++k) amax = std::max(amax, std::fabs(x[16 * g + k]));
+      scale[g] = amax / 4.0f;
+      max_scale = std::max(max_scale, scale[g]);
+    }
+    PutF16(out + 108, max_scale / 31.0f);
+    const float d = F16ToF32(F32ToF16(max_scale / 31.0f));
+    uint8_t* hmask = out;
+    uint8_t* qs = out + 32;
+    uint8_t* packed = out + 96;
+    std::memset(out, 0, 108);
+    for (int g = 0; g < 16; ++g) {
+      const int sc = d == 0.0f ? 0 : Clamp(Round(scale[g] / d), -32, 31);
+      const int stored = sc + 32;
+      packed[g % 8] |= static_cast<uint8_t>((stored & 15) << (g < 8 ? 0 : 4));
+      packed[8 + g % 4] |= static_cast<uint8_t>((stored >> 4) << (2 * (g / 4)));
+      const float ds = d * static_cast<float>(sc);
+      for (int k = 0; k < 16; ++k) {
+        const int i = 16 * g + k;
+        const int u = (ds == 0.0f ? 0 : Clamp(Round(x[i] / ds), -4, 3)) + 4;
+        qs[32 * (i / 128) + i % 32] |= static_cast<uint8_t>((u & 3) << (2 * (i % 128 / 32)));
+        hmask[i % 32] |= static_cast<uint8_t>((u >> 2) << (i / 32));
+      }
+    }
+  }
+}
+
 }  // namespace internal
 
 // Whether QuantizeRow below handles dtype.
@@ -194,6 +268,8 @@ inline bool CanQuantizeForTest(DType dtype) {
     case DType::kQ5_0:
     case DType::kQ5_1:
     case DType::kQ8_0:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
@@ -228,6 +304,10 @@ inline void QuantizeRow(DType dtype, const float* x, int64_t n, uint8_t* out) {
       return internal::QuantizeBlock32(x, n, out, 5, true);
     case DType::kQ8_0:
       return internal::QuantizeQ8_0(x, n, out);
+    case DType::kQ2_K:
+      return internal::QuantizeQ2_K(x, n, out);
+    case DType::kQ3_K:
+      return internal::QuantizeQ3_K(x, n, out);
     case DType::kQ4_K:
       return internal::QuantizeKQuant45(x, n, out, 4);
     case DType::kQ5_K:
@@ -268,6 +348,13 @@ inline void RandomBitsRow(DType dtype, int64_t n, std::mt19937_64& rng, uint8_t*
         break;
       case DType::kQ6_K:
         internal::PutF16(block + 208, scale(rng) / 64.0f);
+        break;
+      case DType::kQ2_K:
+        internal::PutF16(block + 80, scale(rng) / 8.0f);
+        internal::PutF16(block + 82, scale(rng) / 8.0f);
+        break;
+      case DType::kQ3_K:
+        internal::PutF16(block + 108, scale(rng) / 16.0f);
         break;
       default: {
         const std::vector<float> v = RandomFloats(n, rng());
