@@ -25,6 +25,7 @@ int RunPrefill(const Args& args);
 int RunDecode(const Args& args);
 int RunRouter(const Args& args);
 int RunUp(const Args& args);
+int RunMakeModel(const Args& args);
 
 // "512M", "2G", "1048576" -> bytes. INVALID_ARGUMENT for anything else.
 absl::StatusOr<int64_t> ParseByteSize(const std::string& text);

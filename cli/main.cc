@@ -23,6 +23,7 @@ constexpr char kUsage[] =
     "  worker      run a worker of any role (--role both: colocated)\n"
     "  router      run the router (gRPC API; workers register with it)\n"
     "  up          start a local cluster (router + workers) and keep it running\n"
+    "  make-model  write a model with random weights in the shape of a real one (benchmarks)\n"
     "Run 'baton COMMAND --help' for a command's flags.\n";
 
 }  // namespace
@@ -47,6 +48,7 @@ int main(int argc, char** argv) {
   if (command == "decode") return RunDecode(args);
   if (command == "router") return RunRouter(args);
   if (command == "up") return RunUp(args);
+  if (command == "make-model") return RunMakeModel(args);
   if (command == "help" || command == "--help" || command == "-h") {
     std::cout << kUsage;
     return 0;

@@ -3,6 +3,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <string_view>
 #include <utility>
 
 #include "absl/log/check.h"
@@ -205,7 +207,7 @@ void GgufWriter::AddRawTensorInfo(std::string name, std::vector<uint64_t> dims, 
   tensors_.push_back({std::move(name), std::move(dims), type_id, true, offset_in_data, ""});
 }
 
-std::string GgufWriter::Build() const {
+std::string GgufWriter::BuildHeader() const {
   const uint64_t alignment = options_.alignment;
   bool has_alignment_key = false;
   for (const MetadataEntry& e : metadata_) has_alignment_key |= e.key == kAlignmentKey;
@@ -243,22 +245,35 @@ std::string GgufWriter::Build() const {
   }
 
   PadTo(&out, alignment);
+  return out;
+}
+
+void GgufWriter::Emit(const std::function<void(std::string_view)>& emit) const {
+  emit(BuildHeader());
+  const std::string padding(options_.alignment, '\0');
   for (const TensorEntry& t : tensors_) {
     if (t.raw) continue;
-    out.append(t.data);
-    PadTo(&out, alignment);
+    emit(t.data);
+    emit(std::string_view(padding).substr(
+        0, AlignUp(t.data.size(), options_.alignment) - t.data.size()));
   }
+}
+
+std::string GgufWriter::Build() const {
+  std::string out;
+  Emit([&out](std::string_view bytes) { out.append(bytes); });
   return out;
 }
 
 absl::Status GgufWriter::WriteFile(const std::string& path) const {
-  const std::string bytes = Build();
   std::FILE* f = std::fopen(path.c_str(), "wb");
   if (f == nullptr) {
     return absl::ErrnoToStatus(errno, absl::StrCat("GgufWriter: cannot create ", path));
   }
-  const size_t written = std::fwrite(bytes.data(), 1, bytes.size(), f);
-  const bool write_ok = written == bytes.size();
+  bool write_ok = true;
+  Emit([f, &write_ok](std::string_view bytes) {
+    write_ok = write_ok && std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  });
   const int close_rc = std::fclose(f);
   if (!write_ok || close_rc != 0) {
     return absl::ErrnoToStatus(errno, absl::StrCat("GgufWriter: cannot write ", path));

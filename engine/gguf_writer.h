@@ -1,5 +1,6 @@
 // Builds a GGUF v3 file in memory: metadata of every value type (arrays nested), tensors with their
-// raw bytes, alignment padding. Used by tests and tools to write tiny synthetic models.
+// raw bytes, alignment padding. Used by tests and by the synthetic models of `baton make-model`
+// (engine/synthetic_model.h).
 //
 // The writer writes what it is told and checks little (only that a tensor's data matches its
 // dtype and dims): duplicate keys, odd alignments and the raw entry points below let tests build
@@ -13,6 +14,7 @@
 #define BATON_ENGINE_GGUF_WRITER_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -71,7 +73,8 @@ class GgufWriter {
 
   // The file's bytes.
   std::string Build() const;
-  // Build() written to `path` (replaced if it exists).
+  // Build()'s bytes written to `path` (replaced if it exists), a tensor at a time: no second copy
+  // of the data in memory.
   absl::Status WriteFile(const std::string& path) const;
 
  private:
@@ -92,6 +95,11 @@ class GgufWriter {
   Options options_;
   std::vector<MetadataEntry> metadata_;
   std::vector<TensorEntry> tensors_;
+
+  // Everything before the tensor data: header, metadata, tensor infos, padding to the alignment.
+  std::string BuildHeader() const;
+  // Passes the file's bytes to `emit` in order: the header, then each tensor's data and padding.
+  void Emit(const std::function<void(std::string_view)>& emit) const;
 };
 
 }  // namespace baton::engine

@@ -9,10 +9,11 @@
 #include "engine/draft_proposer.h"
 #include "engine/model.h"
 #include "engine/prefix_cache.h"
+#include "engine/synthetic_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "metrics/metrics.h"
-#include "tests/support/synthetic_model.h"
+#include "tests/support/temp_path.h"
 #include "tests/support/test_paths.h"
 
 namespace baton::decode_worker {
@@ -70,7 +71,7 @@ class DecodeBatchTest : public testing::Test {
  protected:
   void SetUp() override {
     path_ = test_support::TempPath("decode-batch.gguf");
-    ASSERT_TRUE(test_support::WriteSyntheticModel(path_, {.seed = 11, .n_ctx = 512}).ok());
+    ASSERT_TRUE(engine::WriteSyntheticModel(path_, {.seed = 11, .n_ctx = 512}).ok());
     absl::StatusOr<std::unique_ptr<engine::Model>> model = engine::Model::Load(path_);
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = *std::move(model);
@@ -377,7 +378,7 @@ TEST_P(SpeculativeDecodeBatchTest, DraftModelProposalsKeepThePlainOutput) {
   // The target as its own draft guesses right every time; another model with the same
   // vocabulary (different weights) mostly wrong. Either way the output is the plain one.
   const std::string other_path = test_support::TempPath("draft.gguf");
-  ASSERT_TRUE(test_support::WriteSyntheticModel(other_path, {.seed = 12, .n_layer = 1}).ok());
+  ASSERT_TRUE(engine::WriteSyntheticModel(other_path, {.seed = 12, .n_layer = 1}).ok());
   absl::StatusOr<std::unique_ptr<engine::Model>> other = engine::Model::Load(other_path);
   ASSERT_TRUE(other.ok()) << other.status();
   for (const engine::Model* draft : {model_.get(), other->get()}) {

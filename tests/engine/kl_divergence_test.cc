@@ -8,10 +8,11 @@
 #include <vector>
 
 #include "engine/model.h"
+#include "engine/synthetic_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/kernels/kernel_test_util.h"
-#include "tests/support/synthetic_model.h"
+#include "tests/support/temp_path.h"
 
 namespace baton::engine {
 namespace {
@@ -111,7 +112,7 @@ class ModelScoringTest : public testing::Test {
  protected:
   static void SetUpTestSuite() {
     const std::string path = test_support::TempPath("kld-model.gguf");
-    ASSERT_TRUE(test_support::WriteSyntheticModel(
+    ASSERT_TRUE(engine::WriteSyntheticModel(
                     path, {.seed = 11, .n_ctx = 128, .weight_dtype = kernels::DType::kQ8_0})
                     .ok());
     absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(path);

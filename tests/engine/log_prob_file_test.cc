@@ -16,7 +16,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/kernels/kernel_test_util.h"
-#include "tests/support/synthetic_model.h"
+#include "tests/support/temp_path.h"
 #include "tests/support/test_paths.h"
 
 namespace baton::engine {

@@ -6,10 +6,11 @@
 #include <vector>
 
 #include "engine/model.h"
+#include "engine/synthetic_model.h"
 #include "engine/transformer.h"
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
-#include "tests/support/synthetic_model.h"
+#include "tests/support/temp_path.h"
 #include "tests/support/test_paths.h"
 
 namespace baton::engine {
@@ -21,7 +22,7 @@ class PrefixCacheTest : public testing::Test {
  protected:
   void SetUp() override {
     const std::string path = test_support::TempPath("prefix-cache.gguf");
-    ASSERT_TRUE(test_support::WriteSyntheticModel(path, {.seed = 3, .n_ctx = 128}).ok());
+    ASSERT_TRUE(engine::WriteSyntheticModel(path, {.seed = 3, .n_ctx = 128}).ok());
     absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(path);
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = *std::move(model);

@@ -1,5 +1,8 @@
 #include "tests/integration/local_cluster.h"
 
+#include <sys/wait.h>
+
+#include <cstdio>
 #include <thread>
 #include <utility>
 
@@ -11,6 +14,18 @@
 namespace baton::test_support {
 
 std::string BatonBinary() { return std::string(BATON_BINARY_DIR) + "/bin/baton"; }
+
+CommandResult RunBaton(const std::string& args) {
+  const std::string line = BatonBinary() + " " + args + " 2>&1";
+  CommandResult result;
+  FILE* pipe = popen(line.c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buffer[4096];
+  while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) result.output.append(buffer, n);
+  const int status = pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
 
 absl::Status LocalCluster::StartRouter(std::vector<std::string> extra) {
   std::vector<std::string> argv = {BatonBinary(), "router", "--model", DefaultModelPath(),

@@ -69,6 +69,15 @@ GenerateOutcome RunGenerate(baton::v1::Router::Stub& stub, grpc::ClientContext& 
 
 std::string BatonBinary();
 
+// A `baton` command line's exit code (-1 when it did not exit normally) and its stdout and stderr
+// together.
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;
+};
+// Runs `baton ARGS` through the shell (ARGS as a shell would split them) and waits for it.
+CommandResult RunBaton(const std::string& args);
+
 }  // namespace baton::test_support
 
 #endif  // BATON_TESTS_INTEGRATION_LOCAL_CLUSTER_H_

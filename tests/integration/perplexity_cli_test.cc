@@ -1,16 +1,14 @@
 // `baton perplexity` with llama.cpp's KL-divergence flags, as a user runs it: write a base with
 // the reference kernels, score the reference and the fast kernels against it, and the errors a
 // wrong combination or a wrong file gets.
-#include <sys/wait.h>
-
-#include <cstdio>
 #include <fstream>
 #include <string>
 
+#include "engine/synthetic_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/support/synthetic_model.h"
 #include "tests/integration/local_cluster.h"
+#include "tests/support/temp_path.h"
 #include "tests/support/test_paths.h"
 
 namespace baton {
@@ -18,29 +16,15 @@ namespace {
 
 using testing::HasSubstr;
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr
-};
-
-CommandResult RunBaton(const std::string& args) {
-  const std::string line = test_support::BatonBinary() + " " + args + " 2>&1";
-  CommandResult result;
-  FILE* pipe = popen(line.c_str(), "r");
-  if (pipe == nullptr) return result;
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof(buffer), pipe)) result.output.append(buffer, n);
-  const int status = pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
+using test_support::CommandResult;
+using test_support::RunBaton;
 
 class PerplexityCliTest : public testing::Test {
  protected:
   void SetUp() override {
     model_ = test_support::TempPath("perplexity-cli.gguf");
-    ASSERT_TRUE(test_support::WriteSyntheticModel(model_, {.seed = 4, .n_ctx = 64,
-                                                           .weight_dtype = kernels::DType::kQ8_0})
+    ASSERT_TRUE(engine::WriteSyntheticModel(
+                    model_, {.seed = 4, .n_ctx = 64, .weight_dtype = kernels::DType::kQ8_0})
                     .ok());
     text_ = test_support::TempPath("perplexity-cli.txt");
     std::ofstream(text_) << "The quick brown fox jumps over the lazy dog; then the dog sleeps, "

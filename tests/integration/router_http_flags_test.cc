@@ -11,10 +11,11 @@
 #include <string>
 
 #include "cli/child_process.h"
+#include "engine/synthetic_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/local_cluster.h"
-#include "tests/support/synthetic_model.h"
+#include "tests/support/temp_path.h"
 
 namespace baton {
 namespace {
@@ -54,7 +55,7 @@ TEST(RouterHttpFlagsTest, PastMaxConnectionsANewConnectionGets503) {
   const std::string dir = test_support::TempPath("router-http-flags");
   std::filesystem::create_directories(dir);
   const std::string model = dir + "/model.gguf";
-  ASSERT_TRUE(test_support::WriteSyntheticModel(model, {.seed = 3}).ok());
+  ASSERT_TRUE(engine::WriteSyntheticModel(model, {.seed = 3}).ok());
   absl::StatusOr<std::unique_ptr<cli::ChildProcess>> router = cli::ChildProcess::Start(
       {test_support::BatonBinary(), "router", "--model", model, "--http-port", "0",
        "--http-max-connections", "1"});

@@ -6,7 +6,7 @@
 #include "gtest/gtest.h"
 #include "rpc/sampling_params_proto.h"
 #include "tests/integration/local_cluster.h"
-#include "tests/support/synthetic_model.h"
+#include "tests/support/temp_path.h"
 
 namespace baton {
 namespace {

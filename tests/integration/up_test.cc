@@ -16,10 +16,11 @@
 #include "absl/strings/str_cat.h"
 #include "cli/child_process.h"
 #include "cli/network_namespaces.h"
+#include "engine/synthetic_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/local_cluster.h"
-#include "tests/support/synthetic_model.h"
+#include "tests/support/temp_path.h"
 
 namespace baton {
 namespace {
@@ -58,7 +59,7 @@ TEST(UpTest, AnnouncesMetricsHidesTheTokenAndLogsEachRequest) {
   const std::string dir = test_support::TempPath("up-test");
   std::filesystem::create_directories(dir);
   const std::string model = dir + "/model.gguf";
-  ASSERT_TRUE(test_support::WriteSyntheticModel(model, {.seed = 3}).ok());
+  ASSERT_TRUE(engine::WriteSyntheticModel(model, {.seed = 3}).ok());
   const std::string config = dir + "/cluster.yaml";
   std::ofstream(config) << "host: 127.0.0.1\nmodel: " << model << "\ntoken: " << kToken
                         << "\nrouter:\n  port: 0\nprefill:\n  - threads: 1\n"
@@ -127,7 +128,7 @@ TEST(UpTest, TokenFileKeyGuardsTheCluster) {
   const std::string dir = test_support::TempPath("up-token-file");
   std::filesystem::create_directories(dir);
   const std::string model = dir + "/model.gguf";
-  ASSERT_TRUE(test_support::WriteSyntheticModel(model, {.seed = 3}).ok());
+  ASSERT_TRUE(engine::WriteSyntheticModel(model, {.seed = 3}).ok());
   const std::string token_file = dir + "/token";
   std::ofstream(token_file) << kToken << "\n";
   const std::string config = dir + "/cluster.yaml";
@@ -170,7 +171,7 @@ absl::StatusOr<SmallCluster> StartSmallCluster(const std::string& name,
   const std::string dir = test_support::TempPath(name);
   std::filesystem::create_directories(dir);
   const std::string model = dir + "/model.gguf";
-  if (absl::Status s = test_support::WriteSyntheticModel(model, {.seed = 3}); !s.ok()) return s;
+  if (absl::Status s = engine::WriteSyntheticModel(model, {.seed = 3}); !s.ok()) return s;
   const std::string config = dir + "/cluster.yaml";
   std::ofstream(config) << "model: " << model << "\n" << extra_yaml
                         << "prefill:\n  - threads: 1\n"
@@ -271,7 +272,7 @@ TEST(UpTest, ASecondRouterOnPortsInUseFailsToStart) {
   const std::string dir = test_support::TempPath("port-in-use");
   std::filesystem::create_directories(dir);
   const std::string model = dir + "/model.gguf";
-  ASSERT_TRUE(test_support::WriteSyntheticModel(model, {.seed = 3}).ok());
+  ASSERT_TRUE(engine::WriteSyntheticModel(model, {.seed = 3}).ok());
   absl::StatusOr<std::unique_ptr<cli::ChildProcess>> first = StartWithStderr(
       test_support::BatonBinary() + " router --model " + model, dir + "/first.log");
   ASSERT_TRUE(first.ok());

@@ -174,7 +174,7 @@ TEST(TestWeightsTest, QuantizedRowsDequantizeNearTheirValues) {
   for (DType dtype : WeightTypes()) {
     const std::vector<float> x = RandomFloats(kCols, 3);
     std::vector<uint8_t> row(RowBytes(dtype, kCols));
-    testing::QuantizeRow(dtype, x.data(), kCols, row.data());
+    QuantizeRow(dtype, x.data(), kCols, row.data());
     std::vector<float> back(kCols);
     DequantizeRow(dtype, row.data(), back.data(), kCols);
     double err_sq = 0.0, x_sq = 0.0;
@@ -285,7 +285,7 @@ TEST(MatMulEdgeTest, ZeroWeightsAndZeroActivationsGiveZero) {
     TestWeights w = MakeWeights(dtype, 9, cols, 1);
     std::vector<float> zeros(cols, 0.0f);
     for (int64_t r = 0; r < 9; ++r) {
-      testing::QuantizeRow(dtype, zeros.data(), cols, w.bytes.data() + r * RowBytes(dtype, cols));
+      QuantizeRow(dtype, zeros.data(), cols, w.bytes.data() + r * RowBytes(dtype, cols));
     }
     const std::vector<float> x = RandomFloats(3 * cols, 2);
     for (Impl impl : AllImpls()) {

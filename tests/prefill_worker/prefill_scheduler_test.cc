@@ -17,10 +17,11 @@
 #include "decode_worker/reservation_table.h"
 #include "engine/model.h"
 #include "engine/prefix_cache.h"
+#include "engine/synthetic_model.h"
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
 #include "rpc/prefill_stage.h"
-#include "tests/support/synthetic_model.h"
+#include "tests/support/temp_path.h"
 
 namespace baton::prefill_worker {
 namespace {
@@ -59,7 +60,7 @@ class PrefillSchedulerTest : public testing::Test {
  protected:
   void SetUp() override {
     path_ = test_support::TempPath("prefill-scheduler.gguf");
-    ASSERT_TRUE(test_support::WriteSyntheticModel(path_, {.seed = 5, .n_ctx = 256}).ok());
+    ASSERT_TRUE(engine::WriteSyntheticModel(path_, {.seed = 5, .n_ctx = 256}).ok());
     absl::StatusOr<std::unique_ptr<engine::Model>> model = engine::Model::Load(path_);
     ASSERT_TRUE(model.ok()) << model.status();
     model_ = *std::move(model);

@@ -9,11 +9,12 @@
 #include <vector>
 
 #include "baton/v1/worker.grpc.pb.h"
+#include "engine/synthetic_model.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "rpc/server_options.h"
-#include "tests/support/synthetic_model.h"
+#include "tests/support/temp_path.h"
 
 namespace baton::worker {
 namespace {
@@ -24,7 +25,7 @@ class WorkerServerTest : public testing::Test {
  protected:
   void SetUp() override {
     const std::string path = test_support::TempPath("worker-server.gguf");
-    ASSERT_TRUE(test_support::WriteSyntheticModel(path, {.seed = 5}).ok());
+    ASSERT_TRUE(engine::WriteSyntheticModel(path, {.seed = 5}).ok());
     WorkerOptions options;
     options.role = v1::WORKER_ROLE_DECODE;
     options.model_path = path;
@@ -113,7 +114,7 @@ TEST_F(WorkerServerTest, AReserveWhosePromptTokensDisagreeWithItsLengthIsRefused
 
 TEST(PrefillWorkerServerTest, ADestinationClaimingMoreCachedBlocksThanThePromptIsRefused) {
   const std::string path = test_support::TempPath("prefill-worker-server.gguf");
-  ASSERT_TRUE(test_support::WriteSyntheticModel(path, {.seed = 5}).ok());
+  ASSERT_TRUE(engine::WriteSyntheticModel(path, {.seed = 5}).ok());
   WorkerOptions options;
   options.role = v1::WORKER_ROLE_PREFILL;
   options.model_path = path;

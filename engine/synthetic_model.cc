@@ -1,0 +1,232 @@
+#include "engine/synthetic_model.h"
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "engine/gguf_writer.h"
+#include "kernels/cpu/dequantize.h"
+#include "kernels/cpu/quantize.h"
+
+namespace baton::engine {
+namespace {
+
+using kernels::DType;
+
+// GPT-2's byte -> printable code point map, as UTF-8 token text.
+std::string ByteToken(int b) {
+  int cp;
+  if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255)) {
+    cp = b;
+  } else {
+    int n = 0;
+    for (int x = 0; x < b; ++x) {
+      if (!((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174 && x <= 255))) ++n;
+    }
+    cp = 256 + n;
+  }
+  std::string out;
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+  return out;
+}
+
+// The byte tokens, the merged tokens of `merges`, <|endoftext|>, then fillers up to n_vocab.
+std::vector<std::string> VocabularyTokens(const std::vector<std::string>& merges,
+                                          int32_t n_vocab) {
+  std::vector<std::string> tokens;
+  for (int b = 0; b < 256; ++b) tokens.push_back(ByteToken(b));
+  for (const std::string& m : merges) {
+    std::string merged = m;
+    merged.erase(merged.find(' '), 1);
+    tokens.push_back(merged);
+  }
+  tokens.push_back("<|endoftext|>");
+  for (int32_t i = static_cast<int32_t>(tokens.size()); i < n_vocab; ++i) {
+    tokens.push_back(absl::StrCat("<|unused_", i, "|>"));
+  }
+  return tokens;
+}
+
+// The 32-value-block type llama-quantize gives a K-quant matrix whose rows do not fit 256.
+DType KQuantFallback(DType dtype) {
+  switch (dtype) {
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+      return DType::kQ4_0;
+    case DType::kQ4_K:
+      return DType::kQ5_0;
+    case DType::kQ5_K:
+      return DType::kQ5_1;
+    case DType::kQ6_K:
+      return DType::kQ8_0;
+    default:
+      return dtype;
+  }
+}
+
+absl::Status Validate(const SyntheticModelOptions& o) {
+  if (!kernels::CanQuantize(o.weight_dtype)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("synthetic model: no encoder for weight type ",
+                     std::string(kernels::DTypeName(o.weight_dtype))));
+  }
+  if (o.architecture != "llama" && o.architecture != "qwen2") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "synthetic model: architecture '", o.architecture, "' is neither llama nor qwen2"));
+  }
+  if (o.n_layer < 1 || o.n_head < 1 || o.n_head_kv < 1 || o.n_embd < 1 || o.n_ff < 1 ||
+      o.n_ctx < 1 || o.n_embd % o.n_head != 0 || o.n_head % o.n_head_kv != 0 ||
+      o.n_embd % 32 != 0 || o.n_ff % 32 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "synthetic model: bad shape (layers ", o.n_layer, ", embd ", o.n_embd, ", heads ",
+        o.n_head, "/", o.n_head_kv, ", ff ", o.n_ff, ", ctx ", o.n_ctx,
+        "): all positive, embd and ff multiples of 32, heads dividing embd, kv heads dividing "
+        "heads"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+DType SyntheticTensorType(const SyntheticModelOptions& options, std::string_view tensor,
+                          int64_t n_cols) {
+  DType dtype = options.weight_dtype;
+  if (options.mix == SyntheticMix::kQ4_K_M) {
+    const std::string name(tensor);
+    const bool more_bits = absl::StrContains(name, "attn_v.") ||
+                           absl::StrContains(name, "ffn_down.") || name == "output.weight";
+    dtype = more_bits ? DType::kQ6_K : DType::kQ4_K;
+  }
+  return n_cols % kernels::Traits(dtype).block_size == 0 ? dtype : KQuantFallback(dtype);
+}
+
+absl::Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions& o) {
+  if (absl::Status valid = Validate(o); !valid.ok()) return valid;
+  std::mt19937_64 rng(o.seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  GgufWriter w;
+  const std::string& a = o.architecture;
+  w.AddString("general.architecture", a);
+  w.AddString("general.name", "baton synthetic");
+  w.AddUint32(a + ".block_count", o.n_layer);
+  w.AddUint32(a + ".context_length", o.n_ctx);
+  w.AddUint32(a + ".embedding_length", o.n_embd);
+  w.AddUint32(a + ".feed_forward_length", o.n_ff);
+  w.AddUint32(a + ".attention.head_count", o.n_head);
+  w.AddUint32(a + ".attention.head_count_kv", o.n_head_kv);
+  w.AddFloat32(a + ".rope.freq_base", o.rope_freq_base);
+  w.AddFloat32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
+
+  const std::vector<std::string> merges = {"Ġ t", "h e", "Ġt he", "i n", "a n"};
+  const std::vector<std::string> tokens = VocabularyTokens(merges, o.n_vocab);
+  const int32_t n_vocab = static_cast<int32_t>(tokens.size());
+  if (o.n_vocab != 0 && o.n_vocab != n_vocab) {
+    return absl::InvalidArgumentError(absl::StrCat("synthetic model: n_vocab ", o.n_vocab,
+                                                   " is below the ", n_vocab,
+                                                   " tokens of the byte-level vocabulary"));
+  }
+  const int32_t eot = 256 + static_cast<int32_t>(merges.size());
+  std::vector<int32_t> types(n_vocab, 1);  // normal
+  types[eot] = 3;                          // control
+  for (int32_t i = eot + 1; i < n_vocab; ++i) types[i] = 5;  // unused
+  w.AddString("tokenizer.ggml.model", "gpt2");
+  w.AddString("tokenizer.ggml.pre", "gpt-2");
+  w.AddStringArray("tokenizer.ggml.tokens", tokens);
+  w.AddInt32Array("tokenizer.ggml.token_type", types);
+  w.AddStringArray("tokenizer.ggml.merges", merges);
+  w.AddUint32("tokenizer.ggml.bos_token_id", eot);
+  w.AddUint32("tokenizer.ggml.eos_token_id", eot);
+  w.AddBool("tokenizer.ggml.add_bos_token", false);
+
+  auto random = [&](size_t n, float scale) {
+    std::vector<float> v(n);
+    for (float& x : v) x = normal(rng) * scale;
+    return v;
+  };
+  auto norm = [&](size_t n) {
+    std::vector<float> v(n);
+    for (float& x : v) x = 1.0f + 0.1f * normal(rng);
+    return v;
+  };
+  // Rows drawn and encoded one at a time (a large model's matrices are never all f32 at once).
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) -> absl::Status {
+    const DType dtype = SyntheticTensorType(o, name, cols);
+    const int64_t row_bytes = kernels::RowBytes(dtype, cols);
+    std::string data(static_cast<size_t>(rows * row_bytes), '\0');
+    const float scale = 1.0f / std::sqrt(static_cast<float>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      const std::vector<float> row = random(static_cast<size_t>(cols), scale);
+      kernels::QuantizeRow(dtype, row.data(), cols,
+                           reinterpret_cast<uint8_t*>(data.data()) + r * row_bytes);
+    }
+    return w.AddTensor(name, dtype, {cols, rows}, data);
+  };
+  const int32_t head_dim = o.n_embd / o.n_head;
+  const int32_t kv_dim = head_dim * o.n_head_kv;
+  absl::Status s = matrix("token_embd.weight", n_vocab, o.n_embd);
+  if (s.ok()) s = w.AddTensorF32("output_norm.weight", {o.n_embd}, norm(o.n_embd));
+  if (s.ok() && !o.tied_output) s = matrix("output.weight", n_vocab, o.n_embd);
+  for (int32_t l = 0; l < o.n_layer && s.ok(); ++l) {
+    const std::string p = absl::StrCat("blk.", l, ".");
+    s = w.AddTensorF32(p + "attn_norm.weight", {o.n_embd}, norm(o.n_embd));
+    if (s.ok()) s = matrix(p + "attn_q.weight", o.n_embd, o.n_embd);
+    if (s.ok()) s = matrix(p + "attn_k.weight", kv_dim, o.n_embd);
+    if (s.ok()) s = matrix(p + "attn_v.weight", kv_dim, o.n_embd);
+    if (s.ok() && a == "qwen2") {
+      s = w.AddTensorF32(p + "attn_q.bias", {o.n_embd}, random(o.n_embd, 0.1f));
+      if (s.ok()) s = w.AddTensorF32(p + "attn_k.bias", {kv_dim}, random(kv_dim, 0.1f));
+      if (s.ok()) s = w.AddTensorF32(p + "attn_v.bias", {kv_dim}, random(kv_dim, 0.1f));
+    }
+    if (s.ok()) s = matrix(p + "attn_output.weight", o.n_embd, o.n_embd);
+    if (s.ok()) s = w.AddTensorF32(p + "ffn_norm.weight", {o.n_embd}, norm(o.n_embd));
+    if (s.ok()) s = matrix(p + "ffn_gate.weight", o.n_ff, o.n_embd);
+    if (s.ok()) s = matrix(p + "ffn_up.weight", o.n_ff, o.n_embd);
+    if (s.ok()) s = matrix(p + "ffn_down.weight", o.n_embd, o.n_ff);
+  }
+  if (!s.ok()) return s;
+  return w.WriteFile(path);
+}
+
+absl::StatusOr<SyntheticModelOptions> SyntheticShape(std::string_view name) {
+  SyntheticModelOptions o;
+  auto shape = [&o](int32_t layers, int32_t embd, int32_t heads, int32_t kv_heads, int32_t ff,
+                    int32_t vocab, int32_t ctx, float rope_base, bool tied) {
+    o.n_layer = layers;
+    o.n_embd = embd;
+    o.n_head = heads;
+    o.n_head_kv = kv_heads;
+    o.n_ff = ff;
+    o.n_vocab = vocab;
+    o.n_ctx = ctx;
+    o.rope_freq_base = rope_base;
+    o.tied_output = tied;
+  };
+  if (name == "tiny") return o;
+  if (name == "smollm2-135m") {
+    shape(30, 576, 9, 3, 1536, 49152, 8192, 100000.0f, true);
+  } else if (name == "qwen2-0.5b") {
+    o.architecture = "qwen2";
+    shape(24, 896, 14, 2, 4864, 151936, 32768, 1000000.0f, true);
+  } else if (name == "llama-3.2-1b") {
+    shape(16, 2048, 32, 8, 8192, 128256, 8192, 500000.0f, true);
+  } else if (name == "llama-3-8b") {
+    shape(32, 4096, 32, 8, 14336, 128256, 8192, 500000.0f, false);
+  } else {
+    return absl::NotFoundError(absl::StrCat(
+        "no synthetic shape '", std::string(name),
+        "'; known: tiny, smollm2-135m, qwen2-0.5b, llama-3.2-1b, llama-3-8b"));
+  }
+  return o;
+}
+
+}  // namespace baton::engine

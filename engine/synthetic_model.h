@@ -1,0 +1,67 @@
+// Llama-architecture models with random weights, written as real GGUF files with the project's
+// GGUF writer: the engine's unit tests run on tiny ones (fast, deterministic from a seed), and
+// `baton make-model` writes large ones in the shapes of real models for benchmarks (a GPU, a
+// weight type) where only the arithmetic matters, not what the model says.
+//
+// The vocabulary is byte-level BPE ("gpt2" model, "gpt-2" pre-tokenizer): the 256 byte tokens,
+// a few merges, <|endoftext|> (BOS/EOS, control), then unused filler tokens up to n_vocab.
+// Weights are N(0, 1/cols), norms near 1, encoded by kernels/cpu/quantize.h (round to nearest).
+//
+// Thread-safety: pure functions.
+#ifndef BATON_ENGINE_SYNTHETIC_MODEL_H_
+#define BATON_ENGINE_SYNTHETIC_MODEL_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "kernels/dtype.h"
+
+namespace baton::engine {
+
+// How the matrices' types are chosen.
+enum class SyntheticMix {
+  kUniform,  // every matrix weight_dtype
+  // llama-quantize's Q4_K_M in outline: attn_v, ffn_down and output Q6_K, the other matrices
+  // Q4_K (llama.cpp gives attn_v and ffn_down Q6_K in about half of the layers; here all).
+  kQ4_K_M,
+};
+
+struct SyntheticModelOptions {
+  uint64_t seed = 1;
+  std::string architecture = "llama";  // "llama" or "qwen2" (adds QKV biases, NeoX RoPE)
+  int32_t n_layer = 2;
+  int32_t n_embd = 64;
+  int32_t n_head = 4;
+  int32_t n_head_kv = 2;
+  int32_t n_ff = 96;
+  int32_t n_ctx = 256;
+  int32_t n_vocab = 0;  // 0: the byte-level vocabulary alone (262 tokens); else at least 262
+  float rope_freq_base = 10000.0f;
+  // Any type kernels::CanQuantize takes. A K-quant matrix whose rows are not a multiple of 256
+  // falls back as llama-quantize's does: Q2_K, Q3_K -> Q4_0; Q4_K -> Q5_0; Q5_K -> Q5_1;
+  // Q6_K -> Q8_0.
+  kernels::DType weight_dtype = kernels::DType::kF32;
+  SyntheticMix mix = SyntheticMix::kUniform;
+  bool tied_output = true;
+};
+
+// Writes the model to `path`. INVALID_ARGUMENT for options no model can have (a weight type
+// without an encoder, head counts that do not divide, a vocabulary too small).
+absl::Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions& options);
+
+// The type of the matrix `tensor` (a GGUF tensor name, e.g. "blk.3.ffn_down.weight") with rows of
+// `n_cols` values.
+kernels::DType SyntheticTensorType(const SyntheticModelOptions& options, std::string_view tensor,
+                                   int64_t n_cols);
+
+// The shapes of real models (dimensions, vocabulary, context, RoPE base, tied output), weights
+// F32 until the caller picks: "tiny" (the defaults above), "smollm2-135m", "qwen2-0.5b",
+// "llama-3.2-1b", "llama-3-8b". NOT_FOUND naming the shapes for any other name.
+absl::StatusOr<SyntheticModelOptions> SyntheticShape(std::string_view name);
+
+}  // namespace baton::engine
+
+#endif  // BATON_ENGINE_SYNTHETIC_MODEL_H_
