@@ -13,6 +13,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/dequantize.h"
+#include "kernels/cpu/interleaved_rows.h"
 #include "kernels/cpu/isa_kernels.h"
 #include "kernels/cpu/packed_block32.h"
 #include "kernels/cpu/reference_kernels.h"
@@ -145,11 +146,22 @@ class FastCpuBackend final : public Backend {
   }
 
   void RegisterWeights(const WeightMatrix& w) override {
-    if (PackedMatMulKernelFor(kernels_, w.dtype) == nullptr) return;
+    const bool packed = PackedMatMulKernelFor(kernels_, w.dtype) != nullptr;
+    const bool interleaved =
+        HasInterleavedLayout(w.dtype) && MatMulKernelFor(kernels_, w.dtype) != nullptr;
+    if (!packed && !interleaved) return;
     Registered& r = registered_[w.data];
     if (r.count++ > 0) return;
-    r.packed.resize(static_cast<size_t>(PackedBytes(w.dtype, w.n_rows, w.n_cols)));
-    Pack(w, r.packed.data());
+    if (packed) {
+      r.packed.resize(static_cast<size_t>(PackedBytes(w.dtype, w.n_rows, w.n_cols)));
+      Pack(w, r.packed.data());
+    } else {
+      r.packed.resize(static_cast<size_t>(w.n_rows * RowBytes(w.dtype, w.n_cols)));
+      r.interleave = kInterleaveRows;
+      pool_.ParallelFor(InterleavedGroups(w), [&](int64_t begin, int64_t end, int) {
+        InterleaveGroups(w, begin, end, r.packed.data());
+      });
+    }
   }
 
   void ReleaseWeights(const WeightMatrix& w) override {
@@ -341,19 +353,24 @@ class FastCpuBackend final : public Backend {
     args.n = n;
     args.y = y;
     *run = MatMulKernelFor(kernels_, w.dtype);
-    // A registered matrix runs on its packed copy (the same bits, faster at every batch).
-    if (auto it = registered_.find(w.data);
-        it != registered_.end() && PackedMatMulKernelFor(kernels_, w.dtype) != nullptr) {
-      args.w = it->second.packed.data();
+    // A registered matrix runs on its packed or interleaved copy (the same bits, faster).
+    auto it = registered_.find(w.data);
+    if (it == registered_.end()) return args;
+    args.w = it->second.packed.data();
+    if (it->second.interleave > 1) {
+      args.interleave = it->second.interleave;
+    } else {
       *run = PackedMatMulKernelFor(kernels_, w.dtype);
     }
     return args;
   }
 
-  // A registered weight matrix's packed copy.
+  // A registered weight matrix's copy: packed (packed_block32.h) or, where interleave > 1,
+  // interleaved (interleaved_rows.h).
   struct Registered {
     int count = 0;
     std::vector<uint8_t> packed;
+    int64_t interleave = 1;
   };
 
   void Pack(const WeightMatrix& w, uint8_t* packed) {

@@ -85,8 +85,11 @@ struct MatMulActivations {
 int64_t ActivationScaleStride(ActivationFormat format, int64_t n_cols);
 
 struct MatMulArgs {
-  const uint8_t* w = nullptr;  // weight rows, row_bytes apart
+  const uint8_t* w = nullptr;  // weight rows, row_bytes apart (or interleaved, below)
   int64_t row_bytes = 0;
+  // The super-block kernels (Q2_K..Q6_K) also take their rows interleaved in groups of this many
+  // (interleaved_rows.h); 1: as stored.
+  int64_t interleave = 1;
   int64_t n_rows = 0;  // rows of W = columns of y
   int64_t n_cols = 0;
   MatMulActivations x;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/interleaved_rows.h"
 #include "kernels/cpu/isa_kernels.h"
 
 // Everything below may use AVX2, FMA and F16C. All headers are included above, so no inline
