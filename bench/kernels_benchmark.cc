@@ -2,8 +2,8 @@
 // layers 1536x576 and 576x1536, the Q8_0 49152x576 tied output projection) for decode (n=1) and
 // prefill (n=512), reference vs fast backend; Attention over a paged f16 cache at a few lengths.
 //
-// Registered: the backend runs the matrix on its packed copy (packed_block32.h) where the dtype has
-// one, as it does for a loaded model's matrices.
+// Registered: the backend runs the matrix on its packed (packed_block32.h) or interleaved
+// (interleaved_rows.h) copy where the dtype has one, as it does for a loaded model's matrices.
 // Counters: weight_GB/s = weight bytes read per MatMul / time (the decode roofline quantity),
 // GFLOP/s = 2 * n * rows * cols / time; attention: GFLOP/s of the q·k and p·v products.
 // impl: 0 = scalar reference backend, else the fast backend at ISA level 1 = avx2,
@@ -120,6 +120,15 @@ void MatMulArgs(benchmark::internal::Benchmark* b) {
     for (int64_t registered : {0, 1}) {
       if (registered == 1 && !HasPackedLayout(dtype)) continue;
       b->Args({static_cast<int64_t>(dtype), 8192, 2048, 1, best, 0, registered});
+    }
+  }
+  // Beyond the last-level cache (16384x2048: 18-27 MB; 8192x2048 fits a large L3): decode and
+  // 8 rows of the super-block types on their original rows and registered (interleaved).
+  for (DType dtype : {DType::kQ4_K, DType::kQ6_K}) {
+    for (int64_t n : {1, 8}) {
+      for (int64_t registered : {0, 1}) {
+        b->Args({static_cast<int64_t>(dtype), 16384, 2048, n, best, 0, registered});
+      }
     }
   }
   b->Unit(benchmark::kMicrosecond)->UseRealTime();

@@ -39,6 +39,9 @@
 // pass over it, which beat the kernels on the original rows at every batch from 1 to 2048 rows.
 // No AMX kernels yet: AMX's int32 tiles sum whole blocks, so the packed layout (an AMX B tile)
 // would take them with the same bits, but no machine here has AMX to test them on.
+// The super-block types (Q2_K..Q6_K) have one kernel per level that reads either layout: the
+// original rows, or a registered matrix's interleaved copy (interleaved_rows.h: groups of 4 rows
+// block by block, one sequential stream per tile; MatMulArgs::interleave), with the same bits.
 //
 // Batch invariance: every kernel computes each y[i, r] with the same sequence of operations
 // whatever tile or path (single-row decode kernel, packed weights, multi-row panels) it falls in, so a
