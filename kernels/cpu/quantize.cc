@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "absl/log/check.h"
 #include "kernels/half.h"
@@ -71,24 +72,34 @@ void QuantizeBlock32(const float* x, int64_t n, uint8_t* out, int bits, bool wit
   }
 }
 
+// For each of the n_groups groups of `group` values: value ~ scale * q - min with q in
+// 0..levels and min = -min(0, lowest value) >= 0. Returns the largest scale and the largest min
+// (Q2_K, Q4_K, Q5_K).
+std::pair<float, float> AsymmetricGroupScales(const float* x, int group, int n_groups,
+                                              float levels, float* scale, float* min) {
+  float max_scale = 0.0f, max_min = 0.0f;
+  for (int g = 0; g < n_groups; ++g) {
+    float lo = 0.0f, hi = x[group * g];
+    for (int k = 0; k < group; ++k) {
+      lo = std::min(lo, x[group * g + k]);
+      hi = std::max(hi, x[group * g + k]);
+    }
+    scale[g] = (hi - lo) / levels;
+    min[g] = -lo;
+    max_scale = std::max(max_scale, scale[g]);
+    max_min = std::max(max_min, min[g]);
+  }
+  return {max_scale, max_min};
+}
+
 // Q4_K (bits 4) and Q5_K (bits 5, the fifth bit of value l of sub-block s in bit s of qh[l]).
 void QuantizeKQuant45(const float* x, int64_t n, uint8_t* out, int bits) {
   const int top = (1 << bits) - 1;
   const int block_bytes = bits == 5 ? 176 : 144;
   for (int64_t b = 0; b < n / 256; ++b, x += 256, out += block_bytes) {
     float scale[8], min[8];  // per sub-block: value ~ scale * q - min, min >= 0
-    float max_scale = 0.0f, max_min = 0.0f;
-    for (int s = 0; s < 8; ++s) {
-      float lo = 0.0f, hi = x[32 * s];
-      for (int k = 0; k < 32; ++k) {
-        lo = std::min(lo, x[32 * s + k]);
-        hi = std::max(hi, x[32 * s + k]);
-      }
-      scale[s] = (hi - lo) / top;
-      min[s] = -lo;
-      max_scale = std::max(max_scale, scale[s]);
-      max_min = std::max(max_min, min[s]);
-    }
+    const auto [max_scale, max_min] =
+        AsymmetricGroupScales(x, 32, 8, static_cast<float>(top), scale, min);
     PutF16(out, max_scale / 63.0f);
     PutF16(out + 2, max_min / 63.0f);
     const float d = F16ToF32(F32ToF16(max_scale / 63.0f));
@@ -129,16 +140,23 @@ void QuantizeKQuant45(const float* x, int64_t n, uint8_t* out, int bits) {
   }
 }
 
+// The scale of each group of 16 values that maps its largest magnitude to `levels`; returns the
+// largest of the 16 (Q3_K and Q6_K).
+float SymmetricGroupScales(const float* x, float levels, float (&scale)[16]) {
+  float max_scale = 0.0f;
+  for (int g = 0; g < 16; ++g) {
+    float amax = 0.0f;
+    for (int k = 0; k < 16; ++k) amax = std::max(amax, std::fabs(x[16 * g + k]));
+    scale[g] = amax / levels;
+    max_scale = std::max(max_scale, scale[g]);
+  }
+  return max_scale;
+}
+
 void QuantizeQ6_K(const float* x, int64_t n, uint8_t* out) {
   for (int64_t b = 0; b < n / 256; ++b, x += 256, out += 210) {
     float scale[16];
-    float max_scale = 0.0f;
-    for (int s = 0; s < 16; ++s) {
-      float amax = 0.0f;
-      for (int k = 0; k < 16; ++k) amax = std::max(amax, std::fabs(x[16 * s + k]));
-      scale[s] = amax / 31.0f;
-      max_scale = std::max(max_scale, scale[s]);
-    }
+    const float max_scale = SymmetricGroupScales(x, 31.0f, scale);
     PutF16(out + 208, max_scale / 127.0f);
     const float d = F16ToF32(F32ToF16(max_scale / 127.0f));
     int8_t* sc = reinterpret_cast<int8_t*>(out + 192);
@@ -169,18 +187,7 @@ void QuantizeQ6_K(const float* x, int64_t n, uint8_t* out) {
 void QuantizeQ2_K(const float* x, int64_t n, uint8_t* out) {
   for (int64_t b = 0; b < n / 256; ++b, x += 256, out += 84) {
     float scale[16], min[16];
-    float max_scale = 0.0f, max_min = 0.0f;
-    for (int g = 0; g < 16; ++g) {
-      float lo = 0.0f, hi = x[16 * g];
-      for (int k = 0; k < 16; ++k) {
-        lo = std::min(lo, x[16 * g + k]);
-        hi = std::max(hi, x[16 * g + k]);
-      }
-      scale[g] = (hi - lo) / 3.0f;
-      min[g] = -lo;
-      max_scale = std::max(max_scale, scale[g]);
-      max_min = std::max(max_min, min[g]);
-    }
+    const auto [max_scale, max_min] = AsymmetricGroupScales(x, 16, 16, 3.0f, scale, min);
     PutF16(out + 80, max_scale / 15.0f);
     PutF16(out + 82, max_min / 15.0f);
     const float d = F16ToF32(F32ToF16(max_scale / 15.0f));
@@ -206,13 +213,7 @@ void QuantizeQ2_K(const float* x, int64_t n, uint8_t* out) {
 void QuantizeQ3_K(const float* x, int64_t n, uint8_t* out) {
   for (int64_t b = 0; b < n / 256; ++b, x += 256, out += 110) {
     float scale[16];
-    float max_scale = 0.0f;
-    for (int g = 0; g < 16; ++g) {
-      float amax = 0.0f;
-      for (int k = 0; k < 16; ++k) amax = std::max(amax, std::fabs(x[16 * g + k]));
-      scale[g] = amax / 4.0f;
-      max_scale = std::max(max_scale, scale[g]);
-    }
+    const float max_scale = SymmetricGroupScales(x, 4.0f, scale);
     PutF16(out + 108, max_scale / 31.0f);
     const float d = F16ToF32(F32ToF16(max_scale / 31.0f));
     uint8_t* hmask = out;

@@ -124,8 +124,7 @@ TEST_P(InterleavedRowsTest, KernelsGiveTheSameBitsOnBothLayouts) {
 
 std::string Name(const ::testing::TestParamInfo<Param>& info) {
   const auto [dtype, rows, cols, n] = info.param;
-  return std::string(DTypeName(dtype)) + "_" + std::to_string(rows) + "x" + std::to_string(cols) +
-         "_n" + std::to_string(n);
+  return testing::MatMulCaseName(dtype, rows, cols, n);
 }
 
 // Rows: one, a partial group alone, whole groups, whole groups and a partial one.

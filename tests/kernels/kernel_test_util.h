@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -78,6 +79,13 @@ inline void RandomBitsRow(DType dtype, int64_t n, std::mt19937_64& rng, uint8_t*
       }
     }
   }
+}
+
+// "q4_K_37x768_n5": a test's name for a weight type and a MatMul shape (rows x cols, n
+// activation rows).
+inline std::string MatMulCaseName(DType dtype, int64_t rows, int64_t cols, int64_t n) {
+  return std::string(DTypeName(dtype)) + "_" + std::to_string(rows) + "x" + std::to_string(cols) +
+         "_n" + std::to_string(n);
 }
 
 // A weight matrix owning its bytes.

@@ -147,8 +147,7 @@ TEST_P(PackedMatMulTest, RegisteringWeightsChangesNoBits) {
 
 std::string Name(const ::testing::TestParamInfo<Param>& info) {
   const auto [dtype, rows, cols, n] = info.param;
-  return std::string(DTypeName(dtype)) + "_" + std::to_string(rows) + "x" + std::to_string(cols) +
-         "_n" + std::to_string(n);
+  return testing::MatMulCaseName(dtype, rows, cols, n);
 }
 
 INSTANTIATE_TEST_SUITE_P(
