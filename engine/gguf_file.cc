@@ -588,6 +588,17 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::FromBytes(std::string_view b
   return file;
 }
 
+void GgufFile::DropResidentPages(const void* data, uint64_t bytes) const {
+  const auto begin = reinterpret_cast<uintptr_t>(data);
+  const auto base = reinterpret_cast<uintptr_t>(base_);
+  if (mapping_ == nullptr || begin < base || bytes > size_ || begin - base > size_ - bytes) return;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (begin + page - 1) / page * page;
+  const uintptr_t last = (begin + bytes) / page * page;
+  // The mapping is private and never written: dropped pages come back from the file.
+  if (first < last) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 GgufFile::~GgufFile() {
   if (mapping_ != nullptr) ::munmap(mapping_, size_);
 }

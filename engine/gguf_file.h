@@ -88,6 +88,12 @@ class GgufFile {
   // nullptr when absent.
   const GgufTensorInfo* FindTensor(std::string_view name) const;
 
+  // Lets the pages that lie wholly inside [data, data + bytes) (a part of the file's bytes) go
+  // from this process's memory: a later read faults them back in from the file, so the bytes
+  // stay valid. For data nobody reads on the hot path any more (weights a backend copied). A
+  // no-op for a FromBytes copy or a range outside the file. Thread-safe.
+  void DropResidentPages(const void* data, uint64_t bytes) const;
+
  private:
   GgufFile() = default;
   friend class GgufParser;

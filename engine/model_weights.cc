@@ -69,6 +69,7 @@ class WeightLoader {
 
 absl::StatusOr<ModelWeights> LoadModelWeights(const GgufFile& file, const ModelConfig& c) {
   ModelWeights w;
+  w.file = &file;
   WeightLoader load(file, w);
 #define BATON_ASSIGN(lhs, expr)        \
   do {                                 \

@@ -42,6 +42,8 @@ struct ModelWeights {
 
   // f32 copies of small vectors stored in another float type (f16/bf16 norms, biases).
   std::vector<std::unique_ptr<float[]>> owned;
+  // The file the matrices point into (it must outlive them).
+  const GgufFile* file = nullptr;
 };
 
 // Finds every tensor the config calls for and checks its dtype (dequantizable) and dims. Errors

@@ -5,6 +5,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "engine/gguf_file.h"
+#include "kernels/cpu/dequantize.h"
 
 namespace baton::engine {
 namespace {
@@ -47,21 +49,30 @@ Transformer::Transformer(const ModelConfig* config, const ModelWeights* weights,
       .neox = config_.rope_neox,
       .freq_factors = weights_.rope_freq_factors,
   };
-  ForEachMatrix([this](const kernels::WeightMatrix& m) { backend_.RegisterWeights(m); });
+  ForEachMatrix([this](const kernels::WeightMatrix& m) {
+    // A backend with its own copy reads the file's pages no more (the embedding rows GetRows
+    // reads come back one page at a time): the process need not hold the matrix twice.
+    if (backend_.RegisterWeights(m) && weights_.file != nullptr) {
+      weights_.file->DropResidentPages(m.data, m.n_rows * kernels::RowBytes(m.dtype, m.n_cols));
+    }
+  });
 }
 
 Transformer::~Transformer() {
   ForEachMatrix([this](const kernels::WeightMatrix& m) { backend_.ReleaseWeights(m); });
 }
 
+// The output matrix first: registering the largest matrix while little else is resident keeps
+// the peak of holding one matrix twice (the file's pages and the backend's copy) low.
 template <typename Fn>
 void Transformer::ForEachMatrix(const Fn& fn) const {
+  fn(weights_.output);
   for (const LayerWeights& l : weights_.layers) {
-    for (const kernels::WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+    for (const kernels::WeightMatrix* m :
+         {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
       fn(*m);
     }
   }
-  fn(weights_.output);
 }
 
 absl::Status Transformer::Validate(std::span<const SequenceInput> sequences) const {

@@ -44,7 +44,8 @@ class Transformer {
   Transformer(const ModelConfig* config, const ModelWeights* weights, kernels::Backend* backend,
               KvCache* cache);
   // Registers the weight matrices with the backend (Backend::RegisterWeights) for the
-  // Transformer's lifetime.
+  // Transformer's lifetime; where the backend keeps its own copy, the file's pages of that matrix
+  // are let go (GgufFile::DropResidentPages).
   ~Transformer();
   Transformer(const Transformer&) = delete;
   Transformer& operator=(const Transformer&) = delete;

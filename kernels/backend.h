@@ -74,10 +74,15 @@ class Backend {
   }
 
   // Declares that w (a model's weight matrix) will be multiplied many times: the backend may keep
-  // a re-laid-out copy of it for faster MatMuls (the CPU backend does for Q4_0/Q4_1/Q8_0). The
-  // results of MatMul do not depend on registration. w.data must stay valid and unchanged until
-  // as many ReleaseWeights(w) calls as RegisterWeights(w) calls. Default: nothing.
-  virtual void RegisterWeights(const WeightMatrix& w) { (void)w; }
+  // a re-laid-out copy of it for faster MatMuls (the CPU backend does for Q4_0..Q8_0 and
+  // Q2_K..Q6_K). The results of MatMul do not depend on registration. w.data must stay valid and
+  // unchanged until as many ReleaseWeights(w) calls as RegisterWeights(w) calls. Returns true
+  // when the backend keeps its own copy: its MatMuls read w.data no more (GetRows still may), so
+  // the owner of w.data may let its pages go from memory. Default: nothing, false.
+  virtual bool RegisterWeights(const WeightMatrix& w) {
+    (void)w;
+    return false;
+  }
   virtual void ReleaseWeights(const WeightMatrix& w) { (void)w; }
 
   // out [n, w.n_cols] = rows ids[0..n) of W, dequantized (embedding lookup). ids must be in range.

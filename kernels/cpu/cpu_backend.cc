@@ -145,13 +145,13 @@ class FastCpuBackend final : public Backend {
     });
   }
 
-  void RegisterWeights(const WeightMatrix& w) override {
+  bool RegisterWeights(const WeightMatrix& w) override {
     const bool packed = PackedMatMulKernelFor(kernels_, w.dtype) != nullptr;
     const bool interleaved =
         HasInterleavedLayout(w.dtype) && MatMulKernelFor(kernels_, w.dtype) != nullptr;
-    if (!packed && !interleaved) return;
+    if (!packed && !interleaved) return false;
     Registered& r = registered_[w.data];
-    if (r.count++ > 0) return;
+    if (r.count++ > 0) return true;
     if (packed) {
       r.packed.resize(static_cast<size_t>(PackedBytes(w.dtype, w.n_rows, w.n_cols)));
       Pack(w, r.packed.data());
@@ -162,6 +162,7 @@ class FastCpuBackend final : public Backend {
         InterleaveGroups(w, begin, end, r.packed.data());
       });
     }
+    return true;
   }
 
   void ReleaseWeights(const WeightMatrix& w) override {

@@ -387,6 +387,32 @@ TEST(GgufFileTest, OpenMapsAFile) {
   std::remove(path.c_str());
 }
 
+// Pages let go from memory come back from the file with the same bytes; a copy made by
+// FromBytes (not a mapping) and ranges outside the file are left as they are.
+TEST(GgufFileTest, DroppedPagesReadBackTheSameBytes) {
+  std::vector<float> values(64 * 1024);  // 256 KB: many whole pages
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 0.5f;
+  GgufWriter w;
+  w.AddString("general.architecture", "llama");
+  ASSERT_TRUE(w.AddTensorF32("x", {static_cast<int64_t>(values.size())}, values).ok());
+  const std::string path = ::testing::TempDir() + "/gguf_file_test_drop.gguf";
+  ASSERT_TRUE(w.WriteFile(path).ok());
+  const auto mapped = GgufFile::Open(path);
+  ASSERT_TRUE(mapped.ok()) << mapped.status();
+  const auto copied = GgufFile::FromBytes(w.Build());
+  ASSERT_TRUE(copied.ok()) << copied.status();
+  for (const auto* file : {&*mapped, &*copied}) {
+    const GgufTensorInfo* x = (*file)->FindTensor("x");
+    const auto* data = reinterpret_cast<const float*>(x->data);
+    ASSERT_EQ(data[values.size() - 1], values.back());  // resident before the drop
+    (*file)->DropResidentPages(x->data, x->n_bytes);
+    (*file)->DropResidentPages(x->data + x->n_bytes, (*file)->file_size());  // past the end
+    (*file)->DropResidentPages(values.data(), 4096);                         // not the file's
+    EXPECT_EQ(0, std::memcmp(data, values.data(), values.size() * sizeof(float)));
+  }
+  std::remove(path.c_str());
+}
+
 TEST(GgufFileTest, OpenMissingFileIsNotFound) {
   const auto file = GgufFile::Open(::testing::TempDir() + "/does/not/exist.gguf");
   EXPECT_EQ(file.status().code(), absl::StatusCode::kNotFound);
