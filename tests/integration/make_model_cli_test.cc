@@ -35,6 +35,18 @@ TEST(MakeModelCliTest, WritesAModelOfTheShapeAndTypeAsked) {
   EXPECT_EQ((*model)->config().n_vocab, 1000);
 }
 
+TEST(MakeModelCliTest, WithoutFlagsWritesTheTinyF32Model) {
+  const std::string path = test_support::TempPath("tiny.gguf");
+  const CommandResult made = RunBaton("make-model --out " + path);
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  EXPECT_THAT(made.output, HasSubstr("wrote " + path));
+  absl::StatusOr<std::unique_ptr<engine::Model>> model = engine::Model::Load(path);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ((*model)->config().n_embd, 64);
+  EXPECT_EQ((*model)->config().n_vocab, 262);  // the byte-level vocabulary, no fillers
+  EXPECT_EQ((*model)->weights().layers[0].wq.dtype, kernels::DType::kF32);
+}
+
 TEST(MakeModelCliTest, BadFlagsSayWhatIsWrong) {
   const std::string path = test_support::TempPath("never.gguf");
   const CommandResult type = RunBaton("make-model --type q7_k --out " + path);
