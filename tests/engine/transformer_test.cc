@@ -25,11 +25,13 @@ struct Engine {
 };
 
 // A synthetic model written from `options` and loaded, with a CPU backend and a cache of 64 blocks
-// of 4 tokens.
+// of 4 tokens. Each engine gets a file of its own: rewriting a file that another engine still
+// maps (and reads its weights' pages back from) would pull the bytes from under it.
 absl::StatusOr<Engine> MakeEngine(const SyntheticModelOptions& options, bool reference = false) {
   const std::string path = test_support::TempPath(
       "transformer-" + options.architecture + "-" + std::to_string(options.seed) + "-" +
-      std::to_string(static_cast<int>(options.weight_dtype)) + ".gguf");
+      std::to_string(static_cast<int>(options.weight_dtype)) + "-" +
+      std::to_string(options.n_embd) + (reference ? "-reference" : "") + ".gguf");
   if (absl::Status written = engine::WriteSyntheticModel(path, options); !written.ok()) {
     return written;
   }
