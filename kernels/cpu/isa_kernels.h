@@ -17,8 +17,9 @@
 // are GGML's bit for bit: for kQ8_1 the backend stores d and s rounded to f16, as GGML's
 // block_q8_1 does (the quantizers below produce the f32 values; q = round(x * 127 / max|x|)).
 // Q8_0 weights take the same activations (GGML's q8_0 has the same values and d). The K-quants'
-// Q8_K activations are not GGML's. The K-quant and float MatMuls compute GGML's arithmetic;
-// attention is FlashAttention-style with an online softmax in f32 (attention_avx2.cc,
+// Q8_K activations are not GGML's. The float MatMuls compute GGML's arithmetic, the super-block
+// types (Q2_K..Q6_K) the whole-super-block arithmetic (super_block_tiles.inc: per super-block of
+// 256, exact int32 sums and one f32 rounding, where GGML rounds eight lane sums); attention is FlashAttention-style with an online softmax in f32 (attention_avx2.cc,
 // attention_avx512.cc), where GGML's default CPU path rounds the probabilities to f16.
 // A MatMul output y[i, r] of the five kQ8_1 types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) follows the
 // whole-block arithmetic at every SIMD level (packed_block32.h): per block b, P = the exact int32
@@ -39,16 +40,20 @@
 // pass over it, which beat the kernels on the original rows at every batch from 1 to 2048 rows.
 // No AMX kernels yet: AMX's int32 tiles sum whole blocks, so the packed layout (an AMX B tile)
 // would take them with the same bits, but no machine here has AMX to test them on.
-// The super-block types (Q2_K..Q6_K) have one kernel per level that reads either layout: the
-// original rows, or a registered matrix's interleaved copy (interleaved_rows.h: groups of 4 rows
-// block by block, one sequential stream per tile; MatMulArgs::interleave), with the same bits.
+// The super-block types (Q2_K..Q6_K) have two kernels per level with the same bits
+// (super_block_tiles.inc): one that unpacks rows in registers (decode, batches under 4 rows)
+// and one that unpacks 16 rows per call into a panel with the rows in the vector lanes (larger
+// batches). Both read either layout: the original rows, or a registered matrix's interleaved copy
+// (interleaved_rows.h: groups of 4 rows block by block, one sequential stream per tile;
+// MatMulArgs::interleave).
 //
 // Batch invariance: every kernel computes each y[i, r] with the same sequence of operations
 // whatever tile or path (single-row decode kernel, packed weights, multi-row panels) it falls in, so a
 // row's result depends only on that row and the weights.
 //
 // Levels (cpu_isa.h): avx2 (simd_avx2.cc, packed_matmul_avx2.cc, attention_avx2.cc);
-// avx512-vnni (simd_avx512vnni.cc: the MatMul tiles of matmul_tiles.inc on vpdpbusd,
+// avx512-vnni (simd_avx512vnni.cc: the MatMul tiles of matmul_tiles.inc and
+// super_block_tiles.inc on vpdpbusd,
 // packed_matmul_avx512.cc for packed Q4_0/Q4_1/Q5_0/Q5_1/Q8_0, attention_avx512.cc for attention
 // and SiLU); amx (the avx512-vnni table; no AMX kernels, see above).
 //

@@ -1,9 +1,10 @@
 // The AVX2 + FMA + F16C level of the CPU kernels (see isa_kernels.h): the MatMul tiles of
-// matmul_tiles.inc with u8 x s8 dot products on vpmaddubsw + vpmaddwd, and the activation
-// quantizers. Compiled for that instruction set with a target pragma; only called after run-time
-// detection (cpu_isa.h).
+// matmul_tiles.inc and super_block_tiles.inc with u8 x s8 dot products on vpmaddubsw + vpmaddwd,
+// and the activation quantizers. Compiled for that instruction set with a target pragma; only
+// called after run-time detection (cpu_isa.h).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -29,10 +30,20 @@ constexpr int kTileW = 2;
 constexpr int kDecodeW = 4;
 constexpr int kPanelA = 2;
 constexpr int kPanelW = 4;
+// Super-block panel tiles: 2 x 2 x 2 int32 sums + operands.
+constexpr int kSuperPanelA = 2;
 
 #include "kernels/cpu/dot_u8s8_avx2.inc"
 
+inline __m256i DotU8S8Acc(__m256i acc, __m256i u, __m256i s) {
+  return _mm256_add_epi32(acc, DotU8S8(u, s));
+}
+inline __m256i DotI16Acc(__m256i acc, __m256i a, __m256i b) {
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(a, b));
+}
+
 #include "kernels/cpu/matmul_tiles.inc"
+#include "kernels/cpu/super_block_tiles.inc"
 
 // Quantizes 32 * n_groups values (n_groups of 4 vectors of 8) with one scale; writes the int8
 // values, returns d and the sum of q; per-16 sums into bsums when not null. Bit-identical to
@@ -113,11 +124,11 @@ void FillAvx2Kernels(IsaKernels* k) {
   k->matmul_q8_0 = PanelMatMulRows<Block32Kernel<FormatQ8_0>>;
   k->matmul_q5_0 = PanelMatMulRows<Block32Kernel<FormatQ5_0>>;
   k->matmul_q5_1 = PanelMatMulRows<Block32Kernel<FormatQ5_1>>;
-  k->matmul_q4_k = MatMulRows<Q4KKernel>;
-  k->matmul_q5_k = MatMulRows<Q5KKernel>;
-  k->matmul_q6_k = MatMulRows<Q6KKernel>;
-  k->matmul_q2_k = MatMulRows<Q2KKernel>;
-  k->matmul_q3_k = MatMulRows<Q3KKernel>;
+  k->matmul_q4_k = SuperBlockMatMulRows<FormatQ4_K>;
+  k->matmul_q5_k = SuperBlockMatMulRows<FormatQ5_K>;
+  k->matmul_q6_k = SuperBlockMatMulRows<FormatQ6_K>;
+  k->matmul_q2_k = SuperBlockMatMulRows<FormatQ2_K>;
+  k->matmul_q3_k = SuperBlockMatMulRows<FormatQ3_K>;
   k->quantize_q8_1 = QuantizeRowQ8_1Avx2;
   k->quantize_q8_k = QuantizeRowQ8_KAvx2;
   k->round_to_f16 = RoundToF16Avx2;

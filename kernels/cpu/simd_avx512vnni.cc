@@ -1,9 +1,11 @@
 // The AVX-512 VNNI level of the CPU kernels (see isa_kernels.h): the AVX2 table with the MatMul
-// tiles of matmul_tiles.inc recompiled to use vpdpbusd (AVX512-VNNI on 256-bit vectors, AVX512-VL)
-// for the u8 x s8 dot products and the 32 vector registers of AVX-512 for bigger tiles. Only
+// tiles of matmul_tiles.inc and super_block_tiles.inc recompiled to use vpdpbusd and vpdpwssd
+// (AVX512-VNNI on 256-bit vectors, AVX512-VL) for the integer dot products and the 32 vector
+// registers of AVX-512 for bigger tiles. Only
 // called after run-time detection (cpu_isa.h).
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -29,12 +31,21 @@ constexpr int kTileW = 4;
 constexpr int kDecodeW = 4;
 constexpr int kPanelA = 4;
 constexpr int kPanelW = 4;
+// Super-block panel tiles: 6 x 2 x 2 int32 sums + operands.
+constexpr int kSuperPanelA = 6;
 
 inline __m256i DotU8S8(__m256i u, __m256i s) {
   return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
 }
+inline __m256i DotU8S8Acc(__m256i acc, __m256i u, __m256i s) {
+  return _mm256_dpbusd_epi32(acc, u, s);
+}
+inline __m256i DotI16Acc(__m256i acc, __m256i a, __m256i b) {
+  return _mm256_dpwssd_epi32(acc, a, b);
+}
 
 #include "kernels/cpu/matmul_tiles.inc"
+#include "kernels/cpu/super_block_tiles.inc"
 
 }  // namespace
 
@@ -48,11 +59,11 @@ void FillAvx512VnniKernels(IsaKernels* k) {
   k->matmul_q8_0 = PanelMatMulRows<Block32Kernel<FormatQ8_0>>;
   k->matmul_q5_0 = PanelMatMulRows<Block32Kernel<FormatQ5_0>>;
   k->matmul_q5_1 = PanelMatMulRows<Block32Kernel<FormatQ5_1>>;
-  k->matmul_q4_k = MatMulRows<Q4KKernel>;
-  k->matmul_q5_k = MatMulRows<Q5KKernel>;
-  k->matmul_q6_k = MatMulRows<Q6KKernel>;
-  k->matmul_q2_k = MatMulRows<Q2KKernel>;
-  k->matmul_q3_k = MatMulRows<Q3KKernel>;
+  k->matmul_q4_k = SuperBlockMatMulRows<FormatQ4_K>;
+  k->matmul_q5_k = SuperBlockMatMulRows<FormatQ5_K>;
+  k->matmul_q6_k = SuperBlockMatMulRows<FormatQ6_K>;
+  k->matmul_q2_k = SuperBlockMatMulRows<FormatQ2_K>;
+  k->matmul_q3_k = SuperBlockMatMulRows<FormatQ3_K>;
   FillAvx512AttentionKernels(k);
 }
 

@@ -73,7 +73,7 @@ struct Shape {
 const std::vector<Shape>& Shapes() {
   static const std::vector<Shape> shapes = {
       {1, 1, 256},  {1, 67, 512},   {7, 13, 2048}, {33, 9, 768},   {5, 29, 32},
-      {13, 17, 96}, {64, 12, 1024}, {3, 4, 37},    {2, 131, 1536},
+      {13, 17, 96}, {64, 12, 1024}, {3, 4, 37},    {2, 131, 1536}, {29, 45, 512},
   };
   return shapes;
 }
@@ -198,7 +198,7 @@ class BatchInvarianceTest : public ::testing::TestWithParam<InvarianceParam> {};
 TEST_P(BatchInvarianceTest, RowResultDoesNotDependOnBatch) {
   const auto [impl, dtype] = GetParam();
   if (!ImplSupported(impl)) GTEST_SKIP() << ImplName(impl) << " not supported by this CPU";
-  constexpr int64_t kN = 13, kRows = 37, kCols = 512;
+  constexpr int64_t kN = 37, kRows = 37, kCols = 512;
   const TestWeights w = MakeWeights(dtype, kRows, kCols, 5);
   const std::vector<float> x = RandomFloats(kN * kCols, 6);
   auto backend = MakeBackend(impl, 2);
@@ -207,24 +207,27 @@ TEST_P(BatchInvarianceTest, RowResultDoesNotDependOnBatch) {
   std::vector<float> y_all(kN * kRows);
   backend->MatMul(w.matrix(), x.data(), kN, y_all.data());
 
-  for (int64_t r : {0, 3, 4, 5, 12}) {
+  for (int64_t r : {0, 3, 4, 5, 12, 36}) {
     // Alone.
     std::vector<float> y_one(kRows);
     backend->MatMul(w.matrix(), x.data() + r * kCols, 1, y_one.data());
     EXPECT_EQ(0, std::memcmp(y_one.data(), y_all.data() + r * kRows, kRows * sizeof(float)))
-        << "row " << r << ": n=1 differs from n=13";
+        << "row " << r << ": n=1 differs from n=37";
     // Alone, on one thread (a different split of the weight rows).
     std::vector<float> y_one_thread(kRows);
     single_thread->MatMul(w.matrix(), x.data() + r * kCols, 1, y_one_thread.data());
     EXPECT_EQ(0, std::memcmp(y_one_thread.data(), y_one.data(), kRows * sizeof(float)))
         << "row " << r << ": 1 thread differs from 2";
-    // At index 2 of a batch of 6 with other random rows.
-    std::vector<float> batch = RandomFloats(6 * kCols, 100 + r);
-    std::memcpy(batch.data() + 2 * kCols, x.data() + r * kCols, kCols * sizeof(float));
-    std::vector<float> y_batch(6 * kRows);
-    backend->MatMul(w.matrix(), batch.data(), 6, y_batch.data());
-    EXPECT_EQ(0, std::memcmp(y_batch.data() + 2 * kRows, y_one.data(), kRows * sizeof(float)))
-        << "row " << r << ": differs inside another batch";
+    // At index 2 of batches of other random rows (a small batch and a prefill-sized one, which
+    // the super-block types run on their panel kernel).
+    for (int64_t batch_rows : {6, 20}) {
+      std::vector<float> batch = RandomFloats(batch_rows * kCols, 100 + r);
+      std::memcpy(batch.data() + 2 * kCols, x.data() + r * kCols, kCols * sizeof(float));
+      std::vector<float> y_batch(batch_rows * kRows);
+      backend->MatMul(w.matrix(), batch.data(), batch_rows, y_batch.data());
+      EXPECT_EQ(0, std::memcmp(y_batch.data() + 2 * kRows, y_one.data(), kRows * sizeof(float)))
+          << "row " << r << ": differs inside a batch of " << batch_rows;
+    }
   }
 }
 
