@@ -148,7 +148,7 @@ class FastCpuBackend final : public Backend {
   bool RegisterWeights(const WeightMatrix& w) override {
     const bool packed = PackedMatMulKernelFor(kernels_, w.dtype) != nullptr;
     const bool interleaved =
-        HasInterleavedLayout(w.dtype) && MatMulKernelFor(kernels_, w.dtype) != nullptr;
+        HasInterleavedLayout(w.dtype, w.n_cols) && MatMulKernelFor(kernels_, w.dtype) != nullptr;
     if (!packed && !interleaved) return false;
     Registered& r = registered_[w.data];
     if (r.count++ > 0) return true;

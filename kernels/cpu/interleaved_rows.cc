@@ -7,24 +7,30 @@
 
 namespace baton::kernels {
 
-bool HasInterleavedLayout(DType dtype) {
+int64_t InterleaveUnitBytes(DType dtype, int64_t n_cols) {
   switch (dtype) {
     case DType::kQ2_K:
     case DType::kQ3_K:
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
-      return true;
+      return Traits(dtype).block_bytes;
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+      return RowBytes(dtype, n_cols) % kFloatInterleaveUnitBytes == 0 ? kFloatInterleaveUnitBytes
+                                                                        : 0;
     default:
-      return false;
+      return 0;
   }
 }
 
 void InterleaveGroups(const WeightMatrix& w, int64_t g_begin, int64_t g_end, uint8_t* out) {
-  CHECK(HasInterleavedLayout(w.dtype));
-  const int64_t block_bytes = Traits(w.dtype).block_bytes;
+  const int64_t unit_bytes = InterleaveUnitBytes(w.dtype, w.n_cols);
+  CHECK_GT(unit_bytes, 0) << DTypeName(w.dtype) << " rows of " << w.n_cols
+                          << " values have no interleaved layout";
   const int64_t row_bytes = RowBytes(w.dtype, w.n_cols);
-  const int64_t n_blocks = row_bytes / block_bytes;
+  const int64_t n_units = row_bytes / unit_bytes;
   const auto* src = static_cast<const uint8_t*>(w.data);
   for (int64_t g = g_begin; g < g_end; ++g) {
     const int64_t first_row = g * kInterleaveRows;
@@ -32,9 +38,9 @@ void InterleaveGroups(const WeightMatrix& w, int64_t g_begin, int64_t g_end, uin
     uint8_t* group = out + first_row * row_bytes;
     for (int64_t j = 0; j < rows; ++j) {
       const uint8_t* row = src + (first_row + j) * row_bytes;
-      for (int64_t b = 0; b < n_blocks; ++b) {
-        std::memcpy(group + (b * rows + j) * block_bytes, row + b * block_bytes,
-                    static_cast<size_t>(block_bytes));
+      for (int64_t b = 0; b < n_units; ++b) {
+        std::memcpy(group + (b * rows + j) * unit_bytes, row + b * unit_bytes,
+                    static_cast<size_t>(unit_bytes));
       }
     }
   }

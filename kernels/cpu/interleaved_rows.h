@@ -1,18 +1,21 @@
-// Interleaved rows: a weight matrix of super-block types (Q2_K..Q6_K) re-laid out so that the
-// kernels' tiles read memory in one sequential stream.
+// Interleaved rows: a weight matrix re-laid out so that the kernels' tiles read memory in one
+// sequential stream.
 //
-// The kernels on the original rows (matmul_tiles.inc) run a tile of 4 weight rows at once, block
-// by block: four streams, each a row of about a kilobyte (a 2048-wide Q4_K row is 1152 bytes).
-// Streams that short never get the hardware prefetcher going, and a matrix beyond the last-level
-// cache decodes at under half the memory bandwidth (on a 2-core AMD EPYC, 12-14 GB/s against the
-// packed Q4_0 layout's 30 GB/s). Interleaved, the rows come in groups of kInterleaveRows: block b
-// of each row of a group, then block b + 1 of each, ... The same bytes in another order, so the
-// same kernel computes the same bits on either layout; only where it finds a row's blocks
-// differs (RowBlocks).
+// The kernels on the original rows (matmul_tiles.inc, super_block_tiles.inc) run a tile of 4
+// weight rows at once, unit by unit: four streams, each a row of about a kilobyte (a 2048-wide
+// Q4_K row is 1152 bytes, a 576-wide F16 row as much). Streams that short never get the hardware
+// prefetcher going, and a matrix beyond the last-level cache decodes at under half the memory
+// bandwidth (on a 2-core AMD EPYC, 12-14 GB/s against the packed Q4_0 layout's 30 GB/s).
+// Interleaved, the rows come in groups of kInterleaveRows: unit b of each row of a group, then
+// unit b + 1 of each, ... The same bytes in another order, so the same kernel computes the same
+// bits on either layout; only where it finds a row's units differs (RowBlocks).
+//
+// The unit: a super-block for Q2_K..Q6_K; 64 bytes (a cache line: 16 F32 or 32 F16 / BF16
+// values) for the float types, whose rows must then be a whole number of units.
 //
 // Layout: group g (rows g * G .. g * G + n_g - 1, where n_g = G except for a last partial group)
-// starts at byte g * G * row_bytes; within it, block b of the group's row j is at
-// (b * n_g + j) * block_bytes.
+// starts at byte g * G * row_bytes; within it, unit b of the group's row j is at
+// (b * n_g + j) * unit_bytes.
 //
 // Thread-safety: pure functions; InterleaveGroups writes disjoint bytes for disjoint groups.
 #ifndef BATON_KERNELS_CPU_INTERLEAVED_ROWS_H_
@@ -30,8 +33,17 @@ namespace baton::kernels {
 // Rows per interleaved group: the kernels' tile of weight rows at every level.
 inline constexpr int kInterleaveRows = 4;
 
-// Whether weights of dtype have an interleaved layout (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K).
-bool HasInterleavedLayout(DType dtype);
+// Bytes of the unit a matrix of dtype with rows of n_cols values is interleaved by; 0 where it
+// has no interleaved layout (types other than Q2_K..Q6_K, F32, F16, BF16; float rows that are
+// not a whole number of 64-byte units).
+int64_t InterleaveUnitBytes(DType dtype, int64_t n_cols);
+
+// The bytes of the float types' unit.
+inline constexpr int64_t kFloatInterleaveUnitBytes = 64;
+
+inline bool HasInterleavedLayout(DType dtype, int64_t n_cols) {
+  return InterleaveUnitBytes(dtype, n_cols) > 0;
+}
 
 // Groups of w's rows.
 inline int64_t InterleavedGroups(const WeightMatrix& w) {
@@ -42,18 +54,18 @@ inline int64_t InterleavedGroups(const WeightMatrix& w) {
 // many bytes as w's).
 void InterleaveGroups(const WeightMatrix& w, int64_t g_begin, int64_t g_end, uint8_t* out);
 
-// Where row r's blocks are: block b at first + b * stride. args.interleave says the layout
-// (1: rows as stored, row_bytes apart; kInterleaveRows: interleaved).
+// Where row r's units of unit_bytes are: unit b at first + b * stride. args.interleave says the
+// layout (1: rows as stored, row_bytes apart; kInterleaveRows: interleaved).
 struct RowBlocks {
   const uint8_t* first;
   int64_t stride;
 };
-inline RowBlocks LocateRow(const MatMulArgs& args, int64_t r, int64_t block_bytes) {
+inline RowBlocks LocateRow(const MatMulArgs& args, int64_t r, int64_t unit_bytes) {
   const int64_t g = args.interleave;
   const int64_t group_first_row = r / g * g;
   const int64_t rows_in_group = std::min(g, args.n_rows - group_first_row);
-  return {args.w + group_first_row * args.row_bytes + (r - group_first_row) * block_bytes,
-          rows_in_group * block_bytes};
+  return {args.w + group_first_row * args.row_bytes + (r - group_first_row) * unit_bytes,
+          rows_in_group * unit_bytes};
 }
 
 }  // namespace baton::kernels
