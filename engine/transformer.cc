@@ -177,6 +177,7 @@ absl::Status Transformer::Forward(std::span<const SequenceInput> sequences,
     // The product with the f16 K cache takes Q in f16 too, as GGML's mul_mat converts it
     // (llama.cpp's attention); K and V are rounded by the cache itself.
     RoundToHalfPrecision(q_.data(), n * c.q_dim());
+    attention_seqs_.clear();
     int64_t row = 0;
     for (const SequenceInput& seq : sequences) {
       const int64_t n_seq = static_cast<int64_t>(seq.tokens.size());
@@ -184,12 +185,15 @@ absl::Status Transformer::Forward(std::span<const SequenceInput> sequences,
         cache_.Write(l, *seq.kv, positions_[row + i], &k_[(row + i) * c.kv_dim()],
                      &v_[(row + i) * c.kv_dim()]);
       }
-      const kernels::KvLayerView view =
-          cache_.LayerView(l, *seq.kv, seq.kv->n_tokens + static_cast<int32_t>(n_seq));
-      backend_.Attention(&q_[row * c.q_dim()], &positions_[row], n_seq, c.n_head, view,
-                         attn_scale, &attn_[row * c.q_dim()]);
+      attention_seqs_.push_back(
+          {.q = &q_[row * c.q_dim()],
+           .q_positions = &positions_[row],
+           .n_q = n_seq,
+           .kv = cache_.LayerView(l, *seq.kv, seq.kv->n_tokens + static_cast<int32_t>(n_seq)),
+           .out = &attn_[row * c.q_dim()]});
       row += n_seq;
     }
+    backend_.AttentionMany(attention_seqs_, c.n_head, attn_scale);
     backend_.MatMul(w.wo, attn_.data(), n, xb_.data());
     AddInPlace(x_.data(), xb_.data(), n * c.n_embd);
     // Feed-forward block (SwiGLU).

@@ -87,6 +87,7 @@ class Transformer {
   std::vector<float> gate_;          // f32 [n, n_ff]
   std::vector<float> up_;            // f32 [n, n_ff]
   std::vector<float> out_rows_;      // f32 [n_out, n_embd]
+  std::vector<kernels::AttentionQueries> attention_seqs_;  // one per sequence of the batch
 };
 
 }  // namespace baton::engine

@@ -57,6 +57,15 @@ struct KvLayerView {
   }
 };
 
+// One sequence's queries for Backend::AttentionMany: Attention's arguments but n_head and scale.
+struct AttentionQueries {
+  const float* q = nullptr;
+  const int32_t* q_positions = nullptr;
+  int64_t n_q = 0;
+  KvLayerView kv;
+  float* out = nullptr;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -105,6 +114,15 @@ class Backend {
   // n_head a multiple of kv.n_kv_head (grouped-query attention). scale is usually 1/sqrt(head_dim).
   virtual void Attention(const float* q, const int32_t* q_positions, int64_t n_q, int32_t n_head,
                          const KvLayerView& kv, float scale, float* out) = 0;
+
+  // Attention(s.q, s.q_positions, s.n_q, n_head, s.kv, scale, s.out) for every s of seqs (the
+  // sequences of a decode batch, each over its own cache), with the same results bit for bit; a
+  // backend may run them as one parallel job. Default: one Attention after the other.
+  virtual void AttentionMany(std::span<const AttentionQueries> seqs, int32_t n_head, float scale) {
+    for (const AttentionQueries& s : seqs) {
+      Attention(s.q, s.q_positions, s.n_q, n_head, s.kv, scale, s.out);
+    }
+  }
 };
 
 struct CpuBackendOptions {

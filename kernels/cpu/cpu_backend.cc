@@ -208,6 +208,45 @@ class FastCpuBackend final : public Backend {
 
   void Attention(const float* q, const int32_t* q_positions, int64_t n_q, int32_t n_head,
                  const KvLayerView& kv, float scale, float* out) override {
+    const int32_t max_pos = CheckAttention(q_positions, n_q, n_head, kv);
+    if (n_q <= 0) return;
+    const int32_t max_segments = max_pos / kAttentionSegment + 1;
+    if (!VectorizedAttention(kv)) {
+      AttentionReference(q, q_positions, n_q, n_head, kv, scale, out);
+    } else if (n_q * kv.n_kv_head >= 2 * pool_.n_threads() || max_segments == 1) {
+      AttentionInQueryBlocks(q, q_positions, n_q, n_head, kv, scale, out);
+    } else {
+      AttentionInSharedSegments(q, q_positions, n_q, n_head, kv, scale, out, max_segments);
+    }
+  }
+
+  void AttentionMany(std::span<const AttentionQueries> seqs, int32_t n_head,
+                     float scale) override {
+    // One parallel job for a batch of short query runs (decode, speculative verification): a
+    // sequence's own Attention call would be a job of its few (query, kv head) pairs, and a batch
+    // would wait at a barrier per sequence.
+    bool one_job = seqs.size() > 1;
+    int64_t n_pairs = 0;
+    for (const AttentionQueries& s : seqs) {
+      CheckAttention(s.q_positions, s.n_q, n_head, s.kv);
+      one_job = one_job && VectorizedAttention(s.kv) && s.n_q <= kAttentionQueryBlock;
+      n_pairs += s.n_q * s.kv.n_kv_head;
+    }
+    if (!one_job || n_pairs < 2 * pool_.n_threads()) {
+      Backend::AttentionMany(seqs, n_head, scale);
+      return;
+    }
+    AttentionPairs(seqs, n_pairs, n_head, scale);
+  }
+
+ private:
+  // Tasks in the order 0, n-1, 1, n-2, ...: with the static split, every thread gets a similar
+  // share of a causal prefill's work.
+  static int64_t Spread(int64_t k, int64_t n) { return k % 2 == 0 ? k / 2 : n - 1 - k / 2; }
+
+  // Checks Attention's arguments; returns the largest query position (0 for none).
+  static int32_t CheckAttention(const int32_t* q_positions, int64_t n_q, int32_t n_head,
+                                const KvLayerView& kv) {
     CHECK(kv.n_kv_head > 0 && n_head % kv.n_kv_head == 0)
         << "Attention: " << n_head << " heads over " << kv.n_kv_head << " kv heads";
     int32_t max_pos = 0;
@@ -217,23 +256,50 @@ class FastCpuBackend final : public Backend {
           << " outside the cache of " << kv.n_tokens << " tokens";
       max_pos = std::max(max_pos, q_positions[i]);
     }
-    if (n_q <= 0) return;
-    const bool vectorized = kernels_.attention_partial != nullptr && kv.head_dim % 8 == 0 &&
-                            kv.head_dim <= kAttentionMaxHeadDim;
-    const int32_t max_segments = max_pos / kAttentionSegment + 1;
-    if (!vectorized) {
-      AttentionReference(q, q_positions, n_q, n_head, kv, scale, out);
-    } else if (n_q * kv.n_kv_head >= 2 * pool_.n_threads() || max_segments == 1) {
-      AttentionInQueryBlocks(q, q_positions, n_q, n_head, kv, scale, out);
-    } else {
-      AttentionInSharedSegments(q, q_positions, n_q, n_head, kv, scale, out, max_segments);
-    }
+    return max_pos;
   }
 
- private:
-  // Tasks in the order 0, n-1, 1, n-2, ...: with the static split, every thread gets a similar
-  // share of a causal prefill's work.
-  static int64_t Spread(int64_t k, int64_t n) { return k % 2 == 0 ? k / 2 : n - 1 - k / 2; }
+  // Whether the level's attention kernels take heads of kv's shape.
+  bool VectorizedAttention(const KvLayerView& kv) const {
+    return kernels_.attention_partial != nullptr && kv.head_dim % 8 == 0 &&
+           kv.head_dim <= kAttentionMaxHeadDim;
+  }
+
+  // Every (query, kv head) pair of every sequence a task of one job, each through its segments
+  // in order: the partials folded as AttentionInSharedSegments folds them.
+  void AttentionPairs(std::span<const AttentionQueries> seqs, int64_t n_pairs, int32_t n_head,
+                      float scale) {
+    std::vector<int64_t> first_pair(seqs.size() + 1, 0);
+    int64_t max_size = 0;
+    for (size_t k = 0; k < seqs.size(); ++k) {
+      first_pair[k + 1] = first_pair[k] + seqs[k].n_q * seqs[k].kv.n_kv_head;
+      const int32_t group = n_head / seqs[k].kv.n_kv_head;
+      max_size = std::max(max_size, group * AttentionPartialSize(seqs[k].kv.head_dim));
+    }
+    pool_.ParallelFor(n_pairs, [&](int64_t begin, int64_t end, int) {
+      std::vector<float> partial(max_size), state(max_size);
+      size_t k = std::upper_bound(first_pair.begin(), first_pair.end(), begin) -
+                 first_pair.begin() - 1;
+      for (int64_t task = begin; task < end; ++task) {
+        while (task >= first_pair[k + 1]) ++k;
+        const AttentionQueries& s = seqs[k];
+        const int32_t group = n_head / s.kv.n_kv_head;
+        const int64_t pair = task - first_pair[k];
+        const int64_t i = pair / s.kv.n_kv_head;
+        const int32_t kv_h = static_cast<int32_t>(pair % s.kv.n_kv_head);
+        const int64_t offset = (i * n_head + kv_h * group) * s.kv.head_dim;
+        const int32_t n_ctx = s.q_positions[i] + 1;
+        AttentionInitState(group, s.kv.head_dim, state.data());
+        for (int32_t t0 = 0; t0 < n_ctx; t0 += kAttentionSegment) {
+          kernels_.attention_partial(s.q + offset, kv_h, group, t0,
+                                     std::min(n_ctx, t0 + kAttentionSegment), s.kv, scale,
+                                     partial.data());
+          kernels_.attention_fold(partial.data(), group, s.kv.head_dim, state.data());
+        }
+        kernels_.attention_finish(state.data(), group, s.kv.head_dim, s.out + offset);
+      }
+    });
+  }
 
   // The scalar reference, one (query, kv head) pair per task: where the level has no attention
   // kernel or the head dimension does not suit it.

@@ -185,6 +185,57 @@ TEST_P(AttentionTest, QueryResultDoesNotDependOnBatch) {
   }
 }
 
+// A decode batch: AttentionMany gives every sequence the bits of its own Attention call, for
+// single queries, a few queries (speculative verification), and with a long run of queries in
+// the batch (which the CPU backend sends through Attention on its own).
+TEST_P(AttentionTest, AttentionManyEqualsOneCallPerSequence) {
+  const auto [impl, s] = GetParam();
+  if (!ImplSupported(impl)) GTEST_SKIP() << ImplName(impl) << " not supported by this CPU";
+  const int64_t per_q = static_cast<int64_t>(s.n_head) * s.head_dim;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  auto backend = MakeBackend(impl);
+  for (int32_t long_run : {0, 20}) {
+    // Caches of different lengths; queries at the last 1 or 3 positions, or long_run of them.
+    std::vector<PagedKv> caches;
+    std::vector<std::vector<int32_t>> positions;
+    for (int32_t k = 0; k < 6; ++k) {
+      CacheShape shape = s;
+      shape.n_tokens = std::max(1, s.n_tokens - 7 * k);
+      caches.emplace_back(shape, 20 + k);
+      const int32_t wanted = k == 5 && long_run > 0 ? long_run : 1 + k % 2 * 2;
+      const int32_t n_q = std::min(shape.n_tokens, wanted);
+      std::vector<int32_t> p(n_q);
+      std::iota(p.begin(), p.end(), shape.n_tokens - n_q);
+      positions.push_back(p);
+    }
+    std::vector<std::vector<float>> q;
+    std::vector<GuardedBuffer> many;
+    std::vector<AttentionQueries> seqs;
+    for (size_t k = 0; k < caches.size(); ++k) {
+      const int64_t n_q = static_cast<int64_t>(positions[k].size());
+      q.push_back(RandomFloats(n_q * per_q, 40 + k, 2.0f));
+      many.emplace_back(n_q * per_q, NAN);
+    }
+    for (size_t k = 0; k < caches.size(); ++k) {
+      seqs.push_back({.q = q[k].data(),
+                      .q_positions = positions[k].data(),
+                      .n_q = static_cast<int64_t>(positions[k].size()),
+                      .kv = caches[k].view(),
+                      .out = many[k].data()});
+    }
+    backend->AttentionMany(seqs, s.n_head, scale);
+    for (size_t k = 0; k < caches.size(); ++k) {
+      const int64_t n_q = static_cast<int64_t>(positions[k].size());
+      std::vector<float> one(n_q * per_q);
+      backend->Attention(q[k].data(), positions[k].data(), n_q, s.n_head, caches[k].view(), scale,
+                         one.data());
+      EXPECT_TRUE(many[k].CanariesIntact()) << "sequence " << k;
+      EXPECT_EQ(0, std::memcmp(one.data(), many[k].data(), one.size() * sizeof(float)))
+          << "sequence " << k << " of " << caches.size() << ", long run " << long_run;
+    }
+  }
+}
+
 std::string AttentionName(const ::testing::TestParamInfo<AttentionParam>& info) {
   const auto& [impl, s] = info.param;
   return ImplName(impl) + "_t" + std::to_string(s.n_tokens) + "_h" + std::to_string(s.n_head) +
