@@ -45,7 +45,7 @@
 // and one that unpacks 16 rows per call into a panel with the rows in the vector lanes (larger
 // batches). Both read either layout: the original rows, or a registered matrix's interleaved copy
 // (interleaved_rows.h: groups of 4 rows block by block, one sequential stream per tile;
-// MatMulArgs::interleave).
+// MatMulArgs::interleave). So do the float kernels (F32, F16, BF16: 64-byte units).
 //
 // Batch invariance: every kernel computes each y[i, r] with the same sequence of operations
 // whatever tile or path (single-row decode kernel, packed weights, multi-row panels) it falls in, so a
@@ -95,8 +95,8 @@ int64_t ActivationScaleStride(ActivationFormat format, int64_t n_cols);
 struct MatMulArgs {
   const uint8_t* w = nullptr;  // weight rows, row_bytes apart (or interleaved, below)
   int64_t row_bytes = 0;
-  // The super-block kernels (Q2_K..Q6_K) also take their rows interleaved in groups of this many
-  // (interleaved_rows.h); 1: as stored.
+  // The super-block and float kernels (Q2_K..Q6_K, F32, F16, BF16) also take their rows
+  // interleaved in groups of this many (interleaved_rows.h); 1: as stored.
   int64_t interleave = 1;
   int64_t n_rows = 0;  // rows of W = columns of y
   int64_t n_cols = 0;
