@@ -186,11 +186,15 @@ class FastCpuBackend final : public Backend {
 
   void Rope(float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* positions,
             const RopeParams& params) override {
-    // Per token, angles then rotation: as cheap as it gets without tables, and exactly the
-    // reference's arithmetic.
-    ForRows(n, n_heads * head_dim * 8, [&](int64_t begin, int64_t end) {
-      reference::Rope(x + begin * n_heads * head_dim, end - begin, n_heads, head_dim,
-                      positions + begin, params);
+    // The reference's arithmetic; the angles of a step's positions are computed once and serve
+    // the Q and K of every layer.
+    reference::CheckRope(params, head_dim);
+    const float* angles = rope_angles_.For(positions, n, params);
+    ForRows(n, n_heads * head_dim * 2, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        reference::RopeRotate(x + t * n_heads * head_dim, n_heads, head_dim,
+                              angles + t * params.n_dims, params);
+      }
     });
   }
 
@@ -431,6 +435,42 @@ class FastCpuBackend final : public Backend {
     }
     return args;
   }
+
+  // The RoPE angles (reference::RopeAngles) of the last positions asked for, [n, n_dims].
+  class RopeAngleCache {
+   public:
+    const float* For(const int32_t* positions, int64_t n, const RopeParams& params) {
+      const int64_t half = params.n_dims / 2;
+      const bool same = params.n_dims == params_.n_dims &&
+                        params.freq_base == params_.freq_base &&
+                        params.freq_scale == params_.freq_scale &&
+                        std::equal(positions, positions + n, positions_.begin(), positions_.end()) &&
+                        (params.freq_factors == nullptr
+                             ? factors_.empty()
+                             : std::equal(params.freq_factors, params.freq_factors + half,
+                                          factors_.begin(), factors_.end()));
+      if (!same) {
+        params_ = params;
+        positions_.assign(positions, positions + n);
+        factors_.clear();
+        if (params.freq_factors != nullptr) {
+          factors_.assign(params.freq_factors, params.freq_factors + half);
+        }
+        angles_.resize(static_cast<size_t>(n * params.n_dims));
+        for (int64_t t = 0; t < n; ++t) {
+          reference::RopeAngles(positions[t], params, angles_.data() + t * params.n_dims);
+        }
+      }
+      return angles_.data();
+    }
+
+   private:
+    RopeParams params_;
+    std::vector<int32_t> positions_;
+    std::vector<float> factors_;
+    std::vector<float> angles_;
+  };
+  RopeAngleCache rope_angles_;
 
   // A registered weight matrix's copy: packed (packed_block32.h) or, where interleave > 1,
   // interleaved (interleaved_rows.h).

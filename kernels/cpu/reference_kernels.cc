@@ -51,42 +51,50 @@ void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float 
   }
 }
 
-void RopeToken(float* x, int64_t n_heads, int64_t head_dim, int32_t pos,
-               const RopeParams& params) {
-  const int64_t half = params.n_dims / 2;
+void CheckRope(const RopeParams& params, int64_t head_dim) {
   CHECK(params.n_dims >= 0 && params.n_dims % 2 == 0 && params.n_dims <= head_dim)
       << "Rope: n_dims " << params.n_dims << " with head_dim " << head_dim;
+}
+
+void RopeAngles(int32_t pos, const RopeParams& params, float* cos_sin) {
   // GGML's rope (its rope cache and rope_yarn without extrapolation), in f32:
   // theta_i = pos * theta_scale^i by repeated multiplication, theta_scale = base^(-2 / n_dims),
   // divided by the frequency factor and scaled by freq_scale; cos/sin of that in f32.
   const float theta_scale = std::pow(params.freq_base, -2.0f / static_cast<float>(params.n_dims));
-  float cos_sin[2 * 256];
-  std::vector<float> big;
-  float* cs = cos_sin;
-  if (half > 256) {
-    big.resize(static_cast<size_t>(2 * half));
-    cs = big.data();
-  }
   float theta_base = static_cast<float>(pos);
-  for (int64_t i = 0; i < half; ++i) {
+  for (int64_t i = 0; i < params.n_dims / 2; ++i) {
     const float ff = params.freq_factors != nullptr ? params.freq_factors[i] : 1.0f;
     const float theta = params.freq_scale * (theta_base / ff);
-    cs[2 * i] = std::cos(theta);
-    cs[2 * i + 1] = std::sin(theta);
+    cos_sin[2 * i] = std::cos(theta);
+    cos_sin[2 * i + 1] = std::sin(theta);
     theta_base *= theta_scale;
   }
+}
+
+void RopeRotate(float* x, int64_t n_heads, int64_t head_dim, const float* cos_sin,
+                const RopeParams& params) {
+  const int64_t half = params.n_dims / 2;
+  CheckRope(params, head_dim);
   // The rotation as GGML's compiled code evaluates it (one product rounded, then fused).
   for (int64_t h = 0; h < n_heads; ++h) {
     float* xh = x + h * head_dim;
     for (int64_t i = 0; i < half; ++i) {
       const int64_t i0 = params.neox ? i : 2 * i;
       const int64_t i1 = params.neox ? i + half : 2 * i + 1;
-      const float c = cs[2 * i], s = cs[2 * i + 1];
+      const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
       const float x0 = xh[i0], x1 = xh[i1];
       xh[i0] = std::fma(x0, c, -(x1 * s));
       xh[i1] = std::fma(x0, s, x1 * c);
     }
   }
+}
+
+void RopeToken(float* x, int64_t n_heads, int64_t head_dim, int32_t pos,
+               const RopeParams& params) {
+  CheckRope(params, head_dim);
+  std::vector<float> cos_sin(static_cast<size_t>(params.n_dims));
+  RopeAngles(pos, params, cos_sin.data());
+  RopeRotate(x, n_heads, head_dim, cos_sin.data(), params);
 }
 
 void Rope(float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* positions,

@@ -33,6 +33,13 @@ void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float 
 // the thousands GGML's f32 angles differ from it by a few 1e-4 rad (an f32 near 3000 is 2.4e-4
 // from the next), and that is what llama.cpp's models are run with.
 void RopeToken(float* x, int64_t n_heads, int64_t head_dim, int32_t pos, const RopeParams& params);
+// Checks params against heads of head_dim values (n_dims even, 0..head_dim).
+void CheckRope(const RopeParams& params, int64_t head_dim);
+// RopeToken in two steps, the same bits: the angles of pos as cos_sin[2i] = cos(theta_i),
+// cos_sin[2i + 1] = sin(theta_i) for i < n_dims / 2; then the rotation of every head of x by them.
+void RopeAngles(int32_t pos, const RopeParams& params, float* cos_sin);
+void RopeRotate(float* x, int64_t n_heads, int64_t head_dim, const float* cos_sin,
+                const RopeParams& params);
 void Rope(float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* positions,
           const RopeParams& params);
 

@@ -95,6 +95,37 @@ TEST_P(RopeTest, TokensAreIndependentAndMatchReference) {
   }
 }
 
+// One backend rotating changing inputs in turn (the fast one keeps the angles of the last
+// positions): every call equals the reference's rotation of that call alone.
+TEST_P(RopeTest, EveryCallOfASequenceOfCallsMatchesReference) {
+  constexpr int64_t kHeads = 3, kDim = 64;
+  std::vector<float> factors = testing::RandomFloats(16, 5, 0.5f);
+  for (float& f : factors) f += 1.0f;
+  const RopeParams plain{.n_dims = 64, .freq_base = 10000.0f};
+  const RopeParams scaled{.n_dims = 32, .freq_base = 10000.0f, .freq_scale = 0.25f,
+                          .freq_factors = factors.data()};
+  struct Call {
+    std::vector<int32_t> positions;
+    RopeParams params;
+  };
+  const std::vector<Call> calls = {
+      {{5, 6, 7}, plain},        {{5, 6, 7}, plain},   // the same positions twice (Q, then K)
+      {{5, 6, 8}, plain},        {{5, 6}, plain},      // one position changed; one fewer
+      {{5, 6}, {.n_dims = 64, .freq_base = 500.0f}},  // another base
+      {{5, 6}, scaled},          {{5, 6}, scaled},     // frequency factors
+  };
+  auto reference = MakeBackend(Impl::kReference);
+  for (size_t c = 0; c < calls.size(); ++c) {
+    if (c == 6) factors[3] += 1.0f;  // the same factor array with a changed value
+    const int64_t n = static_cast<int64_t>(calls[c].positions.size());
+    const std::vector<float> x0 = testing::RandomFloats(n * kHeads * kDim, 10 + c);
+    std::vector<float> x = x0, want = x0;
+    backend_->Rope(x.data(), n, kHeads, kDim, calls[c].positions.data(), calls[c].params);
+    reference->Rope(want.data(), n, kHeads, kDim, calls[c].positions.data(), calls[c].params);
+    EXPECT_EQ(x, want) << "call " << c;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(All, RopeTest, ::testing::ValuesIn(testing::AllImpls()),
                          [](const auto& info) { return ImplName(info.param); });
 
