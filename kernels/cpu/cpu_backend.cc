@@ -441,14 +441,15 @@ class FastCpuBackend final : public Backend {
    public:
     const float* For(const int32_t* positions, int64_t n, const RopeParams& params) {
       const int64_t half = params.n_dims / 2;
+      const bool same_factors =
+          params.freq_factors == nullptr
+              ? factors_.empty()
+              : std::equal(params.freq_factors, params.freq_factors + half, factors_.begin(),
+                           factors_.end());
       const bool same = params.n_dims == params_.n_dims &&
                         params.freq_base == params_.freq_base &&
-                        params.freq_scale == params_.freq_scale &&
-                        std::equal(positions, positions + n, positions_.begin(), positions_.end()) &&
-                        (params.freq_factors == nullptr
-                             ? factors_.empty()
-                             : std::equal(params.freq_factors, params.freq_factors + half,
-                                          factors_.begin(), factors_.end()));
+                        params.freq_scale == params_.freq_scale && same_factors &&
+                        std::equal(positions, positions + n, positions_.begin(), positions_.end());
       if (!same) {
         params_ = params;
         positions_.assign(positions, positions + n);

@@ -19,8 +19,9 @@
 // Q8_0 weights take the same activations (GGML's q8_0 has the same values and d). The K-quants'
 // Q8_K activations are not GGML's. The float MatMuls compute GGML's arithmetic, the super-block
 // types (Q2_K..Q6_K) the whole-super-block arithmetic (super_block_tiles.inc: per super-block of
-// 256, exact int32 sums and one f32 rounding, where GGML rounds eight lane sums); attention is FlashAttention-style with an online softmax in f32 (attention_avx2.cc,
-// attention_avx512.cc), where GGML's default CPU path rounds the probabilities to f16.
+// 256, exact int32 sums and one f32 rounding, where GGML rounds eight lane sums); attention is
+// FlashAttention-style with an online softmax in f32 (attention_avx2.cc, attention_avx512.cc),
+// where GGML's default CPU path rounds the probabilities to f16.
 // A MatMul output y[i, r] of the five kQ8_1 types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) follows the
 // whole-block arithmetic at every SIMD level (packed_block32.h): per block b, P = the exact int32
 // sum of the block's 32 products (Q4_0 weights are the signed values q - 8, Q5_0 weights q - 16),
