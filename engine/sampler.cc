@@ -24,9 +24,7 @@ uint64_t Mix64(uint64_t x) {
 
 // NaN -> -inf (masked), +inf -> the largest float (certain, yet arithmetic stays finite).
 float Sanitize(float logit) {
-  if (std::isnan(logit)) return kNegInf;
-  if (logit == std::numeric_limits<float>::infinity()) return std::numeric_limits<float>::max();
-  return logit;
+  return std::min(std::isnan(logit) ? kNegInf : logit, std::numeric_limits<float>::max());
 }
 
 bool PenaltiesOff(const SamplingParams& params) {
@@ -60,6 +58,41 @@ void ApplyPenaltiesImpl(const SamplingParams& params, std::span<const int32_t> p
   }
 }
 
+// The largest Sanitize(logit) of `logits`, in 16 independent lanes the compiler vectorizes (one
+// running maximum would be a serial chain).
+float SanitizedMax(std::span<const float> logits) {
+  constexpr size_t kLanes = 16;
+  float lanes[kLanes];
+  std::fill(lanes, lanes + kLanes, kNegInf);
+  size_t i = 0;
+  for (; i + kLanes <= logits.size(); i += kLanes) {
+    for (size_t j = 0; j < kLanes; ++j) lanes[j] = std::max(lanes[j], Sanitize(logits[i + j]));
+  }
+  float best = kNegInf;
+  for (; i < logits.size(); ++i) best = std::max(best, Sanitize(logits[i]));
+  for (const float lane : lanes) best = std::max(best, lane);
+  return best;
+}
+
+// The first index of the largest Sanitize(logit); 0 when every logit is NaN or -inf. The maximum
+// of each block of 256, then a scan of the first block that holds the largest.
+int32_t GreedyToken(std::span<const float> logits) {
+  constexpr size_t kBlock = 256;
+  float best = kNegInf;
+  size_t best_block = 0;
+  for (size_t block = 0; block < logits.size(); block += kBlock) {
+    const size_t size = std::min(kBlock, logits.size() - block);
+    const float block_max = SanitizedMax(logits.subspan(block, size));
+    if (block_max > best) {
+      best = block_max;
+      best_block = block;
+    }
+  }
+  size_t i = best_block;
+  while (Sanitize(logits[i]) != best) ++i;
+  return static_cast<int32_t>(i);
+}
+
 // Orders by logit, highest first; the lower id first among equal logits. Candidates hold no NaN.
 template <typename T>
 bool Before(const T& a, const T& b) {
@@ -85,24 +118,14 @@ int32_t Sampler::Sample(const SamplingParams& params, std::span<const float> log
   CHECK(!logits.empty()) << "Sampler::Sample needs at least one logit";
   const int32_t n_vocab = static_cast<int32_t>(logits.size());
 
+  const bool greedy = params.temperature == 0.0f || params.top_k == 1;
+  if (greedy && (PenaltiesOff(params) || previous_tokens.empty())) return GreedyToken(logits);
+
   // Penalties first, then Sanitize (a penalty can turn a huge logit into +inf).
   logits_.assign(logits.begin(), logits.end());
   ApplyPenaltiesImpl(params, previous_tokens, logits_, window_);
   const float* const penalized = logits_.data();
-
-  // Greedy: the first index of the maximum; token 0 when everything is masked.
-  if (params.temperature == 0.0f || params.top_k == 1) {
-    int32_t best = 0;
-    float best_logit = Sanitize(penalized[0]);
-    for (int32_t i = 1; i < n_vocab; ++i) {
-      const float logit = Sanitize(penalized[i]);
-      if (logit > best_logit) {
-        best = i;
-        best_logit = logit;
-      }
-    }
-    return best;
-  }
+  if (greedy) return GreedyToken(logits_);
 
   candidates_.resize(n_vocab);
   Candidate* const all = candidates_.data();

@@ -135,6 +135,25 @@ TEST(SamplerTest, GreedyTieGoesToLowestId) {
   EXPECT_EQ(Sample({.temperature = 0.0f}, logits, {}, 0), 1);
 }
 
+TEST(SamplerTest, GreedyFindsTheFirstLargestAnywhere) {
+  // 1000 logits: blocks of 256, lanes of 16 and tails of both. The maximum, placed at each
+  // boundary with a later copy, is found at its first index; NaN never wins, +inf equals the
+  // largest float (Sanitize) and so loses to an earlier largest float.
+  for (const int32_t first : {0, 15, 16, 255, 256, 767, 768, 990, 999}) {
+    std::vector<float> logits = MakeLogits(1000, first);
+    logits[(first + 500) % 1000] = std::nanf("");
+    logits[first] = 100.0f;
+    if (first + 1 < 1000) logits[first + 1 + (999 - first) / 2] = 100.0f;
+    EXPECT_EQ(Sample({.temperature = 0.0f}, logits, {}, 0), first) << first;
+  }
+  std::vector<float> logits(1000, -kInf);
+  logits[300] = std::numeric_limits<float>::max();
+  logits[700] = kInf;
+  EXPECT_EQ(Sample({.temperature = 0.0f}, logits, {}, 0), 300);
+  logits[300] = -kInf;
+  EXPECT_EQ(Sample({.temperature = 0.0f}, logits, {}, 0), 700);
+}
+
 TEST(SamplerTest, GreedyStillAppliesPenalties) {
   // Token 0 leads by 0.5; after it appears once, repetition penalty 2 halves it (3 -> 1.5), so
   // token 1 (2.5) wins.
