@@ -7,19 +7,23 @@ namespace baton::engine {
 std::vector<TokenId> PromptLookup(std::span<const TokenId> tokens, int32_t max_tokens,
                                   const NgramOptions& options) {
   const int64_t size = static_cast<int64_t>(tokens.size());
-  if (max_tokens <= 0) return {};
-  for (int64_t n = std::min<int64_t>(options.max_n, size - 1); n >= std::max(1, options.min_n);
-       --n) {
-    const std::span<const TokenId> suffix = tokens.subspan(size - n);
-    // Latest occurrence first: recent context predicts best.
-    for (int64_t p = size - n - 1; p >= 0; --p) {
-      if (!std::equal(suffix.begin(), suffix.end(), tokens.begin() + p)) continue;
-      const int64_t begin = p + n;
-      const int64_t end = std::min(size, begin + max_tokens);
-      return {tokens.begin() + begin, tokens.begin() + end};
+  if (max_tokens <= 0 || size < 2) return {};
+  const int64_t last = size - 1;
+  int64_t best_end = -1;
+  int64_t best_n = std::max<int64_t>(options.min_n, 1) - 1;
+  // Latest end first, so that a later match wins a tie.
+  for (int64_t end = last - 1; end >= 0 && best_n < options.max_n; --end) {
+    int64_t n = 0;
+    while (n < options.max_n && n <= end && tokens[end - n] == tokens[last - n]) ++n;
+    if (n > best_n) {
+      best_n = n;
+      best_end = end;
     }
   }
-  return {};
+  if (best_end < 0) return {};
+  const int64_t begin = best_end + 1;
+  const int64_t stop = std::min(size, begin + max_tokens);
+  return {tokens.begin() + begin, tokens.begin() + stop};
 }
 
 namespace {

@@ -24,6 +24,16 @@ TEST(PromptLookupTest, PrefersTheLongestMatchingSuffix) {
   EXPECT_THAT(PromptLookup(tokens, 1, {.min_n = 2, .max_n = 2}), ElementsAre(9));
 }
 
+TEST(PromptLookupTest, ALongerEarlierMatchBeatsALaterShorterOne) {
+  // The last 6 tokens "1 2 3 4 5 6" occurred at 0 (-> 7); only their last 4 occur later, at 9
+  // (-> 8). Past the old 4-token window the earlier, longer match wins; capped at 4 they tie and
+  // the later wins.
+  const std::vector<TokenId> tokens = {1, 2, 3, 4, 5, 6, 7, 0, 0, 3, 4, 5, 6, 8,
+                                       9, 1, 2, 3, 4, 5, 6};
+  EXPECT_THAT(PromptLookup(tokens, 2, {}), ElementsAre(7, 0));
+  EXPECT_THAT(PromptLookup(tokens, 2, {.min_n = 2, .max_n = 4}), ElementsAre(8, 9));
+}
+
 TEST(PromptLookupTest, StopsAtTheEndOfTheSequence) {
   // The only earlier "2 3" is followed by one token before the suffix starts... and the suffix.
   const std::vector<TokenId> tokens = {2, 3, 2, 3};
