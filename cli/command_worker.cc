@@ -66,7 +66,7 @@ int RunWorkerWithRole(const std::string& command, const Args& args,
       {"draft-kv-cache-memory", "BYTES", "decode: the draft model's KV cache (default 64M)"},
       {"speculative-token-cost", "C", "decode: one proposed token's cost relative to a decode "
                                       "step, which sets how far speculation goes (default: "
-                                      "estimated; 0.45 per verification row plus the draft's "
+                                      "learned from the batch's step times, plus the draft's "
                                       "share of the weight bytes)"},
       {"no-prefix-caching", "", "keep no KV of finished prompts and sequences for later requests "
                                 "with the same prefix (default: kept, evicted least recently "

@@ -1,6 +1,7 @@
 #include "decode_worker/decode_batch.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "metrics/metrics.h"
@@ -27,6 +28,7 @@ struct SpeculationMetrics {
   metrics::Counter& draft_tokens;
   metrics::Counter& accepted_tokens;
   metrics::Gauge& acceptance_rate;
+  metrics::Gauge& token_cost;
 };
 
 SpeculationMetrics& Speculation() {
@@ -41,6 +43,9 @@ SpeculationMetrics& Speculation() {
       metrics::Registry::Global().GetGauge(
           "baton:spec_decode_draft_acceptance_rate",
           "Accepted over proposed tokens since the worker started (0 before any)."),
+      metrics::Registry::Global().GetGauge(
+          "baton:spec_decode_token_cost",
+          "One proposed token's cost relative to a decode step, as the last step planned it."),
   };
   return m;
 }
@@ -52,7 +57,7 @@ DecodeBatch::DecodeBatch(const engine::Tokenizer* tokenizer, engine::Transformer
     : tokenizer_(*tokenizer), transformer_(*transformer), cache_(*cache), options_(options) {
   BatchSizeHistogram();  // exported from the start, empty
   PreemptionCounter();   // and 0
-  if (options_.speculation.proposer != nullptr) Speculation();
+  if (options_.speculation.proposer != nullptr) Speculation().token_cost.Set(TokenCost());
 }
 
 DecodeBatch::~DecodeBatch() {
@@ -222,6 +227,9 @@ std::vector<DecodeBatch::StepEntry> DecodeBatch::PlanStep(size_t n) {
   }
   const SpeculationOptions& spec = options_.speculation;
   if (spec.proposer == nullptr || n > static_cast<size_t>(spec.disable_batch_size)) return entries;
+  const double step_token_cost = TokenCost();
+  Speculation().token_cost.Set(step_token_cost);
+  const double token_cost = BatchTokenCost(step_token_cost, static_cast<int64_t>(n));
   std::vector<engine::ProposalRequest> requests;
   std::vector<size_t> asking;
   for (size_t i = 0; i < n; ++i) {
@@ -232,7 +240,7 @@ std::vector<DecodeBatch::StepEntry> DecodeBatch::PlanStep(size_t n) {
     const int32_t left = std::min(seq.params.max_tokens - (n_tokens - seq.n_prompt),
                                   transformer_.config().n_ctx_train - n_tokens + 1);
     const int32_t k = seq.speculation_length.Next(
-        std::min(spec.num_speculative_tokens, left - 1), spec.token_cost);
+        std::min(spec.num_speculative_tokens, left - 1), token_cost);
     if (k <= 0) continue;
     requests.push_back({.sequence = seq.arrival, .tokens = seq.tokens, .max_tokens = k});
     asking.push_back(i);
@@ -252,6 +260,11 @@ std::vector<DecodeBatch::StepEntry> DecodeBatch::PlanStep(size_t n) {
     fed.insert(fed.end(), proposal.begin(), proposal.end());
   }
   return entries;
+}
+
+double DecodeBatch::TokenCost() const {
+  const SpeculationOptions& spec = options_.speculation;
+  return spec.token_cost >= 0 ? spec.token_cost : step_cost_.RowCost() + spec.proposer_cost;
 }
 
 engine::FinishReason DecodeBatch::AcceptTokens(DecodeSequence& seq, const StepEntry& entry,
@@ -301,13 +314,18 @@ bool DecodeBatch::Step() {
   const std::vector<StepEntry> entries = PlanStep(n);
   std::vector<engine::SequenceInput> inputs(n);
   bool verifying = false;
+  int64_t rows = 0;
   for (size_t i = 0; i < n; ++i) {
     verifying = verifying || entries[i].fed.size() > 1;
+    rows += static_cast<int64_t>(entries[i].fed.size());
     inputs[i] = {.tokens = entries[i].fed, .kv = &running_[i].table, .all_logits = true};
   }
   // Both give the same logits for a one-token entry (batch invariance); Decode is the cheaper.
+  const auto start = std::chrono::steady_clock::now();
   const absl::Status status =
       verifying ? transformer_.Prefill(inputs, logits_) : transformer_.Decode(inputs, logits_);
+  const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+  if (status.ok()) step_cost_.Observe(rows, took.count());
   ++n_steps_;
   BatchSizeHistogram().Observe(static_cast<double>(n));
   std::vector<bool> done(running_.size(), false);

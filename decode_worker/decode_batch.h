@@ -16,9 +16,11 @@
 // proposals are kept while they equal what it drew (engine/proposer.h: this is the standard
 // rejection rule for a deterministic proposer, and the output is token for token what plain
 // decoding gives). The rejected positions' KV is forgotten and any block taken for them returned.
-// Proposals never preempt: they use only blocks that are free. K adapts per sequence
-// (speculation_length.h); steps with more than disable_batch_size sequences, and requests that
-// opt out (SamplingParams::speculative), decode plainly.
+// Proposals never preempt: they use only blocks that are free. K adapts per sequence to its
+// acceptance (speculation_length.h) and to what a row costs, learned from the steps' own times
+// (step_cost_model.h) and weighed against the whole batch's step (BatchTokenCost); steps with
+// more than disable_batch_size sequences, and requests that opt out
+// (SamplingParams::speculative), decode plainly.
 //
 // Thread-safety: Admit, Cancel and the counters are thread-safe; Step runs on the engine loop
 // thread only (it owns the transformer and the running set).
@@ -37,6 +39,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "decode_worker/speculation_length.h"
+#include "decode_worker/step_cost_model.h"
 #include "engine/generation_state.h"
 #include "engine/kv_cache.h"
 #include "engine/prefix_cache.h"
@@ -87,11 +90,16 @@ struct SpeculationOptions {
   // Steps with more sequences than this decode plainly: verification rows stop being nearly free
   // once the batch itself fills the kernels (vLLM's speculative_disable_by_batch_size).
   int32_t disable_batch_size = 4;
-  // One more verification row plus one proposed token, relative to a plain decode step (c in
-  // speculation_length.h). The default is a verification row measured on a 2-core AVX-512 Xeon
-  // with the default model: a decode step of 5 rows takes 2.8x one of 1 row (`baton bench engine
-  // --batch-sizes 1,5`, 1 and 2 threads alike).
-  double token_cost = 0.45;
+  // c in speculation_length.h: one more verification row plus one proposed token, relative to a
+  // plain decode step. Fixed when >= 0. When negative, the row's share is learned from the
+  // batch's own steps (step_cost_model.h, from kPriorRowCost) and proposer_cost is added.
+  double token_cost = -1;
+  // A proposed token's own cost relative to a decode step, with a learned row cost: a draft
+  // model's share of the weight bytes; 0 for prompt lookup.
+  double proposer_cost = 0;
+  // The row cost assumed before the batch has timed steps of different sizes: about an AVX2 row
+  // of the default model (AVX-512 rows measure 0.2, scalar ones near 1).
+  static constexpr double kPriorRowCost = 0.3;
 };
 
 struct DecodeBatchOptions {
@@ -140,6 +148,8 @@ class DecodeBatch {
   // The entries of the first n running sequences (proposals only when speculation is on and the
   // step is small enough).
   std::vector<StepEntry> PlanStep(size_t n);
+  // c of speculation_length.h for this step: the fixed token_cost, or the learned one.
+  double TokenCost() const;
   // Samples the sequence's next tokens from its logits rows (one per fed token, from
   // `first_row`), keeping proposals while they equal what was drawn, and forgets the KV of the
   // rest. Returns how the sequence ended (kNone: it goes on).
@@ -168,6 +178,7 @@ class DecodeBatch {
   std::vector<DecodeSequence> running_;    // engine thread only
   std::vector<DecodeSequence> preempted_;  // engine thread only; oldest first
   std::vector<float> logits_;            // engine thread only
+  StepCostModel step_cost_{SpeculationOptions::kPriorRowCost};  // engine thread only
   std::atomic<int32_t> n_running_{0};
   std::atomic<int64_t> n_steps_{0};
   std::atomic<int32_t> n_preempted_{0};

@@ -13,6 +13,11 @@ double SpeculationGain(double acceptance, int32_t k, double token_cost) {
   return expected / (1.0 + k * token_cost);
 }
 
+double BatchTokenCost(double token_cost, int64_t n_sequences) {
+  const double n = static_cast<double>(n_sequences);
+  return n * token_cost / (1.0 + (n - 1.0) * token_cost);
+}
+
 int32_t SpeculationLength::Next(int32_t max_k, double token_cost) {
   if (paused_steps_ > 0) {
     if (--paused_steps_ == 0) *this = SpeculationLength();  // try again from the prior

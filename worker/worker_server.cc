@@ -186,12 +186,12 @@ absl::StatusOr<decode_worker::SpeculationOptions> MakeSpeculation(const Speculat
       if (!proposer.ok()) return proposer.status();
       w.proposer = std::move(*proposer);
       // Decode reads every weight once per token: a draft token costs the draft's share of bytes.
-      speculation.token_cost += static_cast<double>(w.draft_model->file().file_size()) /
-                                static_cast<double>(w.model->file().file_size());
+      speculation.proposer_cost = static_cast<double>(w.draft_model->file().file_size()) /
+                                  static_cast<double>(w.model->file().file_size());
       break;
     }
   }
-  if (options.token_cost >= 0) speculation.token_cost = options.token_cost;
+  speculation.token_cost = options.token_cost;
   speculation.proposer = w.proposer.get();
   return speculation;
 }

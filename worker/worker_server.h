@@ -27,7 +27,8 @@ struct SpeculativeOptions {
   int32_t num_speculative_tokens = 4;   // per sequence and step at most
   int32_t disable_batch_size = 4;       // steps with more sequences decode plainly
   // One proposed token's cost relative to a decode step (decode_worker/speculation_length.h);
-  // < 0: estimated (a verification row, plus the draft's share of the weight bytes).
+  // < 0: learned (a verification row's share of the batch's own step times, plus the draft's
+  // share of the weight bytes).
   double token_cost = -1;
 };
 

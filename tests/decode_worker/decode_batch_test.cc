@@ -311,11 +311,13 @@ class SpeculativeDecodeBatchTest : public DecodeBatchTest,
     oracle_ = std::make_unique<OracleProposer>(std::move(truth));
   }
 
+  // A fixed token cost: how far speculation goes must not depend on this machine's timings here.
   DecodeBatchOptions Speculative(int32_t k = 4) {
     return {.max_batch = 8,
             .speculation = {.proposer = oracle_.get(),
                             .num_speculative_tokens = k,
-                            .disable_batch_size = 8}};
+                            .disable_batch_size = 8,
+                            .token_cost = 0.3}};
   }
 
   Run plain_;
@@ -343,6 +345,7 @@ TEST_P(SpeculativeDecodeBatchTest, OutputIsPlainDecodingsAloneAndBatched) {
     EXPECT_EQ(drafted.value() - drafted_before, total.proposed);
     EXPECT_EQ(kept.value() - kept_before, total.accepted);
     EXPECT_GT(registry.GetGauge("baton:spec_decode_draft_acceptance_rate", "").value(), 0.0);
+    EXPECT_DOUBLE_EQ(registry.GetGauge("baton:spec_decode_token_cost", "").value(), 0.3);
     // Fewer steps than tokens: verification yielded several tokens per step.
     EXPECT_LT(spec->batch->n_steps(), plain_.batch->n_steps());
     EXPECT_EQ(spec->cache->pool().n_free(), 64);
@@ -371,6 +374,23 @@ TEST_P(SpeculativeDecodeBatchTest, OptedOutRequestsAndLargeStepsDecodePlainly) {
   ASSERT_TRUE(large.ok()) << large.status();
   EXPECT_EQ(Total(large->sinks).proposed, 0);
   for (int s = 0; s < 4; ++s) EXPECT_EQ(large->sinks[s]->tokens(), plain_.sinks[s]->tokens());
+}
+
+TEST_P(SpeculativeDecodeBatchTest, ALearnedCostAddsTheProposersOwn) {
+  // Whatever row cost the steps teach, a proposed token that costs 5 decode steps by itself can
+  // never pay: no proposals, and the gauge shows the cost the steps were planned with.
+  RunPlain(2, /*max_tokens=*/16);
+  DecodeBatchOptions options = Speculative();
+  options.speculation.token_cost = -1;
+  options.speculation.proposer_cost = 5;
+  absl::StatusOr<Run> costly = RunSequences(2, 64, 16, options, GetParam());
+  ASSERT_TRUE(costly.ok()) << costly.status();
+  EXPECT_EQ(Total(costly->sinks).proposed, 0);
+  for (int s = 0; s < 2; ++s) EXPECT_EQ(costly->sinks[s]->tokens(), plain_.sinks[s]->tokens());
+  const double cost =
+      metrics::Registry::Global().GetGauge("baton:spec_decode_token_cost", "").value();
+  EXPECT_GE(cost, 5 + StepCostModel::kMinRowCost);
+  EXPECT_LE(cost, 5 + StepCostModel::kMaxRowCost);
 }
 
 TEST_P(SpeculativeDecodeBatchTest, DraftModelProposalsKeepThePlainOutput) {
