@@ -116,6 +116,8 @@ int RunBenchServe(const Args& args) {
       {"no-per-request", "", "leave the per-request arrays out of the JSON"},
       {"no-speculation", "", "opt every request out of speculative decoding (the baseline "
                              "beside a speculating decode worker)"},
+      {"stop-at-eos", "", "let each request end at the model's end of generation, as real "
+                          "requests do (default: exactly max_tokens each)"},
       {"help", "", "show this help"},
   };
   const std::string usage = Usage(
@@ -193,6 +195,7 @@ int RunBenchServe(const Args& args) {
   o.client.timeout = std::chrono::seconds(*v);
   o.keep_requests = !flags->Has("no-per-request");
   o.client.speculative = !flags->Has("no-speculation");
+  o.client.ignore_eos = !flags->Has("stop-at-eos");
 
   absl::StatusOr<bench::ServeBenchResult> result = bench::RunServeBench(o, std::cerr);
   if (!result.ok()) return RunError("bench serve", result.status());
