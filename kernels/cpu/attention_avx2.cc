@@ -33,6 +33,7 @@ constexpr int kMaxGroup = 8;                        // query heads processed tog
 constexpr int kMaxHeadDim = kAttentionMaxHeadDim;   // larger: the reference path
 
 #include "kernels/cpu/horizontal_avx2.inc"
+#include "kernels/cpu/rope_rotate.inc"
 
 inline float Exp1(float x) { return _mm256_cvtss_f32(Exp256(_mm256_set1_ps(x))); }
 
@@ -255,6 +256,7 @@ void FillAvx2AttentionKernels(IsaKernels* k) {
   k->attention_fold = AttentionFoldAvx2;
   k->attention_finish = AttentionFinishAvx2;
   k->silu_mul = SiluMulAvx2;
+  k->rope_rotate = RotateHeads;
 }
 
 }  // namespace baton::kernels

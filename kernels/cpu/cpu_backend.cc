@@ -190,10 +190,11 @@ class FastCpuBackend final : public Backend {
     // the Q and K of every layer.
     reference::CheckRope(params, head_dim);
     const float* angles = rope_angles_.For(positions, n, params);
+    const RopeRotateFn rotate =
+        kernels_.rope_rotate != nullptr ? kernels_.rope_rotate : reference::RopeRotate;
     ForRows(n, n_heads * head_dim * 2, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
-        reference::RopeRotate(x + t * n_heads * head_dim, n_heads, head_dim,
-                              angles + t * params.n_dims, params);
+        rotate(x + t * n_heads * head_dim, n_heads, head_dim, angles + t * params.n_dims, params);
       }
     });
   }

@@ -154,6 +154,11 @@ void AttentionInitState(int32_t group, int32_t head_dim, float* state);
 
 using SiluMulFn = void (*)(const float* gate, const float* up, int64_t count, float* y);
 
+// RoPE's rotation of n_heads heads at x by a position's angles (reference::RopeRotate's
+// arithmetic, bit for bit; the parameters checked by the caller).
+using RopeRotateFn = void (*)(float* x, int64_t n_heads, int64_t head_dim, const float* cos_sin,
+                              const RopeParams& params);
+
 // Rounds v[0..n) to the nearest f16 values (ties to even), kept as f32; for the kQ8_1 scales.
 using RoundToF16Fn = void (*)(float* v, int64_t n);
 
@@ -187,6 +192,7 @@ struct IsaKernels {
   AttentionFoldFn attention_fold = nullptr;
   AttentionFinishFn attention_finish = nullptr;
   SiluMulFn silu_mul = nullptr;
+  RopeRotateFn rope_rotate = nullptr;  // null: reference::RopeRotate
   RoundToF16Fn round_to_f16 = nullptr;  // null: the scalar conversions of kernels/half.h
 };
 
@@ -206,7 +212,7 @@ void QuantizeRowQ8_KScalar(const float* x, int64_t n_cols, int8_t* qs, float* d,
 
 // Tables defined by the per-ISA translation units.
 void FillAvx2Kernels(IsaKernels* kernels);
-void FillAvx2AttentionKernels(IsaKernels* kernels);  // attention_* and silu_mul
+void FillAvx2AttentionKernels(IsaKernels* kernels);  // attention_*, silu_mul, rope_rotate
 void FillPackedAvx2Kernels(IsaKernels* kernels);     // matmul_packed_*
 void FillAvx512VnniKernels(IsaKernels* kernels);
 void FillAvx512AttentionKernels(IsaKernels* kernels);  // attention_partial*, silu_mul

@@ -10,6 +10,11 @@
 #include "kernels/half.h"
 
 namespace baton::kernels::reference {
+namespace {
+
+#include "kernels/cpu/rope_rotate.inc"
+
+}  // namespace
 
 void MatMulRows(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t row_begin,
                 int64_t row_end) {
@@ -73,20 +78,8 @@ void RopeAngles(int32_t pos, const RopeParams& params, float* cos_sin) {
 
 void RopeRotate(float* x, int64_t n_heads, int64_t head_dim, const float* cos_sin,
                 const RopeParams& params) {
-  const int64_t half = params.n_dims / 2;
   CheckRope(params, head_dim);
-  // The rotation as GGML's compiled code evaluates it (one product rounded, then fused).
-  for (int64_t h = 0; h < n_heads; ++h) {
-    float* xh = x + h * head_dim;
-    for (int64_t i = 0; i < half; ++i) {
-      const int64_t i0 = params.neox ? i : 2 * i;
-      const int64_t i1 = params.neox ? i + half : 2 * i + 1;
-      const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
-      const float x0 = xh[i0], x1 = xh[i1];
-      xh[i0] = std::fma(x0, c, -(x1 * s));
-      xh[i1] = std::fma(x0, s, x1 * c);
-    }
-  }
+  RotateHeads(x, n_heads, head_dim, cos_sin, params);
 }
 
 void RopeToken(float* x, int64_t n_heads, int64_t head_dim, int32_t pos,
