@@ -53,7 +53,8 @@ done
 # The decode worker's own view: acceptance and the token cost it learned from its step times.
 metrics_address=$(sed -n 's/^metrics decode\[0\]: //p' "$out/speculative.up.out" | head -n 1)
 python3 -c 'import sys, urllib.request as u; print(u.urlopen(sys.argv[1]).read().decode())' \
-  "http://$metrics_address/metrics" | grep '^baton:spec_decode' >"$out/decode_metrics.txt" || true
+  "http://$metrics_address/metrics" | grep '^baton:spec_decode' >"$out/decode_metrics.txt" ||
+  echo "no spec_decode metrics from the decode worker at $metrics_address" >"$out/decode_metrics.txt"
 stop_cluster
 
 python3 - "$out" "$repeats" <<'PY'
