@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "absl/log/check.h"
@@ -74,10 +75,19 @@ float SanitizedMax(std::span<const float> logits) {
   return best;
 }
 
+// How many logits are neither NaN nor -inf (masked), in lanes as SanitizedMax.
+int64_t CountUnmasked(std::span<const float> logits) {
+  int64_t count = 0;
+  for (const float logit : logits) count += Sanitize(logit) != kNegInf;
+  return count;
+}
+
+// Logits per block of the block-wise scans.
+constexpr size_t kBlock = 256;
+
 // The first index of the largest Sanitize(logit); 0 when every logit is NaN or -inf. The maximum
-// of each block of 256, then a scan of the first block that holds the largest.
+// of each block of kBlock, then a scan of the first block that holds the largest.
 int32_t GreedyToken(std::span<const float> logits) {
-  constexpr size_t kBlock = 256;
   float best = kNegInf;
   size_t best_block = 0;
   for (size_t block = 0; block < logits.size(); block += kBlock) {
@@ -113,43 +123,86 @@ void ApplyPenalties(const SamplingParams& params, std::span<const int32_t> previ
   ApplyPenaltiesImpl(params, previous_tokens, logits, window);
 }
 
-int32_t Sampler::Sample(const SamplingParams& params, std::span<const float> logits,
-                        std::span<const int32_t> previous_tokens, int64_t position) {
-  CHECK(!logits.empty()) << "Sampler::Sample needs at least one logit";
+size_t Sampler::SelectCandidates(std::span<const float> logits, int32_t top_k) {
+  if (top_k > 0 && SelectTopKByBlocks(logits, top_k)) return candidates_.size();
   const int32_t n_vocab = static_cast<int32_t>(logits.size());
-
-  const bool greedy = params.temperature == 0.0f || params.top_k == 1;
-  if (greedy && (PenaltiesOff(params) || previous_tokens.empty())) return GreedyToken(logits);
-
-  // Penalties first, then Sanitize (a penalty can turn a huge logit into +inf).
-  logits_.assign(logits.begin(), logits.end());
-  ApplyPenaltiesImpl(params, previous_tokens, logits_, window_);
-  const float* const penalized = logits_.data();
-  if (greedy) return GreedyToken(logits_);
-
   candidates_.resize(n_vocab);
   Candidate* const all = candidates_.data();
   int32_t n_candidates = 0;
   for (int32_t i = 0; i < n_vocab; ++i) {
-    const float logit = Sanitize(penalized[i]);
+    const float logit = Sanitize(logits[i]);
     all[n_candidates] = {i, logit};
     n_candidates += logit != kNegInf;
   }
   candidates_.resize(n_candidates);
-  if (candidates_.empty()) return 0;
+  if (top_k <= 0 || static_cast<size_t>(top_k) >= candidates_.size()) return 0;
+  KeepBest(top_k);
+  return candidates_.size();
+}
 
+void Sampler::KeepBest(size_t k) {
+  // Select the k best in O(n), then order just those.
+  const auto before = [](const Candidate& a, const Candidate& b) { return Before(a, b); };
+  std::nth_element(candidates_.begin(), candidates_.begin() + (k - 1), candidates_.end(), before);
+  candidates_.resize(k);
+  std::sort(candidates_.begin(), candidates_.end(), before);
+}
+
+// The k-th largest of the blocks' maxima is a lower bound of the k-th largest logit (the k
+// blocks whose maxima reach it hold k logits at least as large), so only the blocks whose
+// maximum reaches the bound can hold the k best, and only their logits at or above it: the same
+// k, in the same order, from a fraction of the vocabulary. It serves where top-k applies (more
+// unmasked logits than k) and k blocks have an unmasked logit.
+bool Sampler::SelectTopKByBlocks(std::span<const float> logits, int32_t top_k) {
+  const size_t k = static_cast<size_t>(top_k);
+  const size_t n_blocks = (logits.size() + kBlock - 1) / kBlock;
+  if (k > n_blocks) return false;
+  block_max_.resize(n_blocks);
+  int64_t unmasked = 0;
+  for (size_t b = 0; b < n_blocks; ++b) {
+    const std::span<const float> block =
+        logits.subspan(b * kBlock, std::min(kBlock, logits.size() - b * kBlock));
+    block_max_[b] = SanitizedMax(block);
+    unmasked += CountUnmasked(block);
+  }
+  if (unmasked <= top_k) return false;
+  block_order_.assign(block_max_.begin(), block_max_.end());
+  std::nth_element(block_order_.begin(), block_order_.begin() + (k - 1), block_order_.end(),
+                   std::greater<float>());
+  const float bound = block_order_[k - 1];
+  if (bound == kNegInf) return false;
+  candidates_.clear();
+  for (size_t b = 0; b < n_blocks; ++b) {
+    if (block_max_[b] < bound) continue;
+    const size_t end = std::min(logits.size(), (b + 1) * kBlock);
+    for (size_t i = b * kBlock; i < end; ++i) {
+      const float logit = Sanitize(logits[i]);
+      if (logit >= bound) candidates_.push_back({static_cast<int32_t>(i), logit});
+    }
+  }
+  KeepBest(k);
+  return true;
+}
+
+int32_t Sampler::Sample(const SamplingParams& params, std::span<const float> logits,
+                        std::span<const int32_t> previous_tokens, int64_t position) {
+  CHECK(!logits.empty()) << "Sampler::Sample needs at least one logit";
+  const bool greedy = params.temperature == 0.0f || params.top_k == 1;
+
+  // Penalties first, then Sanitize (a penalty can turn a huge logit into +inf).
+  std::span<const float> penalized = logits;
+  if (!PenaltiesOff(params) && !previous_tokens.empty()) {
+    logits_.assign(logits.begin(), logits.end());
+    ApplyPenaltiesImpl(params, previous_tokens, logits_, window_);
+    penalized = logits_;
+  }
+  if (greedy) return GreedyToken(penalized);
+
+  // candidates_[0, n_sorted) are the best n_sorted candidates, in order.
+  size_t n_sorted = SelectCandidates(penalized, params.top_k);
+  if (candidates_.empty()) return 0;
   const auto before = [](const Candidate& a, const Candidate& b) { return Before(a, b); };
   const auto begin = candidates_.begin();
-  // candidates_[0, n_sorted) are the best n_sorted candidates, in order.
-  size_t n_sorted = 0;
-
-  // Top-k: select the k best in O(n), then order just those.
-  if (params.top_k > 0 && static_cast<size_t>(params.top_k) < candidates_.size()) {
-    std::nth_element(begin, begin + (params.top_k - 1), candidates_.end(), before);
-    candidates_.resize(params.top_k);
-    std::sort(candidates_.begin(), candidates_.end(), before);
-    n_sorted = candidates_.size();
-  }
 
   // Top-p: the shortest most-likely prefix whose probability reaches top_p (at temperature 1).
   // The nucleus is usually small, so the best candidates are selected and ordered a batch at a

@@ -62,7 +62,17 @@ class Sampler {
     int32_t id;
     float logit;
   };
-  std::vector<float> logits_;          // [n_vocab] penalized copy of the input
+  // Fills candidates_ with the unmasked logits and applies top-k; returns how many of them lead
+  // candidates_ in order (the k best after top-k; 0 when top-k does not apply: id order).
+  size_t SelectCandidates(std::span<const float> logits, int32_t top_k);
+  // Top-k by a bound: false (candidates_ unspecified) where the bound does not serve.
+  bool SelectTopKByBlocks(std::span<const float> logits, int32_t top_k);
+  // Keeps the k (<= size) best candidates, ordered by Before.
+  void KeepBest(size_t k);
+
+  std::vector<float> logits_;          // [n_vocab] penalized copy of the input (penalties on)
+  std::vector<float> block_max_;       // [n_vocab / 256] the largest logit of each block
+  std::vector<float> block_order_;     // block_max_, partly ordered to find the k-th largest
   std::vector<Candidate> candidates_;  // survivors of the filters
   std::vector<float> weights_;         // [candidates] exp((logit - max) / temperature)
   std::vector<int32_t> window_;        // sorted copy of the penalty window

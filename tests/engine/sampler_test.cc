@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -152,6 +153,69 @@ TEST(SamplerTest, GreedyFindsTheFirstLargestAnywhere) {
   EXPECT_EQ(Sample({.temperature = 0.0f}, logits, {}, 0), 300);
   logits[300] = -kInf;
   EXPECT_EQ(Sample({.temperature = 0.0f}, logits, {}, 0), 700);
+}
+
+// Top-k sampling as its definition states it, over a sort of the whole vocabulary: the k best by
+// (logit, then lower id) in that order when more than k logits are unmasked, else every unmasked
+// logit in id order; then exp((logit - max) / T) weights and one draw (top_p = 1, min_p = 0).
+int32_t TopKByDefinition(const std::vector<float>& raw, int32_t k, float temperature,
+                         uint64_t seed, int64_t position) {
+  std::vector<std::pair<float, int32_t>> kept;
+  for (int32_t i = 0; i < static_cast<int32_t>(raw.size()); ++i) {
+    const float finite = std::min(raw[i], std::numeric_limits<float>::max());
+    const float logit = std::isnan(raw[i]) ? -kInf : finite;
+    if (logit != -kInf) kept.push_back({logit, i});
+  }
+  if (kept.size() > static_cast<size_t>(k)) {
+    std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    });
+    kept.resize(k);
+  }
+  float max = -kInf;
+  for (const auto& c : kept) max = std::max(max, c.first);
+  std::vector<float> weights;
+  double sum = 0;
+  for (const auto& c : kept) {
+    weights.push_back(std::exp(c.first == max ? 0.0f : (c.first - max) * (1.0f / temperature)));
+    sum += weights.back();
+  }
+  const double target = CounterUniform(seed, position) * sum;
+  double cumulative = 0;
+  for (size_t i = 0; i < kept.size(); ++i) {
+    cumulative += weights[i];
+    if (target < cumulative) return kept[i].second;
+  }
+  return kept.back().second;
+}
+
+TEST(SamplerTest, TopKOverAWholeVocabularyDrawsAsItsDefinition) {
+  // 49,152 logits (192 blocks of 256) with ties across blocks at and around the k-th value,
+  // NaN, -inf and +inf; then vocabularies where few blocks or few logits are unmasked.
+  std::vector<float> logits = MakeLogits(49152, 21);
+  for (int i = 0; i < 49152; i += 97) logits[i] = 3.5f;  // a tie of about 500 near the top
+  for (int i = 5; i < 49152; i += 1001) logits[i] = std::nanf("");
+  for (int i = 7; i < 49152; i += 499) logits[i] = -kInf;
+  logits[40000] = kInf;
+  std::vector<float> few_blocks(49152, -kInf);
+  for (int i = 0; i < 600; ++i) few_blocks[i] = logits[i];  // 3 blocks hold every logit
+  std::vector<float> just_over(49152, -kInf);
+  std::vector<float> exactly_k(49152, -kInf);
+  for (int i = 0; i < 41; ++i) just_over[i * 1024 + 3] = logits[i * 1024 + 3];
+  for (int i = 0; i < 40; ++i) exactly_k[i * 1024 + 3] = logits[i * 1024 + 3];
+  Sampler sampler;
+  const std::vector<const std::vector<float>*> vocabularies = {&logits, &few_blocks, &just_over,
+                                                               &exactly_k};
+  for (size_t v = 0; v < vocabularies.size(); ++v) {
+    for (const int32_t k : {2, 40, 192, 193, 1000}) {
+      const SamplingParams params{.temperature = 0.7f, .top_k = k, .seed = 9};
+      for (int64_t position = 0; position < 40; ++position) {
+        ASSERT_EQ(sampler.Sample(params, *vocabularies[v], {}, position),
+                  TopKByDefinition(*vocabularies[v], k, 0.7f, 9, position))
+            << "vocabulary " << v << " k " << k << " position " << position;
+      }
+    }
+  }
 }
 
 TEST(SamplerTest, GreedyStillAppliesPenalties) {
