@@ -75,30 +75,33 @@ float SanitizedMax(std::span<const float> logits) {
   return best;
 }
 
-// How many logits are neither NaN nor -inf (masked), in lanes as SanitizedMax.
+// How many logits are neither NaN nor -inf (masked).
 int64_t CountUnmasked(std::span<const float> logits) {
   int64_t count = 0;
   for (const float logit : logits) count += Sanitize(logit) != kNegInf;
   return count;
 }
 
-// Logits per block of the block-wise scans.
+// The block-wise scans: block b is logits [b * kBlock, (b + 1) * kBlock), the last one shorter.
 constexpr size_t kBlock = 256;
+size_t BlockCount(std::span<const float> logits) { return (logits.size() + kBlock - 1) / kBlock; }
+std::span<const float> Block(std::span<const float> logits, size_t b) {
+  return logits.subspan(b * kBlock, std::min(kBlock, logits.size() - b * kBlock));
+}
 
 // The first index of the largest Sanitize(logit); 0 when every logit is NaN or -inf. The maximum
 // of each block of kBlock, then a scan of the first block that holds the largest.
 int32_t GreedyToken(std::span<const float> logits) {
   float best = kNegInf;
   size_t best_block = 0;
-  for (size_t block = 0; block < logits.size(); block += kBlock) {
-    const size_t size = std::min(kBlock, logits.size() - block);
-    const float block_max = SanitizedMax(logits.subspan(block, size));
+  for (size_t b = 0; b < BlockCount(logits); ++b) {
+    const float block_max = SanitizedMax(Block(logits, b));
     if (block_max > best) {
       best = block_max;
-      best_block = block;
+      best_block = b;
     }
   }
-  size_t i = best_block;
+  size_t i = best_block * kBlock;
   while (Sanitize(logits[i]) != best) ++i;
   return static_cast<int32_t>(i);
 }
@@ -155,15 +158,13 @@ void Sampler::KeepBest(size_t k) {
 // unmasked logits than k) and k blocks have an unmasked logit.
 bool Sampler::SelectTopKByBlocks(std::span<const float> logits, int32_t top_k) {
   const size_t k = static_cast<size_t>(top_k);
-  const size_t n_blocks = (logits.size() + kBlock - 1) / kBlock;
+  const size_t n_blocks = BlockCount(logits);
   if (k > n_blocks) return false;
   block_max_.resize(n_blocks);
   int64_t unmasked = 0;
   for (size_t b = 0; b < n_blocks; ++b) {
-    const std::span<const float> block =
-        logits.subspan(b * kBlock, std::min(kBlock, logits.size() - b * kBlock));
-    block_max_[b] = SanitizedMax(block);
-    unmasked += CountUnmasked(block);
+    block_max_[b] = SanitizedMax(Block(logits, b));
+    unmasked += CountUnmasked(Block(logits, b));
   }
   if (unmasked <= top_k) return false;
   block_order_.assign(block_max_.begin(), block_max_.end());
@@ -174,10 +175,10 @@ bool Sampler::SelectTopKByBlocks(std::span<const float> logits, int32_t top_k) {
   candidates_.clear();
   for (size_t b = 0; b < n_blocks; ++b) {
     if (block_max_[b] < bound) continue;
-    const size_t end = std::min(logits.size(), (b + 1) * kBlock);
-    for (size_t i = b * kBlock; i < end; ++i) {
-      const float logit = Sanitize(logits[i]);
-      if (logit >= bound) candidates_.push_back({static_cast<int32_t>(i), logit});
+    const std::span<const float> block = Block(logits, b);
+    for (size_t j = 0; j < block.size(); ++j) {
+      const float logit = Sanitize(block[j]);
+      if (logit >= bound) candidates_.push_back({static_cast<int32_t>(b * kBlock + j), logit});
     }
   }
   KeepBest(k);
