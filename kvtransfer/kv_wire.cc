@@ -9,16 +9,38 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/cpu_isa.h"
+#include "kvtransfer/xxh3_avx2.h"
 #include "xxhash.h"
 
 namespace baton::kvtransfer {
 
+namespace {
+
+bool UseXxh3Avx2() {
+  static const bool use =
+      internal::HaveXxh3Avx2() && kernels::DetectCpuIsa() >= kernels::CpuIsa::kAvx2;
+  return use;
+}
+
+}  // namespace
+
 uint64_t ChunkChecksum(std::span<const uint8_t> data) {
+  if (UseXxh3Avx2()) {
+    const internal::BytePiece piece{data.data(), data.size()};
+    return internal::Xxh3Avx2(&piece, 1);
+  }
   return XXH3_64bits(data.data(), data.size());
 }
 
 uint64_t ChunkChecksum(const KvBytePieces& data) {
   if (data.size() == 1) return ChunkChecksum(data[0]);
+  if (UseXxh3Avx2()) {
+    std::vector<internal::BytePiece> pieces;
+    pieces.reserve(data.size());
+    for (std::span<const uint8_t> piece : data) pieces.push_back({piece.data(), piece.size()});
+    return internal::Xxh3Avx2(pieces.data(), pieces.size());
+  }
   std::unique_ptr<XXH3_state_t, XXH_errorcode (*)(XXH3_state_t*)> state(XXH3_createState(),
                                                                         &XXH3_freeState);
   XXH3_64bits_reset(state.get());

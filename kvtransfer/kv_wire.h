@@ -19,7 +19,8 @@
 namespace baton::kvtransfer {
 
 // XXH3-64(data, seed 0), the checksum senders put in KvChunk.xxh3; of one buffer, or of pieces
-// in order. Xxh64Checksum: the one older senders put in KvChunk.xxh64.
+// in order (vectorized for AVX2 where the CPU has it, xxh3_avx2.h). Xxh64Checksum: the one older
+// senders put in KvChunk.xxh64.
 uint64_t ChunkChecksum(std::span<const uint8_t> data);
 uint64_t ChunkChecksum(const KvBytePieces& data);
 uint64_t Xxh64Checksum(const KvBytePieces& data);

@@ -7,9 +7,12 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/half.h"
+#include "kvtransfer/xxh3_avx2.h"
 #include "tests/kvtransfer/kv_test_util.h"
 #include "tests/support/status_matchers.h"
+#include "xxhash.h"
 
 namespace baton::kvtransfer {
 namespace {
@@ -35,6 +38,26 @@ TEST(ChunkChecksumTest, PiecesHashAsTheirConcatenation) {
   const KvBytePieces pieces = {whole.subspan(0, 1), whole.subspan(1, 2999), whole.subspan(3000)};
   EXPECT_EQ(ChunkChecksum(pieces), ChunkChecksum(whole));
   EXPECT_EQ(Xxh64Checksum(pieces), Xxh64Checksum(KvBytePieces{whole}));
+}
+
+// The AVX2 build must be the same function as libxxhash's: every length class XXH3 treats
+// apart (0-16, 17-128, 129-240, longer, past a 1 KiB stripe block), whole and cut into pieces.
+TEST(ChunkChecksumTest, TheAvx2BuildHashesAsLibxxhash) {
+  if (!internal::HaveXxh3Avx2() || kernels::DetectCpuIsaUncapped() < kernels::CpuIsa::kAvx2) {
+    GTEST_SKIP() << "this build or CPU has no AVX2";
+  }
+  std::vector<uint8_t> data(70000);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>((i * 2654435761u) >> 13);
+  for (size_t n : {0, 1, 3, 16, 17, 100, 128, 129, 200, 240, 241, 1023, 1024, 1025, 4096, 65536,
+                   70000}) {
+    const uint64_t expected = XXH3_64bits(data.data(), n);
+    const internal::BytePiece whole{data.data(), n};
+    EXPECT_EQ(internal::Xxh3Avx2(&whole, 1), expected) << n << " bytes";
+    const size_t a = n / 3, b = n / 2;
+    const internal::BytePiece cut[] = {
+        {data.data(), a}, {data.data() + a, b - a}, {data.data() + b, n - b}};
+    EXPECT_EQ(internal::Xxh3Avx2(cut, 3), expected) << n << " bytes in 3 pieces";
+  }
 }
 
 TEST(CopyPiecesToBlocksTest, PiecesCutAnywhereLandInTheirBlocks) {
