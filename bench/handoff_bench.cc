@@ -72,13 +72,14 @@ absl::StatusOr<std::vector<TransferResult>> MeasureTransfers(const engine::Model
   std::unique_ptr<kvtransfer::KvTransport> transport =
       kvtransfer::CreateGrpcKvTransport(transport_options);
 
-  // The sender's KV: one layer's worth of blocks of arbitrary bytes, sent for every layer
-  // (SendLayer copies, so the source need not differ per layer).
+  // The sender's KV: every layer's blocks, of arbitrary bytes, in memory of their own as in a KV
+  // cache (so that the push reads them from memory, not from a cache that one layer fits).
   kvtransfer::KvPushSpec shape;
   shape.n_layer = config.n_layer;
   shape.kv_dim = config.kv_dim();
   shape.block_size = kBlockSize;
-  std::vector<uint8_t> source(static_cast<size_t>(shape.layer_block_bytes()) * max_blocks);
+  const size_t layer_bytes = static_cast<size_t>(shape.layer_block_bytes()) * max_blocks;
+  std::vector<uint8_t> source(layer_bytes * shape.n_layer);
   std::mt19937_64 rng(42);
   for (size_t i = 0; i + 8 <= source.size(); i += 8) {
     const uint64_t x = rng();
@@ -94,13 +95,14 @@ absl::StatusOr<std::vector<TransferResult>> MeasureTransfers(const engine::Model
     spec.model_fingerprint = model.fingerprint();
     spec.n_tokens = n_tokens;
     std::vector<const uint8_t*> blocks(spec.n_blocks());
-    for (int32_t b = 0; b < spec.n_blocks(); ++b) {
-      blocks[b] = source.data() + static_cast<size_t>(b) * spec.layer_block_bytes();
-    }
     absl::StatusOr<std::unique_ptr<kvtransfer::KvPush>> push = transport->StartPush(
         address, spec, std::chrono::system_clock::now() + std::chrono::seconds(60));
     absl::Status status = push.status();
     for (int32_t layer = 0; status.ok() && layer < spec.n_layer; ++layer) {
+      for (int32_t b = 0; b < spec.n_blocks(); ++b) {
+        blocks[b] = source.data() + layer * layer_bytes +
+                    static_cast<size_t>(b) * spec.layer_block_bytes();
+      }
       status = (*push)->SendLayer(layer, blocks);
     }
     absl::StatusOr<kvtransfer::KvPushStats> stats =
