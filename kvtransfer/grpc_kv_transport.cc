@@ -33,11 +33,12 @@ constexpr int kIdleChunkBuffers = 16;
 
 class GrpcKvPush final : public KvPush {
  public:
-  GrpcKvPush(std::shared_ptr<grpc::GenericStub> stub, ChunkEncoder* encoder,
+  // Stream i goes over stubs[i] (one per stream).
+  GrpcKvPush(std::vector<std::shared_ptr<grpc::GenericStub>> stubs, ChunkEncoder* encoder,
              const GrpcKvTransportOptions& options, std::string destination,
              const KvPushSpec& spec, int32_t blocks_per_chunk,
              std::chrono::system_clock::time_point deadline)
-      : stub_(std::move(stub)),
+      : stubs_(std::move(stubs)),
         encoder_(*encoder),
         destination_(std::move(destination)),
         spec_(spec),
@@ -45,7 +46,7 @@ class GrpcKvPush final : public KvPush {
         deadline_(deadline),
         started_(std::chrono::steady_clock::now()),
         cursor_(spec) {
-    const int32_t n_streams = std::clamp(options.n_streams, 1, spec.n_layer);
+    const auto n_streams = static_cast<int32_t>(stubs_.size());
     for (int32_t i = 0; i < n_streams; ++i) {
       streams_.push_back(std::make_unique<GrpcPushStream>(
           i,
@@ -55,7 +56,8 @@ class GrpcKvPush final : public KvPush {
           [encoder] { encoder->Wake(); }));
     }
     for (int32_t i = 0; i < n_streams; ++i) {
-      streams_[i]->Start(stub_.get(), options.client, deadline, HeaderFromSpec(spec, i, n_streams));
+      streams_[i]->Start(stubs_[i].get(), options.client, deadline,
+                         HeaderFromSpec(spec, i, n_streams));
     }
   }
 
@@ -184,7 +186,7 @@ class GrpcKvPush final : public KvPush {
     ++n_done_;
   }
 
-  const std::shared_ptr<grpc::GenericStub> stub_;
+  const std::vector<std::shared_ptr<grpc::GenericStub>> stubs_;
   ChunkEncoder& encoder_;
   const std::string destination_;
   const KvPushSpec spec_;
@@ -224,30 +226,35 @@ class GrpcKvTransport final : public KvTransport {
     }
     absl::StatusOr<int32_t> blocks_per_chunk = BlocksPerChunk(spec, options_.chunk_bytes);
     if (!blocks_per_chunk.ok()) return blocks_per_chunk.status();
-    absl::StatusOr<std::shared_ptr<grpc::GenericStub>> stub = StubFor(destination);
-    if (!stub.ok()) return stub.status();
-    return std::make_unique<GrpcKvPush>(*std::move(stub), &encoder_, options_, destination, spec,
+    absl::StatusOr<std::vector<std::shared_ptr<grpc::GenericStub>>> stubs =
+        StubsFor(destination, std::min(options_.n_streams, spec.n_layer));
+    if (!stubs.ok()) return stubs.status();
+    return std::make_unique<GrpcKvPush>(*std::move(stubs), &encoder_, options_, destination, spec,
                                         *blocks_per_chunk, deadline);
   }
 
  private:
-  // One channel (and stub) per destination, shared by every push to it.
-  absl::StatusOr<std::shared_ptr<grpc::GenericStub>> StubFor(const std::string& destination) {
+  // The first `n` of the destination's stubs, one per stream, each on a connection of its own:
+  // HTTP/2 streams on one connection share one socket, which one thread reads at each end, so
+  // several streams only spread a push over several cores when each has its own. The stubs (and
+  // their channels) are kept and shared by every push to the destination.
+  absl::StatusOr<std::vector<std::shared_ptr<grpc::GenericStub>>> StubsFor(
+      const std::string& destination, int32_t n) {
     absl::MutexLock lock(&mu_);
-    auto it = stubs_.find(destination);
-    if (it != stubs_.end()) return it->second;
-    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
-        rpc::MakeChannel(destination, options_.client);
-    if (!channel.ok()) return channel.status();
-    auto stub = std::make_shared<grpc::GenericStub>(*channel);
-    stubs_.emplace(destination, stub);
-    return stub;
+    std::vector<std::shared_ptr<grpc::GenericStub>>& stubs = stubs_[destination];
+    while (static_cast<int32_t>(stubs.size()) < n) {
+      absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+          rpc::MakeChannel(destination, options_.client, rpc::Connection::kOwn);
+      if (!channel.ok()) return channel.status();
+      stubs.push_back(std::make_shared<grpc::GenericStub>(*channel));
+    }
+    return std::vector<std::shared_ptr<grpc::GenericStub>>(stubs.begin(), stubs.begin() + n);
   }
 
   const GrpcKvTransportOptions options_;
   ChunkEncoder encoder_;  // outlives every push (pushes are destroyed before their transport)
   absl::Mutex mu_;
-  absl::flat_hash_map<std::string, std::shared_ptr<grpc::GenericStub>> stubs_
+  absl::flat_hash_map<std::string, std::vector<std::shared_ptr<grpc::GenericStub>>> stubs_
       ABSL_GUARDED_BY(mu_);
 };
 

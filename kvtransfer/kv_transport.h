@@ -66,8 +66,9 @@ class KvTransport {
 
 struct GrpcKvTransportOptions {
   int64_t chunk_bytes = 1 << 20;  // payload bytes per KvChunk message at most (whole blocks)
-  int n_streams = 1;              // parallel PushKv streams per push (at most n_layer are used);
-                                  // layers round-robin over them
+  int n_streams = 1;              // parallel PushKv streams per push, each on a connection of
+                                  // its own (at most n_layer are used); layers round-robin over
+                                  // them
   rpc::ClientOptions client;      // token, TLS, message size limit
 };
 

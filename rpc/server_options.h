@@ -58,9 +58,14 @@ struct StartedServer {
 absl::StatusOr<StartedServer> StartServer(const ServerOptions& options,
                                           const std::vector<grpc::Service*>& services);
 
+// Whether a channel shares its connection with the process's other channels to the same address
+// and options (gRPC's default), or opens one of its own.
+enum class Connection { kShared, kOwn };
+
 // A channel to `address` (host:port) with the client options applied.
-absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(const std::string& address,
-                                                           const ClientOptions& options);
+absl::StatusOr<std::shared_ptr<grpc::Channel>> MakeChannel(
+    const std::string& address, const ClientOptions& options,
+    Connection connection = Connection::kShared);
 
 // Adds the auth token (if any) to a client context and sets its deadline. Every client call in
 // baton goes through this: no call without a deadline.

@@ -118,7 +118,9 @@ TEST(MigrationTest, KilledDecodeWorkerMidStreamContinuesOnAnotherWithIdenticalOu
   EXPECT_EQ(migrated.last.timings().migrations(), 1);
   EXPECT_NE(migrated.last.timings().decode_worker(), killed->address);
   for (Proc* worker : cluster.decode) {
-    if (worker != killed) EXPECT_TRUE(cluster.local.WaitAllBlocksFree(worker->address));
+    if (worker != killed) {
+      EXPECT_TRUE(cluster.local.WaitAllBlocksFree(worker->address));
+    }
   }
 }
 
