@@ -2,42 +2,13 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "engine/gguf_file.h"
 #include "kernels/cpu/dequantize.h"
 
 namespace baton::engine {
-namespace {
-
-void AddInPlace(float* x, const float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
-}
-
-void AddBias(float* x, const float* bias, int64_t n_rows, int64_t dim) {
-  if (bias == nullptr) return;
-  for (int64_t r = 0; r < n_rows; ++r) AddInPlace(x + r * dim, bias, dim);
-}
-
-// Rounds x[0..n) to the nearest f16 values (ties to even), kept as f32, for finite values up to
-// f16's largest: adding and subtracting 1.5 * 2^(e + 13), where 2^e is the value's binade (at
-// least f16's smallest normal binade, 2^-14), leaves it rounded by the f32 addition to a multiple
-// of 2^(e - 10), f16's spacing there. Loop of plain arithmetic that the compiler vectorizes.
-void RoundToHalfPrecision(float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, &x[i], sizeof bits);
-    uint32_t biased = (bits >> 23) & 0xffu;
-    biased = biased < 113u ? 113u : biased;  // 113 = 127 - 14
-    const uint32_t magic_bits = ((biased + 13u) << 23) | 0x400000u;
-    float magic;
-    std::memcpy(&magic, &magic_bits, sizeof magic);
-    x[i] = (x[i] + magic) - magic;
-  }
-}
-
-}  // namespace
 
 Transformer::Transformer(const ModelConfig* config, const ModelWeights* weights,
                          kernels::Backend* backend, KvCache* cache)
@@ -123,18 +94,28 @@ absl::Status Transformer::Decode(std::span<const SequenceInput> sequences,
   return Forward(sequences, logits, nullptr);
 }
 
-void Transformer::ResizeScratch(int64_t n) {
+absl::Status Transformer::ReserveScratch(int64_t n, int64_t n_out) {
   const ModelConfig& c = config_;
   token_ids_.resize(n);
   positions_.resize(n);
-  x_.resize(n * c.n_embd);
-  xb_.resize(n * c.n_embd);
-  q_.resize(n * c.q_dim());
-  k_.resize(n * c.kv_dim());
-  v_.resize(n * c.kv_dim());
-  attn_.resize(n * c.q_dim());
-  gate_.resize(n * c.n_ff);
-  up_.resize(n * c.n_ff);
+  out_row_ids_.resize(n_out);
+  auto reserve = [this](kernels::BackendBuffer& buffer, int64_t floats) -> absl::Status {
+    const size_t bytes = static_cast<size_t>(floats) * sizeof(float);
+    if (buffer.bytes() >= bytes) return absl::OkStatus();
+    buffer = {};  // the old one goes first
+    absl::StatusOr<kernels::BackendBuffer> fresh = kernels::BackendBuffer::Allocate(backend_, bytes);
+    if (!fresh.ok()) return fresh.status();
+    buffer = *std::move(fresh);
+    return absl::OkStatus();
+  };
+  for (auto [buffer, width] : {std::pair{&x_, c.n_embd}, {&xb_, c.n_embd}, {&q_, c.q_dim()},
+                               {&k_, c.kv_dim()}, {&v_, c.kv_dim()}, {&attn_, c.q_dim()},
+                               {&gate_, c.n_ff}, {&up_, c.n_ff}}) {
+    if (absl::Status s = reserve(*buffer, n * width); !s.ok()) return s;
+  }
+  if (absl::Status s = reserve(out_x_, n_out * c.n_embd); !s.ok()) return s;
+  if (!backend_.host_memory()) return reserve(logits_, n_out * c.n_vocab);
+  return absl::OkStatus();
 }
 
 absl::Status Transformer::Forward(std::span<const SequenceInput> sequences,
@@ -147,88 +128,93 @@ absl::Status Transformer::Forward(std::span<const SequenceInput> sequences,
     n += static_cast<int64_t>(seq.tokens.size());
     n_out += seq.all_logits ? static_cast<int64_t>(seq.tokens.size()) : 1;
   }
-  ResizeScratch(n);
+  if (absl::Status s = ReserveScratch(n, n_out); !s.ok()) return s;
   {
     int64_t row = 0;
+    int64_t out = 0;
     for (const SequenceInput& seq : sequences) {
-      for (size_t i = 0; i < seq.tokens.size(); ++i, ++row) {
+      const auto n_seq = static_cast<int64_t>(seq.tokens.size());
+      for (int64_t i = 0; i < n_seq; ++i, ++row) {
         token_ids_[row] = seq.tokens[i];
         positions_[row] = seq.kv->n_tokens + static_cast<int32_t>(i);
+        // Output rows: the last token of each sequence, or all of its tokens.
+        if (seq.all_logits || i == n_seq - 1) out_row_ids_[out++] = row;
       }
     }
   }
+  float* x = x_.as<float>();
+  float* xb = xb_.as<float>();
+  float* q = q_.as<float>();
+  float* k = k_.as<float>();
+  float* v = v_.as<float>();
+  float* attn = attn_.as<float>();
+  float* gate = gate_.as<float>();
+  float* up = up_.as<float>();
   const float attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
 
-  backend_.GetRows(weights_.token_embd, token_ids_.data(), n, x_.data());
+  backend_.GetRows(weights_.token_embd, token_ids_.data(), n, x);
   for (int32_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& w = weights_.layers[l];
     // Attention block.
-    backend_.RmsNorm(x_.data(), w.attn_norm, n, c.n_embd, c.rms_eps, xb_.data());
+    backend_.RmsNorm(x, w.attn_norm, n, c.n_embd, c.rms_eps, xb);
     {
       const kernels::WeightMatrix* qkv[] = {&w.wq, &w.wk, &w.wv};
-      float* out[] = {q_.data(), k_.data(), v_.data()};
-      backend_.MatMulMany(qkv, xb_.data(), n, out);
+      float* out[] = {q, k, v};
+      backend_.MatMulMany(qkv, xb, n, out);
     }
-    AddBias(q_.data(), w.bq, n, c.q_dim());
-    AddBias(k_.data(), w.bk, n, c.kv_dim());
-    AddBias(v_.data(), w.bv, n, c.kv_dim());
-    backend_.Rope(q_.data(), n, c.n_head, c.head_dim, positions_.data(), rope_);
-    backend_.Rope(k_.data(), n, c.n_head_kv, c.head_dim, positions_.data(), rope_);
+    if (w.bq != nullptr) backend_.AddRowBias(q, w.bq, n, c.q_dim());
+    if (w.bk != nullptr) backend_.AddRowBias(k, w.bk, n, c.kv_dim());
+    if (w.bv != nullptr) backend_.AddRowBias(v, w.bv, n, c.kv_dim());
+    backend_.Rope(q, n, c.n_head, c.head_dim, positions_.data(), rope_);
+    backend_.Rope(k, n, c.n_head_kv, c.head_dim, positions_.data(), rope_);
     // The product with the f16 K cache takes Q in f16 too, as GGML's mul_mat converts it
     // (llama.cpp's attention); K and V are rounded by the cache itself.
-    RoundToHalfPrecision(q_.data(), n * c.q_dim());
+    backend_.RoundToF16(q, n * c.q_dim());
     attention_seqs_.clear();
     int64_t row = 0;
     for (const SequenceInput& seq : sequences) {
       const int64_t n_seq = static_cast<int64_t>(seq.tokens.size());
       for (int64_t i = 0; i < n_seq; ++i) {
-        cache_.Write(l, *seq.kv, positions_[row + i], &k_[(row + i) * c.kv_dim()],
-                     &v_[(row + i) * c.kv_dim()]);
+        cache_.Write(l, *seq.kv, positions_[row + i], k + (row + i) * c.kv_dim(),
+                     v + (row + i) * c.kv_dim());
       }
       attention_seqs_.push_back(
-          {.q = &q_[row * c.q_dim()],
+          {.q = q + row * c.q_dim(),
            .q_positions = &positions_[row],
            .n_q = n_seq,
            .kv = cache_.LayerView(l, *seq.kv, seq.kv->n_tokens + static_cast<int32_t>(n_seq)),
-           .out = &attn_[row * c.q_dim()]});
+           .out = attn + row * c.q_dim()});
       row += n_seq;
     }
     backend_.AttentionMany(attention_seqs_, c.n_head, attn_scale);
-    backend_.MatMul(w.wo, attn_.data(), n, xb_.data());
-    AddInPlace(x_.data(), xb_.data(), n * c.n_embd);
+    backend_.MatMul(w.wo, attn, n, xb);
+    backend_.Add(x, xb, n * c.n_embd);
     // Feed-forward block (SwiGLU).
-    backend_.RmsNorm(x_.data(), w.ffn_norm, n, c.n_embd, c.rms_eps, xb_.data());
+    backend_.RmsNorm(x, w.ffn_norm, n, c.n_embd, c.rms_eps, xb);
     {
       const kernels::WeightMatrix* gate_up[] = {&w.w_gate, &w.w_up};
-      float* out[] = {gate_.data(), up_.data()};
-      backend_.MatMulMany(gate_up, xb_.data(), n, out);
+      float* out[] = {gate, up};
+      backend_.MatMulMany(gate_up, xb, n, out);
     }
-    backend_.SiluMul(gate_.data(), up_.data(), n * c.n_ff, gate_.data());
-    backend_.MatMul(w.w_down, gate_.data(), n, xb_.data());
-    AddInPlace(x_.data(), xb_.data(), n * c.n_embd);
+    backend_.SiluMul(gate, up, n * c.n_ff, gate);
+    backend_.MatMul(w.w_down, gate, n, xb);
+    backend_.Add(x, xb, n * c.n_embd);
     if (on_layer_done) on_layer_done(l);
   }
   for (const SequenceInput& seq : sequences) {
     seq.kv->n_tokens += static_cast<int32_t>(seq.tokens.size());
   }
 
-  // Output rows: the last token of each sequence, or all of its tokens.
-  out_rows_.resize(n_out * c.n_embd);
-  int64_t row = 0;
-  int64_t out = 0;
-  for (const SequenceInput& seq : sequences) {
-    const int64_t n_seq = static_cast<int64_t>(seq.tokens.size());
-    const int64_t first = seq.all_logits ? row : row + n_seq - 1;
-    const int64_t count = seq.all_logits ? n_seq : 1;
-    std::copy(x_.begin() + first * c.n_embd, x_.begin() + (first + count) * c.n_embd,
-              out_rows_.begin() + out * c.n_embd);
-    out += count;
-    row += n_seq;
-  }
-  backend_.RmsNorm(out_rows_.data(), weights_.output_norm, n_out, c.n_embd, c.rms_eps,
-                   out_rows_.data());
+  float* out_x = out_x_.as<float>();
+  backend_.GatherRows(x, out_row_ids_.data(), n_out, c.n_embd, out_x);
+  backend_.RmsNorm(out_x, weights_.output_norm, n_out, c.n_embd, c.rms_eps, out_x);
   logits.resize(n_out * c.n_vocab);
-  backend_.MatMul(weights_.output, out_rows_.data(), n_out, logits.data());
+  if (backend_.host_memory()) {
+    backend_.MatMul(weights_.output, out_x, n_out, logits.data());
+  } else {
+    backend_.MatMul(weights_.output, out_x, n_out, logits_.as<float>());
+    backend_.CopyToHost(logits.data(), logits_.as<float>(), logits.size() * sizeof(float));
+  }
   return absl::OkStatus();
 }
 

@@ -22,6 +22,7 @@
 #include "engine/model_weights.h"
 #include "engine/vocab.h"
 #include "kernels/backend.h"
+#include "kernels/backend_buffer.h"
 
 namespace baton::engine {
 
@@ -64,7 +65,8 @@ class Transformer {
   absl::Status Validate(std::span<const SequenceInput> sequences) const;
   absl::Status Forward(std::span<const SequenceInput> sequences, std::vector<float>& logits,
                        const LayerDoneCallback& on_layer_done);
-  void ResizeScratch(int64_t n_tokens);
+  // Scratch for n tokens (n_out of them with logits), in the backend's memory.
+  absl::Status ReserveScratch(int64_t n, int64_t n_out);
   // Calls fn(matrix) for every weight matrix that MatMul multiplies.
   template <typename Fn>
   void ForEachMatrix(const Fn& fn) const;
@@ -75,18 +77,23 @@ class Transformer {
   KvCache& cache_;
   kernels::RopeParams rope_;
 
-  // Per-step scratch, [n_tokens, ...] for the tokens of the current batch.
-  std::vector<int32_t> token_ids_;   // [n]
-  std::vector<int32_t> positions_;   // [n]
-  std::vector<float> x_;             // f32 [n, n_embd] residual stream
-  std::vector<float> xb_;            // f32 [n, n_embd] normed input / projection output
-  std::vector<float> q_;             // f32 [n, q_dim]
-  std::vector<float> k_;             // f32 [n, kv_dim]
-  std::vector<float> v_;             // f32 [n, kv_dim]
-  std::vector<float> attn_;          // f32 [n, q_dim]
-  std::vector<float> gate_;          // f32 [n, n_ff]
-  std::vector<float> up_;            // f32 [n, n_ff]
-  std::vector<float> out_rows_;      // f32 [n_out, n_embd]
+  // Per-step host arrays, [n] for the n tokens of the current batch.
+  std::vector<int32_t> token_ids_;
+  std::vector<int32_t> positions_;
+  std::vector<int64_t> out_row_ids_;  // [n_out] the rows whose logits are asked for
+
+  // Per-step activations in the backend's memory, grown to the largest batch so far.
+  kernels::BackendBuffer x_;         // f32 [n, n_embd] residual stream
+  kernels::BackendBuffer xb_;        // f32 [n, n_embd] normed input / projection output
+  kernels::BackendBuffer q_;         // f32 [n, q_dim]
+  kernels::BackendBuffer k_;         // f32 [n, kv_dim]
+  kernels::BackendBuffer v_;         // f32 [n, kv_dim]
+  kernels::BackendBuffer attn_;      // f32 [n, q_dim]
+  kernels::BackendBuffer gate_;      // f32 [n, n_ff]
+  kernels::BackendBuffer up_;        // f32 [n, n_ff]
+  kernels::BackendBuffer out_x_;     // f32 [n_out, n_embd] the rows with logits, normed
+  kernels::BackendBuffer logits_;    // f32 [n_out, n_vocab], when the backend's memory is not
+                                     // the host's (otherwise the caller's vector is written)
   std::vector<kernels::AttentionQueries> attention_seqs_;  // one per sequence of the batch
 };
 

@@ -3,6 +3,10 @@
 //
 // Conventions: activations are f32, row-major; "[a, b]" means a rows of b contiguous values.
 // Weight matrices are [n_rows, n_cols] in any dtype whose rows are stored contiguously.
+// Memory: activations live in memory the backend computes on, which Allocate hands out (any host
+// memory, for the CPU backend: host_memory() is true); CopyToDevice / CopyToHost move bytes in
+// and out. Index arrays (token ids, positions, block tables) are host memory; a device backend
+// uploads them itself.
 // Every operation is batch-invariant: the result for one row of x is bitwise the same whatever the
 // other rows are and however many there are (same reduction order per row).
 //
@@ -11,11 +15,13 @@
 #ifndef BATON_KERNELS_BACKEND_H_
 #define BATON_KERNELS_BACKEND_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "kernels/dtype.h"
 
 namespace baton::kernels {
@@ -70,6 +76,36 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+
+  // ---- Memory ----
+
+  // Whether this backend computes on host memory, so that any host pointer is an operand.
+  virtual bool host_memory() const = 0;
+  // `bytes` of memory on the backend's device, 64-byte aligned, contents undefined, until
+  // Free(pointer). RESOURCE_EXHAUSTED naming the size when the device has not that much.
+  virtual absl::StatusOr<void*> Allocate(size_t bytes) = 0;
+  virtual void Free(void* pointer) = 0;
+  // Bytes from host memory to the backend's memory, and back; both complete before returning.
+  virtual void CopyToDevice(void* device_dst, const void* host_src, size_t bytes) = 0;
+  virtual void CopyToHost(void* host_dst, const void* device_src, size_t bytes) = 0;
+
+  // ---- Element-wise operations between the layers' products ----
+
+  // x [n] += y [n]
+  virtual void Add(float* x, const float* y, int64_t n) = 0;
+  // x [n_rows, dim] += bias [dim], row by row.
+  virtual void AddRowBias(float* x, const float* bias, int64_t n_rows, int64_t dim) = 0;
+  // x [n] rounded to f16's precision (ties to even), kept as f32: the nearest f16 value of each
+  // finite x within f16's range, with f16's spacing below its normal range too; past f16's
+  // range a value keeps its exponent rather than becoming infinite; -0 becomes +0. (The
+  // attention's product with the f16 K cache takes the queries so, as GGML converts them.)
+  virtual void RoundToF16(float* x, int64_t n) = 0;
+  // out [n, dim] = x's rows rows[0..n), in that order (rows in host memory); out does not
+  // overlap x.
+  virtual void GatherRows(const float* x, const int64_t* rows, int64_t n, int64_t dim,
+                          float* out) = 0;
+
+  // ---- The layers' operations ----
 
   // y [n, w.n_rows] = x [n, w.n_cols] · Wᵀ
   virtual void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y) = 0;

@@ -3,13 +3,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
+#include <new>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "absl/log/check.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/dequantize.h"
@@ -57,7 +61,59 @@ void CheckMatMulShape(const WeightMatrix& w) {
       << "MatMul: " << w.n_cols << " columns is not a multiple of the " << t.name << " block size";
 }
 
-class ReferenceCpuBackend final : public Backend {
+// What both CPU backends share: host memory, and the element-wise operations between the
+// layers' products (plain loops the compiler vectorizes, on the calling thread: they are a small
+// part of a step and a parallel job would cost a barrier).
+class HostBackend : public Backend {
+ public:
+  bool host_memory() const override { return true; }
+
+  absl::StatusOr<void*> Allocate(size_t bytes) override {
+    void* p = ::operator new(std::max<size_t>(bytes, 1), std::align_val_t{64}, std::nothrow);
+    if (p == nullptr) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("cannot allocate ", bytes, " bytes of host memory"));
+    }
+    return p;
+  }
+  void Free(void* pointer) override { ::operator delete(pointer, std::align_val_t{64}); }
+  void CopyToDevice(void* device_dst, const void* host_src, size_t bytes) override {
+    std::memcpy(device_dst, host_src, bytes);
+  }
+  void CopyToHost(void* host_dst, const void* device_src, size_t bytes) override {
+    std::memcpy(host_dst, device_src, bytes);
+  }
+
+  void Add(float* x, const float* y, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+  }
+  void AddRowBias(float* x, const float* bias, int64_t n_rows, int64_t dim) override {
+    for (int64_t r = 0; r < n_rows; ++r) Add(x + r * dim, bias, dim);
+  }
+  // Adding and subtracting 1.5 * 2^(e + 13), where 2^e is the value's binade (at least f16's
+  // smallest normal binade, 2^-14), leaves it rounded by the f32 addition to a multiple of
+  // 2^(e - 10), f16's spacing there.
+  void RoundToF16(float* x, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, &x[i], sizeof bits);
+      uint32_t biased = (bits >> 23) & 0xffu;
+      biased = biased < 113u ? 113u : biased;  // 113 = 127 - 14
+      const uint32_t magic_bits = ((biased + 13u) << 23) | 0x400000u;
+      float magic;
+      std::memcpy(&magic, &magic_bits, sizeof magic);
+      x[i] = (x[i] + magic) - magic;
+    }
+  }
+  void GatherRows(const float* x, const int64_t* rows, int64_t n, int64_t dim,
+                  float* out) override {
+    for (int64_t i = 0; i < n; ++i) {
+      std::memcpy(out + i * dim, x + rows[i] * dim, static_cast<size_t>(dim) * sizeof(float));
+    }
+  }
+};
+
+class ReferenceCpuBackend final : public HostBackend {
  public:
   std::string name() const override { return "cpu-reference"; }
 
@@ -85,7 +141,7 @@ class ReferenceCpuBackend final : public Backend {
   }
 };
 
-class FastCpuBackend final : public Backend {
+class FastCpuBackend final : public HostBackend {
  public:
   FastCpuBackend(const CpuBackendOptions& options, CpuIsa isa)
       : kernels_(KernelsFor(isa)), pool_(ThreadPoolOptions{.n_threads = options.n_threads}) {}

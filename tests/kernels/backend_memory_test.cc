@@ -1,0 +1,129 @@
+// The memory and element-wise operations of every backend variant: Allocate / Free and the copies
+// (through BackendBuffer), Add, AddRowBias, RoundToF16 and GatherRows against their definitions.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/backend.h"
+#include "kernels/backend_buffer.h"
+#include "kernels/half.h"
+#include "tests/kernels/backend_params.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace baton::kernels {
+namespace {
+
+using testing::Impl;
+using testing::ImplName;
+using testing::ImplSupported;
+using testing::MakeBackend;
+using testing::RandomFloats;
+
+class BackendMemoryTest : public ::testing::TestWithParam<Impl> {
+ protected:
+  void SetUp() override {
+    if (!ImplSupported(GetParam())) GTEST_SKIP() << ImplName(GetParam()) << " not supported";
+    backend_ = MakeBackend(GetParam());
+  }
+
+  // `values` in a fresh buffer of the backend's memory.
+  BackendBuffer Upload(const std::vector<float>& values) {
+    absl::StatusOr<BackendBuffer> buffer =
+        BackendBuffer::Allocate(*backend_, values.size() * sizeof(float));
+    EXPECT_TRUE(buffer.ok()) << buffer.status();
+    backend_->CopyToDevice(buffer->as<float>(), values.data(), values.size() * sizeof(float));
+    return *std::move(buffer);
+  }
+
+  std::vector<float> Download(const BackendBuffer& buffer, size_t n) {
+    std::vector<float> values(n);
+    backend_->CopyToHost(values.data(), buffer.as<float>(), n * sizeof(float));
+    return values;
+  }
+
+  std::unique_ptr<Backend> backend_;
+};
+
+TEST_P(BackendMemoryTest, AllocatedMemoryIsAlignedAndRoundTrips) {
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{4}, size_t{1000}, size_t{1} << 20}) {
+    absl::StatusOr<BackendBuffer> buffer = BackendBuffer::Allocate(*backend_, bytes);
+    ASSERT_TRUE(buffer.ok()) << buffer.status();
+    EXPECT_EQ(buffer->bytes(), bytes);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(buffer->as<void>()) % 64, 0u) << bytes << " bytes";
+    std::vector<uint8_t> in(bytes), out(bytes, 0);
+    for (size_t i = 0; i < bytes; ++i) in[i] = static_cast<uint8_t>(i * 37 + 11);
+    backend_->CopyToDevice(buffer->as<void>(), in.data(), bytes);
+    backend_->CopyToHost(out.data(), buffer->as<void>(), bytes);
+    EXPECT_EQ(in, out) << bytes << " bytes";
+  }
+}
+
+TEST_P(BackendMemoryTest, MoreThanTheMachineHoldsIsResourceExhausted) {
+  absl::StatusOr<void*> huge = backend_->Allocate(size_t{1} << 62);
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST_P(BackendMemoryTest, AddAndAddRowBias) {
+  const std::vector<float> x = RandomFloats(3 * 70, 1);
+  const std::vector<float> y = RandomFloats(3 * 70, 2);
+  const std::vector<float> bias = RandomFloats(70, 3);
+  BackendBuffer dx = Upload(x);
+  BackendBuffer dy = Upload(y);
+  BackendBuffer dbias = Upload(bias);
+  backend_->Add(dx.as<float>(), dy.as<float>(), 3 * 70);
+  backend_->AddRowBias(dx.as<float>(), dbias.as<float>(), 3, 70);
+  const std::vector<float> got = Download(dx, x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_EQ(got[i], (x[i] + y[i]) + bias[i % 70]) << i;
+  }
+}
+
+TEST_P(BackendMemoryTest, RoundToF16IsTheNearestHalfWithinItsRange) {
+  std::vector<float> x = RandomFloats(4096, 4);
+  for (float& v : x) v *= 1000.0f;
+  // Ties (half-way between two f16 values), subnormals, the range's ends, zeros and non-finite.
+  const float tie = 1.0f + std::ldexp(1.0f, -11);
+  x.insert(x.end(), {tie, -tie, 1.0f + 3 * std::ldexp(1.0f, -11), std::ldexp(1.0f, -20),
+                     std::ldexp(3.0f, -26), 65504.0f, -65504.0f, 6.1e-5f, 0.0f, -0.0f,
+                     std::numeric_limits<float>::infinity(),
+                     -std::numeric_limits<float>::infinity()});
+  BackendBuffer dx = Upload(x);
+  backend_->RoundToF16(dx.as<float>(), static_cast<int64_t>(x.size()));
+  const std::vector<float> got = Download(dx, x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float expected = x[i] == 0.0f ? 0.0f : F16ToF32(F32ToF16(x[i]));  // -0 becomes +0
+    EXPECT_TRUE(std::memcmp(&got[i], &expected, sizeof(float)) == 0)
+        << x[i] << " -> " << got[i] << ", f16 " << expected;
+  }
+}
+
+TEST_P(BackendMemoryTest, RoundToF16KeepsValuesPastItsRangeFinite) {
+  BackendBuffer dx = Upload({1.0e6f, -3.0e7f, std::nanf("")});
+  backend_->RoundToF16(dx.as<float>(), 3);
+  const std::vector<float> got = Download(dx, 3);
+  EXPECT_EQ(got[0], 999936.0f);  // 11 significant bits: a multiple of 2^9 near 1e6
+  EXPECT_EQ(got[1], -29999104.0f);  // a multiple of 2^14
+  EXPECT_TRUE(std::isnan(got[2]));
+}
+
+TEST_P(BackendMemoryTest, GatherRowsTakesTheRowsInTheirOrder) {
+  const std::vector<float> x = RandomFloats(5 * 9, 5);
+  BackendBuffer dx = Upload(x);
+  absl::StatusOr<BackendBuffer> out = BackendBuffer::Allocate(*backend_, 4 * 9 * sizeof(float));
+  ASSERT_TRUE(out.ok());
+  const int64_t rows[] = {4, 0, 4, 2};
+  backend_->GatherRows(dx.as<float>(), rows, 4, 9, out->as<float>());
+  const std::vector<float> got = Download(*out, 4 * 9);
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 9; ++j) EXPECT_EQ(got[i * 9 + j], x[rows[i] * 9 + j]) << i << "," << j;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, BackendMemoryTest, ::testing::ValuesIn(testing::AllImpls()),
+                         [](const auto& info) { return ImplName(info.param); });
+
+}  // namespace
+}  // namespace baton::kernels
