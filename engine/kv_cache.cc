@@ -5,7 +5,6 @@
 #include "absl/log/check.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "kernels/half.h"
 
 namespace baton::engine {
 
@@ -79,22 +78,9 @@ const uint16_t* KvCache::LayerBlock(int32_t layer, BlockId id) const {
   return const_cast<KvCache*>(this)->LayerBlock(layer, id);
 }
 
-void KvCache::Write(int32_t layer, const BlockTable& table, int32_t position, const float* k,
-                    const float* v) {
-  const size_t block_index = position / block_size_;
-  CHECK_LT(block_index, table.blocks.size()) << "no block reserved for position " << position;
-  uint16_t* block = LayerBlock(layer, table.blocks[block_index]);
-  uint16_t* k_dst = block + int64_t{position % block_size_} * kv_dim_;
-  uint16_t* v_dst = k_dst + block_elements_;
-  for (int32_t i = 0; i < kv_dim_; ++i) {
-    k_dst[i] = kernels::F32ToF16(k[i]);
-    v_dst[i] = kernels::F32ToF16(v[i]);
-  }
-}
-
 kernels::KvLayerView KvCache::LayerView(int32_t layer, const BlockTable& table,
                                         int32_t n_tokens) const {
-  const uint16_t* layer_base = memory_.get() + int64_t{layer} * n_blocks_ * 2 * block_elements_;
+  uint16_t* layer_base = memory_.get() + int64_t{layer} * n_blocks_ * 2 * block_elements_;
   return kernels::KvLayerView{
       .k_base = layer_base,
       .v_base = layer_base + block_elements_,

@@ -64,12 +64,8 @@ class KvCache {
   uint16_t* LayerBlock(int32_t layer, BlockId id);
   const uint16_t* LayerBlock(int32_t layer, BlockId id) const;
 
-  // Stores the K and V (f32 [kv_dim] each) of token `position` of the sequence in `layer`.
-  // The table must hold a block for that position.
-  void Write(int32_t layer, const BlockTable& table, int32_t position, const float* k,
-             const float* v);
-
-  // The view attention reads: `n_tokens` tokens of the sequence in `layer`.
+  // The view through which the backend writes (Backend::WriteKv) and attends to (Attention) the
+  // first `n_tokens` tokens of the sequence in `layer`; the table must hold their blocks.
   kernels::KvLayerView LayerView(int32_t layer, const BlockTable& table, int32_t n_tokens) const;
 
  private:

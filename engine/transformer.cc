@@ -174,16 +174,14 @@ absl::Status Transformer::Forward(std::span<const SequenceInput> sequences,
     int64_t row = 0;
     for (const SequenceInput& seq : sequences) {
       const int64_t n_seq = static_cast<int64_t>(seq.tokens.size());
-      for (int64_t i = 0; i < n_seq; ++i) {
-        cache_.Write(l, *seq.kv, positions_[row + i], k + (row + i) * c.kv_dim(),
-                     v + (row + i) * c.kv_dim());
-      }
-      attention_seqs_.push_back(
-          {.q = q + row * c.q_dim(),
-           .q_positions = &positions_[row],
-           .n_q = n_seq,
-           .kv = cache_.LayerView(l, *seq.kv, seq.kv->n_tokens + static_cast<int32_t>(n_seq)),
-           .out = attn + row * c.q_dim()});
+      const kernels::KvLayerView kv =
+          cache_.LayerView(l, *seq.kv, seq.kv->n_tokens + static_cast<int32_t>(n_seq));
+      backend_.WriteKv(kv, &positions_[row], n_seq, k + row * c.kv_dim(), v + row * c.kv_dim());
+      attention_seqs_.push_back({.q = q + row * c.q_dim(),
+                                 .q_positions = &positions_[row],
+                                 .n_q = n_seq,
+                                 .kv = kv,
+                                 .out = attn + row * c.q_dim()});
       row += n_seq;
     }
     backend_.AttentionMany(attention_seqs_, c.n_head, attn_scale);

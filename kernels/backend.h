@@ -42,13 +42,14 @@ struct RopeParams {
   const float* freq_factors = nullptr;  // [n_dims / 2] or null (Llama 3 rope scaling)
 };
 
-// One layer of one sequence's paged KV cache. Block b (a physical block id from block_table) holds
-// K at k_base + b * block_stride and V at v_base + b * block_stride, each f16
-// [block_size, n_kv_head, head_dim]. Token t of the sequence is slot t % block_size of block
-// block_table[t / block_size].
+// One layer of one sequence's paged KV cache, in the backend's memory (Attention reads it, WriteKv
+// writes it). Block b (a physical block id from block_table) holds K at k_base + b * block_stride
+// and V at v_base + b * block_stride, each f16 [block_size, n_kv_head, head_dim]. Token t of the
+// sequence is slot t % block_size of block block_table[t / block_size] (block_table in host
+// memory).
 struct KvLayerView {
-  const uint16_t* k_base = nullptr;
-  const uint16_t* v_base = nullptr;
+  uint16_t* k_base = nullptr;
+  uint16_t* v_base = nullptr;
   int64_t block_stride = 0;  // elements
   const int32_t* block_table = nullptr;
   int32_t n_tokens = 0;      // tokens of the sequence present in the cache
@@ -144,6 +145,12 @@ class Backend {
 
   // y [count] = silu(gate) * up. y may alias gate.
   virtual void SiluMul(const float* gate, const float* up, int64_t count, float* y) = 0;
+
+  // Stores the K and V rows [n, n_kv_head * head_dim] (f32, rounded to f16) of the sequence's
+  // tokens at positions[0..n) (host memory) in their slots of kv. Each position must be below
+  // kv.n_tokens, whose blocks kv's block table holds (as for Attention).
+  virtual void WriteKv(const KvLayerView& kv, const int32_t* positions, int64_t n, const float* k,
+                       const float* v) = 0;
 
   // Causal attention of n_q query tokens of one sequence over its cached K/V:
   // out [n_q, n_head, head_dim] where query i (at position q_positions[i]) attends to the cached

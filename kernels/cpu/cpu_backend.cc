@@ -105,6 +105,20 @@ class HostBackend : public Backend {
       x[i] = (x[i] + magic) - magic;
     }
   }
+  void WriteKv(const KvLayerView& kv, const int32_t* positions, int64_t n, const float* k,
+               const float* v) override {
+    const int64_t kv_dim = int64_t{kv.n_kv_head} * kv.head_dim;
+    for (int64_t i = 0; i < n; ++i) {
+      CHECK(positions[i] >= 0 && positions[i] < kv.n_tokens)
+          << "WriteKv: position " << positions[i] << " outside the view's " << kv.n_tokens
+          << " tokens";
+      const int64_t offset = kv.RowOffset(positions[i], 0);
+      for (int64_t e = 0; e < kv_dim; ++e) {
+        kv.k_base[offset + e] = F32ToF16(k[i * kv_dim + e]);
+        kv.v_base[offset + e] = F32ToF16(v[i * kv_dim + e]);
+      }
+    }
+  }
   void GatherRows(const float* x, const int64_t* rows, int64_t n, int64_t dim,
                   float* out) override {
     for (int64_t i = 0; i < n; ++i) {

@@ -1,6 +1,7 @@
 #include "engine/kv_cache.h"
 
 #include "gtest/gtest.h"
+#include "kernels/backend.h"
 #include "kernels/half.h"
 
 namespace baton::engine {
@@ -43,7 +44,7 @@ TEST(KvCacheTest, FailedReserveLeavesTableAndPoolUnchanged) {
   EXPECT_EQ((*cache)->pool().n_free(), 2);
 }
 
-TEST(KvCacheTest, WriteLandsInTheLayerBlockKThenV) {
+TEST(KvCacheTest, TheLayerViewWritesIntoTheLayerBlockKThenV) {
   const ModelConfig c = SmallConfig();
   auto cache = KvCache::Create(c, {.block_size = 4, .n_blocks = 4});
   ASSERT_TRUE(cache.ok());
@@ -54,7 +55,9 @@ TEST(KvCacheTest, WriteLandsInTheLayerBlockKThenV) {
     k[i] = static_cast<float>(i);
     v[i] = -static_cast<float>(i);
   }
-  (*cache)->Write(/*layer=*/2, t, /*position=*/5, k.data(), v.data());
+  const kernels::KvLayerView view = (*cache)->LayerView(2, t, 6);
+  const int32_t position = 5;
+  kernels::CreateCpuBackend({.reference = true})->WriteKv(view, &position, 1, k.data(), v.data());
   // Position 5 is slot 1 of the table's second block.
   const uint16_t* block = (*cache)->LayerBlock(2, t.blocks[1]);
   const int64_t block_elements = int64_t{4} * c.kv_dim();
@@ -62,7 +65,6 @@ TEST(KvCacheTest, WriteLandsInTheLayerBlockKThenV) {
     EXPECT_EQ(kernels::F16ToF32(block[c.kv_dim() + i]), k[i]);
     EXPECT_EQ(kernels::F16ToF32(block[block_elements + c.kv_dim() + i]), v[i]);
   }
-  const kernels::KvLayerView view = (*cache)->LayerView(2, t, 6);
   EXPECT_EQ(view.k_base + t.blocks[1] * view.block_stride, block);
   EXPECT_EQ(view.v_base + t.blocks[1] * view.block_stride, block + block_elements);
   EXPECT_EQ(view.n_tokens, 6);

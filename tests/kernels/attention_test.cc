@@ -113,7 +113,7 @@ class PagedKv {
  private:
   CacheShape s_;
   std::vector<float> k_dense_, v_dense_;
-  std::vector<uint16_t> k_pool_, v_pool_;
+  mutable std::vector<uint16_t> k_pool_, v_pool_;  // what view() exposes, writable
   std::vector<int32_t> table_;
   int64_t block_stride_ = 0;
 };

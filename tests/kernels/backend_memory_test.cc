@@ -1,5 +1,7 @@
 // The memory and element-wise operations of every backend variant: Allocate / Free and the copies
-// (through BackendBuffer), Add, AddRowBias, RoundToF16 and GatherRows against their definitions.
+// (through BackendBuffer), Add, AddRowBias, RoundToF16, GatherRows and WriteKv against their
+// definitions.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -120,6 +122,46 @@ TEST_P(BackendMemoryTest, GatherRowsTakesTheRowsInTheirOrder) {
   for (int i = 0; i < 4; ++i) {
     for (int j = 0; j < 9; ++j) EXPECT_EQ(got[i * 9 + j], x[rows[i] * 9 + j]) << i << "," << j;
   }
+}
+
+// Two blocks of 4 tokens, 2 kv heads of 3: the blocks in reverse order in the pool.
+struct SmallKv {
+  static constexpr int32_t kBlock = 4, kHeads = 2, kDim = 3, kRow = kHeads * kDim;
+  std::vector<uint16_t> pool = std::vector<uint16_t>(2 * 2 * kBlock * kRow, 0x7e00);  // f16 NaN
+  std::vector<int32_t> table = {1, 0};
+  KvLayerView View(int32_t n_tokens) {
+    return {.k_base = pool.data(), .v_base = pool.data() + kBlock * kRow,
+            .block_stride = 2 * kBlock * kRow, .block_table = table.data(),
+            .n_tokens = n_tokens, .block_size = kBlock, .n_kv_head = kHeads, .head_dim = kDim};
+  }
+};
+
+TEST_P(BackendMemoryTest, WriteKvStoresEachTokenInItsSlotInF16) {
+  SmallKv kv;
+  const std::vector<float> k = RandomFloats(2 * SmallKv::kRow, 6);
+  const std::vector<float> v = RandomFloats(2 * SmallKv::kRow, 7);
+  const int32_t positions[] = {5, 2};  // block 0 slot 1, block 1 slot 2 (so pool blocks 0, 1)
+  backend_->WriteKv(kv.View(6), positions, 2, k.data(), v.data());
+  const KvLayerView view = kv.View(6);
+  int written = 0;
+  for (int i = 0; i < 2; ++i) {
+    const int64_t offset = view.RowOffset(positions[i], 0);
+    for (int e = 0; e < SmallKv::kRow; ++e) {
+      EXPECT_EQ(view.k_base[offset + e], F32ToF16(k[i * SmallKv::kRow + e])) << i << "," << e;
+      EXPECT_EQ(view.v_base[offset + e], F32ToF16(v[i * SmallKv::kRow + e])) << i << "," << e;
+      written += 2;
+    }
+  }
+  const int untouched = static_cast<int>(std::count(kv.pool.begin(), kv.pool.end(), 0x7e00));
+  EXPECT_EQ(untouched + written, static_cast<int>(kv.pool.size()));
+}
+
+TEST_P(BackendMemoryTest, WriteKvPastTheViewsTokensDies) {
+  SmallKv kv;
+  const std::vector<float> k(SmallKv::kRow), v(SmallKv::kRow);
+  const int32_t position = 6;
+  EXPECT_DEATH(backend_->WriteKv(kv.View(6), &position, 1, k.data(), v.data()),
+               "position 6 outside the view's 6 tokens");
 }
 
 INSTANTIATE_TEST_SUITE_P(All, BackendMemoryTest, ::testing::ValuesIn(testing::AllImpls()),
