@@ -1,8 +1,10 @@
 #include "engine/transformer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/gguf_file.h"
@@ -94,6 +96,45 @@ absl::Status Transformer::Decode(std::span<const SequenceInput> sequences,
   return Forward(sequences, logits, nullptr);
 }
 
+absl::Status Transformer::UploadVectors() {
+  const ModelConfig& c = config_;
+  // (host vector, length, where its copy's address goes): every vector the operations read.
+  struct Vector {
+    const float* host;
+    int64_t n;
+    const float** copy;
+  };
+  std::vector<Vector> vectors;
+  layer_vectors_.assign(c.n_layer, {});
+  for (int32_t l = 0; l < c.n_layer; ++l) {
+    const LayerWeights& w = weights_.layers[l];
+    LayerVectors& to = layer_vectors_[l];
+    vectors.push_back({w.attn_norm, c.n_embd, &to.attn_norm});
+    vectors.push_back({w.ffn_norm, c.n_embd, &to.ffn_norm});
+    vectors.push_back({w.bq, c.q_dim(), &to.bq});
+    vectors.push_back({w.bk, c.kv_dim(), &to.bk});
+    vectors.push_back({w.bv, c.kv_dim(), &to.bv});
+  }
+  vectors.push_back({weights_.output_norm, c.n_embd, &output_norm_});
+  vectors.push_back({weights_.rope_freq_factors, c.rope_n_dims / 2, &rope_.freq_factors});
+  // Each copy starts on a 64-byte boundary.
+  auto padded = [](int64_t n) { return (n + 15) / 16 * 16; };
+  int64_t total = 0;
+  for (const Vector& v : vectors) total += v.host != nullptr ? padded(v.n) : 0;
+  absl::StatusOr<kernels::BackendBuffer> buffer = kernels::BackendBuffer::Allocate(
+      backend_, static_cast<size_t>(std::max<int64_t>(total, 1)) * sizeof(float));
+  if (!buffer.ok()) return buffer.status();
+  vectors_ = *std::move(buffer);
+  float* next = vectors_.as<float>();
+  for (const Vector& v : vectors) {
+    if (v.host == nullptr) continue;
+    backend_.CopyToDevice(next, v.host, static_cast<size_t>(v.n) * sizeof(float));
+    *v.copy = next;
+    next += padded(v.n);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Transformer::ReserveScratch(int64_t n, int64_t n_out) {
   const ModelConfig& c = config_;
   token_ids_.resize(n);
@@ -128,6 +169,9 @@ absl::Status Transformer::Forward(std::span<const SequenceInput> sequences,
     n += static_cast<int64_t>(seq.tokens.size());
     n_out += seq.all_logits ? static_cast<int64_t>(seq.tokens.size()) : 1;
   }
+  if (vectors_.bytes() == 0) {
+    if (absl::Status s = UploadVectors(); !s.ok()) return s;
+  }
   if (absl::Status s = ReserveScratch(n, n_out); !s.ok()) return s;
   {
     int64_t row = 0;
@@ -155,16 +199,17 @@ absl::Status Transformer::Forward(std::span<const SequenceInput> sequences,
   backend_.GetRows(weights_.token_embd, token_ids_.data(), n, x);
   for (int32_t l = 0; l < c.n_layer; ++l) {
     const LayerWeights& w = weights_.layers[l];
+    const LayerVectors& wv = layer_vectors_[l];
     // Attention block.
-    backend_.RmsNorm(x, w.attn_norm, n, c.n_embd, c.rms_eps, xb);
+    backend_.RmsNorm(x, wv.attn_norm, n, c.n_embd, c.rms_eps, xb);
     {
       const kernels::WeightMatrix* qkv[] = {&w.wq, &w.wk, &w.wv};
       float* out[] = {q, k, v};
       backend_.MatMulMany(qkv, xb, n, out);
     }
-    if (w.bq != nullptr) backend_.AddRowBias(q, w.bq, n, c.q_dim());
-    if (w.bk != nullptr) backend_.AddRowBias(k, w.bk, n, c.kv_dim());
-    if (w.bv != nullptr) backend_.AddRowBias(v, w.bv, n, c.kv_dim());
+    if (wv.bq != nullptr) backend_.AddRowBias(q, wv.bq, n, c.q_dim());
+    if (wv.bk != nullptr) backend_.AddRowBias(k, wv.bk, n, c.kv_dim());
+    if (wv.bv != nullptr) backend_.AddRowBias(v, wv.bv, n, c.kv_dim());
     backend_.Rope(q, n, c.n_head, c.head_dim, positions_.data(), rope_);
     backend_.Rope(k, n, c.n_head_kv, c.head_dim, positions_.data(), rope_);
     // The product with the f16 K cache takes Q in f16 too, as GGML's mul_mat converts it
@@ -188,7 +233,7 @@ absl::Status Transformer::Forward(std::span<const SequenceInput> sequences,
     backend_.MatMul(w.wo, attn, n, xb);
     backend_.Add(x, xb, n * c.n_embd);
     // Feed-forward block (SwiGLU).
-    backend_.RmsNorm(x, w.ffn_norm, n, c.n_embd, c.rms_eps, xb);
+    backend_.RmsNorm(x, wv.ffn_norm, n, c.n_embd, c.rms_eps, xb);
     {
       const kernels::WeightMatrix* gate_up[] = {&w.w_gate, &w.w_up};
       float* out[] = {gate, up};
@@ -205,7 +250,7 @@ absl::Status Transformer::Forward(std::span<const SequenceInput> sequences,
 
   float* out_x = out_x_.as<float>();
   backend_.GatherRows(x, out_row_ids_.data(), n_out, c.n_embd, out_x);
-  backend_.RmsNorm(out_x, weights_.output_norm, n_out, c.n_embd, c.rms_eps, out_x);
+  backend_.RmsNorm(out_x, output_norm_, n_out, c.n_embd, c.rms_eps, out_x);
   logits.resize(n_out * c.n_vocab);
   if (backend_.host_memory()) {
     backend_.MatMul(weights_.output, out_x, n_out, logits.data());

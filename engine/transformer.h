@@ -6,6 +6,10 @@
 // the KV cache and, because every kernel is batch-invariant, give bitwise the same logits for the
 // same token at the same position.
 //
+// Memory: the forward pass is a sequence of backend operations over the backend's memory (the
+// activations, the model's vectors, the KV cache's blocks); the Transformer itself computes
+// nothing and copies the logits to the host at the end.
+//
 // Thread-safety: one thread at a time (it owns per-step scratch buffers); the weights and config
 // it reads are shared and immutable.
 #ifndef BATON_ENGINE_TRANSFORMER_H_
@@ -67,6 +71,8 @@ class Transformer {
                        const LayerDoneCallback& on_layer_done);
   // Scratch for n tokens (n_out of them with logits), in the backend's memory.
   absl::Status ReserveScratch(int64_t n, int64_t n_out);
+  // The model's vectors into the backend's memory (once).
+  absl::Status UploadVectors();
   // Calls fn(matrix) for every weight matrix that MatMul multiplies.
   template <typename Fn>
   void ForEachMatrix(const Fn& fn) const;
@@ -76,6 +82,19 @@ class Transformer {
   kernels::Backend& backend_;
   KvCache& cache_;
   kernels::RopeParams rope_;
+
+  // The model's f32 vectors (norm weights, biases, RoPE frequency factors) in the backend's
+  // memory, where the operations read them; null where the model has none.
+  struct LayerVectors {
+    const float* attn_norm = nullptr;
+    const float* ffn_norm = nullptr;
+    const float* bq = nullptr;
+    const float* bk = nullptr;
+    const float* bv = nullptr;
+  };
+  kernels::BackendBuffer vectors_;
+  std::vector<LayerVectors> layer_vectors_;  // [n_layer], set with vectors_
+  const float* output_norm_ = nullptr;
 
   // Per-step host arrays, [n] for the n tokens of the current batch.
   std::vector<int32_t> token_ids_;
