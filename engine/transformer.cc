@@ -144,7 +144,8 @@ absl::Status Transformer::ReserveScratch(int64_t n, int64_t n_out) {
     const size_t bytes = static_cast<size_t>(floats) * sizeof(float);
     if (buffer.bytes() >= bytes) return absl::OkStatus();
     buffer = {};  // the old one goes first
-    absl::StatusOr<kernels::BackendBuffer> fresh = kernels::BackendBuffer::Allocate(backend_, bytes);
+    absl::StatusOr<kernels::BackendBuffer> fresh =
+        kernels::BackendBuffer::Allocate(backend_, bytes);
     if (!fresh.ok()) return fresh.status();
     buffer = *std::move(fresh);
     return absl::OkStatus();

@@ -57,7 +57,8 @@ class Transformer {
 
   // Logits [n_out, n_vocab], n_out = sum over sequences of (all_logits ? tokens : 1), in order.
   // INVALID_ARGUMENT for an empty sequence, a token id out of range, a position past the model's
-  // context or a table without room; nothing is written then.
+  // context or a table without room; RESOURCE_EXHAUSTED when the backend cannot allocate the
+  // step's memory; nothing is written then.
   absl::Status Prefill(std::span<const SequenceInput> sequences, std::vector<float>& logits,
                        const LayerDoneCallback& on_layer_done = nullptr);
   // As Prefill, but every sequence brings exactly one token.

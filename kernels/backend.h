@@ -3,10 +3,11 @@
 //
 // Conventions: activations are f32, row-major; "[a, b]" means a rows of b contiguous values.
 // Weight matrices are [n_rows, n_cols] in any dtype whose rows are stored contiguously.
-// Memory: activations live in memory the backend computes on, which Allocate hands out (any host
-// memory, for the CPU backend: host_memory() is true); CopyToDevice / CopyToHost move bytes in
-// and out. Index arrays (token ids, positions, block tables) are host memory; a device backend
-// uploads them itself.
+// Memory: activations, f32 vectors (norm weights, biases) and the KV cache's blocks live in memory
+// the backend computes on, which Allocate hands out (any host memory, for the CPU backend:
+// host_memory() is true); CopyToDevice / CopyToHost move bytes in and out. Weight matrices are
+// host memory, of which a backend may keep its own copy (RegisterWeights). Index arrays (token
+// ids, positions, block tables) are host memory; a device backend uploads them itself.
 // Every operation is batch-invariant: the result for one row of x is bitwise the same whatever the
 // other rows are and however many there are (same reduction order per row).
 //
