@@ -14,6 +14,7 @@
 #include "decode_worker/reservation_table.h"
 #include "engine/kv_cache.h"
 #include "engine/model.h"
+#include "kernels/backend.h"
 #include "kvtransfer/kv_transfer_service.h"
 #include "kvtransfer/kv_transport.h"
 #include "rpc/server_options.h"
@@ -54,8 +55,10 @@ absl::StatusOr<std::vector<TransferResult>> MeasureTransfers(const engine::Model
   const engine::ModelConfig& config = model.config();
   const int32_t max_prompt = *std::max_element(prompts.begin(), prompts.end());
   const int32_t max_blocks = (max_prompt + kBlockSize) / kBlockSize + 1;
-  absl::StatusOr<std::unique_ptr<engine::KvCache>> cache =
-      engine::KvCache::Create(config, {.block_size = kBlockSize, .n_blocks = max_blocks});
+  // The receiver's cache, in host memory.
+  std::unique_ptr<kernels::Backend> backend = kernels::CreateCpuBackend({.reference = true});
+  absl::StatusOr<std::unique_ptr<engine::KvCache>> cache = engine::KvCache::Create(
+      config, {.block_size = kBlockSize, .n_blocks = max_blocks}, *backend);
   if (!cache.ok()) return cache.status();
   decode_worker::ReservationTable table(
       cache->get(), {.model_fingerprint = model.fingerprint(), .max_context = max_prompt + 1});

@@ -162,7 +162,8 @@ absl::StatusOr<std::unique_ptr<Proposer>> CreateDraftProposer(const Model* draft
         absl::StrCat("draft KV cache of ", options.kv_cache_bytes, " bytes holds no block"));
   }
   absl::StatusOr<std::unique_ptr<KvCache>> cache =
-      KvCache::Create(draft->config(), {.block_size = options.block_size, .n_blocks = n_blocks});
+      KvCache::Create(draft->config(), {.block_size = options.block_size, .n_blocks = n_blocks},
+                      *backend);
   if (!cache.ok()) return cache.status();
   return std::make_unique<DraftProposer>(draft, backend, std::move(*cache), options);
 }

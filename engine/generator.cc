@@ -25,7 +25,8 @@ absl::StatusOr<std::unique_ptr<Generator>> Generator::Create(const Model* model,
       {.n_threads = options.n_threads, .reference = options.reference_kernels});
   constexpr int32_t kBlockSize = 16;
   absl::StatusOr<std::unique_ptr<KvCache>> cache = KvCache::Create(
-      config, {.block_size = kBlockSize, .n_blocks = (g->max_context_ + kBlockSize - 1) / kBlockSize});
+      config, {.block_size = kBlockSize, .n_blocks = (g->max_context_ + kBlockSize - 1) / kBlockSize},
+      *g->backend_);
   if (!cache.ok()) return cache.status();
   g->cache_ = std::move(*cache);
   g->transformer_ =

@@ -1,6 +1,6 @@
 #include "engine/kv_cache.h"
 
-#include <new>
+#include <utility>
 
 #include "absl/log/check.h"
 #include "absl/status/status.h"
@@ -19,7 +19,8 @@ KvCache::KvCache(const ModelConfig& config, const KvCacheOptions& options)
       pool_(options.n_blocks) {}
 
 absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const ModelConfig& config,
-                                                         const KvCacheOptions& options) {
+                                                         const KvCacheOptions& options,
+                                                         kernels::Backend& backend) {
   if (options.block_size <= 0 || options.n_blocks <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("KV cache: block_size (", options.block_size,
                                                    ") and n_blocks (", options.n_blocks,
@@ -27,11 +28,13 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const ModelConfig& conf
   }
   std::unique_ptr<KvCache> cache(new KvCache(config, options));
   const int64_t elements = int64_t{config.n_layer} * options.n_blocks * 2 * cache->block_elements_;
-  cache->memory_.reset(new (std::nothrow) uint16_t[elements]());
-  if (cache->memory_ == nullptr) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("KV cache: cannot allocate ", elements * 2, " bytes"));
+  absl::StatusOr<kernels::BackendBuffer> memory = kernels::BackendBuffer::Allocate(
+      backend, static_cast<size_t>(elements) * sizeof(uint16_t));
+  if (!memory.ok()) {
+    return absl::Status(memory.status().code(),
+                        absl::StrCat("KV cache: ", memory.status().message()));
   }
+  cache->memory_ = *std::move(memory);
   return cache;
 }
 
@@ -71,7 +74,7 @@ void KvCache::Free(BlockTable& table) {
 
 uint16_t* KvCache::LayerBlock(int32_t layer, BlockId id) {
   DCHECK(layer >= 0 && layer < n_layer_ && id >= 0 && id < n_blocks_);
-  return memory_.get() + (int64_t{layer} * n_blocks_ + id) * 2 * block_elements_;
+  return memory_.as<uint16_t>() + (int64_t{layer} * n_blocks_ + id) * 2 * block_elements_;
 }
 
 const uint16_t* KvCache::LayerBlock(int32_t layer, BlockId id) const {
@@ -80,7 +83,8 @@ const uint16_t* KvCache::LayerBlock(int32_t layer, BlockId id) const {
 
 kernels::KvLayerView KvCache::LayerView(int32_t layer, const BlockTable& table,
                                         int32_t n_tokens) const {
-  uint16_t* layer_base = memory_.get() + int64_t{layer} * n_blocks_ * 2 * block_elements_;
+  uint16_t* layer_base =
+      memory_.as<uint16_t>() + int64_t{layer} * n_blocks_ * 2 * block_elements_;
   return kernels::KvLayerView{
       .k_base = layer_base,
       .v_base = layer_base + block_elements_,

@@ -1,7 +1,8 @@
 // The paged KV cache: memory for every layer's K and V, in fixed-size blocks of tokens, and the
 // block tables through which sequences own blocks.
 //
-// Memory layout (f16): [n_layer][n_blocks][K|V][block_size][n_kv_head][head_dim]. One layer's
+// Memory layout (f16): [n_layer][n_blocks][K|V][block_size][n_kv_head][head_dim], in the backend's
+// memory (Backend::Allocate; what a block holds before it is written is undefined). One layer's
 // block of one sequence — its K then its V — is contiguous: the unit the KV hand-off sends.
 //
 // Planning is separate from committing: BlocksNeeded() says what a growth would take, Reserve()
@@ -20,6 +21,7 @@
 #include "engine/block_pool.h"
 #include "engine/model_config.h"
 #include "kernels/backend.h"
+#include "kernels/backend_buffer.h"
 
 namespace baton::engine {
 
@@ -36,8 +38,11 @@ struct KvCacheOptions {
 
 class KvCache {
  public:
+  // The memory comes from `backend`, which must outlive the cache. RESOURCE_EXHAUSTED when it
+  // has not that much.
   static absl::StatusOr<std::unique_ptr<KvCache>> Create(const ModelConfig& config,
-                                                         const KvCacheOptions& options);
+                                                         const KvCacheOptions& options,
+                                                         kernels::Backend& backend);
 
   // Blocks that fit in `bytes` of memory for this model (>= 0).
   static int32_t BlocksForBytes(const ModelConfig& config, int32_t block_size, int64_t bytes);
@@ -60,7 +65,7 @@ class KvCache {
   // returns to the pool every block past the first max(keep_blocks, blocks n_tokens needs).
   void Truncate(BlockTable& table, int32_t n_tokens, int32_t keep_blocks);
 
-  // f16 [2][block_size][kv_dim]: K then V of block `id` in `layer`.
+  // f16 [2][block_size][kv_dim]: K then V of block `id` in `layer`, in the backend's memory.
   uint16_t* LayerBlock(int32_t layer, BlockId id);
   const uint16_t* LayerBlock(int32_t layer, BlockId id) const;
 
@@ -79,7 +84,7 @@ class KvCache {
   const int32_t n_blocks_;
   const int64_t block_elements_;  // block_size * kv_dim: one of K or V
   BlockPool pool_;
-  std::unique_ptr<uint16_t[]> memory_;  // f16 [n_layer, n_blocks, 2, block_size, kv_dim]
+  kernels::BackendBuffer memory_;  // f16 [n_layer, n_blocks, 2, block_size, kv_dim]
 };
 
 }  // namespace baton::engine

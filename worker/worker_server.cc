@@ -228,7 +228,8 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOp
                                                    " bytes each)"));
   }
   absl::StatusOr<std::unique_ptr<engine::KvCache>> cache =
-      engine::KvCache::Create(config, {.block_size = options.block_size, .n_blocks = n_blocks});
+      engine::KvCache::Create(config, {.block_size = options.block_size, .n_blocks = n_blocks},
+                              *w.backend);
   if (!cache.ok()) return cache.status();
   w.cache = std::move(*cache);
   w.cache->pool().set_eviction_observer([](int32_t n) { metrics::RecordPrefixEvictions(n); });

@@ -91,7 +91,8 @@ class DecodeBatchTest : public testing::Test {
   absl::StatusOr<Run> MakeRun(int32_t n_blocks, DecodeBatchOptions options,
                               bool prefix_caching = false) {
     absl::StatusOr<std::unique_ptr<engine::KvCache>> cache =
-        engine::KvCache::Create(model_->config(), {.block_size = 4, .n_blocks = n_blocks});
+        engine::KvCache::Create(model_->config(), {.block_size = 4, .n_blocks = n_blocks},
+                                *backend_);
     if (!cache.ok()) return cache.status();
     Run run;
     run.cache = *std::move(cache);

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "decode_worker/reservation_table.h"
 #include "gtest/gtest.h"
+#include "kernels/backend.h"
 #include "kernels/half.h"
 #include "kvtransfer/kv_transfer_service.h"
 #include "kvtransfer/kv_transport.h"
@@ -35,7 +36,7 @@ class GrpcPushIntoReservationsTest : public testing::TestWithParam<KvDtype> {
  protected:
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<engine::KvCache>> cache =
-        engine::KvCache::Create(Config(), {.block_size = 16, .n_blocks = 32});
+        engine::KvCache::Create(Config(), {.block_size = 16, .n_blocks = 32}, *backend_);
     ASSERT_TRUE(cache.ok()) << cache.status();
     cache_ = *std::move(cache);
     table_ = std::make_unique<ReservationTable>(
@@ -57,6 +58,7 @@ class GrpcPushIntoReservationsTest : public testing::TestWithParam<KvDtype> {
 
   std::string address() const { return absl::StrCat("127.0.0.1:", server_.port); }
 
+  std::unique_ptr<kernels::Backend> backend_ = kernels::CreateCpuBackend({.reference = true});
   std::unique_ptr<engine::KvCache> cache_;
   std::unique_ptr<ReservationTable> table_;
   std::unique_ptr<grpc::Service> service_;

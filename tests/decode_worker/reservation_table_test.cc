@@ -11,6 +11,7 @@
 #include "engine/prefix_cache.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/backend.h"
 #include "kernels/half.h"
 #include "tests/support/fake_clock.h"
 
@@ -43,7 +44,7 @@ class ReservationTableTest : public testing::Test {
  protected:
   void SetUp() override {
     absl::StatusOr<std::unique_ptr<engine::KvCache>> cache =
-        engine::KvCache::Create(Config(), {.block_size = 4, .n_blocks = 10});
+        engine::KvCache::Create(Config(), {.block_size = 4, .n_blocks = 10}, *backend_);
     ASSERT_TRUE(cache.ok()) << cache.status();
     cache_ = *std::move(cache);
     table_ = std::make_unique<ReservationTable>(
@@ -60,6 +61,7 @@ class ReservationTableTest : public testing::Test {
   }
 
   test_support::FakeClock clock_;
+  std::unique_ptr<kernels::Backend> backend_ = kernels::CreateCpuBackend({.reference = true});
   std::unique_ptr<engine::KvCache> cache_;
   std::unique_ptr<ReservationTable> table_;
 };

@@ -28,7 +28,7 @@ class PrefixCacheTest : public testing::Test {
     model_ = *std::move(model);
     backend_ = kernels::CreateCpuBackend({.n_threads = 1});
     absl::StatusOr<std::unique_ptr<KvCache>> cache =
-        KvCache::Create(model_->config(), {.block_size = kBlockSize, .n_blocks = 32});
+        KvCache::Create(model_->config(), {.block_size = kBlockSize, .n_blocks = 32}, *backend_);
     ASSERT_TRUE(cache.ok()) << cache.status();
     cache_ = *std::move(cache);
     transformer_ = std::make_unique<Transformer>(&model_->config(), &model_->weights(),

@@ -41,7 +41,7 @@ absl::StatusOr<Engine> MakeEngine(const SyntheticModelOptions& options, bool ref
   e.model = *std::move(model);
   e.backend = kernels::CreateCpuBackend({.n_threads = 2, .reference = reference});
   absl::StatusOr<std::unique_ptr<KvCache>> cache =
-      KvCache::Create(e.model->config(), {.block_size = 4, .n_blocks = 64});
+      KvCache::Create(e.model->config(), {.block_size = 4, .n_blocks = 64}, *e.backend);
   if (!cache.ok()) return cache.status();
   e.cache = *std::move(cache);
   e.transformer = std::make_unique<Transformer>(&e.model->config(), &e.model->weights(),

@@ -66,7 +66,8 @@ class PrefillSchedulerTest : public testing::Test {
     model_ = *std::move(model);
     backend_ = kernels::CreateCpuBackend({.n_threads = 1});
     absl::StatusOr<std::unique_ptr<engine::KvCache>> decode_cache =
-        engine::KvCache::Create(model_->config(), {.block_size = kBlockSize, .n_blocks = 128});
+        engine::KvCache::Create(model_->config(), {.block_size = kBlockSize, .n_blocks = 128},
+                                *backend_);
     ASSERT_TRUE(decode_cache.ok()) << decode_cache.status();
     decode_cache_ = *std::move(decode_cache);
     decode_prefix_ = std::make_unique<engine::PrefixCache>(decode_cache_.get(), "fp", true);
@@ -85,7 +86,8 @@ class PrefillSchedulerTest : public testing::Test {
     scheduler_.reset();
     transformer_.reset();
     absl::StatusOr<std::unique_ptr<engine::KvCache>> prefill_cache =
-        engine::KvCache::Create(model_->config(), {.block_size = kBlockSize, .n_blocks = n_blocks});
+        engine::KvCache::Create(model_->config(), {.block_size = kBlockSize, .n_blocks = n_blocks},
+                                *backend_);
     ASSERT_TRUE(prefill_cache.ok()) << prefill_cache.status();
     prefill_cache_ = *std::move(prefill_cache);
     prefill_prefix_ =
