@@ -1,6 +1,8 @@
 // The gRPC transport against a real KvTransfer server on 127.0.0.1.
 #include <chrono>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -121,6 +123,46 @@ TEST(GrpcKvTransportTest, ConcurrentPushesShareTheTransport) {
     EXPECT_TRUE(server.receiver().reservation(specs[i].reservation_id).bytes ==
                 datas[i].Expected(4));
   }
+}
+
+// Established TCP connections on this machine whose far end is `port`: the client sides of the
+// connections to a server listening there (/proc/net/tcp and tcp6: gRPC's sockets are often IPv6
+// ones that carry IPv4).
+int ConnectionsTo(int port) {
+  int n = 0;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream tcp(table);
+    std::string line;
+    std::getline(tcp, line);  // the header
+    while (std::getline(tcp, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state;
+      fields >> slot >> local >> remote >> state;
+      const int remote_port = std::stoi(remote.substr(remote.find(':') + 1), nullptr, 16);
+      if (remote_port == port && state == "01") ++n;  // 01: ESTABLISHED
+    }
+  }
+  return n;
+}
+
+// Streams on one connection share its socket, read by one thread at each end: each stream of a
+// push gets a connection of its own, kept for the later pushes to the same destination.
+TEST(GrpcKvTransportTest, EachStreamHasAConnectionOfItsOwnKeptForLaterPushes) {
+  TestKvServer server;
+  const int port = std::stoi(server.address().substr(server.address().rfind(':') + 1));
+  ASSERT_EQ(ConnectionsTo(port), 0);
+  auto transport = CreateGrpcKvTransport(Options(3, 1024));
+  for (int i = 0; i < 2; ++i) {
+    const KvPushSpec spec = MakeSpec(absl::StrCat("r", i), 5, 40);
+    server.receiver().Reserve(spec, 3);
+    ASSERT_TRUE(PushAll(*transport, server.address(), spec, KvData(spec, i)).ok());
+    EXPECT_EQ(ConnectionsTo(port), 3) << "after push " << i;
+  }
+  // A push of fewer layers than streams uses as many streams as layers, on the same connections.
+  const KvPushSpec two_layers = MakeSpec("r2", 2, 40);
+  server.receiver().Reserve(two_layers, 3);
+  ASSERT_TRUE(PushAll(*transport, server.address(), two_layers, KvData(two_layers, 2)).ok());
+  EXPECT_EQ(ConnectionsTo(port), 3);
 }
 
 TEST(GrpcKvTransportTest, ReceiverVerdictsReachTheSender) {
