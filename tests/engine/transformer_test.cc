@@ -12,6 +12,7 @@
 #include "engine/model.h"
 #include "engine/synthetic_model.h"
 #include "gtest/gtest.h"
+#include "tests/engine/own_memory_backend.h"
 #include "tests/support/temp_path.h"
 
 namespace baton::engine {
@@ -27,11 +28,14 @@ struct Engine {
 // A synthetic model written from `options` and loaded, with a CPU backend and a cache of 64 blocks
 // of 4 tokens. Each engine gets a file of its own: rewriting a file that another engine still
 // maps (and reads its weights' pages back from) would pull the bytes from under it.
-absl::StatusOr<Engine> MakeEngine(const SyntheticModelOptions& options, bool reference = false) {
+// With `own_memory`, the backend declares its memory not the host's (own_memory_backend.h).
+absl::StatusOr<Engine> MakeEngine(const SyntheticModelOptions& options, bool reference = false,
+                                  bool own_memory = false) {
   const std::string path = test_support::TempPath(
       "transformer-" + options.architecture + "-" + std::to_string(options.seed) + "-" +
       std::to_string(static_cast<int>(options.weight_dtype)) + "-" +
-      std::to_string(options.n_embd) + (reference ? "-reference" : "") + ".gguf");
+      std::to_string(options.n_embd) + (reference ? "-reference" : "") +
+      (own_memory ? "-own-memory" : "") + ".gguf");
   if (absl::Status written = engine::WriteSyntheticModel(path, options); !written.ok()) {
     return written;
   }
@@ -40,6 +44,7 @@ absl::StatusOr<Engine> MakeEngine(const SyntheticModelOptions& options, bool ref
   if (!model.ok()) return model.status();
   e.model = *std::move(model);
   e.backend = kernels::CreateCpuBackend({.n_threads = 2, .reference = reference});
+  if (own_memory) e.backend = std::make_unique<test_support::OwnMemoryBackend>(std::move(e.backend));
   absl::StatusOr<std::unique_ptr<KvCache>> cache =
       KvCache::Create(e.model->config(), {.block_size = 4, .n_blocks = 64}, *e.backend);
   if (!cache.ok()) return cache.status();
@@ -160,6 +165,36 @@ INSTANTIATE_TEST_SUITE_P(Architectures, TransformerTest, testing::Values("llama"
 
 // Every weight type a synthetic model can have (rows of 256 and 512, so the K-quants apply): the
 // fast kernels' logits stay near the scalar reference's on the same file.
+// A backend whose memory is not the host's (a GPU's) gets the same operations in the same order:
+// the logits are the same bits, and they come back through one CopyToHost per forward pass.
+TEST(TransformerMemoryTest, ABackendWithMemoryOfItsOwnGivesTheSameLogits) {
+  SyntheticModelOptions options;
+  absl::StatusOr<Engine> host = MakeEngine(options);
+  absl::StatusOr<Engine> own = MakeEngine(options, /*reference=*/false, /*own_memory=*/true);
+  ASSERT_TRUE(host.ok() && own.ok());
+  const int32_t n_vocab = host->model->config().n_vocab;
+  const std::vector<TokenId> a = Tokens(9, 1), b = Tokens(5, 2);
+  std::vector<float> host_logits, own_logits;
+  for (Engine* e : {&*host, &*own}) {
+    BlockTable ta, tb;
+    ASSERT_TRUE(e->cache->Reserve(ta, 10).ok() && e->cache->Reserve(tb, 6).ok());
+    const SequenceInput prefill[] = {{.tokens = a, .kv = &ta, .all_logits = true},
+                                     {.tokens = b, .kv = &tb}};
+    std::vector<float>& logits = e == &*host ? host_logits : own_logits;
+    ASSERT_TRUE(e->transformer->Prefill(prefill, logits).ok());
+    std::vector<float> decoded;
+    const TokenId next[] = {7};
+    const SequenceInput decode[] = {{.tokens = next, .kv = &ta}};
+    ASSERT_TRUE(e->transformer->Decode(decode, decoded).ok());
+    logits.insert(logits.end(), decoded.begin(), decoded.end());
+  }
+  ASSERT_EQ(host_logits.size(), static_cast<size_t>((9 + 1 + 1) * n_vocab));
+  EXPECT_TRUE(std::memcmp(host_logits.data(), own_logits.data(),
+                          host_logits.size() * sizeof(float)) == 0);
+  const auto& backend = static_cast<const test_support::OwnMemoryBackend&>(*own->backend);
+  EXPECT_EQ(backend.bytes_to_host(), host_logits.size() * sizeof(float));
+}
+
 TEST(TransformerWeightTypesTest, EveryWeightTypeAgreesWithTheReference) {
   for (kernels::DType dtype :
        {kernels::DType::kF16, kernels::DType::kBF16, kernels::DType::kQ8_0, kernels::DType::kQ4_0,

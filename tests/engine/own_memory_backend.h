@@ -1,0 +1,89 @@
+// A CPU backend that declares its memory not the host's (host_memory() false), so that the code
+// written for a device backend runs on a machine without one: the caller must move bytes through
+// CopyToDevice / CopyToHost, which this backend counts. Every operation is the wrapped backend's.
+// Test-only, header-only.
+#ifndef BATON_TESTS_ENGINE_OWN_MEMORY_BACKEND_H_
+#define BATON_TESTS_ENGINE_OWN_MEMORY_BACKEND_H_
+
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+
+#include "kernels/backend.h"
+
+namespace baton::test_support {
+
+class OwnMemoryBackend final : public kernels::Backend {
+ public:
+  explicit OwnMemoryBackend(std::unique_ptr<kernels::Backend> inner) : inner_(std::move(inner)) {}
+
+  size_t bytes_to_host() const { return bytes_to_host_; }
+
+  std::string name() const override { return inner_->name() + "-own-memory"; }
+  bool host_memory() const override { return false; }
+  absl::StatusOr<void*> Allocate(size_t bytes) override { return inner_->Allocate(bytes); }
+  void Free(void* pointer) override { inner_->Free(pointer); }
+  void CopyToDevice(void* dst, const void* src, size_t bytes) override {
+    inner_->CopyToDevice(dst, src, bytes);
+  }
+  void CopyToHost(void* dst, const void* src, size_t bytes) override {
+    bytes_to_host_ += bytes;
+    inner_->CopyToHost(dst, src, bytes);
+  }
+  void Add(float* x, const float* y, int64_t n) override { inner_->Add(x, y, n); }
+  void AddRowBias(float* x, const float* bias, int64_t n_rows, int64_t dim) override {
+    inner_->AddRowBias(x, bias, n_rows, dim);
+  }
+  void RoundToF16(float* x, int64_t n) override { inner_->RoundToF16(x, n); }
+  void GatherRows(const float* x, const int64_t* rows, int64_t n, int64_t dim,
+                  float* out) override {
+    inner_->GatherRows(x, rows, n, dim, out);
+  }
+  void MatMul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y) override {
+    inner_->MatMul(w, x, n, y);
+  }
+  void MatMulMany(std::span<const kernels::WeightMatrix* const> ws, const float* x, int64_t n,
+                  std::span<float* const> ys) override {
+    inner_->MatMulMany(ws, x, n, ys);
+  }
+  bool RegisterWeights(const kernels::WeightMatrix& w) override {
+    return inner_->RegisterWeights(w);
+  }
+  void ReleaseWeights(const kernels::WeightMatrix& w) override { inner_->ReleaseWeights(w); }
+  void GetRows(const kernels::WeightMatrix& w, const int32_t* ids, int64_t n,
+               float* out) override {
+    inner_->GetRows(w, ids, n, out);
+  }
+  void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps,
+               float* y) override {
+    inner_->RmsNorm(x, weight, n, dim, eps, y);
+  }
+  void Rope(float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* positions,
+            const kernels::RopeParams& params) override {
+    inner_->Rope(x, n, n_heads, head_dim, positions, params);
+  }
+  void SiluMul(const float* gate, const float* up, int64_t count, float* y) override {
+    inner_->SiluMul(gate, up, count, y);
+  }
+  void WriteKv(const kernels::KvLayerView& kv, const int32_t* positions, int64_t n,
+               const float* k, const float* v) override {
+    inner_->WriteKv(kv, positions, n, k, v);
+  }
+  void Attention(const float* q, const int32_t* q_positions, int64_t n_q, int32_t n_head,
+                 const kernels::KvLayerView& kv, float scale, float* out) override {
+    inner_->Attention(q, q_positions, n_q, n_head, kv, scale, out);
+  }
+  void AttentionMany(std::span<const kernels::AttentionQueries> seqs, int32_t n_head,
+                     float scale) override {
+    inner_->AttentionMany(seqs, n_head, scale);
+  }
+
+ private:
+  std::unique_ptr<kernels::Backend> inner_;
+  size_t bytes_to_host_ = 0;
+};
+
+}  // namespace baton::test_support
+
+#endif  // BATON_TESTS_ENGINE_OWN_MEMORY_BACKEND_H_
