@@ -308,10 +308,7 @@ absl::Status ReservationTable::WriteBlocks(const std::string& reservation_id, in
   const int32_t prompt_blocks = PromptBlocks(r);
   return CopyOutsideLock(
       reservation_id,
-      [&] {
-        kvtransfer::ConvertPiecesToBlocks(data, from, blocks, kCacheDtype,
-                                          cache_.layer_block_elements());
-      },
+      [&] { WriteIntoBlocks(data, from, blocks); },
       [&](Reservation& written) {
         for (int32_t i = 0; i < n_blocks; ++i) {
           written.received[static_cast<size_t>(layer) * prompt_blocks + first_block + i] = 1;
@@ -320,6 +317,26 @@ absl::Status ReservationTable::WriteBlocks(const std::string& reservation_id, in
         Metrics().blocks_received.Increment(n_blocks);
         Metrics().bytes_received.Increment(static_cast<double>(data_bytes));
       });
+}
+
+void ReservationTable::WriteIntoBlocks(const kvtransfer::KvBytePieces& data,
+                                       kvtransfer::KvDtype from,
+                                       const std::vector<uint8_t*>& blocks) {
+  const int64_t elements = cache_.layer_block_elements();
+  kernels::Backend& backend = cache_.backend();
+  if (backend.host_memory()) {
+    kvtransfer::ConvertPiecesToBlocks(data, from, blocks, kCacheDtype, elements);
+    return;
+  }
+  // Blocks in a device's memory: convert on the host, then one copy per block.
+  const size_t block_bytes = static_cast<size_t>(elements) * sizeof(uint16_t);
+  std::vector<uint8_t> staged(blocks.size() * block_bytes);
+  std::vector<uint8_t*> staged_blocks(blocks.size());
+  for (size_t i = 0; i < blocks.size(); ++i) staged_blocks[i] = staged.data() + i * block_bytes;
+  kvtransfer::ConvertPiecesToBlocks(data, from, staged_blocks, kCacheDtype, elements);
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    backend.CopyToDevice(blocks[i], staged_blocks[i], block_bytes);
+  }
 }
 
 absl::Status ReservationTable::CopyOutsideLock(const std::string& reservation_id,

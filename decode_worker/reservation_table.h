@@ -154,6 +154,10 @@ class ReservationTable : public kvtransfer::KvReceiver {
   absl::Status CheckWriteLocked(const Reservation& r, const std::string& reservation_id,
                                 int32_t layer, int32_t first_block, int32_t n_blocks,
                                 int64_t data_bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A chunk's data (in dtype `from`) into `blocks` (this cache's, in its dtype): straight in when
+  // the backend's memory is the host's, through a host buffer and CopyToDevice otherwise.
+  void WriteIntoBlocks(const kvtransfer::KvBytePieces& data, kvtransfer::KvDtype from,
+                       const std::vector<uint8_t*>& blocks);
   // Runs `copy` (into the reservation's blocks) with mu_ released, then, unless the reservation
   // was freed meanwhile (ABORTED), records the write with `written`.
   absl::Status CopyOutsideLock(const std::string& reservation_id,

@@ -8,7 +8,8 @@
 
 namespace baton::engine {
 
-KvCache::KvCache(const ModelConfig& config, const KvCacheOptions& options)
+KvCache::KvCache(const ModelConfig& config, const KvCacheOptions& options,
+                 kernels::Backend& backend)
     : n_layer_(config.n_layer),
       n_kv_head_(config.n_head_kv),
       head_dim_(config.head_dim),
@@ -16,7 +17,8 @@ KvCache::KvCache(const ModelConfig& config, const KvCacheOptions& options)
       block_size_(options.block_size),
       n_blocks_(options.n_blocks),
       block_elements_(int64_t{options.block_size} * config.kv_dim()),
-      pool_(options.n_blocks) {}
+      pool_(options.n_blocks),
+      backend_(backend) {}
 
 absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const ModelConfig& config,
                                                          const KvCacheOptions& options,
@@ -26,7 +28,7 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const ModelConfig& conf
                                                    ") and n_blocks (", options.n_blocks,
                                                    ") must be positive"));
   }
-  std::unique_ptr<KvCache> cache(new KvCache(config, options));
+  std::unique_ptr<KvCache> cache(new KvCache(config, options, backend));
   const int64_t elements = int64_t{config.n_layer} * options.n_blocks * 2 * cache->block_elements_;
   absl::StatusOr<kernels::BackendBuffer> memory = kernels::BackendBuffer::Allocate(
       backend, static_cast<size_t>(elements) * sizeof(uint16_t));

@@ -47,6 +47,8 @@ class KvCache {
   // Blocks that fit in `bytes` of memory for this model (>= 0).
   static int32_t BlocksForBytes(const ModelConfig& config, int32_t block_size, int64_t bytes);
 
+  // The backend whose memory holds the blocks.
+  kernels::Backend& backend() const { return backend_; }
   BlockPool& pool() { return pool_; }
   const BlockPool& pool() const { return pool_; }
   int32_t block_size() const { return block_size_; }
@@ -74,7 +76,7 @@ class KvCache {
   kernels::KvLayerView LayerView(int32_t layer, const BlockTable& table, int32_t n_tokens) const;
 
  private:
-  KvCache(const ModelConfig& config, const KvCacheOptions& options);
+  KvCache(const ModelConfig& config, const KvCacheOptions& options, kernels::Backend& backend);
 
   const int32_t n_layer_;
   const int32_t n_kv_head_;
@@ -84,6 +86,7 @@ class KvCache {
   const int32_t n_blocks_;
   const int64_t block_elements_;  // block_size * kv_dim: one of K or V
   BlockPool pool_;
+  kernels::Backend& backend_;
   kernels::BackendBuffer memory_;  // f16 [n_layer, n_blocks, 2, block_size, kv_dim]
 };
 

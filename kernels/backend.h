@@ -11,8 +11,9 @@
 // Every operation is batch-invariant: the result for one row of x is bitwise the same whatever the
 // other rows are and however many there are (same reduction order per row).
 //
-// Thread-safety: a Backend is used by one thread at a time (it owns a thread pool that it uses
-// internally); create one per worker loop.
+// Thread-safety: a Backend's operations are used by one thread at a time (it owns a thread pool
+// that it uses internally); create one per worker loop. Its memory calls (Allocate, Free,
+// CopyToDevice, CopyToHost) may come from any thread, as the KV hand-off's do.
 #ifndef BATON_KERNELS_BACKEND_H_
 #define BATON_KERNELS_BACKEND_H_
 

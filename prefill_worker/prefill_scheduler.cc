@@ -220,7 +220,18 @@ absl::Status PrefillScheduler::SendLayerUpTo(Work& work, int32_t layer, int32_t 
     blocks.push_back(
         reinterpret_cast<const uint8_t*>(cache_.LayerBlock(layer, work.table.blocks[b])));
   }
+  if (!cache_.backend().host_memory()) StageOnHost(work, blocks);
   return work.push->SendLayer(layer, blocks);
+}
+
+void PrefillScheduler::StageOnHost(Work& work, std::vector<const uint8_t*>& blocks) {
+  const size_t block_bytes =
+      static_cast<size_t>(cache_.layer_block_elements()) * sizeof(uint16_t);
+  std::vector<uint8_t>& staged = work.staged.emplace_back(blocks.size() * block_bytes);
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    cache_.backend().CopyToHost(staged.data() + i * block_bytes, blocks[i], block_bytes);
+    blocks[i] = staged.data() + i * block_bytes;
+  }
 }
 
 bool PrefillScheduler::Step() {

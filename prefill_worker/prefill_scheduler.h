@@ -86,6 +86,9 @@ class PrefillScheduler {
   struct Work {
     std::shared_ptr<PrefillJob> job;
     engine::BlockTable table;   // this worker's scratch KV for the whole prompt
+    // Host copies of the blocks sent so far, when the KV is in a device's memory (the transport
+    // may read them until the push's Finish or Cancel; they go with the work).
+    std::vector<std::vector<uint8_t>> staged;
     std::unique_ptr<kvtransfer::KvPush> push;  // set (with table) once its first chunk starts
     kvtransfer::KvPushSpec push_spec;            // set with push
     bool matched = false;       // the prefix cache was looked up (table holds the hit)
@@ -110,6 +113,9 @@ class PrefillScheduler {
   // Sends layer `layer` of the blocks not sent yet up to `end_block` (one range of the push);
   // nothing when the receiver has them all.
   absl::Status SendLayerUpTo(Work& work, int32_t layer, int32_t end_block);
+  // Copies `blocks` (in a device's memory) into a new host buffer of `work` and points `blocks`
+  // at the copies.
+  void StageOnHost(Work& work, std::vector<const uint8_t*>& blocks);
   std::vector<Work> TakeBatch();
   // Reserves the scratch KV and opens the push; false (the job failed) when either fails.
   bool Start(Work& work);

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
 #include "kernels/half.h"
+#include "tests/support/own_memory_backend.h"
 #include "kvtransfer/kv_transfer_service.h"
 #include "kvtransfer/kv_transport.h"
 #include "rpc/server_options.h"
@@ -32,9 +33,20 @@ engine::ModelConfig Config() {
   return c;
 }
 
-class GrpcPushIntoReservationsTest : public testing::TestWithParam<KvDtype> {
+// The dtype the push sends, and whether the receiver's cache is in a memory of its own (a
+// device's: the blocks must arrive through CopyToDevice).
+struct PushCase {
+  KvDtype dtype;
+  bool own_memory;
+};
+
+class GrpcPushIntoReservationsTest : public testing::TestWithParam<PushCase> {
  protected:
   void SetUp() override {
+    backend_ = kernels::CreateCpuBackend({.reference = true});
+    if (GetParam().own_memory) {
+      backend_ = std::make_unique<test_support::OwnMemoryBackend>(std::move(backend_));
+    }
     absl::StatusOr<std::unique_ptr<engine::KvCache>> cache =
         engine::KvCache::Create(Config(), {.block_size = 16, .n_blocks = 32}, *backend_);
     ASSERT_TRUE(cache.ok()) << cache.status();
@@ -58,7 +70,7 @@ class GrpcPushIntoReservationsTest : public testing::TestWithParam<KvDtype> {
 
   std::string address() const { return absl::StrCat("127.0.0.1:", server_.port); }
 
-  std::unique_ptr<kernels::Backend> backend_ = kernels::CreateCpuBackend({.reference = true});
+  std::unique_ptr<kernels::Backend> backend_;
   std::unique_ptr<engine::KvCache> cache_;
   std::unique_ptr<ReservationTable> table_;
   std::unique_ptr<grpc::Service> service_;
@@ -67,7 +79,7 @@ class GrpcPushIntoReservationsTest : public testing::TestWithParam<KvDtype> {
 };
 
 TEST_P(GrpcPushIntoReservationsTest, BlocksLandAsTheF16OfTheValuesSent) {
-  const KvDtype dtype = GetParam();
+  const KvDtype dtype = GetParam().dtype;
   const int32_t n_tokens = 100;  // 7 blocks
   auto reserved = table_->Reserve("req", "fp", n_tokens, 1, std::chrono::seconds(30));
   ASSERT_TRUE(reserved.ok()) << reserved.status();
@@ -114,13 +126,18 @@ TEST_P(GrpcPushIntoReservationsTest, BlocksLandAsTheF16OfTheValuesSent) {
 
   absl::StatusOr<ClaimedSequence> claimed = table_->Claim(reserved->reservation_id, n_tokens);
   ASSERT_TRUE(claimed.ok()) << claimed.status();
+  std::vector<uint16_t> block(elements);
   for (int32_t layer = 0; layer < 3; ++layer) {
     for (int32_t b = 0; b < n_blocks; ++b) {
-      const uint16_t* block = cache_->LayerBlock(layer, claimed->table.blocks[b]);
-      const std::vector<uint16_t>& want = expected[layer * n_blocks + b];
-      ASSERT_TRUE(std::equal(want.begin(), want.end(), block))
+      backend_->CopyToHost(block.data(), cache_->LayerBlock(layer, claimed->table.blocks[b]),
+                           elements * sizeof(uint16_t));
+      ASSERT_TRUE(block == expected[layer * n_blocks + b])
           << "layer " << layer << " block " << b << " (" << kvtransfer::KvDtypeName(dtype) << ")";
     }
+  }
+  if (GetParam().own_memory) {
+    EXPECT_EQ(static_cast<const test_support::OwnMemoryBackend&>(*backend_).bytes_to_device(),
+              3 * n_blocks * elements * sizeof(uint16_t));
   }
   cache_->Free(claimed->table);
   EXPECT_EQ(cache_->pool().n_free(), cache_->pool().n_blocks());
@@ -138,7 +155,7 @@ TEST_P(GrpcPushIntoReservationsTest, AnAbandonedPushFreesEveryBlock) {
                                     .kv_dim = 32,
                                     .block_size = 16,
                                     .n_tokens = 100,
-                                    .dtype = GetParam()};
+                                    .dtype = GetParam().dtype};
   std::vector<std::vector<uint8_t>> sender(spec.n_blocks(),
                                            std::vector<uint8_t>(spec.layer_block_bytes(), 1));
   std::vector<const uint8_t*> blocks;
@@ -159,11 +176,15 @@ TEST_P(GrpcPushIntoReservationsTest, AnAbandonedPushFreesEveryBlock) {
   EXPECT_EQ(cache_->pool().n_free(), cache_->pool().n_blocks());
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryDtype, GrpcPushIntoReservationsTest,
-                         testing::Values(KvDtype::kF16, KvDtype::kBF16, KvDtype::kF32),
-                         [](const testing::TestParamInfo<KvDtype>& info) {
-                           return std::string(kvtransfer::KvDtypeName(info.param));
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    EveryDtype, GrpcPushIntoReservationsTest,
+    testing::Values(PushCase{KvDtype::kF16, false}, PushCase{KvDtype::kBF16, false},
+                    PushCase{KvDtype::kF32, false}, PushCase{KvDtype::kF16, true},
+                    PushCase{KvDtype::kBF16, true}),
+    [](const testing::TestParamInfo<PushCase>& info) {
+      return std::string(kvtransfer::KvDtypeName(info.param.dtype)) +
+             (info.param.own_memory ? "_IntoMemoryOfItsOwn" : "");
+    });
 
 }  // namespace
 }  // namespace baton::decode_worker

@@ -12,7 +12,7 @@
 #include "engine/model.h"
 #include "engine/synthetic_model.h"
 #include "gtest/gtest.h"
-#include "tests/engine/own_memory_backend.h"
+#include "tests/support/own_memory_backend.h"
 #include "tests/support/temp_path.h"
 
 namespace baton::engine {

@@ -21,6 +21,7 @@
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
 #include "rpc/prefill_stage.h"
+#include "tests/support/own_memory_backend.h"
 #include "tests/support/temp_path.h"
 
 namespace baton::prefill_worker {
@@ -80,20 +81,30 @@ class PrefillSchedulerTest : public testing::Test {
   }
 
   // A prefill worker with a token budget of `max_batch_tokens`, with prefix caching when
-  // `prefix_caching`. Callers wrap it in ASSERT_NO_FATAL_FAILURE: it fails, leaving no worker,
-  // when the cache cannot be made.
-  void StartWorker(int32_t max_batch_tokens, bool prefix_caching = false, int32_t n_blocks = 64) {
+  // `prefix_caching`, computing on a backend whose memory is not the host's when `own_memory`
+  // (its KV must be staged on the host for the push). Callers wrap it in
+  // ASSERT_NO_FATAL_FAILURE: it fails, leaving no worker, when the cache cannot be made.
+  void StartWorker(int32_t max_batch_tokens, bool prefix_caching = false, int32_t n_blocks = 64,
+                   bool own_memory = false) {
     scheduler_.reset();
     transformer_.reset();
+    prefill_prefix_.reset();
+    prefill_cache_.reset();
+    kernels::Backend* backend = backend_.get();
+    if (own_memory) {
+      prefill_backend_ = std::make_unique<test_support::OwnMemoryBackend>(
+          kernels::CreateCpuBackend({.n_threads = 1}));
+      backend = prefill_backend_.get();
+    }
     absl::StatusOr<std::unique_ptr<engine::KvCache>> prefill_cache =
         engine::KvCache::Create(model_->config(), {.block_size = kBlockSize, .n_blocks = n_blocks},
-                                *backend_);
+                                *backend);
     ASSERT_TRUE(prefill_cache.ok()) << prefill_cache.status();
     prefill_cache_ = *std::move(prefill_cache);
     prefill_prefix_ =
         std::make_unique<engine::PrefixCache>(prefill_cache_.get(), "fp", prefix_caching);
     transformer_ = std::make_unique<engine::Transformer>(&model_->config(), &model_->weights(),
-                                                         backend_.get(), prefill_cache_.get());
+                                                         backend, prefill_cache_.get());
     scheduler_ = std::make_unique<PrefillScheduler>(
         transformer_.get(), prefill_cache_.get(), transport_.get(),
         PrefillSchedulerOptions{.max_batch_tokens = max_batch_tokens,
@@ -178,6 +189,7 @@ class PrefillSchedulerTest : public testing::Test {
   std::unique_ptr<engine::PrefixCache> decode_prefix_;
   std::unique_ptr<decode_worker::ReservationTable> reservations_;
   std::unique_ptr<kvtransfer::KvTransport> transport_;
+  std::unique_ptr<test_support::OwnMemoryBackend> prefill_backend_;  // used when own_memory
   std::unique_ptr<engine::KvCache> prefill_cache_;
   std::unique_ptr<engine::PrefixCache> prefill_prefix_;
   std::unique_ptr<engine::Transformer> transformer_;
@@ -204,6 +216,33 @@ TEST_F(PrefillSchedulerTest, ChunkedPrefillGivesTheSameFirstTokenAndKvAsOneForwa
   EXPECT_EQ(chunked->first_token, whole->first_token);
   EXPECT_EQ(chunked->kv_bytes, whole->kv_bytes);
   EXPECT_TRUE(ReceivedKv(chunked_id, 50) == whole_kv) << "chunked KV differs";
+  EXPECT_EQ(prefill_cache_->pool().n_free(), prefill_cache_->pool().n_blocks());
+}
+
+// Prefill on a backend whose memory is not the host's (a GPU's): each layer's blocks are staged on
+// the host before the push reads them, and the decode side gets the same KV and first token.
+TEST_F(PrefillSchedulerTest, KvInMemoryOfItsOwnIsStagedAndArrivesTheSame) {
+  const std::vector<engine::TokenId> prompt = Prompt(50, 2);
+  ASSERT_NO_FATAL_FAILURE(StartWorker(2048));
+  const std::string host_id = Enqueue("host", prompt);
+  RunAll();
+  absl::StatusOr<PrefillResult> host = outcomes_.Await("host");
+  ASSERT_TRUE(host.ok()) << host.status();
+  const std::vector<uint16_t> host_kv = ReceivedKv(host_id, 50);
+
+  // Chunked too (chunks of 16 tokens), so that the push is several ranges.
+  ASSERT_NO_FATAL_FAILURE(StartWorker(18, false, 64, /*own_memory=*/true));
+  const std::string own_id = Enqueue("own", prompt);
+  RunAll();
+  absl::StatusOr<PrefillResult> own = outcomes_.Await("own");
+  ASSERT_TRUE(own.ok()) << own.status();
+  EXPECT_EQ(own->first_token, host->first_token);
+  EXPECT_EQ(own->kv_bytes, host->kv_bytes);
+  EXPECT_TRUE(ReceivedKv(own_id, 50) == host_kv) << "the staged KV differs";
+  // Every block sent went through the host once; the logits of each chunk's last token too.
+  const size_t logits_bytes = model_->config().n_vocab * sizeof(float);
+  EXPECT_EQ(prefill_backend_->bytes_to_host(),
+            static_cast<size_t>(own->kv_bytes) + 4 * logits_bytes);
   EXPECT_EQ(prefill_cache_->pool().n_free(), prefill_cache_->pool().n_blocks());
 }
 

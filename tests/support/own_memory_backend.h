@@ -2,9 +2,10 @@
 // written for a device backend runs on a machine without one: the caller must move bytes through
 // CopyToDevice / CopyToHost, which this backend counts. Every operation is the wrapped backend's.
 // Test-only, header-only.
-#ifndef BATON_TESTS_ENGINE_OWN_MEMORY_BACKEND_H_
-#define BATON_TESTS_ENGINE_OWN_MEMORY_BACKEND_H_
+#ifndef BATON_TESTS_SUPPORT_OWN_MEMORY_BACKEND_H_
+#define BATON_TESTS_SUPPORT_OWN_MEMORY_BACKEND_H_
 
+#include <atomic>
 #include <memory>
 #include <span>
 #include <string>
@@ -18,13 +19,16 @@ class OwnMemoryBackend final : public kernels::Backend {
  public:
   explicit OwnMemoryBackend(std::unique_ptr<kernels::Backend> inner) : inner_(std::move(inner)) {}
 
+  // Bytes moved by CopyToHost and CopyToDevice so far (any thread).
   size_t bytes_to_host() const { return bytes_to_host_; }
+  size_t bytes_to_device() const { return bytes_to_device_; }
 
   std::string name() const override { return inner_->name() + "-own-memory"; }
   bool host_memory() const override { return false; }
   absl::StatusOr<void*> Allocate(size_t bytes) override { return inner_->Allocate(bytes); }
   void Free(void* pointer) override { inner_->Free(pointer); }
   void CopyToDevice(void* dst, const void* src, size_t bytes) override {
+    bytes_to_device_ += bytes;
     inner_->CopyToDevice(dst, src, bytes);
   }
   void CopyToHost(void* dst, const void* src, size_t bytes) override {
@@ -81,9 +85,10 @@ class OwnMemoryBackend final : public kernels::Backend {
 
  private:
   std::unique_ptr<kernels::Backend> inner_;
-  size_t bytes_to_host_ = 0;
+  std::atomic<size_t> bytes_to_host_ = 0;
+  std::atomic<size_t> bytes_to_device_ = 0;
 };
 
 }  // namespace baton::test_support
 
-#endif  // BATON_TESTS_ENGINE_OWN_MEMORY_BACKEND_H_
+#endif  // BATON_TESTS_SUPPORT_OWN_MEMORY_BACKEND_H_
