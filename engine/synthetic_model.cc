@@ -1,9 +1,12 @@
 #include "engine/synthetic_model.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -110,6 +113,35 @@ DType SyntheticTensorType(const SyntheticModelOptions& options, std::string_view
   return n_cols % kernels::Traits(dtype).block_size == 0 ? dtype : KQuantFallback(dtype);
 }
 
+// Matrices this large (a real model's, for benchmarks) are drawn on every core: rows in fixed
+// chunks, each chunk from its own generator seeded by `seed` and its index, so the bytes do not
+// depend on the number of cores. Smaller ones (the tests') come from the model's one generator.
+constexpr int64_t kParallelElements = int64_t{1} << 24;
+
+void EncodeRandomRowsInParallel(DType dtype, int64_t rows, int64_t cols, float scale,
+                                uint64_t seed, uint8_t* out) {
+  constexpr int64_t kChunkRows = 256;
+  const int64_t row_bytes = kernels::RowBytes(dtype, cols);
+  const int64_t n_chunks = (rows + kChunkRows - 1) / kChunkRows;
+  std::atomic<int64_t> next_chunk{0};
+  auto work = [&] {
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t c = next_chunk++; c < n_chunks; c = next_chunk++) {
+      std::mt19937_64 chunk_rng(seed ^ (0x9e3779b97f4a7c15ull * static_cast<uint64_t>(c + 1)));
+      std::normal_distribution<float> normal(0.0f, 1.0f);
+      for (int64_t r = c * kChunkRows; r < std::min(rows, (c + 1) * kChunkRows); ++r) {
+        for (float& x : row) x = normal(chunk_rng) * scale;
+        kernels::QuantizeRow(dtype, row.data(), cols, out + r * row_bytes);
+      }
+    }
+  };
+  const int n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> threads;
+  for (int t = 1; t < n_threads; ++t) threads.emplace_back(work);
+  work();
+  for (std::thread& t : threads) t.join();
+}
+
 absl::Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions& o) {
   if (absl::Status valid = Validate(o); !valid.ok()) return valid;
   std::mt19937_64 rng(o.seed);
@@ -164,10 +196,14 @@ absl::Status WriteSyntheticModel(const std::string& path, const SyntheticModelOp
     const int64_t row_bytes = kernels::RowBytes(dtype, cols);
     std::string data(static_cast<size_t>(rows * row_bytes), '\0');
     const float scale = 1.0f / std::sqrt(static_cast<float>(cols));
-    for (int64_t r = 0; r < rows; ++r) {
-      const std::vector<float> row = random(static_cast<size_t>(cols), scale);
-      kernels::QuantizeRow(dtype, row.data(), cols,
-                           reinterpret_cast<uint8_t*>(data.data()) + r * row_bytes);
+    auto* out = reinterpret_cast<uint8_t*>(data.data());
+    if (rows * cols >= kParallelElements) {
+      EncodeRandomRowsInParallel(dtype, rows, cols, scale, rng(), out);
+    } else {
+      for (int64_t r = 0; r < rows; ++r) {
+        const std::vector<float> row = random(static_cast<size_t>(cols), scale);
+        kernels::QuantizeRow(dtype, row.data(), cols, out + r * row_bytes);
+      }
     }
     return w.AddTensor(name, dtype, {cols, rows}, data);
   };
