@@ -1,0 +1,35 @@
+// The CUDA implementation of the kernel interface (kernels/backend.h) on one GPU. Plain C++:
+// callers need no CUDA headers.
+//
+// Memory: Allocate hands out device memory (host_memory() is false); the KV cache, the
+// activations and the model's vectors live there. RegisterWeights uploads a weight matrix as it
+// is stored (quantized blocks included) once; MatMul reads that copy (see device_matmul.cuh for
+// how). GetRows dequantizes the embedding rows it needs on the host and uploads them.
+// Operations are queued on the backend's stream in order; CopyToHost waits for everything queued
+// before it, so results read back are complete.
+//
+// Numerics: within rounding of the CPU backend (f16 GEMM operands for n > 8 rows, f32
+// accumulation everywhere); not batch-invariant, unlike the CPU backend.
+//
+// Thread-safety: as kernels/backend.h says (operations from one thread at a time; memory calls
+// from any thread).
+#ifndef BATON_KERNELS_CUDA_CUDA_BACKEND_H_
+#define BATON_KERNELS_CUDA_CUDA_BACKEND_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "kernels/backend.h"
+
+namespace baton::kernels::cuda {
+
+struct CudaBackendOptions {
+  int device = 0;  // index among the visible CUDA devices
+};
+
+// UNAVAILABLE when there is no usable CUDA device; INVALID_ARGUMENT for an index out of range.
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const CudaBackendOptions& options);
+
+}  // namespace baton::kernels::cuda
+
+#endif  // BATON_KERNELS_CUDA_CUDA_BACKEND_H_

@@ -1,0 +1,44 @@
+// Host index arrays (token ids, positions, block tables, batch descriptors) copied to device
+// memory for the kernels that read them. Each upload is staged in pinned host memory and copied
+// asynchronously on the backend's stream, so it neither blocks the host nor waits for the GPU.
+// The staging ring is reused from its start only after the stream has caught up (a wrap waits),
+// so no slice is overwritten while a copy or kernel may still read it.
+//
+// Thread-safety: one thread at a time (the backend's operations' thread).
+#ifndef BATON_KERNELS_CUDA_INDEX_UPLOADER_CUH_
+#define BATON_KERNELS_CUDA_INDEX_UPLOADER_CUH_
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace baton::kernels::cuda {
+
+class IndexUploader {
+ public:
+  explicit IndexUploader(cudaStream_t stream);
+  IndexUploader(const IndexUploader&) = delete;
+  IndexUploader& operator=(const IndexUploader&) = delete;
+  ~IndexUploader();
+
+  // A device copy of host[0, count), valid for the work enqueued on the stream after it.
+  template <typename T>
+  const T* Upload(const T* host, size_t count) {
+    return static_cast<const T*>(UploadBytes(host, count * sizeof(T)));
+  }
+
+ private:
+  const void* UploadBytes(const void* host, size_t bytes);
+  void Grow(size_t bytes);
+
+  cudaStream_t stream_;
+  uint8_t* pinned_ = nullptr;  // host, capacity_ bytes
+  uint8_t* device_ = nullptr;  // device, capacity_ bytes
+  size_t capacity_ = 0;
+  size_t used_ = 0;
+};
+
+}  // namespace baton::kernels::cuda
+
+#endif  // BATON_KERNELS_CUDA_INDEX_UPLOADER_CUH_

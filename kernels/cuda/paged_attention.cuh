@@ -1,0 +1,56 @@
+// The CUDA backend's paged KV cache operations: storing K/V rows into their blocks, and causal
+// attention of a batch of sequences' queries over their own blocks (kernels/backend.h's
+// KvLayerView layout: block b's K at k_base + b * block_stride, f16 [block_size, n_kv_head,
+// head_dim]). Every pointer is device memory.
+//
+// Attention: one thread block per (query, head), four warps taking every fourth key with an
+// online softmax each, merged at the end; lane l holds dims l, l + 32, ... (head_dim <= 256).
+// Thread-safety: launches only; the stream orders them.
+#ifndef BATON_KERNELS_CUDA_PAGED_ATTENTION_CUH_
+#define BATON_KERNELS_CUDA_PAGED_ATTENTION_CUH_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace baton::kernels::cuda {
+
+constexpr int32_t kMaxAttentionHeadDim = 256;
+
+struct KvLayout {
+  int64_t block_stride;  // elements
+  int32_t block_size;
+  int32_t n_kv_head;
+  int32_t head_dim;
+};
+
+// K and V rows [n, n_kv_head * head_dim] f32 stored as f16 at positions [n] of the sequence
+// whose block table is `table`.
+void LaunchWriteKv(uint16_t* k_base, uint16_t* v_base, const KvLayout& layout,
+                   const int32_t* table, const int32_t* positions, int64_t n, const float* k,
+                   const float* v, cudaStream_t stream);
+
+// One sequence of a batch: its queries q [n_q, n_head, head_dim] and outputs, and its cache.
+struct AttentionSeq {
+  const float* q;
+  float* out;
+  const uint16_t* k_base;
+  const uint16_t* v_base;
+  int32_t table_begin;  // its block table's first entry in `tables`
+};
+
+// One query row: which sequence, which of its rows, and the position it attends up to.
+struct AttentionQuery {
+  int32_t seq;
+  int32_t row;
+  int32_t position;
+};
+
+// All cache layouts of a batch are the same but for their block tables.
+void LaunchAttention(const AttentionSeq* seqs, const AttentionQuery* queries, int64_t n_queries,
+                     const int32_t* tables, int32_t n_head, const KvLayout& layout, float scale,
+                     cudaStream_t stream);
+
+}  // namespace baton::kernels::cuda
+
+#endif  // BATON_KERNELS_CUDA_PAGED_ATTENTION_CUH_

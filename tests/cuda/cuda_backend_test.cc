@@ -1,0 +1,397 @@
+// Every operation of the CUDA backend against the CPU backend's scalar reference: per weight type
+// and shape (odd row counts, rows ending in a partial chunk, 1..256 activation rows), with
+// per-path tolerances, NaN/Inf checks and canary values around every output. Skips, saying why,
+// where no CUDA GPU is usable.
+#include "kernels/cuda/cuda_backend.h"
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gtest/gtest.h"
+#include "kernels/backend.h"
+#include "kernels/backend_buffer.h"
+#include "kernels/half.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace baton::kernels::cuda {
+namespace {
+
+using testing::GuardedBuffer;
+using testing::MakeWeights;
+using testing::MaxErrorOverRms;
+using testing::RandomFloats;
+using testing::TestWeights;
+
+// The CUDA backend on device 0, or why there is none.
+absl::StatusOr<std::unique_ptr<Backend>> Gpu() { return CreateCudaBackend({.device = 0}); }
+
+class CudaBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::StatusOr<std::unique_ptr<Backend>> gpu = Gpu();
+    if (!gpu.ok()) GTEST_SKIP() << "needs a CUDA GPU: " << gpu.status().message();
+    gpu_ = *std::move(gpu);
+    cpu_ = CreateCpuBackend({.reference = true});
+  }
+
+  // A device copy of `values` with GuardedBuffer's canaries around it; data() is the usable part.
+  struct Guarded {
+    BackendBuffer buffer;
+    int64_t size = 0;
+    float* data() { return buffer.as<float>() + GuardedBuffer::kGuard; }
+  };
+
+  Guarded UploadGuarded(const std::vector<float>& values) {
+    GuardedBuffer host(static_cast<int64_t>(values.size()));
+    std::copy(values.begin(), values.end(), host.data());
+    const size_t bytes = (values.size() + 2 * GuardedBuffer::kGuard) * sizeof(float);
+    Guarded g{.buffer = *BackendBuffer::Allocate(*gpu_, bytes),
+              .size = static_cast<int64_t>(values.size())};
+    gpu_->CopyToDevice(g.buffer.as<float>(), host.data() - GuardedBuffer::kGuard, bytes);
+    return g;
+  }
+
+  // The usable values; a failure when a canary changed or a value is not finite.
+  std::vector<float> DownloadChecked(Guarded& g) {
+    GuardedBuffer host(g.size);
+    gpu_->CopyToHost(host.data() - GuardedBuffer::kGuard, g.buffer.as<float>(),
+                     (g.size + 2 * GuardedBuffer::kGuard) * sizeof(float));
+    EXPECT_TRUE(host.CanariesIntact()) << "an operation wrote outside its output";
+    EXPECT_TRUE(testing::AllFinite(host.data(), g.size)) << "NaN or Inf in the output";
+    return host.ToVector();
+  }
+
+  std::unique_ptr<Backend> gpu_;
+  std::unique_ptr<Backend> cpu_;
+};
+
+// ---- MatMul ----
+
+struct MatMulCase {
+  DType dtype;
+  int64_t n;
+};
+
+// Columns per type: K-quants two super-blocks, legacy quants three blocks, plain types a
+// partial chunk at the end of each row.
+int64_t ColsFor(DType dtype) {
+  const int32_t block = Traits(dtype).block_size;
+  if (block == 256) return 512;
+  if (block == 32) return 96;
+  return 100;
+}
+
+// Max |error| / rms(reference) allowed: the matrix-vector path computes in f32 from the exact
+// weights; the GEMM path rounds x and W to f16 (2^-11 each) before cuBLAS's f32 accumulation,
+// except for f32 weights.
+double ToleranceFor(DType dtype, int64_t n) {
+  if (n <= 8 || dtype == DType::kF32) return 2e-5;
+  return 6e-3;
+}
+
+class CudaMatMulTest : public CudaBackendTest,
+                       public ::testing::WithParamInterface<std::tuple<DType, int64_t>> {};
+
+TEST_P(CudaMatMulTest, MatchesTheReference) {
+  const auto [dtype, n] = GetParam();
+  const int64_t rows = 67, cols = ColsFor(dtype);
+  const TestWeights w = MakeWeights(dtype, rows, cols, 7);
+  const std::vector<float> x = RandomFloats(n * cols, 11);
+  std::vector<float> expected(static_cast<size_t>(n * rows));
+  cpu_->MatMul(w.matrix(), x.data(), n, expected.data());
+
+  ASSERT_TRUE(gpu_->RegisterWeights(w.matrix()));
+  Guarded dx = UploadGuarded(x);
+  Guarded dy = UploadGuarded(std::vector<float>(static_cast<size_t>(n * rows), 0.0f));
+  gpu_->MatMul(w.matrix(), dx.data(), n, dy.data());
+  const std::vector<float> got = DownloadChecked(dy);
+  gpu_->ReleaseWeights(w.matrix());
+  EXPECT_LT(MaxErrorOverRms(got.data(), expected.data(), n * rows), ToleranceFor(dtype, n));
+}
+
+std::vector<DType> DeviceTypes() {
+  return {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ4_0, DType::kQ4_1,
+          DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kQ2_K, DType::kQ3_K,
+          DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    TypesAndRows, CudaMatMulTest,
+    ::testing::Combine(::testing::ValuesIn(DeviceTypes()),
+                       ::testing::Values(int64_t{1}, int64_t{3}, int64_t{8}, int64_t{9},
+                                         int64_t{64}, int64_t{256})),
+    [](const auto& info) {
+      return std::string(DTypeName(std::get<0>(info.param))) + "_n" +
+             std::to_string(std::get<1>(info.param));
+    });
+
+// One-hot activation rows pick single columns: the matrix-vector path then returns the weights'
+// values themselves, which must be the host's dequantization exactly (bit for bit but for the
+// sign of zeros), for every position of a block and random bits in every field.
+class CudaDequantizeTest : public CudaBackendTest, public ::testing::WithParamInterface<DType> {};
+
+TEST_P(CudaDequantizeTest, EveryWeightIsTheHostsValueBitForBit) {
+  const DType dtype = GetParam();
+  const int64_t rows = 5, cols = std::max<int64_t>(256, ColsFor(dtype));
+  const TestWeights w = MakeWeights(dtype, rows, cols, 3, /*random_bits=*/true);
+  const std::vector<float> values = w.Dequantized();
+  const WeightMatrix m = w.matrix();
+  ASSERT_TRUE(gpu_->RegisterWeights(m));
+  constexpr int64_t kPicks = 8;
+  BackendBuffer dx = *BackendBuffer::Allocate(*gpu_, kPicks * cols * sizeof(float));
+  BackendBuffer dy = *BackendBuffer::Allocate(*gpu_, kPicks * rows * sizeof(float));
+  int64_t mismatches = 0;
+  for (int64_t first = 0; first < cols; first += kPicks) {
+    std::vector<float> x(static_cast<size_t>(kPicks * cols), 0.0f);
+    for (int64_t i = 0; i < kPicks; ++i) x[i * cols + std::min(first + i, cols - 1)] = 1.0f;
+    gpu_->CopyToDevice(dx.as<float>(), x.data(), x.size() * sizeof(float));
+    gpu_->MatMul(m, dx.as<float>(), kPicks, dy.as<float>());
+    std::vector<float> y(static_cast<size_t>(kPicks * rows));
+    gpu_->CopyToHost(y.data(), dy.as<float>(), y.size() * sizeof(float));
+    for (int64_t i = 0; i < kPicks; ++i) {
+      const int64_t col = std::min(first + i, cols - 1);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float want = values[r * cols + col];
+        const float got = y[i * rows + r];
+        // -0 reads as +0 here (the product's sum starts from +0).
+        if (want != got && !(std::isnan(want) && std::isnan(got))) {
+          if (++mismatches <= 5) {
+            ADD_FAILURE() << DTypeName(dtype) << " row " << r << " col " << col << ": " << got
+                          << " != " << want;
+          }
+        }
+      }
+    }
+  }
+  gpu_->ReleaseWeights(m);
+  EXPECT_EQ(mismatches, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, CudaDequantizeTest,
+                         ::testing::Values(DType::kF16, DType::kBF16, DType::kQ4_0, DType::kQ4_1,
+                                           DType::kQ5_0, DType::kQ5_1, DType::kQ8_0, DType::kQ2_K,
+                                           DType::kQ3_K, DType::kQ4_K, DType::kQ5_K,
+                                           DType::kQ6_K),
+                         [](const auto& info) { return std::string(DTypeName(info.param)); });
+
+TEST_F(CudaBackendTest, AnUnregisteredMatrixMultipliesTheSame) {
+  const TestWeights w = MakeWeights(DType::kQ4_K, 33, 256, 5);
+  const std::vector<float> x = RandomFloats(2 * 256, 6);
+  std::vector<float> expected(2 * 33);
+  cpu_->MatMul(w.matrix(), x.data(), 2, expected.data());
+  Guarded dx = UploadGuarded(x);
+  Guarded dy = UploadGuarded(std::vector<float>(2 * 33, 0.0f));
+  gpu_->MatMul(w.matrix(), dx.data(), 2, dy.data());
+  const std::vector<float> got = DownloadChecked(dy);
+  EXPECT_LT(MaxErrorOverRms(got.data(), expected.data(), 2 * 33), 2e-5);
+}
+
+TEST_F(CudaBackendTest, GetRowsDequantizesTheRowsAsked) {
+  const TestWeights w = MakeWeights(DType::kQ6_K, 40, 256, 9);
+  const std::vector<int32_t> ids = {39, 0, 7, 7};
+  std::vector<float> expected(4 * 256);
+  cpu_->GetRows(w.matrix(), ids.data(), 4, expected.data());
+  Guarded out = UploadGuarded(std::vector<float>(4 * 256, 0.0f));
+  gpu_->GetRows(w.matrix(), ids.data(), 4, out.data());
+  EXPECT_EQ(DownloadChecked(out), expected);
+}
+
+// ---- Element-wise and row-wise operations ----
+
+TEST_F(CudaBackendTest, AddAndAddRowBiasAreExact) {
+  const std::vector<float> x = RandomFloats(7 * 33, 1), y = RandomFloats(7 * 33, 2);
+  const std::vector<float> bias = RandomFloats(33, 3);
+  std::vector<float> expected = x;
+  cpu_->Add(expected.data(), y.data(), 7 * 33);
+  cpu_->AddRowBias(expected.data(), bias.data(), 7, 33);
+  Guarded dx = UploadGuarded(x), dy = UploadGuarded(y), db = UploadGuarded(bias);
+  gpu_->Add(dx.data(), dy.data(), 7 * 33);
+  gpu_->AddRowBias(dx.data(), db.data(), 7, 33);
+  EXPECT_EQ(DownloadChecked(dx), expected);
+}
+
+TEST_F(CudaBackendTest, RoundToF16MatchesTheCpuBitForBit) {
+  std::vector<float> x = RandomFloats(1000, 4, 3000.0f);
+  x.insert(x.end(), {0.0f, -0.0f, 1e-6f, -3e-8f, 65504.0f, 65519.0f, 1.0e6f, -3.0e7f, 6.1e-5f});
+  std::vector<float> expected = x;
+  cpu_->RoundToF16(expected.data(), static_cast<int64_t>(x.size()));
+  Guarded dx = UploadGuarded(x);
+  gpu_->RoundToF16(dx.data(), static_cast<int64_t>(x.size()));
+  const std::vector<float> got = DownloadChecked(dx);
+  for (size_t i = 0; i < x.size(); ++i) {
+    EXPECT_EQ(std::memcmp(&got[i], &expected[i], sizeof(float)), 0)
+        << x[i] << " -> " << got[i] << ", CPU " << expected[i];
+  }
+}
+
+TEST_F(CudaBackendTest, GatherRowsTakesTheRowsInTheirOrder) {
+  const std::vector<float> x = RandomFloats(6 * 20, 5);
+  const std::vector<int64_t> rows = {5, 0, 3, 3};
+  std::vector<float> expected(4 * 20);
+  cpu_->GatherRows(x.data(), rows.data(), 4, 20, expected.data());
+  Guarded dx = UploadGuarded(x), out = UploadGuarded(std::vector<float>(4 * 20, 0.0f));
+  gpu_->GatherRows(dx.data(), rows.data(), 4, 20, out.data());
+  EXPECT_EQ(DownloadChecked(out), expected);
+}
+
+TEST_F(CudaBackendTest, RmsNormSiluMulMatchTheReference) {
+  for (const int64_t dim : {1, 31, 576, 4096}) {
+    const std::vector<float> x = RandomFloats(3 * dim, 6, 4.0f);
+    const std::vector<float> weight = RandomFloats(dim, 7);
+    std::vector<float> expected(3 * dim);
+    cpu_->RmsNorm(x.data(), weight.data(), 3, dim, 1e-5f, expected.data());
+    cpu_->SiluMul(expected.data(), x.data(), 3 * dim, expected.data());
+    Guarded dx = UploadGuarded(x), dw = UploadGuarded(weight);
+    Guarded out = UploadGuarded(std::vector<float>(3 * dim, 0.0f));
+    gpu_->RmsNorm(dx.data(), dw.data(), 3, dim, 1e-5f, out.data());
+    gpu_->SiluMul(out.data(), dx.data(), 3 * dim, out.data());
+    const std::vector<float> got = DownloadChecked(out);
+    EXPECT_LT(MaxErrorOverRms(got.data(), expected.data(), 3 * dim), 1e-6) << "dim " << dim;
+  }
+}
+
+TEST_F(CudaBackendTest, RopeMatchesTheReferenceInBothStyles) {
+  const std::vector<float> factors = {1.0f, 1.5f, 2.0f, 4.0f, 8.0f, 8.0f, 16.0f, 32.0f};
+  for (const bool neox : {false, true}) {
+    for (const bool with_factors : {false, true}) {
+      const int64_t n = 5, heads = 3, head_dim = 24;
+      const std::vector<int32_t> positions = {0, 1, 77, 4095, 131071};
+      const std::vector<float> x = RandomFloats(n * heads * head_dim, 8);
+      Guarded df = UploadGuarded(factors);
+      RopeParams params{.n_dims = 16, .freq_base = 500000.0f, .freq_scale = 0.5f, .neox = neox};
+      std::vector<float> expected = x;
+      params.freq_factors = with_factors ? factors.data() : nullptr;
+      cpu_->Rope(expected.data(), n, heads, head_dim, positions.data(), params);
+      params.freq_factors = with_factors ? df.data() : nullptr;
+      Guarded dx = UploadGuarded(x);
+      gpu_->Rope(dx.data(), n, heads, head_dim, positions.data(), params);
+      const std::vector<float> got = DownloadChecked(dx);
+      EXPECT_LT(MaxErrorOverRms(got.data(), expected.data(), n * heads * head_dim), 2e-6)
+          << "neox " << neox << " factors " << with_factors;
+    }
+  }
+}
+
+// ---- The paged KV cache ----
+
+struct KvCase {
+  int32_t n_head;
+  int32_t n_kv_head;
+  int32_t head_dim;
+};
+
+class CudaKvTest : public CudaBackendTest, public ::testing::WithParamInterface<KvCase> {};
+
+// Two sequences over shuffled blocks of one pool: WriteKv stores the same f16 bits as the CPU
+// backend; AttentionMany (a decode query, a prefill of 37 queries) agrees with the reference.
+TEST_P(CudaKvTest, WriteKvAndAttentionMatchTheReference) {
+  const KvCase c = GetParam();
+  constexpr int32_t kBlockSize = 16, kBlocks = 12;
+  const int64_t kv_dim = int64_t{c.n_kv_head} * c.head_dim;
+  const int64_t stride = kBlockSize * kv_dim;  // elements per block, K and V in pools of their own
+  const size_t pool_bytes = kBlocks * stride * sizeof(uint16_t);
+  BackendBuffer cpu_k = *BackendBuffer::Allocate(*cpu_, pool_bytes);
+  BackendBuffer cpu_v = *BackendBuffer::Allocate(*cpu_, pool_bytes);
+  BackendBuffer gpu_k = *BackendBuffer::Allocate(*gpu_, pool_bytes);
+  BackendBuffer gpu_v = *BackendBuffer::Allocate(*gpu_, pool_bytes);
+  const std::vector<int32_t> tables[2] = {{7, 2, 9, 0, 11}, {4, 1}};
+  const int32_t lengths[2] = {70, 20};
+  std::vector<AttentionQueries> cpu_seqs, gpu_seqs;
+  std::vector<std::vector<int32_t>> positions(2);
+  std::vector<Guarded> gpu_q, gpu_out;
+  std::vector<std::vector<float>> q(2), cpu_out(2);
+  for (int s = 0; s < 2; ++s) {
+    const int32_t n = lengths[s];
+    std::vector<int32_t> all(n);
+    std::iota(all.begin(), all.end(), 0);
+    const std::vector<float> k = RandomFloats(n * kv_dim, 20 + s);
+    const std::vector<float> v = RandomFloats(n * kv_dim, 30 + s);
+    auto view = [&](BackendBuffer& kb, BackendBuffer& vb) {
+      return KvLayerView{.k_base = kb.as<uint16_t>(), .v_base = vb.as<uint16_t>(),
+                         .block_stride = stride, .block_table = tables[s].data(), .n_tokens = n,
+                         .block_size = kBlockSize, .n_kv_head = c.n_kv_head,
+                         .head_dim = c.head_dim};
+    };
+    cpu_->WriteKv(view(cpu_k, cpu_v), all.data(), n, k.data(), v.data());
+    Guarded dk = UploadGuarded(k), dv = UploadGuarded(v);
+    gpu_->WriteKv(view(gpu_k, gpu_v), all.data(), n, dk.data(), dv.data());
+    // Sequence 0 decodes its last token; sequence 1 prefills its last 17 tokens.
+    const int32_t n_q = s == 0 ? 1 : 17;
+    positions[s].resize(n_q);
+    std::iota(positions[s].begin(), positions[s].end(), n - n_q);
+    q[s] = RandomFloats(int64_t{n_q} * c.n_head * c.head_dim, 40 + s);
+    cpu_out[s].assign(q[s].size(), 0.0f);
+    gpu_q.push_back(UploadGuarded(q[s]));
+    gpu_out.push_back(UploadGuarded(std::vector<float>(q[s].size(), 0.0f)));
+    cpu_seqs.push_back({.q = q[s].data(), .q_positions = positions[s].data(), .n_q = n_q,
+                        .kv = view(cpu_k, cpu_v), .out = cpu_out[s].data()});
+    gpu_seqs.push_back({.q = gpu_q[s].data(), .q_positions = positions[s].data(), .n_q = n_q,
+                        .kv = view(gpu_k, gpu_v), .out = gpu_out[s].data()});
+  }
+  std::vector<uint16_t> want(kBlocks * stride), got(kBlocks * stride);
+  for (auto [cpu_pool, gpu_pool] : {std::pair{&cpu_k, &gpu_k}, {&cpu_v, &gpu_v}}) {
+    // Only the blocks the tables name were written.
+    std::memcpy(want.data(), cpu_pool->as<uint16_t>(), pool_bytes);
+    gpu_->CopyToHost(got.data(), gpu_pool->as<uint16_t>(), pool_bytes);
+    for (int s = 0; s < 2; ++s) {
+      for (int32_t t = 0; t < lengths[s]; ++t) {
+        const int64_t row = tables[s][t / kBlockSize] * stride + (t % kBlockSize) * kv_dim;
+        ASSERT_EQ(std::memcmp(&want[row], &got[row], kv_dim * sizeof(uint16_t)), 0)
+            << "sequence " << s << " token " << t;
+      }
+    }
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  cpu_->AttentionMany(cpu_seqs, c.n_head, scale);
+  gpu_->AttentionMany(gpu_seqs, c.n_head, scale);
+  for (int s = 0; s < 2; ++s) {
+    const std::vector<float> out = DownloadChecked(gpu_out[s]);
+    EXPECT_LT(MaxErrorOverRms(out.data(), cpu_out[s].data(), static_cast<int64_t>(out.size())),
+              1e-5)
+        << "sequence " << s;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaKvTest,
+                         ::testing::Values(KvCase{4, 2, 16}, KvCase{9, 3, 64}, KvCase{32, 8, 128},
+                                           KvCase{4, 4, 80}, KvCase{8, 1, 256}),
+                         [](const auto& info) {
+                           return "h" + std::to_string(info.param.n_head) + "_kv" +
+                                  std::to_string(info.param.n_kv_head) + "_d" +
+                                  std::to_string(info.param.head_dim);
+                         });
+
+// ---- Memory and devices ----
+
+TEST_F(CudaBackendTest, MoreThanTheDeviceHoldsIsResourceExhausted) {
+  absl::StatusOr<void*> p = gpu_->Allocate(size_t{1} << 50);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kResourceExhausted) << p.status();
+  // The device is still usable afterwards.
+  Guarded x = UploadGuarded({1.0f, 2.0f});
+  gpu_->Add(x.data(), x.data(), 2);
+  EXPECT_EQ(DownloadChecked(x), (std::vector<float>{2.0f, 4.0f}));
+}
+
+TEST_F(CudaBackendTest, ADeviceOutOfRangeIsInvalidArgument) {
+  absl::StatusOr<std::unique_ptr<Backend>> b = CreateCudaBackend({.device = 4096});
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument) << b.status();
+  EXPECT_NE(b.status().message().find("4096"), std::string::npos) << b.status();
+}
+
+TEST(CudaBackendWithoutGpuTest, SaysWhyThereIsNone) {
+  absl::StatusOr<std::unique_ptr<Backend>> b = Gpu();
+  if (b.ok()) GTEST_SKIP() << "a GPU is present: " << (*b)->name();
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kUnavailable) << b.status();
+  EXPECT_FALSE(b.status().message().empty());
+}
+
+}  // namespace
+}  // namespace baton::kernels::cuda
