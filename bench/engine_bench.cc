@@ -11,7 +11,11 @@
 #include "engine/model.h"
 #include "engine/transformer.h"
 #include "kernels/cpu/cpu_isa.h"
+#include "kernels/backend_factory.h"
 #include "kernels/cpu/dequantize.h"
+#if BATON_HAVE_CUDA
+#include "kernels/cuda/device_probes.h"
+#endif
 
 namespace baton::bench {
 namespace {
@@ -53,6 +57,42 @@ engine::TokenId Argmax(const float* row, int32_t n) {
   return static_cast<engine::TokenId>(std::max_element(row, row + n) - row);
 }
 
+// The memory bandwidth a decode step is bounded by, in bytes/s: the CPU's read bandwidth over
+// n_threads, or a GPU's device-to-device copy rate.
+absl::StatusOr<double> RooflineBandwidth(const kernels::Device& device, int n_threads) {
+  if (!device.is_cuda()) return MeasureReadBandwidth(n_threads);
+#if BATON_HAVE_CUDA
+  return kernels::cuda::MeasureCopyBandwidth(device.index);
+#else
+  return absl::UnavailableError("no CUDA backend in this build");
+#endif
+}
+
+// On a GPU: the prefill's figures against cuBLAS running the same GEMM shapes alone (every
+// layer's seven matrices at prompt_tokens rows). Nothing on a CPU.
+absl::StatusOr<nlohmann::json> PrefillAgainstCublas(const kernels::Device& device,
+                                                    const engine::ModelWeights& w,
+                                                    int32_t prompt_tokens, double prefill_s) {
+  if (!device.is_cuda()) return nlohmann::json::object();
+#if BATON_HAVE_CUDA
+  std::vector<kernels::cuda::GemmShape> shapes;
+  for (const engine::LayerWeights& l : w.layers) {
+    for (const kernels::WeightMatrix* m :
+         {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      shapes.push_back({m->n_rows, m->n_cols});
+    }
+  }
+  absl::StatusOr<double> gemm_s = kernels::cuda::TimeF16Gemms(device.index, shapes, prompt_tokens);
+  if (!gemm_s.ok()) return gemm_s.status();
+  return nlohmann::json{{"prefill_cublas_gemm_s", *gemm_s},
+                        {"prefill_s", prefill_s},
+                        {"prefill_fraction_of_cublas", *gemm_s / prefill_s}};
+#else
+  (void)w, (void)prompt_tokens, (void)prefill_s;
+  return absl::UnavailableError("no CUDA backend in this build");
+#endif
+}
+
 }  // namespace
 
 absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options) {
@@ -62,7 +102,10 @@ absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options)
   const int n_threads = options.n_threads > 0
                             ? options.n_threads
                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  std::unique_ptr<kernels::Backend> backend = kernels::CreateCpuBackend({.n_threads = n_threads});
+  absl::StatusOr<std::unique_ptr<kernels::Backend>> created =
+      kernels::CreateBackend(options.device, {.n_threads = n_threads});
+  if (!created.ok()) return created.status();
+  std::unique_ptr<kernels::Backend> backend = *std::move(created);
 
   const int32_t max_batch =
       *std::max_element(options.batch_sizes.begin(), options.batch_sizes.end());
@@ -130,11 +173,17 @@ absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options)
     batched[std::to_string(batch)] = *rate;
   }
 
-  const double bandwidth = MeasureReadBandwidth(n_threads);
+  absl::StatusOr<double> bandwidth = RooflineBandwidth(options.device, n_threads);
+  if (!bandwidth.ok()) return bandwidth.status();
+  absl::StatusOr<nlohmann::json> against_cublas = PrefillAgainstCublas(
+      options.device, (*model)->weights(), options.prompt_tokens, prefill_best);
+  if (!against_cublas.ok()) return against_cublas.status();
   const int64_t step_bytes = WeightBytesPerStep((*model)->weights());
-  const double roofline = bandwidth / static_cast<double>(step_bytes);
-  return nlohmann::json{
+  const double roofline = *bandwidth / static_cast<double>(step_bytes);
+  nlohmann::json result{
       {"model", options.model_path},
+      {"device", options.device.ToString()},
+      {"backend", backend->name()},
       {"isa", kernels::CpuIsaName()},
       {"threads", n_threads},
       {"prompt_tokens", options.prompt_tokens},
@@ -142,11 +191,20 @@ absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options)
       {"decode_tokens", options.decode_tokens},
       {"decode_tokens_per_s", *decode},
       {"batched_decode_tokens_per_s", batched},
-      {"memory_read_gb_per_s", bandwidth / 1e9},
+      {"memory_read_gb_per_s", *bandwidth / 1e9},
       {"weight_bytes_per_decode_step", step_bytes},
       {"decode_roofline_tokens_per_s", roofline},
       {"decode_roofline_fraction", *decode / roofline},
   };
+  nlohmann::json batched_fractions = nlohmann::json::object();
+  for (int32_t batch : options.batch_sizes) {
+    // A batch streams the weights once per step: its steps/s against the roofline.
+    const double steps_per_s = batched[std::to_string(batch)].get<double>() / batch;
+    batched_fractions[std::to_string(batch)] = steps_per_s / roofline;
+  }
+  result["batched_decode_roofline_fraction"] = batched_fractions;
+  result.update(*against_cublas);
+  return result;
 }
 
 }  // namespace baton::bench

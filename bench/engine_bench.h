@@ -9,13 +9,15 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kernels/device.h"
 #include "nlohmann/json.hpp"
 
 namespace baton::bench {
 
 struct EngineBenchOptions {
   std::string model_path;
-  int n_threads = 0;                 // 0: every core
+  kernels::Device device;            // cpu, or cuda:N
+  int n_threads = 0;                 // 0: every core (the CPU backend's pool)
   int32_t prompt_tokens = 512;       // prefill benchmark prompt length
   int32_t decode_tokens = 128;       // decode benchmark length (one sequence)
   std::vector<int32_t> batch_sizes = {1, 8, 32};  // batched decode
@@ -23,9 +25,13 @@ struct EngineBenchOptions {
   int repeats = 3;                   // best of
 };
 
-// One JSON object: prefill_tokens_per_s, decode_tokens_per_s, threads, memory_read_gb_per_s,
-// weight_bytes_per_decode_step, decode_roofline_tokens_per_s, decode_roofline_fraction,
-// batched_decode (tokens/s per batch size), model, isa.
+// One JSON object: prefill_tokens_per_s, decode_tokens_per_s, threads, memory_read_gb_per_s
+// (on a GPU: its device-to-device copy rate), weight_bytes_per_decode_step,
+// decode_roofline_tokens_per_s, decode_roofline_fraction, batched_decode_tokens_per_s and
+// batched_decode_roofline_fraction (per batch size), model, device, backend, isa; on a GPU also
+// prefill_cublas_gemm_s, prefill_s and prefill_fraction_of_cublas (cuBLAS alone on the prefill's
+// GEMM shapes, over the whole prefill). UNAVAILABLE / INVALID_ARGUMENT for a device this
+// build or machine cannot use.
 absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options);
 
 }  // namespace baton::bench

@@ -26,6 +26,7 @@ namespace {
 int RunBenchEngine(const Args& args) {
   const std::vector<FlagSpec> specs = {
       {"model", "PATH", "GGUF model (default: the default model)"},
+      {"device", "DEVICE", "cpu, cuda or cuda:N (default cpu)"},
       {"threads", "N", "CPU threads (default: all cores)"},
       {"prompt-tokens", "N", "prefill prompt length (default 512)"},
       {"decode-tokens", "N", "decode length, one sequence (default 128)"},
@@ -34,7 +35,8 @@ int RunBenchEngine(const Args& args) {
       {"json", "", "print only the JSON object (the default output is the same JSON)"},
       {"help", "", "show this help"},
   };
-  const std::string usage = Usage("bench engine", "[--model PATH] [--threads N] [--json]", specs);
+  const std::string usage =
+      Usage("bench engine", "[--model PATH] [--device DEVICE] [--threads N] [--json]", specs);
   absl::StatusOr<Flags> flags = Flags::Parse(args, specs);
   if (!flags.ok()) return UsageError("bench engine", flags.status(), usage);
   if (flags->Has("help")) {
@@ -43,6 +45,9 @@ int RunBenchEngine(const Args& args) {
   }
   bench::EngineBenchOptions options;
   options.model_path = flags->GetOr("model", DefaultModelPath());
+  absl::StatusOr<kernels::Device> device = kernels::ParseDevice(flags->GetOr("device", "cpu"));
+  if (!device.ok()) return UsageError("bench engine", device.status(), usage);
+  options.device = *device;
   absl::StatusOr<int64_t> v;
   if (!(v = flags->GetInt("threads", 0, 0, 1024)).ok()) return UsageError("bench engine", v.status(), usage);
   options.n_threads = static_cast<int>(*v);

@@ -1,0 +1,26 @@
+// The backend for a device (kernels/device.h): the CPU backend, or the CUDA backend where this
+// build has one. Errors say what is missing at start-up, before any work is accepted.
+//
+// Thread-safety: free functions.
+#ifndef BATON_KERNELS_BACKEND_FACTORY_H_
+#define BATON_KERNELS_BACKEND_FACTORY_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "kernels/backend.h"
+#include "kernels/device.h"
+
+namespace baton::kernels {
+
+// cpu: CreateCpuBackend(cpu_options). cuda:N: the CUDA backend on GPU N; UNAVAILABLE when this
+// build has no CUDA backend or the machine no usable GPU, INVALID_ARGUMENT when N is out of range.
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const Device& device,
+                                                       const CpuBackendOptions& cpu_options);
+
+// Whether this build has the CUDA backend (it was built with the CUDA toolkit).
+bool BuiltWithCuda();
+
+}  // namespace baton::kernels
+
+#endif  // BATON_KERNELS_BACKEND_FACTORY_H_
