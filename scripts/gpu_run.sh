@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs on the GPU machine, from a bundle that scripts/gpu_bundle.sh made: the CUDA tests, then
+# `baton bench engine --device cuda` on synthetic models written there (the default model does
+# not fit a call). Everything it prints is also written under $OUT (or /tmp/gpu-out).
+#   bash gpu-bundle/gpu_run.sh [tests|bench|all]   (default all)
+set -uo pipefail
+bundle="$(cd "$(dirname "$0")" && pwd)"
+out="${OUT:-/tmp/gpu-out}"
+mkdir -p "$out"
+what="${1:-all}"
+cublas="$(find /usr/local /opt /usr/lib -name 'libcublas.so.13*' 2>/dev/null | head -1)"
+if [ -z "$cublas" ]; then
+  echo "gpu_run: no libcublas.so.13 on this machine" >&2
+  exit 1
+fi
+export LD_LIBRARY_PATH="$bundle/lib:$(dirname "$cublas")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=csv |
+  tee "$out/gpu.txt"
+echo "cuBLAS from $(dirname "$cublas")" | tee -a "$out/gpu.txt"
+
+if [ "$what" = tests ] || [ "$what" = all ]; then
+  for t in device_info_test cuda_backend_test cuda_transformer_test; do
+    timeout 300 "$bundle/bin/$t" --gtest_brief=1 2>&1 | tee "$out/$t.txt" | tail -40
+    echo "$t: exit ${PIPESTATUS[0]}" | tee -a "$out/tests-summary.txt"
+  done
+fi
+
+bench() {  # bench NAME SHAPE TYPE LAYERS PROMPT_TOKENS BATCHES
+  local model="/tmp/$1.gguf"
+  [ -f "$model" ] || timeout 240 "$bundle/bin/baton" make-model --out "$model" --shape "$2" \
+    --type "$3" ${4:+--layers $4} > /dev/null || { echo "make-model $1 failed"; return; }
+  timeout 300 "$bundle/bin/baton" bench engine --model "$model" --device cuda \
+    --prompt-tokens "$5" --decode-tokens 64 --batch-sizes "$6" --repeats 2 2>&1 |
+    tee "$out/bench-$1-$5.json"
+}
+if [ "$what" = bench ] || [ "$what" = all ]; then
+  bench smollm2-q4_1 smollm2-135m q4_1 "" 512 1,8,32,128
+  bench llama8b-q4_0 llama-3-8b q4_0 "" 2048 1,8,32,128
+  bench llama8b-q4_0 llama-3-8b q4_0 "" 512 1
+fi
