@@ -2,7 +2,7 @@
 # Runs on the GPU machine, from a bundle that scripts/gpu_bundle.sh made: the CUDA tests, then
 # `baton bench engine --device cuda` on synthetic models written there (the default model does
 # not fit a call). Everything it prints is also written under $OUT (or /tmp/gpu-out).
-#   bash gpu-bundle/gpu_run.sh [tests|bench|all]   (default all)
+#   bash gpu-bundle/gpu_run.sh [tests|bench|profile|all]   (default all)
 set -uo pipefail
 bundle="$(cd "$(dirname "$0")" && pwd)"
 out="${OUT:-/tmp/gpu-out}"
@@ -23,6 +23,14 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
     timeout 300 "$bundle/bin/$t" --gtest_brief=1 2>&1 | tee "$out/$t.txt" | tail -40
     echo "$t: exit ${PIPESTATUS[0]}" | tee -a "$out/tests-summary.txt"
   done
+  # compute-sanitizer's memcheck over the kernels' tests of every shape class.
+  if command -v compute-sanitizer > /dev/null; then
+    timeout 60 compute-sanitizer --tool memcheck "$bundle/bin/cuda_backend_test" --gtest_brief=1 \
+      --gtest_filter='*KvTest*:*WideMatrix*:*MatchesTheReference/q4_K*:*MatchesTheReference/f32*' \
+      > "$out/memcheck.txt" 2>&1
+    echo "memcheck: exit $?" | tee -a "$out/tests-summary.txt"
+    grep -E 'ERROR SUMMARY|PASSED|FAILED' "$out/memcheck.txt"
+  fi
 fi
 
 bench() {  # bench NAME SHAPE TYPE LAYERS PROMPT_TOKENS BATCHES
@@ -37,4 +45,21 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
   bench smollm2-q4_1 smollm2-135m q4_1 "" 512 1,8,32,128
   bench llama8b-q4_0 llama-3-8b q4_0 "" 2048 1,8,32,128
   bench llama8b-q4_0 llama-3-8b q4_0 "" 512 1
+  bench llama8b-q4_k_m llama-3-8b q4_k_m "" 2048 1,32
+fi
+
+# Nsight Compute: the kernels of one decode step of the default model's shape (time per
+# kernel), and the weight-streaming kernel's memory throughput on the 8B shape.
+ncu="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)"
+if { [ "$what" = profile ] || [ "$what" = all ]; } && [ -n "$ncu" ]; then
+  step=(bench engine --device cuda --prompt-tokens 16 --decode-tokens 16 --batch-sizes 1
+        --repeats 1)
+  timeout 120 "$ncu" --clock-control none --print-summary per-kernel --launch-skip 2000 \
+    --launch-count 500 "$bundle/bin/baton" "${step[@]}" --model /tmp/smollm2-q4_1.gguf \
+    > "$out/ncu-smollm2-step.txt" 2>&1
+  grep -E '^  [A-Za-z_].*\(|Duration|Invocations' "$out/ncu-smollm2-step.txt" | head -80
+  timeout 90 "$ncu" --clock-control none --kernel-name regex:GemvTiled --launch-count 7 \
+    --section SpeedOfLight "$bundle/bin/baton" "${step[@]}" --model /tmp/llama8b-q4_0.gguf \
+    > "$out/ncu-llama8b-gemv.txt" 2>&1
+  grep -E 'GemvTiled|DRAM Throughput|Memory Throughput|Duration' "$out/ncu-llama8b-gemv.txt"
 fi

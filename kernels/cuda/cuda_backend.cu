@@ -2,6 +2,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <unordered_map>
@@ -188,9 +189,13 @@ class CudaBackend final : public Backend {
                      float scale) override {
     Activate();
     if (seqs.empty()) return;
+    const KvLayout layout = LayoutOf(seqs[0].kv);
+    const bool tiled = TiledAttentionSupports(layout);
     attention_seqs_.clear();
-    attention_queries_.clear();
     attention_tables_.clear();
+    decode_queries_.clear();
+    prefill_queries_.clear();
+    prefill_tiles_.clear();
     for (size_t s = 0; s < seqs.size(); ++s) {
       const AttentionQueries& in = seqs[s];
       attention_seqs_.push_back({.q = in.q,
@@ -200,17 +205,37 @@ class CudaBackend final : public Backend {
                                  .table_begin = static_cast<int32_t>(attention_tables_.size())});
       attention_tables_.insert(attention_tables_.end(), in.kv.block_table,
                                in.kv.block_table + BlocksOf(in.kv));
+      // A sequence of several queries (a prefill) goes to the tiled kernel, in tiles.
+      const bool prefill = tiled && in.n_q > 1;
+      std::vector<AttentionQuery>& queries = prefill ? prefill_queries_ : decode_queries_;
       for (int64_t i = 0; i < in.n_q; ++i) {
-        attention_queries_.push_back({.seq = static_cast<int32_t>(s),
-                                      .row = static_cast<int32_t>(i),
-                                      .position = in.q_positions[i]});
+        if (prefill && i % kAttentionTileQueries == 0) {
+          const int64_t count = std::min<int64_t>(kAttentionTileQueries, in.n_q - i);
+          prefill_tiles_.push_back({.seq = static_cast<int32_t>(s),
+                                    .first_query = static_cast<int32_t>(queries.size()),
+                                    .count = static_cast<int32_t>(count)});
+        }
+        queries.push_back({.seq = static_cast<int32_t>(s),
+                           .row = static_cast<int32_t>(i),
+                           .position = in.q_positions[i]});
       }
     }
-    LaunchAttention(uploader_.Upload(attention_seqs_.data(), attention_seqs_.size()),
-                    uploader_.Upload(attention_queries_.data(), attention_queries_.size()),
-                    static_cast<int64_t>(attention_queries_.size()),
-                    uploader_.Upload(attention_tables_.data(), attention_tables_.size()), n_head,
-                    LayoutOf(seqs[0].kv), scale, stream_);
+    const AttentionSeq* device_seqs =
+        uploader_.Upload(attention_seqs_.data(), attention_seqs_.size());
+    const int32_t* device_tables =
+        uploader_.Upload(attention_tables_.data(), attention_tables_.size());
+    if (!decode_queries_.empty()) {
+      LaunchAttention(device_seqs, uploader_.Upload(decode_queries_.data(), decode_queries_.size()),
+                      static_cast<int64_t>(decode_queries_.size()), device_tables, n_head, layout,
+                      scale, stream_);
+    }
+    if (!prefill_tiles_.empty()) {
+      LaunchTiledAttention(device_seqs,
+                           uploader_.Upload(prefill_tiles_.data(), prefill_tiles_.size()),
+                           static_cast<int64_t>(prefill_tiles_.size()),
+                           uploader_.Upload(prefill_queries_.data(), prefill_queries_.size()),
+                           device_tables, n_head, layout, scale, stream_);
+    }
   }
 
  private:
@@ -241,8 +266,10 @@ class CudaBackend final : public Backend {
   std::unordered_map<const void*, DeviceWeights> weights_;  // by the host matrix's address
   std::vector<float> rows_;                                 // GetRows' staging
   std::vector<AttentionSeq> attention_seqs_;
-  std::vector<AttentionQuery> attention_queries_;
   std::vector<int32_t> attention_tables_;
+  std::vector<AttentionQuery> decode_queries_;   // one per block of the decode kernel
+  std::vector<AttentionQuery> prefill_queries_;  // the tiles' queries, tile by tile
+  std::vector<AttentionTile> prefill_tiles_;
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <string>
 
@@ -21,7 +22,8 @@ __device__ __forceinline__ float WarpSum(float v) {
   return v;
 }
 
-// One warp per output row r; lane l takes chunks l, l + 32, ... of the row and every x row.
+// Rows ending in a partial chunk (plain types): one warp per output row r; lane l takes chunks
+// l, l + 32, ... of the row and every x row, then the tail element by element.
 template <typename Loader>
 __global__ void GemvKernel(const uint8_t* w, int64_t row_bytes, int64_t n_rows, int64_t n_cols,
                            const float* x, int n, float* y) {
@@ -63,20 +65,147 @@ __global__ void GemvKernel(const uint8_t* w, int64_t row_bytes, int64_t n_rows, 
   }
 }
 
-// One thread per chunk of a quantized row.
+// The matrix-vector product for rows of whole chunks. A block of kTiledWarps warps takes
+// kTiledRowsPerWarp rows per warp and walks the columns in tiles of up to tile_chunks_max chunks
+// (the whole row where x fits the shared-memory budget): the block stages x's tile in shared
+// memory once, transposed (xs[i][c][j], rows padded to 33 so that neither the staging nor the
+// reads collide on banks), and lane l multiplies chunks l, l + 32, ... of the tile, for each of
+// its rows, with x's values from there. Each weight byte is read once, by one lane, next to its
+// neighbours' bytes; x comes from shared memory, not once per row from L1.
+constexpr int kTiledWarps = 8;
+constexpr int kTiledRowsPerWarp = 2;
+constexpr int kPaddedChunk = kChunk + 1;
+constexpr size_t kGemvSharedBudget = 96 * 1024;
+
+// Chunks per tile for n rows of x: as many as the budget holds, a multiple of 32, all of a row's
+// when it fits.
+int TileChunksFor(int64_t n, int64_t n_chunks) {
+  const int64_t fit = static_cast<int64_t>(kGemvSharedBudget) / (n * kPaddedChunk * 4);
+  if (fit >= n_chunks) return static_cast<int>(n_chunks);
+  return static_cast<int>(std::max<int64_t>(32, fit / 32 * 32));
+}
+
+// x's tile of chunks [tile, tile + tile_chunks) staged into xs.
+__device__ __forceinline__ void StageTile(const float* x, int n, int64_t n_cols, int64_t tile,
+                                          int tile_chunks, int tile_chunks_max, float* xs) {
+  const int tile_values = tile_chunks * kChunk;
+  for (int idx = threadIdx.x; idx < n * tile_values; idx += blockDim.x) {
+    const int i = idx / tile_values, e = idx % tile_values;
+    xs[(i * tile_chunks_max + e / kChunk) * kPaddedChunk + e % kChunk] =
+        x[i * n_cols + tile * kChunk + e];
+  }
+}
+
+// Blocks stride over the groups of kTiledWarps * kTiledRowsPerWarp rows; where x fits in one
+// tile it is staged once per block, for all the block's groups.
+template <typename Loader>
+__global__ void GemvTiledKernel(const uint8_t* w, int64_t row_bytes, int64_t n_rows,
+                                int64_t n_cols, const float* x, int n, int tile_chunks_max,
+                                float* y) {
+  extern __shared__ float xs[];  // [n][tile_chunks_max][kPaddedChunk]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t n_chunks = n_cols / kChunk;
+  const bool one_tile = tile_chunks_max >= n_chunks;
+  if (one_tile) {
+    StageTile(x, n, n_cols, 0, static_cast<int>(n_chunks), tile_chunks_max, xs);
+    __syncthreads();
+  }
+  constexpr int kRowsPerGroup = kTiledWarps * kTiledRowsPerWarp;
+  const int64_t n_groups = (n_rows + kRowsPerGroup - 1) / kRowsPerGroup;
+  for (int64_t group = blockIdx.x; group < n_groups; group += gridDim.x) {
+    const int64_t first_row = group * kRowsPerGroup + warp * kTiledRowsPerWarp;
+    float acc[kTiledRowsPerWarp][kGemvMaxRows];
+#pragma unroll
+    for (int r = 0; r < kTiledRowsPerWarp; ++r) {
+#pragma unroll
+      for (int i = 0; i < kGemvMaxRows; ++i) acc[r][i] = 0.0f;
+    }
+    for (int64_t tile = 0; tile < n_chunks; tile += tile_chunks_max) {
+      const int tile_chunks =
+          n_chunks - tile < tile_chunks_max ? static_cast<int>(n_chunks - tile) : tile_chunks_max;
+      if (!one_tile) {
+        __syncthreads();  // the previous tile has been read
+        StageTile(x, n, n_cols, tile, tile_chunks, tile_chunks_max, xs);
+        __syncthreads();
+      }
+      for (int c = lane; c < tile_chunks; c += 32) {
+        float v[kTiledRowsPerWarp][kChunk];
+#pragma unroll
+        for (int r = 0; r < kTiledRowsPerWarp; ++r) {
+          // A row past the end repeats the last one (its sum is not stored).
+          const int64_t row = first_row + r < n_rows ? first_row + r : n_rows - 1;
+          Loader::Load(w + row * row_bytes, tile + c, v[r]);
+        }
+#pragma unroll
+        for (int i = 0; i < kGemvMaxRows; ++i) {
+          if (i >= n) break;
+          const float* xc = xs + (i * tile_chunks_max + c) * kPaddedChunk;
+#pragma unroll
+          for (int r = 0; r < kTiledRowsPerWarp; ++r) {
+            float sum = 0.0f;
+#pragma unroll
+            for (int j = 0; j < kChunk; ++j) sum = fmaf(v[r][j], xc[j], sum);
+            acc[r][i] += sum;
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < kTiledRowsPerWarp; ++r) {
+#pragma unroll
+      for (int i = 0; i < kGemvMaxRows; ++i) {
+        if (i >= n) break;
+        const float sum = WarpSum(acc[r][i]);
+        if (lane == 0 && first_row + r < n_rows) y[i * n_rows + first_row + r] = sum;
+      }
+    }
+  }
+}
+
+// Lets GemvTiledKernel<Loader> take kGemvSharedBudget of shared memory on the current device,
+// once per device.
+template <typename Loader>
+void AllowGemvSharedBudget() {
+  static std::atomic<uint64_t> done_devices{0};  // bit d: device d
+  int device = 0;
+  BATON_CUDA_CHECK(cudaGetDevice(&device));
+  const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+  if (bit != 0 && (done_devices.load() & bit) != 0) return;
+  BATON_CUDA_CHECK(cudaFuncSetAttribute(GemvTiledKernel<Loader>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(kGemvSharedBudget)));
+  done_devices.fetch_or(bit);
+}
+
+// One thread per chunk of a quantized row. The block's chunks are contiguous in `out`: each
+// thread puts its 32 halves in shared memory, and the block then writes them out 16 bytes per
+// thread, consecutive threads to consecutive addresses (a thread writing its own 64 bytes would
+// leave every store instruction scattered over 32 segments).
+constexpr int kDequantizeThreads = 256;
+
 template <typename Loader>
 __global__ void DequantizeChunksKernel(const uint8_t* w, int64_t row_bytes, int64_t n_chunks_row,
                                        int64_t n_chunks_total, __half* out) {
-  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= n_chunks_total) return;
-  const int64_t r = idx / n_chunks_row, c = idx % n_chunks_row;
-  float v[kChunk];
-  Loader::Load(w + r * row_bytes, c, v);
-  __half* o = out + (r * n_chunks_row + c) * kChunk;
+  __shared__ __align__(16) __half staged[kDequantizeThreads * kChunk];
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * kDequantizeThreads;
+  const int64_t idx = first + threadIdx.x;
+  if (idx < n_chunks_total) {
+    float v[kChunk];
+    Loader::Load(w + (idx / n_chunks_row) * row_bytes, idx % n_chunks_row, v);
+    __align__(16) __half2 halves[kChunk / 2];
 #pragma unroll
-  for (int j = 0; j < kChunk; ++j) o[j] = __float2half_rn(v[j]);
+    for (int j = 0; j < kChunk / 2; ++j) halves[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
+    uint4* mine = reinterpret_cast<uint4*>(staged + threadIdx.x * kChunk);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) mine[k] = reinterpret_cast<const uint4*>(halves)[k];
+  }
+  __syncthreads();
+  const int64_t chunks = min(static_cast<int64_t>(kDequantizeThreads), n_chunks_total - first);
+  const int pieces = static_cast<int>(chunks) * kChunk * 2 / 16;  // 16-byte pieces
+  const uint4* from = reinterpret_cast<const uint4*>(staged);
+  uint4* to = reinterpret_cast<uint4*>(out + first * kChunk);
+  for (int p = threadIdx.x; p < pieces; p += kDequantizeThreads) to[p] = from[p];
 }
-
 // One thread per element of a plain-typed row (rows of any length).
 template <typename Loader>
 __global__ void DequantizeElementsKernel(const uint8_t* w, int64_t row_bytes, int64_t n_cols,
@@ -129,8 +258,9 @@ void LaunchDequantizeToF16(DType dtype, const void* w, int64_t n_rows, int64_t n
     } else {
       const int64_t chunks_row = n_cols / kChunk;
       const int64_t total = n_rows * chunks_row;
-      DequantizeChunksKernel<Loader><<<BlocksFor(total, kThreads), kThreads, 0, stream>>>(
-          bytes, row_bytes, chunks_row, total, half_out);
+      DequantizeChunksKernel<Loader>
+          <<<BlocksFor(total, kDequantizeThreads), kDequantizeThreads, 0, stream>>>(
+              bytes, row_bytes, chunks_row, total, half_out);
     }
   });
   if (!known) Unsupported(dtype);
@@ -138,6 +268,9 @@ void LaunchDequantizeToF16(DType dtype, const void* w, int64_t n_rows, int64_t n
 }
 
 DeviceMatMul::DeviceMatMul(cudaStream_t stream) : stream_(stream) {
+  int device = 0;
+  BATON_CUDA_CHECK(cudaGetDevice(&device));
+  BATON_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
   BATON_CUBLAS_CHECK(cublasCreate(&cublas_));
   BATON_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
 }
@@ -160,10 +293,23 @@ void DeviceMatMul::RunGemv(DType dtype, const void* w, int64_t n_rows, int64_t n
                            const float* x, int64_t n, float* y) {
   const auto* bytes = static_cast<const uint8_t*>(w);
   const int64_t row_bytes = RowBytes(dtype, n_cols);
+  const bool whole_chunks = n_cols % kChunk == 0;
   const bool known = WithChunkLoader(dtype, [&](auto loader) {
     using Loader = decltype(loader);
-    GemvKernel<Loader><<<BlocksFor(n_rows, kGemvWarps), kGemvWarps * 32, 0, stream_>>>(
-        bytes, row_bytes, n_rows, n_cols, x, static_cast<int>(n), y);
+    if (whole_chunks) {
+      const int tile_chunks = TileChunksFor(n, n_cols / kChunk);
+      const size_t shared = static_cast<size_t>(n) * tile_chunks * kPaddedChunk * sizeof(float);
+      AllowGemvSharedBudget<Loader>();
+      // Two blocks per multiprocessor at most (their registers and shared memory fill it).
+      const int64_t groups = (n_rows + kTiledWarps * kTiledRowsPerWarp - 1) /
+                             (kTiledWarps * kTiledRowsPerWarp);
+      const auto blocks = static_cast<unsigned>(std::min<int64_t>(groups, 2 * sm_count_));
+      GemvTiledKernel<Loader><<<blocks, kTiledWarps * 32, shared, stream_>>>(
+          bytes, row_bytes, n_rows, n_cols, x, static_cast<int>(n), tile_chunks, y);
+    } else {
+      GemvKernel<Loader><<<BlocksFor(n_rows, kGemvWarps), kGemvWarps * 32, 0, stream_>>>(
+          bytes, row_bytes, n_rows, n_cols, x, static_cast<int>(n), y);
+    }
   });
   if (!known) Unsupported(dtype);
   BATON_CUDA_CHECK_LAUNCH();

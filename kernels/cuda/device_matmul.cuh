@@ -62,6 +62,7 @@ class DeviceMatMul {
                int64_t n, float* y);
 
   cudaStream_t stream_;
+  int sm_count_ = 1;  // the device's multiprocessors
   cublasHandle_t cublas_ = nullptr;
   ScratchBuffer weights_f16_;      // f16 [n_rows, n_cols]
   ScratchBuffer activations_f16_;  // f16 [n, n_cols]

@@ -2,7 +2,9 @@
 // memory for the kernels that read them. Each upload is staged in pinned host memory and copied
 // asynchronously on the backend's stream, so it neither blocks the host nor waits for the GPU.
 // The staging ring is reused from its start only after the stream has caught up (a wrap waits),
-// so no slice is overwritten while a copy or kernel may still read it.
+// so no slice is overwritten while a copy or kernel may still read it. An array equal to one of
+// the last few uploaded is not copied again (a step's positions and block tables are the same
+// for every layer): its earlier device copy is still in the ring, unchanged.
 //
 // Thread-safety: one thread at a time (the backend's operations' thread).
 #ifndef BATON_KERNELS_CUDA_INDEX_UPLOADER_CUH_
@@ -10,6 +12,7 @@
 
 #include <cuda_runtime.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 
@@ -29,7 +32,13 @@ class IndexUploader {
   }
 
  private:
+  struct Recent {
+    size_t offset = 0;
+    size_t bytes = 0;  // 0: empty
+  };
+
   const void* UploadBytes(const void* host, size_t bytes);
+  const void* FindRecent(const void* host, size_t bytes) const;
   void Grow(size_t bytes);
 
   cudaStream_t stream_;
@@ -37,6 +46,8 @@ class IndexUploader {
   uint8_t* device_ = nullptr;  // device, capacity_ bytes
   size_t capacity_ = 0;
   size_t used_ = 0;
+  std::array<Recent, 8> recent_;  // the last uploads, a ring; all emptied when the ring wraps
+  size_t next_recent_ = 0;
 };
 
 }  // namespace baton::kernels::cuda

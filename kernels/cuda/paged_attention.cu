@@ -107,6 +107,120 @@ __global__ void AttentionKernel(const AttentionSeq* seqs, const AttentionQuery* 
   }
 }
 
+// Prefill attention: a block takes one head and a tile of up to kTileQueries consecutive query
+// rows of one sequence (each warp kQueriesPerWarp of them), and walks the keys up to the tile's
+// last position 32 at a time: the block stages those keys' K and V rows in shared memory as f32
+// once for all its queries; lane t scores key t against each of its warp's queries, an online
+// softmax per query folds the 32 scores in, and lane l accumulates dims l, l + 32, ... of V.
+// head_dim <= kMaxTiledHeadDim.
+constexpr int kQueriesPerWarp = 4;
+constexpr int kTileQueries = kWarps * kQueriesPerWarp;
+static_assert(kTileQueries == kAttentionTileQueries);
+constexpr int kKeysPerTile = 32;
+constexpr int kMaxTiledHeadDim = 128;
+constexpr int kKeyRowPad = 4;  // K rows padded so that float4 reads of 8 lanes hit 8 banks
+
+template <int kDims>
+__global__ void TiledAttentionKernel(const AttentionSeq* seqs, const AttentionTile* tiles,
+                                     const AttentionQuery* queries, const int32_t* tables,
+                                     int32_t n_head, KvLayout layout, float scale) {
+  constexpr int kD = kDims * 32;
+  __shared__ __align__(16) float qs[kTileQueries][kD];
+  __shared__ __align__(16) float ks[kKeysPerTile][kD + kKeyRowPad];
+  __shared__ float vs[kKeysPerTile][kD];
+  const AttentionTile tile = tiles[blockIdx.x];
+  const AttentionSeq seq = seqs[tile.seq];
+  const int32_t* table = tables + seq.table_begin;
+  const int h = blockIdx.y;
+  const int kv_h = h / (n_head / layout.n_kv_head);
+  const int d = layout.head_dim;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+
+  int32_t last_position = 0;
+  for (int i = 0; i < tile.count; ++i) {
+    last_position = max(last_position, queries[tile.first_query + i].position);
+  }
+  for (int idx = threadIdx.x; idx < kTileQueries * kD; idx += blockDim.x) {
+    const int i = idx / kD, j = idx % kD;
+    const int32_t row = queries[tile.first_query + min(i, tile.count - 1)].row;
+    qs[i][j] = j < d ? seq.q[(static_cast<int64_t>(row) * n_head + h) * d + j] : 0.0f;
+  }
+  int32_t position[kQueriesPerWarp];
+  float m[kQueriesPerWarp], l[kQueriesPerWarp], acc[kQueriesPerWarp][kDims];
+#pragma unroll
+  for (int qi = 0; qi < kQueriesPerWarp; ++qi) {
+    const int i = warp * kQueriesPerWarp + qi;
+    position[qi] = i < tile.count ? queries[tile.first_query + i].position : -1;
+    m[qi] = -INFINITY;
+    l[qi] = 0.0f;
+#pragma unroll
+    for (int k = 0; k < kDims; ++k) acc[qi][k] = 0.0f;
+  }
+
+  for (int32_t first_key = 0; first_key <= last_position; first_key += kKeysPerTile) {
+    __syncthreads();  // the previous keys (and, the first time, the queries) are in place
+    for (int idx = threadIdx.x; idx < kKeysPerTile * kD; idx += blockDim.x) {
+      const int t = idx / kD, j = idx % kD;
+      const int32_t key = first_key + t;
+      float kv_k = 0.0f, kv_v = 0.0f;
+      if (key <= last_position && j < d) {
+        const int64_t offset = KvRowOffset(layout, table, key, kv_h) + j;
+        kv_k = __half2float(reinterpret_cast<const __half*>(seq.k_base)[offset]);
+        kv_v = __half2float(reinterpret_cast<const __half*>(seq.v_base)[offset]);
+      }
+      ks[t][j] = kv_k;
+      vs[t][j] = kv_v;
+    }
+    __syncthreads();
+    const int32_t key = first_key + lane;
+    float score[kQueriesPerWarp];
+#pragma unroll
+    for (int qi = 0; qi < kQueriesPerWarp; ++qi) score[qi] = 0.0f;
+    for (int j = 0; j < kD; j += 4) {
+      const float4 kj = *reinterpret_cast<const float4*>(&ks[lane][j]);
+#pragma unroll
+      for (int qi = 0; qi < kQueriesPerWarp; ++qi) {
+        const float4 qj = *reinterpret_cast<const float4*>(&qs[warp * kQueriesPerWarp + qi][j]);
+        score[qi] = fmaf(qj.x, kj.x, score[qi]);
+        score[qi] = fmaf(qj.y, kj.y, score[qi]);
+        score[qi] = fmaf(qj.z, kj.z, score[qi]);
+        score[qi] = fmaf(qj.w, kj.w, score[qi]);
+      }
+    }
+#pragma unroll
+    for (int qi = 0; qi < kQueriesPerWarp; ++qi) {
+      if (position[qi] < first_key) continue;  // warp-uniform: no key of this tile is visible
+      const float s = key <= position[qi] ? score[qi] * scale : -INFINITY;
+      float tile_max = s;
+      for (int offset = 16; offset > 0; offset /= 2) {
+        tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, offset));
+      }
+      const float m_new = fmaxf(m[qi], tile_max);
+      const float correction = expf(m[qi] - m_new);
+      const float p = expf(s - m_new);
+      l[qi] = l[qi] * correction + WarpSum(p);
+#pragma unroll
+      for (int k = 0; k < kDims; ++k) acc[qi][k] *= correction;
+      for (int t = 0; t < kKeysPerTile; ++t) {
+        const float pt = __shfl_sync(0xffffffffu, p, t);
+#pragma unroll
+        for (int k = 0; k < kDims; ++k) acc[qi][k] = fmaf(pt, vs[t][lane + 32 * k], acc[qi][k]);
+      }
+      m[qi] = m_new;
+    }
+  }
+#pragma unroll
+  for (int qi = 0; qi < kQueriesPerWarp; ++qi) {
+    if (position[qi] < 0) continue;
+    const int32_t row = queries[tile.first_query + warp * kQueriesPerWarp + qi].row;
+    float* out = seq.out + (static_cast<int64_t>(row) * n_head + h) * d;
+#pragma unroll
+    for (int k = 0; k < kDims; ++k) {
+      if (lane + 32 * k < d) out[lane + 32 * k] = acc[qi][k] / l[qi];
+    }
+  }
+}
+
 unsigned BlocksFor(int64_t n, int threads) {
   return static_cast<unsigned>(std::max<int64_t>(1, (n + threads - 1) / threads));
 }
@@ -118,6 +232,16 @@ void LaunchAttentionFor(const AttentionSeq* seqs, const AttentionQuery* queries,
   const dim3 grid(static_cast<unsigned>(n_queries), static_cast<unsigned>(n_head));
   AttentionKernel<kDims><<<grid, kWarps * 32, 0, stream>>>(seqs, queries, tables, n_head, layout,
                                                           scale);
+}
+
+template <int kDims>
+void LaunchTiledAttentionFor(const AttentionSeq* seqs, const AttentionTile* tiles,
+                             int64_t n_tiles, const AttentionQuery* queries,
+                             const int32_t* tables, int32_t n_head, const KvLayout& layout,
+                             float scale, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(n_tiles), static_cast<unsigned>(n_head));
+  TiledAttentionKernel<kDims><<<grid, kWarps * 32, 0, stream>>>(seqs, tiles, queries, tables,
+                                                               n_head, layout, scale);
 }
 
 }  // namespace
@@ -152,6 +276,35 @@ void LaunchAttention(const AttentionSeq* seqs, const AttentionQuery* queries, in
       break;
     default:
       LaunchAttentionFor<8>(seqs, queries, n_queries, tables, n_head, layout, scale, stream);
+      break;
+  }
+  BATON_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace baton::kernels::cuda
+
+namespace baton::kernels::cuda {
+
+bool TiledAttentionSupports(const KvLayout& layout) {
+  return layout.head_dim <= kMaxTiledHeadDim;
+}
+
+void LaunchTiledAttention(const AttentionSeq* seqs, const AttentionTile* tiles, int64_t n_tiles,
+                          const AttentionQuery* queries, const int32_t* tables, int32_t n_head,
+                          const KvLayout& layout, float scale, cudaStream_t stream) {
+  if (n_tiles == 0) return;
+  switch ((layout.head_dim + 31) / 32) {
+    case 1: LaunchTiledAttentionFor<1>(seqs, tiles, n_tiles, queries, tables, n_head, layout,
+                                       scale, stream);
+      break;
+    case 2: LaunchTiledAttentionFor<2>(seqs, tiles, n_tiles, queries, tables, n_head, layout,
+                                       scale, stream);
+      break;
+    case 3: LaunchTiledAttentionFor<3>(seqs, tiles, n_tiles, queries, tables, n_head, layout,
+                                       scale, stream);
+      break;
+    default: LaunchTiledAttentionFor<4>(seqs, tiles, n_tiles, queries, tables, n_head, layout,
+                                        scale, stream);
       break;
   }
   BATON_CUDA_CHECK_LAUNCH();

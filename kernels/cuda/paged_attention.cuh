@@ -3,8 +3,9 @@
 // KvLayerView layout: block b's K at k_base + b * block_stride, f16 [block_size, n_kv_head,
 // head_dim]). Every pointer is device memory.
 //
-// Attention: one thread block per (query, head), four warps taking every fourth key with an
-// online softmax each, merged at the end; lane l holds dims l, l + 32, ... (head_dim <= 256).
+// Attention: for decode, one thread block per (query, head), four warps taking every fourth key
+// with an online softmax each, merged at the end; lane l holds dims l, l + 32, ... (head_dim <=
+// 256). For prefill, tiles of 16 queries share each key (LaunchTiledAttention).
 // Thread-safety: launches only; the stream orders them.
 #ifndef BATON_KERNELS_CUDA_PAGED_ATTENTION_CUH_
 #define BATON_KERNELS_CUDA_PAGED_ATTENTION_CUH_
@@ -46,10 +47,27 @@ struct AttentionQuery {
   int32_t position;
 };
 
-// All cache layouts of a batch are the same but for their block tables.
+// Up to kTileQueries (16) consecutive entries of `queries`, all of one sequence: what one block
+// of the tiled (prefill) kernel takes.
+struct AttentionTile {
+  int32_t seq;
+  int32_t first_query;
+  int32_t count;
+};
+constexpr int32_t kAttentionTileQueries = 16;
+
+// All cache layouts of a batch are the same but for their block tables. One block per (query,
+// head): the kernel for decode queries.
 void LaunchAttention(const AttentionSeq* seqs, const AttentionQuery* queries, int64_t n_queries,
                      const int32_t* tables, int32_t n_head, const KvLayout& layout, float scale,
                      cudaStream_t stream);
+
+// The same attention, one block per (tile, head): the kernel for prefills, which shares each
+// key's K and V among a tile's queries. Only for layouts TiledAttentionSupports (head_dim <= 128).
+bool TiledAttentionSupports(const KvLayout& layout);
+void LaunchTiledAttention(const AttentionSeq* seqs, const AttentionTile* tiles, int64_t n_tiles,
+                          const AttentionQuery* queries, const int32_t* tables, int32_t n_head,
+                          const KvLayout& layout, float scale, cudaStream_t stream);
 
 }  // namespace baton::kernels::cuda
 

@@ -32,6 +32,30 @@ __device__ __forceinline__ uint32_t U32At(const uint8_t* p) {  // any alignment
          static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24;
 }
 
+// out[0, kBytes) = p[0, kBytes), read in the widest words p's alignment (kAlign bytes) allows:
+// fewer load instructions than bytes one at a time.
+template <int kBytes, int kAlign>
+__device__ __forceinline__ void CopyBytes(const uint8_t* p, uint8_t* out) {
+  if constexpr (kAlign % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < kBytes / 4; ++i) {
+      const uint32_t w = reinterpret_cast<const uint32_t*>(p)[i];
+#pragma unroll
+      for (int k = 0; k < 4; ++k) out[4 * i + k] = static_cast<uint8_t>(w >> (8 * k));
+    }
+  } else if constexpr (kAlign % 2 == 0) {
+#pragma unroll
+    for (int i = 0; i < kBytes / 2; ++i) {
+      const uint16_t w = reinterpret_cast<const uint16_t*>(p)[i];
+      out[2 * i] = static_cast<uint8_t>(w);
+      out[2 * i + 1] = static_cast<uint8_t>(w >> 8);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < kBytes; ++i) out[i] = p[i];
+  }
+}
+
 // Quantized loaders have no single-element access (their rows are whole chunks).
 struct QuantizedChunk {
   static constexpr bool kPlain = false;
@@ -73,9 +97,11 @@ struct ChunkQ4_0 : QuantizedChunk {
   __device__ static void Load(const uint8_t* row, int64_t c, float* y) {
     const uint8_t* b = row + 18 * c;
     const float d = F16At(b);
+    uint8_t qs[16];
+    CopyBytes<16, 2>(b + 2, qs);
     for (int j = 0; j < 16; ++j) {
-      y[j] = __fmul_rn(static_cast<float>((b[2 + j] & 0x0f) - 8), d);
-      y[j + 16] = __fmul_rn(static_cast<float>((b[2 + j] >> 4) - 8), d);
+      y[j] = __fmul_rn(static_cast<float>((qs[j] & 0x0f) - 8), d);
+      y[j + 16] = __fmul_rn(static_cast<float>((qs[j] >> 4) - 8), d);
     }
   }
 };
@@ -85,9 +111,11 @@ struct ChunkQ4_1 : QuantizedChunk {
   __device__ static void Load(const uint8_t* row, int64_t c, float* y) {
     const uint8_t* b = row + 20 * c;
     const float d = F16At(b), m = F16At(b + 2);
+    uint8_t qs[16];
+    CopyBytes<16, 4>(b + 4, qs);
     for (int j = 0; j < 16; ++j) {
-      y[j] = __fadd_rn(__fmul_rn(static_cast<float>(b[4 + j] & 0x0f), d), m);
-      y[j + 16] = __fadd_rn(__fmul_rn(static_cast<float>(b[4 + j] >> 4), d), m);
+      y[j] = __fadd_rn(__fmul_rn(static_cast<float>(qs[j] & 0x0f), d), m);
+      y[j + 16] = __fadd_rn(__fmul_rn(static_cast<float>(qs[j] >> 4), d), m);
     }
   }
 };
@@ -98,9 +126,11 @@ struct ChunkQ5_0 : QuantizedChunk {
     const uint8_t* b = row + 22 * c;
     const float d = F16At(b);
     const uint32_t qh = U32At(b + 2);
+    uint8_t qs[16];
+    CopyBytes<16, 2>(b + 6, qs);
     for (int j = 0; j < 16; ++j) {
-      const int lo = (b[6 + j] & 0x0f) | static_cast<int>(((qh >> j) & 1u) << 4);
-      const int hi = (b[6 + j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4);
+      const int lo = (qs[j] & 0x0f) | static_cast<int>(((qh >> j) & 1u) << 4);
+      const int hi = (qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4);
       y[j] = __fmul_rn(static_cast<float>(lo - 16), d);
       y[j + 16] = __fmul_rn(static_cast<float>(hi - 16), d);
     }
@@ -113,9 +143,11 @@ struct ChunkQ5_1 : QuantizedChunk {
     const uint8_t* b = row + 24 * c;
     const float d = F16At(b), m = F16At(b + 2);
     const uint32_t qh = U32At(b + 4);
+    uint8_t qs[16];
+    CopyBytes<16, 4>(b + 8, qs);
     for (int j = 0; j < 16; ++j) {
-      const int lo = (b[8 + j] & 0x0f) | static_cast<int>(((qh >> j) & 1u) << 4);
-      const int hi = (b[8 + j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4);
+      const int lo = (qs[j] & 0x0f) | static_cast<int>(((qh >> j) & 1u) << 4);
+      const int hi = (qs[j] >> 4) | static_cast<int>(((qh >> (j + 16)) & 1u) << 4);
       y[j] = __fadd_rn(__fmul_rn(static_cast<float>(lo), d), m);
       y[j + 16] = __fadd_rn(__fmul_rn(static_cast<float>(hi), d), m);
     }
@@ -127,8 +159,11 @@ struct ChunkQ8_0 : QuantizedChunk {
   __device__ static void Load(const uint8_t* row, int64_t c, float* y) {
     const uint8_t* b = row + 34 * c;
     const float d = F16At(b);
-    const int8_t* qs = reinterpret_cast<const int8_t*>(b + 2);
-    for (int j = 0; j < kChunk; ++j) y[j] = __fmul_rn(static_cast<float>(qs[j]), d);
+    uint8_t qs[32];
+    CopyBytes<32, 2>(b + 2, qs);
+    for (int j = 0; j < kChunk; ++j) {
+      y[j] = __fmul_rn(static_cast<float>(static_cast<int8_t>(qs[j])), d);
+    }
   }
 };
 
@@ -196,7 +231,8 @@ struct ChunkQ4_K : QuantizedChunk {
     ScaleMinK4(b + 4, j, &sc, &m);
     const float dl = __fmul_rn(F16At(b), static_cast<float>(sc));
     const float ml = __fmul_rn(F16At(b + 2), static_cast<float>(m));
-    const uint8_t* qs = b + 16 + 32 * (j / 2);
+    uint8_t qs[32];
+    CopyBytes<32, 16>(b + 16 + 32 * (j / 2), qs);
     const int shift = (j & 1) * 4;
     for (int l = 0; l < kChunk; ++l) {
       y[l] = __fsub_rn(__fmul_rn(dl, static_cast<float>((qs[l] >> shift) & 0x0f)), ml);
@@ -214,8 +250,9 @@ struct ChunkQ5_K : QuantizedChunk {
     ScaleMinK4(b + 4, j, &sc, &m);
     const float dl = __fmul_rn(F16At(b), static_cast<float>(sc));
     const float ml = __fmul_rn(F16At(b + 2), static_cast<float>(m));
-    const uint8_t* qh = b + 16;
-    const uint8_t* qs = b + 48 + 32 * (j / 2);
+    uint8_t qh[32], qs[32];
+    CopyBytes<32, 16>(b + 16, qh);
+    CopyBytes<32, 16>(b + 48 + 32 * (j / 2), qs);
     const int shift = (j & 1) * 4;
     for (int l = 0; l < kChunk; ++l) {
       const int q = ((qs[l] >> shift) & 0x0f) | (((qh[l] >> j) & 1) << 4);
@@ -232,8 +269,9 @@ struct ChunkQ6_K : QuantizedChunk {
     const uint8_t* b = row + 210 * (c >> 3);
     const int j = static_cast<int>(c & 7);
     const int half = j / 4, s = j % 4;
-    const uint8_t* ql = b + 64 * half + 32 * (s % 2);
-    const uint8_t* qh = b + 128 + 32 * half;
+    uint8_t ql[32], qh[32];
+    CopyBytes<32, 2>(b + 64 * half + 32 * (s % 2), ql);
+    CopyBytes<32, 2>(b + 128 + 32 * half, qh);
     const int8_t* scales = reinterpret_cast<const int8_t*>(b + 192) + 8 * half + 2 * s;
     const float d = F16At(b + 208);
     const int nibble_shift = (s / 2) * 4;

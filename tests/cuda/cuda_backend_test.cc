@@ -192,6 +192,27 @@ TEST_F(CudaBackendTest, AnUnregisteredMatrixMultipliesTheSame) {
   EXPECT_LT(MaxErrorOverRms(got.data(), expected.data(), 2 * 33), 2e-5);
 }
 
+// Rows too long for x to fit shared memory at once are walked in tiles, the last one partial.
+TEST_F(CudaBackendTest, AWideMatrixIsWalkedInTiles) {
+  for (const DType dtype : {DType::kQ4_K, DType::kQ4_0, DType::kF16}) {
+    for (const int64_t n : {int64_t{1}, int64_t{5}, int64_t{8}}) {
+      const int64_t rows = 19, cols = 17 * 256;
+      const TestWeights w = MakeWeights(dtype, rows, cols, 8);
+      const std::vector<float> x = RandomFloats(n * cols, 12);
+      std::vector<float> expected(static_cast<size_t>(n * rows));
+      cpu_->MatMul(w.matrix(), x.data(), n, expected.data());
+      ASSERT_TRUE(gpu_->RegisterWeights(w.matrix()));
+      Guarded dx = UploadGuarded(x);
+      Guarded dy = UploadGuarded(std::vector<float>(static_cast<size_t>(n * rows), 0.0f));
+      gpu_->MatMul(w.matrix(), dx.data(), n, dy.data());
+      const std::vector<float> got = DownloadChecked(dy);
+      gpu_->ReleaseWeights(w.matrix());
+      EXPECT_LT(MaxErrorOverRms(got.data(), expected.data(), n * rows), 2e-5)
+          << DTypeName(dtype) << " n " << n;
+    }
+  }
+}
+
 TEST_F(CudaBackendTest, GetRowsDequantizesTheRowsAsked) {
   const TestWeights w = MakeWeights(DType::kQ6_K, 40, 256, 9);
   const std::vector<int32_t> ids = {39, 0, 7, 7};
@@ -252,7 +273,8 @@ TEST_F(CudaBackendTest, RmsNormSiluMulMatchTheReference) {
     gpu_->RmsNorm(dx.data(), dw.data(), 3, dim, 1e-5f, out.data());
     gpu_->SiluMul(out.data(), dx.data(), 3 * dim, out.data());
     const std::vector<float> got = DownloadChecked(out);
-    EXPECT_LT(MaxErrorOverRms(got.data(), expected.data(), 3 * dim), 1e-6) << "dim " << dim;
+    // The reference normalizes in f64; the GPU, as the fast CPU backend, scales in f32.
+    EXPECT_LT(MaxErrorOverRms(got.data(), expected.data(), 3 * dim), 1e-5) << "dim " << dim;
   }
 }
 

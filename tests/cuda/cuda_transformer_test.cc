@@ -136,7 +136,8 @@ TEST_P(CudaTransformerTest, TeacherForcedLogitsAndPerplexityMatchTheCpu) {
   const std::vector<float> want_decode(want.begin() + prefill_values, want.end());
   const std::vector<float> got_decode(got.begin() + prefill_values, got.end());
   EXPECT_LT(MaxErrorOverRms(got_prefill, want_prefill), 3e-2) << "prefill (f16 GEMM)";
-  EXPECT_LT(MaxErrorOverRms(got_decode, want_decode), 1e-3) << "decode (f32 matrix-vector)";
+  // Decode's own products are f32, but it attends over the K/V the f16 prefill wrote.
+  EXPECT_LT(MaxErrorOverRms(got_decode, want_decode), 1e-2) << "decode (f32 matrix-vector)";
 
   const std::vector<float> served_prefill(served.begin(), served.begin() + prefill_values);
   const double nll_cpu = MeanNll(served_prefill, prompt, n_vocab);
