@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cli/link_spec.h"
+#include "kernels/device.h"
 #include "yaml-cpp/yaml.h"
 
 namespace baton::cli {
@@ -33,12 +34,17 @@ absl::StatusOr<ProcessConfig> ParseProcess(const std::string& origin, const YAML
   ProcessConfig p;
   if (node.IsNull()) return p;
   std::set<std::string> known = {"port", "threads", "cpus", "kv_cache_memory", "args"};
-  if (where == "router") known.insert("http_port");
+  if (where == "router") {
+    known.insert("http_port");
+  } else {
+    known.insert("device");
+  }
   if (absl::Status s = CheckKeys(origin, node, known, where); !s.ok()) return s;
   try {
     if (node["port"]) p.port = node["port"].as<int>();
     if (node["http_port"]) p.http_port = node["http_port"].as<int>();
     if (node["threads"]) p.threads = node["threads"].as<int>();
+    if (node["device"]) p.device = node["device"].as<std::string>();
     if (node["cpus"]) p.cpus = node["cpus"].as<std::vector<int>>();
     if (node["kv_cache_memory"]) p.kv_cache_memory = node["kv_cache_memory"].as<std::string>();
     if (node["args"]) p.extra_args = node["args"].as<std::vector<std::string>>();
@@ -53,6 +59,11 @@ absl::StatusOr<ProcessConfig> ParseProcess(const std::string& origin, const YAML
                  absl::StrCat(where, ": http_port ", p.http_port, " out of range"));
   }
   if (p.threads < 0) return Error(origin, node["threads"], absl::StrCat(where, ": negative threads"));
+  if (!p.device.empty()) {
+    if (absl::Status s = kernels::ParseDevice(p.device).status(); !s.ok()) {
+      return Error(origin, node["device"], absl::StrCat(where, ": ", s.message()));
+    }
+  }
   for (int cpu : p.cpus) {
     if (cpu < 0 || cpu >= CPU_SETSIZE) {
       return Error(origin, node["cpus"], absl::StrCat(where, ": cpu ", cpu, " out of range"));

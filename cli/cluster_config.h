@@ -1,6 +1,7 @@
 // A local cluster description for `baton up` (YAML, see deploy/local/cluster.yaml): the router
 // and N prefill, M decode and K colocated worker processes, each with optional port, threads, CPU
-// pinning and KV cache size; the router also with the port of its HTTP API (http_port); and
+// pinning and KV cache size, workers with the device they run on (`device: cuda:1`); the router
+// also with the port of its HTTP API (http_port); and
 // optionally `link: RATE[,DELAY]`, an emulated prefill <-> decode link (cli/network_namespaces.h).
 //
 // Thread-safety: plain value types.
@@ -17,6 +18,7 @@ namespace baton::cli {
 struct ProcessConfig {
   int port = 0;                    // 0: any free port
   int threads = 0;                 // 0: default
+  std::string device;              // workers: cpu, cuda or cuda:N; empty: cpu
   std::vector<int> cpus;           // empty: no pinning
   std::string kv_cache_memory;     // e.g. "256M"; empty: default
   std::vector<std::string> extra_args;  // passed through verbatim

@@ -25,6 +25,14 @@ int RunError(std::string_view command, const absl::Status& status) {
   return 1;
 }
 
+FlagSpec DeviceFlagSpec() {
+  return {"device", "DEVICE", "where the model runs: cpu, cuda or cuda:N (default cpu)"};
+}
+
+absl::StatusOr<kernels::Device> DeviceFlag(const Flags& flags) {
+  return kernels::ParseDevice(flags.GetOr("device", "cpu"));
+}
+
 std::string DefaultModelPath() {
   if (const char* env = std::getenv("BATON_MODEL"); env != nullptr && *env != '\0') return env;
   std::error_code ec;

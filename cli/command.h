@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cli/flags.h"
+#include "kernels/device.h"
 
 namespace baton::cli {
 
@@ -34,6 +35,11 @@ absl::StatusOr<int64_t> ParseByteSize(const std::string& text);
 int UsageError(std::string_view command, const absl::Status& status, const std::string& usage);
 // Prints "baton COMMAND: MESSAGE" to stderr; returns 1.
 int RunError(std::string_view command, const absl::Status& status);
+
+// The --device flag of the commands that run a model, and its value: cpu when absent;
+// INVALID_ARGUMENT naming the accepted forms for anything else.
+FlagSpec DeviceFlagSpec();
+absl::StatusOr<kernels::Device> DeviceFlag(const Flags& flags);
 
 // --model's default: $BATON_MODEL, else the default model under the source tree's models/ (found
 // relative to the binary, build/bin/baton), else models/ under the working directory.

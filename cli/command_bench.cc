@@ -26,7 +26,7 @@ namespace {
 int RunBenchEngine(const Args& args) {
   const std::vector<FlagSpec> specs = {
       {"model", "PATH", "GGUF model (default: the default model)"},
-      {"device", "DEVICE", "cpu, cuda or cuda:N (default cpu)"},
+      DeviceFlagSpec(),
       {"threads", "N", "CPU threads (default: all cores)"},
       {"prompt-tokens", "N", "prefill prompt length (default 512)"},
       {"decode-tokens", "N", "decode length, one sequence (default 128)"},
@@ -45,7 +45,7 @@ int RunBenchEngine(const Args& args) {
   }
   bench::EngineBenchOptions options;
   options.model_path = flags->GetOr("model", DefaultModelPath());
-  absl::StatusOr<kernels::Device> device = kernels::ParseDevice(flags->GetOr("device", "cpu"));
+  absl::StatusOr<kernels::Device> device = DeviceFlag(*flags);
   if (!device.ok()) return UsageError("bench engine", device.status(), usage);
   options.device = *device;
   absl::StatusOr<int64_t> v;

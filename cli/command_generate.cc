@@ -28,6 +28,7 @@ int RunGenerate(const Args& args) {
       {"seed", "S", "random seed (default 47984)"},
       {"stop", "TEXT", "stop when the text contains TEXT"},
       {"ignore-eos", "", "keep generating past end-of-generation tokens"},
+      DeviceFlagSpec(),
       {"threads", "N", "CPU threads (default: all cores)"},
       {"server", "HOST:PORT", "send the request to a baton router instead of running in-process"},
       {"token", "TOKEN", "with --server: the cluster's shared token"},
@@ -83,6 +84,8 @@ int RunGenerate(const Args& args) {
   if (!parsed.ok()) return UsageError("generate", parsed, usage);
   absl::StatusOr<int64_t> threads = flags->GetInt("threads", 0, 0, 1024);
   if (!threads.ok()) return UsageError("generate", threads.status(), usage);
+  absl::StatusOr<kernels::Device> device = DeviceFlag(*flags);
+  if (!device.ok()) return UsageError("generate", device.status(), usage);
 
   const std::string text = flags->GetOr(flags->Has("prompt") ? "prompt" : "chat", "");
   std::vector<engine::ChatMessage> chat;
@@ -117,7 +120,8 @@ int RunGenerate(const Args& args) {
   const std::vector<engine::TokenId>& prompt = *encoded;
 
   absl::StatusOr<std::unique_ptr<engine::Generator>> generator = engine::Generator::Create(
-      model->get(), {.n_threads = static_cast<int>(*threads),
+      model->get(), {.device = *device,
+                     .n_threads = static_cast<int>(*threads),
                      .max_context = std::min<int32_t>((*model)->config().n_ctx_train,
                                                       static_cast<int32_t>(prompt.size()) +
                                                           params.max_tokens)});

@@ -1,4 +1,4 @@
-// baton info --model PATH: what a GGUF file holds.
+// baton info --model PATH: what a GGUF file holds, and the devices this machine can run it on.
 #include <iostream>
 #include <map>
 
@@ -8,6 +8,7 @@
 #include "engine/gguf_file.h"
 #include "engine/model_config.h"
 #include "engine/vocab.h"
+#include "kernels/backend_factory.h"
 #include "kernels/cpu/cpu_isa.h"
 
 namespace baton::cli {
@@ -33,6 +34,13 @@ int RunInfo(const Args& args) {
   std::cout << absl::StrFormat("file: %s (%d bytes, GGUF v%d, alignment %d)\n", path, f.file_size(),
                                f.version(), f.alignment());
   std::cout << "cpu kernels: " << kernels::CpuIsaName() << "\n";
+  absl::StatusOr<std::vector<std::string>> gpus = kernels::DescribeGpus();
+  if (!gpus.ok()) {
+    std::cout << "gpus: none (" << gpus.status().message() << ")\n";
+  } else {
+    std::cout << "gpus: " << gpus->size() << "\n";
+    for (const std::string& gpu : *gpus) std::cout << "  " << gpu << "\n";
+  }
   if (f.tensors().empty()) {
     std::cout << "tensors: 0 (vocabulary only)\n";
   } else {

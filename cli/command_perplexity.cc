@@ -35,6 +35,8 @@ struct LoadedModel {
 absl::StatusOr<LoadedModel> Load(const Flags& flags, int32_t context, bool clamp) {
   absl::StatusOr<int64_t> threads = flags.GetInt("threads", 0, 0, 1024);
   if (!threads.ok()) return threads.status();
+  absl::StatusOr<kernels::Device> device = DeviceFlag(flags);
+  if (!device.ok()) return device.status();
   LoadedModel loaded;
   absl::StatusOr<std::unique_ptr<engine::Model>> model =
       engine::Model::Load(flags.GetOr("model", DefaultModelPath()));
@@ -47,7 +49,8 @@ absl::StatusOr<LoadedModel> Load(const Flags& flags, int32_t context, bool clamp
         "a context of %d tokens is longer than the model's %d (--ctx)", context, trained));
   }
   absl::StatusOr<std::unique_ptr<engine::Generator>> generator = engine::Generator::Create(
-      loaded.model.get(), {.n_threads = static_cast<int>(*threads),
+      loaded.model.get(), {.device = *device,
+                           .n_threads = static_cast<int>(*threads),
                            .max_context = context,
                            .reference_kernels = flags.Has("reference-kernels")});
   if (!generator.ok()) return generator.status();
@@ -169,6 +172,7 @@ int RunPerplexity(const Args& args) {
       {"kl-divergence", "", "score the model against --kl-divergence-base's log-probabilities"},
       {"chunks", "N", "score at most the first N chunks (default: all)"},
       {"reference-kernels", "", "run the exact scalar reference kernels (to make a base)"},
+      DeviceFlagSpec(),
       {"threads", "N", "CPU threads (default: all cores)"},
       {"help", "", "show this help"},
   };
@@ -193,6 +197,7 @@ int RunPerplexity(const Args& args) {
   if (absl::Status s = flags->GetInt("threads", 0, 0, 1024).status(); !s.ok()) {
     return UsageError(kCommand, s, usage);
   }
+  if (absl::Status s = DeviceFlag(*flags).status(); !s.ok()) return UsageError(kCommand, s, usage);
   const bool has_base = flags->Has("kl-divergence-base");
   const bool has_file = flags->Has("file");
   if (flags->Has("kl-divergence")) {

@@ -47,6 +47,7 @@ int RunWorkerWithRole(const std::string& command, const Args& args,
       {"model", "PATH", "GGUF model (default: the default model)"},
       {"router", "HOST:PORT", "register with this router and send it heartbeats"},
       {"advertise", "HOST:PORT", "address the router and peers should dial (default host:port)"},
+      DeviceFlagSpec(),
       {"threads", "N", "CPU threads for the model (default: all cores)"},
       {"kv-cache-memory", "BYTES", "KV cache size (default 512 MiB); suffixes K, M, G"},
       {"max-batch-tokens", "N", "prefill: prompt tokens per forward pass; longer prompts are "
@@ -115,6 +116,9 @@ int RunWorkerWithRole(const std::string& command, const Args& args,
   absl::StatusOr<int64_t> v;
   if (!(v = flags->GetInt("threads", 0, 0, 1024)).ok()) return UsageError(command, v.status(), usage);
   options.n_threads = static_cast<int>(*v);
+  absl::StatusOr<kernels::Device> device = DeviceFlag(*flags);
+  if (!device.ok()) return UsageError(command, device.status(), usage);
+  options.device = *device;
   absl::StatusOr<int64_t> bytes = ParseByteSize(flags->GetOr("kv-cache-memory", "512M"));
   if (!bytes.ok()) return UsageError(command, bytes.status(), usage);
   options.kv_cache_bytes = *bytes;

@@ -4,6 +4,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/backend_factory.h"
 
 namespace baton::engine {
 namespace {
@@ -21,8 +22,10 @@ absl::StatusOr<std::unique_ptr<Generator>> Generator::Create(const Model* model,
   const ModelConfig& config = model->config();
   g->max_context_ = options.max_context > 0 ? std::min(options.max_context, config.n_ctx_train)
                                             : config.n_ctx_train;
-  g->backend_ = kernels::CreateCpuBackend(
-      {.n_threads = options.n_threads, .reference = options.reference_kernels});
+  absl::StatusOr<std::unique_ptr<kernels::Backend>> backend = kernels::CreateBackend(
+      options.device, {.n_threads = options.n_threads, .reference = options.reference_kernels});
+  if (!backend.ok()) return backend.status();
+  g->backend_ = *std::move(backend);
   constexpr int32_t kBlockSize = 16;
   absl::StatusOr<std::unique_ptr<KvCache>> cache = KvCache::Create(
       config, {.block_size = kBlockSize, .n_blocks = (g->max_context_ + kBlockSize - 1) / kBlockSize},

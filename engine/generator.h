@@ -17,11 +17,13 @@
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/transformer.h"
+#include "kernels/device.h"
 
 namespace baton::engine {
 
 struct GeneratorOptions {
-  int n_threads = 0;            // 0: every core the process may use
+  kernels::Device device;       // where the model runs (cpu, cuda:N)
+  int n_threads = 0;            // 0: every core the process may use (the CPU backend's pool)
   int32_t max_context = 0;      // tokens of KV to allocate; 0: the model's context length
   bool reference_kernels = false;
 };

@@ -5,6 +5,7 @@
 
 #if BATON_HAVE_CUDA
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/device_info.h"
 #endif
 
 namespace baton::kernels {
@@ -14,6 +15,23 @@ bool BuiltWithCuda() {
   return true;
 #else
   return false;
+#endif
+}
+
+absl::StatusOr<std::vector<std::string>> DescribeGpus() {
+#if BATON_HAVE_CUDA
+  absl::StatusOr<std::vector<cuda::DeviceInfo>> devices = cuda::ListDevices();
+  if (!devices.ok()) return devices.status();
+  std::vector<std::string> lines;
+  for (const cuda::DeviceInfo& d : *devices) {
+    lines.push_back(absl::StrCat("cuda:", d.index, " ", d.name, ", ",
+                                 d.total_memory_bytes >> 30, " GiB, compute ",
+                                 d.compute_capability_major, ".", d.compute_capability_minor));
+  }
+  return lines;
+#else
+  return absl::UnavailableError(
+      "this build of baton has no CUDA backend (the CUDA toolkit was not found when it was built)");
 #endif
 }
 

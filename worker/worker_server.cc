@@ -16,6 +16,7 @@
 #include "engine/ngram_proposer.h"
 #include "engine/prefix_cache.h"
 #include "engine/transformer.h"
+#include "kernels/backend_factory.h"
 #include "kvtransfer/kv_transfer_service.h"
 #include "kvtransfer/kv_transport.h"
 #include "metrics/metrics.h"
@@ -218,7 +219,10 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOp
   const engine::ModelConfig& config = w.model->config();
   // Every metric series names the model as the router does.
   metrics::Registry::Global().SetConstantLabels({{"model_name", w.model->id()}});
-  w.backend = kernels::CreateCpuBackend({.n_threads = options.n_threads});
+  absl::StatusOr<std::unique_ptr<kernels::Backend>> backend =
+      kernels::CreateBackend(options.device, {.n_threads = options.n_threads});
+  if (!backend.ok()) return backend.status();
+  w.backend = *std::move(backend);
   const int32_t n_blocks =
       engine::KvCache::BlocksForBytes(config, options.block_size, options.kv_cache_bytes);
   if (n_blocks < 1) {

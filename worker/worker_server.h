@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "baton/v1/common.pb.h"
 #include "engine/kv_budget.h"
+#include "kernels/device.h"
 #include "rpc/server_options.h"
 
 namespace baton::worker {
@@ -39,7 +40,8 @@ struct WorkerOptions {
   rpc::ClientOptions peers;              // to the router and to decode workers (KV pushes)
   std::string advertise_address;         // what the router should dial; default host:port
   std::string router_address;            // register + heartbeat there when set
-  int n_threads = 0;
+  kernels::Device device;                // where the model and its KV cache live
+  int n_threads = 0;                     // the CPU backend's pool (0: every core)
   int64_t kv_cache_bytes = 512LL << 20;  // decode: reservations; prefill: scratch
   int32_t block_size = 16;
   int32_t max_batch_tokens = 2048;       // prefill token budget per forward

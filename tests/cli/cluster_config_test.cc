@@ -1,0 +1,40 @@
+// The cluster file's `device:` key (cli/cluster_config.h): workers take it, the router does not,
+// and a value that names no device is an error that says where.
+#include "cli/cluster_config.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace baton::cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(ClusterConfigDeviceTest, WorkersTakeADevice) {
+  absl::StatusOr<ClusterConfig> c = ParseClusterConfig(
+      "prefill: [{device: cuda:1}]\ndecode: [{device: cpu}, {}]\n", "cluster.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->prefill[0].device, "cuda:1");
+  EXPECT_EQ(c->decode[0].device, "cpu");
+  EXPECT_EQ(c->decode[1].device, "");
+}
+
+TEST(ClusterConfigDeviceTest, ABadDeviceSaysWhereAndWhatIsAccepted) {
+  absl::StatusOr<ClusterConfig> c =
+      ParseClusterConfig("prefill: [{}]\ndecode: [{device: gpu0}]\n", "cluster.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("cluster.yaml"));
+  EXPECT_THAT(c.status().message(), HasSubstr("expected cpu, cuda or cuda:N"));
+}
+
+TEST(ClusterConfigDeviceTest, TheRouterHasNoDevice) {
+  absl::StatusOr<ClusterConfig> c = ParseClusterConfig(
+      "router: {device: cuda}\nprefill: [{}]\ndecode: [{}]\n", "cluster.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("unknown key 'device'"));
+}
+
+}  // namespace
+}  // namespace baton::cli
