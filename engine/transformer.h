@@ -3,8 +3,8 @@
 // Prefill runs whole prompts: every layer's projections are matrix-matrix products over all prompt
 // tokens of all sequences, attention is causal within each sequence. Decode runs one new token per
 // sequence: the same products with one row per sequence, attention over the cached K/V. Both write
-// the KV cache and, because every kernel is batch-invariant, give bitwise the same logits for the
-// same token at the same position.
+// the KV cache and, on a backend whose kernels are batch-invariant (the CPU's), give bitwise the
+// same logits for the same token at the same position.
 //
 // Memory: the forward pass is a sequence of backend operations over the backend's memory (the
 // activations, the model's vectors, the KV cache's blocks); the Transformer itself computes

@@ -1,5 +1,5 @@
 // The kernel interface: the operations a Llama-architecture forward pass needs, implemented by the
-// CPU backend (kernels/cpu/) and later the CUDA backend (kernels/cuda/). Knows nothing of models.
+// CPU backend (kernels/cpu/) and the CUDA backend (kernels/cuda/). Knows nothing of models.
 //
 // Conventions: activations are f32, row-major; "[a, b]" means a rows of b contiguous values.
 // Weight matrices are [n_rows, n_cols] in any dtype whose rows are stored contiguously.
@@ -8,8 +8,9 @@
 // host_memory() is true); CopyToDevice / CopyToHost move bytes in and out. Weight matrices are
 // host memory, of which a backend may keep its own copy (RegisterWeights). Index arrays (token
 // ids, positions, block tables) are host memory; a device backend uploads them itself.
-// Every operation is batch-invariant: the result for one row of x is bitwise the same whatever the
-// other rows are and however many there are (same reduction order per row).
+// The CPU backend's operations are batch-invariant: the result for one row of x is bitwise the
+// same whatever the other rows are and however many there are (same reduction order per row).
+// The CUDA backend's agree with them within rounding and are not (kernels/cuda/cuda_backend.h).
 //
 // Thread-safety: a Backend's operations are used by one thread at a time (it owns a thread pool
 // that it uses internally); create one per worker loop. Its memory calls (Allocate, Free,

@@ -118,7 +118,13 @@ class CudaBackend final : public Backend {
     ++it->second.references;
     if (!inserted) return true;
     const size_t bytes = static_cast<size_t>(MatrixBytes(w));
-    BATON_CUDA_CHECK(cudaMalloc(&it->second.device, std::max<size_t>(bytes, 1)));
+    absl::StatusOr<void*> copy = Allocate(bytes);
+    if (!copy.ok()) {
+      // At load, before any request: the model does not fit this GPU beside what it holds.
+      CudaFailed("RegisterWeights", std::string(copy.status().message()).c_str(), __FILE__,
+                 __LINE__);
+    }
+    it->second.device = *copy;
     BATON_CUDA_CHECK(cudaMemcpy(it->second.device, w.data, bytes, cudaMemcpyHostToDevice));
     return true;
   }

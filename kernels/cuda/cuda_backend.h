@@ -4,7 +4,9 @@
 // Memory: Allocate hands out device memory (host_memory() is false); the KV cache, the
 // activations and the model's vectors live there. RegisterWeights uploads a weight matrix as it
 // is stored (quantized blocks included) once; MatMul reads that copy (see device_matmul.cuh for
-// how). GetRows dequantizes the embedding rows it needs on the host and uploads them.
+// how). A model whose weights do not fit the GPU ends the process at load, saying how many bytes
+// were asked and how many are free (RegisterWeights has no error to return). GetRows
+// dequantizes the embedding rows it needs on the host and uploads them.
 // Operations are queued on the backend's stream in order; CopyToHost waits for everything queued
 // before it, so results read back are complete.
 //

@@ -6,6 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/test_paths.h"
 
 namespace baton::cli {
 namespace {
@@ -34,6 +35,16 @@ TEST(ClusterConfigDeviceTest, TheRouterHasNoDevice) {
       "router: {device: cuda}\nprefill: [{}]\ndecode: [{}]\n", "cluster.yaml");
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(c.status().message(), HasSubstr("unknown key 'device'"));
+}
+
+// The GPU cluster file in deploy/ parses, its workers on the GPUs it names.
+TEST(ClusterConfigDeviceTest, TheGpuClusterFileInDeployParses) {
+  absl::StatusOr<ClusterConfig> c =
+      LoadClusterConfig(test_support::SourcePath("deploy/local/gpu.yaml"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->prefill.size(), 1u);
+  EXPECT_EQ(c->prefill[0].device, "cuda:0");
+  EXPECT_EQ(c->decode[0].device, "cuda:1");
 }
 
 }  // namespace
