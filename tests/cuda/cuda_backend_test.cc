@@ -67,6 +67,23 @@ class CudaBackendTest : public ::testing::Test {
     return host.ToVector();
   }
 
+  // max |error| / rms of the GPU's y = x · Wᵀ against the reference, for random W [rows, cols]
+  // of `dtype` and x [n, cols]; W registered first unless `unregistered`.
+  double MatMulError(DType dtype, int64_t rows, int64_t cols, int64_t n,
+                     bool unregistered = false) {
+    const TestWeights w = MakeWeights(dtype, rows, cols, 7);
+    const std::vector<float> x = RandomFloats(n * cols, 11);
+    std::vector<float> expected(static_cast<size_t>(n * rows));
+    cpu_->MatMul(w.matrix(), x.data(), n, expected.data());
+    if (!unregistered) EXPECT_TRUE(gpu_->RegisterWeights(w.matrix()));
+    Guarded dx = UploadGuarded(x);
+    Guarded dy = UploadGuarded(std::vector<float>(static_cast<size_t>(n * rows), 0.0f));
+    gpu_->MatMul(w.matrix(), dx.data(), n, dy.data());
+    const std::vector<float> got = DownloadChecked(dy);
+    if (!unregistered) gpu_->ReleaseWeights(w.matrix());
+    return MaxErrorOverRms(got.data(), expected.data(), n * rows);
+  }
+
   std::unique_ptr<Backend> gpu_;
   std::unique_ptr<Backend> cpu_;
 };
@@ -100,19 +117,7 @@ class CudaMatMulTest : public CudaBackendTest,
 
 TEST_P(CudaMatMulTest, MatchesTheReference) {
   const auto [dtype, n] = GetParam();
-  const int64_t rows = 67, cols = ColsFor(dtype);
-  const TestWeights w = MakeWeights(dtype, rows, cols, 7);
-  const std::vector<float> x = RandomFloats(n * cols, 11);
-  std::vector<float> expected(static_cast<size_t>(n * rows));
-  cpu_->MatMul(w.matrix(), x.data(), n, expected.data());
-
-  ASSERT_TRUE(gpu_->RegisterWeights(w.matrix()));
-  Guarded dx = UploadGuarded(x);
-  Guarded dy = UploadGuarded(std::vector<float>(static_cast<size_t>(n * rows), 0.0f));
-  gpu_->MatMul(w.matrix(), dx.data(), n, dy.data());
-  const std::vector<float> got = DownloadChecked(dy);
-  gpu_->ReleaseWeights(w.matrix());
-  EXPECT_LT(MaxErrorOverRms(got.data(), expected.data(), n * rows), ToleranceFor(dtype, n));
+  EXPECT_LT(MatMulError(dtype, 67, ColsFor(dtype), n), ToleranceFor(dtype, n));
 }
 
 std::vector<DType> DeviceTypes() {
@@ -181,34 +186,14 @@ INSTANTIATE_TEST_SUITE_P(Types, CudaDequantizeTest,
                          [](const auto& info) { return std::string(DTypeName(info.param)); });
 
 TEST_F(CudaBackendTest, AnUnregisteredMatrixMultipliesTheSame) {
-  const TestWeights w = MakeWeights(DType::kQ4_K, 33, 256, 5);
-  const std::vector<float> x = RandomFloats(2 * 256, 6);
-  std::vector<float> expected(2 * 33);
-  cpu_->MatMul(w.matrix(), x.data(), 2, expected.data());
-  Guarded dx = UploadGuarded(x);
-  Guarded dy = UploadGuarded(std::vector<float>(2 * 33, 0.0f));
-  gpu_->MatMul(w.matrix(), dx.data(), 2, dy.data());
-  const std::vector<float> got = DownloadChecked(dy);
-  EXPECT_LT(MaxErrorOverRms(got.data(), expected.data(), 2 * 33), 2e-5);
+  EXPECT_LT(MatMulError(DType::kQ4_K, 33, 256, 2, /*unregistered=*/true), 2e-5);
 }
 
 // Rows too long for x to fit shared memory at once are walked in tiles, the last one partial.
 TEST_F(CudaBackendTest, AWideMatrixIsWalkedInTiles) {
   for (const DType dtype : {DType::kQ4_K, DType::kQ4_0, DType::kF16}) {
     for (const int64_t n : {int64_t{1}, int64_t{5}, int64_t{8}}) {
-      const int64_t rows = 19, cols = 17 * 256;
-      const TestWeights w = MakeWeights(dtype, rows, cols, 8);
-      const std::vector<float> x = RandomFloats(n * cols, 12);
-      std::vector<float> expected(static_cast<size_t>(n * rows));
-      cpu_->MatMul(w.matrix(), x.data(), n, expected.data());
-      ASSERT_TRUE(gpu_->RegisterWeights(w.matrix()));
-      Guarded dx = UploadGuarded(x);
-      Guarded dy = UploadGuarded(std::vector<float>(static_cast<size_t>(n * rows), 0.0f));
-      gpu_->MatMul(w.matrix(), dx.data(), n, dy.data());
-      const std::vector<float> got = DownloadChecked(dy);
-      gpu_->ReleaseWeights(w.matrix());
-      EXPECT_LT(MaxErrorOverRms(got.data(), expected.data(), n * rows), 2e-5)
-          << DTypeName(dtype) << " n " << n;
+      EXPECT_LT(MatMulError(dtype, 19, 17 * 256, n), 2e-5) << DTypeName(dtype) << " n " << n;
     }
   }
 }
