@@ -10,8 +10,8 @@
 #include "engine/kv_cache.h"
 #include "engine/model.h"
 #include "engine/transformer.h"
-#include "kernels/cpu/cpu_isa.h"
 #include "kernels/backend_factory.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/dequantize.h"
 #if BATON_HAVE_CUDA
 #include "kernels/cuda/device_probes.h"

@@ -10,14 +10,6 @@
 
 namespace baton::kernels {
 
-bool BuiltWithCuda() {
-#if BATON_HAVE_CUDA
-  return true;
-#else
-  return false;
-#endif
-}
-
 absl::StatusOr<std::vector<std::string>> DescribeGpus() {
 #if BATON_HAVE_CUDA
   absl::StatusOr<std::vector<cuda::DeviceInfo>> devices = cuda::ListDevices();
@@ -51,7 +43,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const Device& device,
   return absl::UnavailableError(absl::StrCat(
       "--device ", device.ToString(),
       ": this build of baton has no CUDA backend (the CUDA toolkit was not found when it was "
-      "built; see README.md, \"GPUs\")"));
+      "built; see docs/GPU.md)"));
 #endif
 }
 

@@ -20,9 +20,6 @@ namespace baton::kernels {
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const Device& device,
                                                        const CpuBackendOptions& cpu_options);
 
-// Whether this build has the CUDA backend (it was built with the CUDA toolkit).
-bool BuiltWithCuda();
-
 // One line per visible GPU that --device cuda:N can name ("cuda:0 NVIDIA H200, 139 GiB,
 // compute 9.0"), or why there is none (no CUDA backend in this build, no driver, no device).
 absl::StatusOr<std::vector<std::string>> DescribeGpus();

@@ -14,6 +14,7 @@
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/device_matmul.cuh"
 #include "kernels/cuda/elementwise.cuh"
+#include "kernels/cuda/index_pack.h"
 #include "kernels/cuda/index_uploader.cuh"
 #include "kernels/cuda/paged_attention.cuh"
 
@@ -179,9 +180,12 @@ class CudaBackend final : public Backend {
   void WriteKv(const KvLayerView& kv, const int32_t* positions, int64_t n, const float* k,
                const float* v) override {
     Activate();
-    const int32_t* table = uploader_.Upload(kv.block_table, BlocksOf(kv));
-    LaunchWriteKv(kv.k_base, kv.v_base, LayoutOf(kv), table, uploader_.Upload(positions, n), n, k,
-                  v, stream_);
+    pack_.Clear();
+    const size_t table = pack_.Add(kv.block_table, BlocksOf(kv));
+    const size_t rows = pack_.Add(positions, n);
+    const void* base = uploader_.Upload(pack_);
+    LaunchWriteKv(kv.k_base, kv.v_base, LayoutOf(kv), IndexPack::At<int32_t>(base, table),
+                  IndexPack::At<int32_t>(base, rows), n, k, v, stream_);
   }
 
   void Attention(const float* q, const int32_t* q_positions, int64_t n_q, int32_t n_head,
@@ -226,21 +230,25 @@ class CudaBackend final : public Backend {
                            .position = in.q_positions[i]});
       }
     }
-    const AttentionSeq* device_seqs =
-        uploader_.Upload(attention_seqs_.data(), attention_seqs_.size());
-    const int32_t* device_tables =
-        uploader_.Upload(attention_tables_.data(), attention_tables_.size());
+    pack_.Clear();
+    const size_t at_seqs = pack_.Add(attention_seqs_.data(), attention_seqs_.size());
+    const size_t at_tables = pack_.Add(attention_tables_.data(), attention_tables_.size());
+    const size_t at_decode = pack_.Add(decode_queries_.data(), decode_queries_.size());
+    const size_t at_tiles = pack_.Add(prefill_tiles_.data(), prefill_tiles_.size());
+    const size_t at_prefill = pack_.Add(prefill_queries_.data(), prefill_queries_.size());
+    const void* base = uploader_.Upload(pack_);
+    const auto* device_seqs = IndexPack::At<AttentionSeq>(base, at_seqs);
+    const auto* device_tables = IndexPack::At<int32_t>(base, at_tables);
     if (!decode_queries_.empty()) {
-      LaunchAttention(device_seqs, uploader_.Upload(decode_queries_.data(), decode_queries_.size()),
+      LaunchAttention(device_seqs, IndexPack::At<AttentionQuery>(base, at_decode),
                       static_cast<int64_t>(decode_queries_.size()), device_tables, n_head, layout,
                       scale, stream_);
     }
     if (!prefill_tiles_.empty()) {
-      LaunchTiledAttention(device_seqs,
-                           uploader_.Upload(prefill_tiles_.data(), prefill_tiles_.size()),
+      LaunchTiledAttention(device_seqs, IndexPack::At<AttentionTile>(base, at_tiles),
                            static_cast<int64_t>(prefill_tiles_.size()),
-                           uploader_.Upload(prefill_queries_.data(), prefill_queries_.size()),
-                           device_tables, n_head, layout, scale, stream_);
+                           IndexPack::At<AttentionQuery>(base, at_prefill), device_tables, n_head,
+                           layout, scale, stream_);
     }
   }
 
@@ -271,6 +279,7 @@ class CudaBackend final : public Backend {
   ScratchBuffer unregistered_;
   std::unordered_map<const void*, DeviceWeights> weights_;  // by the host matrix's address
   std::vector<float> rows_;                                 // GetRows' staging
+  IndexPack pack_;                                          // an operation's index arrays
   std::vector<AttentionSeq> attention_seqs_;
   std::vector<int32_t> attention_tables_;
   std::vector<AttentionQuery> decode_queries_;   // one per block of the decode kernel

@@ -1,8 +1,11 @@
 // Host index arrays (token ids, positions, block tables, batch descriptors) copied to device
 // memory for the kernels that read them. Each upload is staged in pinned host memory and copied
 // asynchronously on the backend's stream, so it neither blocks the host nor waits for the GPU.
-// The staging ring is reused from its start only after the stream has caught up (a wrap waits),
-// so no slice is overwritten while a copy or kernel may still read it. An array equal to one of
+// The staging ring is reused from its start only after the stream has caught up (a wrap waits,
+// as does growing it for an upload larger than the ring), so no slice is overwritten or freed
+// while a copy or kernel may still read it. That holds for the work already enqueued: an
+// operation uploads all its arrays at once (an IndexPack) before it launches, so a wrap never
+// strands a slice it has yet to launch with. An upload equal to one of
 // the last few uploaded is not copied again (a step's positions and block tables are the same
 // for every layer): its earlier device copy is still in the ring, unchanged.
 //
@@ -16,6 +19,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cuda/index_pack.h"
+
 namespace baton::kernels::cuda {
 
 class IndexUploader {
@@ -25,11 +30,14 @@ class IndexUploader {
   IndexUploader& operator=(const IndexUploader&) = delete;
   ~IndexUploader();
 
-  // A device copy of host[0, count), valid for the work enqueued on the stream after it.
+  // A device copy of host[0, count), valid for the work enqueued on the stream after it and
+  // before the next upload that wraps the ring. For an operation with one array.
   template <typename T>
   const T* Upload(const T* host, size_t count) {
     return static_cast<const T*>(UploadBytes(host, count * sizeof(T)));
   }
+  // A device copy of the pack (IndexPack::At finds its arrays), valid as Upload's.
+  const void* Upload(const IndexPack& pack) { return UploadBytes(pack.data(), pack.size()); }
 
  private:
   struct Recent {
