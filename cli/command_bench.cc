@@ -30,7 +30,8 @@ int RunBenchEngine(const Args& args) {
       {"threads", "N", "CPU threads (default: all cores)"},
       {"prompt-tokens", "N", "prefill prompt length (default 512)"},
       {"decode-tokens", "N", "decode length, one sequence (default 128)"},
-      {"batch-sizes", "LIST", "batched decode sizes, comma-separated (default 1,8,32)"},
+      {"batch-sizes", "LIST",
+       "batched decode sizes, comma-separated (default 1,8,32; on a GPU 1,8,32,128)"},
       {"repeats", "N", "best of N runs (default 3)"},
       {"json", "", "print only the JSON object (the default output is the same JSON)"},
       {"help", "", "show this help"},
@@ -48,6 +49,7 @@ int RunBenchEngine(const Args& args) {
   absl::StatusOr<kernels::Device> device = DeviceFlag(*flags);
   if (!device.ok()) return UsageError("bench engine", device.status(), usage);
   options.device = *device;
+  if (options.device.is_cuda()) options.batch_sizes = {1, 8, 32, 128};
   absl::StatusOr<int64_t> v;
   if (!(v = flags->GetInt("threads", 0, 0, 1024)).ok()) return UsageError("bench engine", v.status(), usage);
   options.n_threads = static_cast<int>(*v);
