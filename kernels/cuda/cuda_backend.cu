@@ -34,6 +34,20 @@ KvLayout LayoutOf(const KvLayerView& kv) {
           .head_dim = kv.head_dim};
 }
 
+// A stream, destroyed with its owner: declared before the members that enqueue on it, it goes
+// after them.
+class OwnedStream {
+ public:
+  explicit OwnedStream(cudaStream_t stream) : stream_(stream) {}
+  OwnedStream(const OwnedStream&) = delete;
+  OwnedStream& operator=(const OwnedStream&) = delete;
+  ~OwnedStream() { cudaStreamDestroy(stream_); }
+  operator cudaStream_t() const { return stream_; }  // NOLINT: used where a stream is
+
+ private:
+  cudaStream_t stream_;
+};
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend(int device, std::string device_name, cudaStream_t stream)
@@ -47,7 +61,6 @@ class CudaBackend final : public Backend {
     Activate();
     cudaStreamSynchronize(stream_);
     for (auto& [host, copy] : weights_) cudaFree(copy.device);
-    cudaStreamDestroy(stream_);
   }
 
   std::string name() const override { return name_; }
@@ -273,7 +286,7 @@ class CudaBackend final : public Backend {
 
   const int device_;
   const std::string name_;
-  cudaStream_t stream_;
+  const OwnedStream stream_;  // before what enqueues on it, so destroyed after
   DeviceMatMul matmul_;
   IndexUploader uploader_;
   ScratchBuffer unregistered_;
