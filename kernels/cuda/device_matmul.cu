@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/dequantize.h"
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/launch_helpers.cuh"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/weight_chunks.cuh"
 
@@ -16,11 +17,6 @@ namespace baton::kernels::cuda {
 namespace {
 
 constexpr int kGemvWarps = 4;
-
-__device__ __forceinline__ float WarpSum(float v) {
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
 
 // Rows ending in a partial chunk (plain types): one warp per output row r; lane l takes chunks
 // l, l + 32, ... of the row and every x row, then the tail element by element.
@@ -215,10 +211,6 @@ __global__ void DequantizeElementsKernel(const uint8_t* w, int64_t row_bytes, in
   out[idx] = __float2half_rn(Loader::LoadOne(w + (idx / n_cols) * row_bytes, idx % n_cols));
 }
 
-unsigned BlocksFor(int64_t n, int threads) {
-  return static_cast<unsigned>(std::max<int64_t>(1, (n + threads - 1) / threads));
-}
-
 [[noreturn]] void Unsupported(DType dtype) {
   const std::string reason = "no CUDA loader for weights of type " + std::string(DTypeName(dtype));
   CudaFailed("DeviceMatMul", reason.c_str(), __FILE__, __LINE__);
@@ -317,16 +309,20 @@ void DeviceMatMul::RunGemv(DType dtype, const void* w, int64_t n_rows, int64_t n
 
 // Row-major y [n, n_rows] = x [n, n_cols] · Wᵀ is, column-major, Y (n_rows x n) = Wᵀ X with W
 // seen as (n_cols x n_rows) and X as (n_cols x n).
+cublasStatus_t GemmWithWeightRows(cublasHandle_t cublas, cudaDataType operands, const void* w,
+                                  const void* x, float* y, int64_t n_rows, int64_t n_cols,
+                                  int64_t n) {
+  const float alpha = 1.0f, beta = 0.0f;
+  const int rows = static_cast<int>(n_rows), cols = static_cast<int>(n_cols);
+  return cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, rows, static_cast<int>(n), cols, &alpha,
+                      w, operands, cols, x, operands, cols, &beta, y, CUDA_R_32F, rows,
+                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
 void DeviceMatMul::RunGemm(DType dtype, const void* w, int64_t n_rows, int64_t n_cols,
                            const float* x, int64_t n, float* y) {
-  const float alpha = 1.0f, beta = 0.0f;
   if (dtype == DType::kF32) {
-    BATON_CUBLAS_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n_rows),
-                                    static_cast<int>(n), static_cast<int>(n_cols), &alpha, w,
-                                    CUDA_R_32F, static_cast<int>(n_cols), x, CUDA_R_32F,
-                                    static_cast<int>(n_cols), &beta, y, CUDA_R_32F,
-                                    static_cast<int>(n_rows), CUBLAS_COMPUTE_32F,
-                                    CUBLAS_GEMM_DEFAULT));
+    BATON_CUBLAS_CHECK(GemmWithWeightRows(cublas_, CUDA_R_32F, w, x, y, n_rows, n_cols, n));
     return;
   }
   const void* w16 = w;
@@ -339,12 +335,7 @@ void DeviceMatMul::RunGemm(DType dtype, const void* w, int64_t n_rows, int64_t n
   auto* x16 = static_cast<uint16_t*>(
       activations_f16_.Reserve(static_cast<size_t>(n * n_cols) * sizeof(uint16_t)));
   LaunchF32ToF16(x, n * n_cols, x16, stream_);
-  BATON_CUBLAS_CHECK(cublasGemmEx(cublas_, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(n_rows),
-                                  static_cast<int>(n), static_cast<int>(n_cols), &alpha, w16,
-                                  CUDA_R_16F, static_cast<int>(n_cols), x16, CUDA_R_16F,
-                                  static_cast<int>(n_cols), &beta, y, CUDA_R_32F,
-                                  static_cast<int>(n_rows), CUBLAS_COMPUTE_32F,
-                                  CUBLAS_GEMM_DEFAULT));
+  BATON_CUBLAS_CHECK(GemmWithWeightRows(cublas_, CUDA_R_16F, w16, x16, y, n_rows, n_cols, n));
 }
 
 }  // namespace baton::kernels::cuda

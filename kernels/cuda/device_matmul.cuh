@@ -68,6 +68,13 @@ class DeviceMatMul {
   ScratchBuffer activations_f16_;  // f16 [n, n_cols]
 };
 
+// Row-major y [n, n_rows] f32 = x [n, n_cols] · Wᵀ with W [n_rows, n_cols] and x both of
+// `operands` (CUDA_R_16F or CUDA_R_32F), f32 accumulation: the one cuBLAS call the backend's
+// GEMMs make, and the one the benchmark times alone (device_probes.h).
+cublasStatus_t GemmWithWeightRows(cublasHandle_t cublas, cudaDataType operands, const void* w,
+                                  const void* x, float* y, int64_t n_rows, int64_t n_cols,
+                                  int64_t n);
+
 // out [n_rows, n_cols] f16 (raw halves) = W dequantized.
 void LaunchDequantizeToF16(DType dtype, const void* w, int64_t n_rows, int64_t n_cols,
                            uint16_t* out, cudaStream_t stream);

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/cuda/device_matmul.cuh"
 
 namespace baton::kernels::cuda {
 namespace {
@@ -96,15 +97,11 @@ absl::StatusOr<double> TimeF16Gemms(int device, std::span<const GemmShape> shape
     return absl::UnavailableError("cublasCreate failed");
   }
   cublasSetStream(cublas, p.stream);
-  const float alpha = 1.0f, beta = 0.0f;
   absl::StatusOr<double> seconds = p.Time(3, [&]() -> absl::Status {
     for (const GemmShape& g : shapes) {
-      const cublasStatus_t st = cublasGemmEx(
-          cublas, CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(g.n_rows), static_cast<int>(n),
-          static_cast<int>(g.n_cols), &alpha, p.buffers[0], CUDA_R_16F,
-          static_cast<int>(g.n_cols), p.buffers[1], CUDA_R_16F, static_cast<int>(g.n_cols),
-          &beta, p.buffers[2], CUDA_R_32F, static_cast<int>(g.n_rows), CUBLAS_COMPUTE_32F,
-          CUBLAS_GEMM_DEFAULT);
+      const cublasStatus_t st =
+          GemmWithWeightRows(cublas, CUDA_R_16F, p.buffers[0], p.buffers[1],
+                             static_cast<float*>(p.buffers[2]), g.n_rows, g.n_cols, n);
       if (st != CUBLAS_STATUS_SUCCESS) {
         return absl::InternalError(absl::StrCat("cublasGemmEx: ", cublasGetStatusString(st)));
       }

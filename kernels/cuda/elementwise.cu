@@ -5,15 +5,14 @@
 #include <algorithm>
 
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/launch_helpers.cuh"
 
 namespace baton::kernels::cuda {
 namespace {
 
 constexpr int kThreads = 256;
 
-unsigned Blocks(int64_t n) {
-  return static_cast<unsigned>(std::max<int64_t>(1, (n + kThreads - 1) / kThreads));
-}
+unsigned Blocks(int64_t n) { return BlocksFor(n, kThreads); }
 
 __global__ void AddKernel(float* x, const float* y, int64_t n) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;

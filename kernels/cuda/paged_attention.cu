@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/cuda_check.cuh"
+#include "kernels/cuda/launch_helpers.cuh"
 
 namespace baton::kernels::cuda {
 namespace {
@@ -29,11 +30,6 @@ __global__ void WriteKvKernel(__half* k_base, __half* v_base, KvLayout layout,
   const int64_t offset = KvRowOffset(layout, table, positions[t], kv_h) + e % layout.head_dim;
   k_base[offset] = __float2half_rn(k[idx]);
   v_base[offset] = __float2half_rn(v[idx]);
-}
-
-__device__ __forceinline__ float WarpSum(float v) {
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
 }
 
 // kDims = ceil(head_dim / 32): the dims each lane holds.
@@ -219,10 +215,6 @@ __global__ void TiledAttentionKernel(const AttentionSeq* seqs, const AttentionTi
       if (lane + 32 * k < d) out[lane + 32 * k] = acc[qi][k] / l[qi];
     }
   }
-}
-
-unsigned BlocksFor(int64_t n, int threads) {
-  return static_cast<unsigned>(std::max<int64_t>(1, (n + threads - 1) / threads));
 }
 
 template <int kDims>
