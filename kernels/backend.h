@@ -14,7 +14,8 @@
 //
 // Thread-safety: a Backend's operations are used by one thread at a time (it owns a thread pool
 // that it uses internally); create one per worker loop. Its memory calls (Allocate, Free,
-// CopyToDevice, CopyToHost) may come from any thread, as the KV hand-off's do.
+// AllocateHost, FreeHost, CopyToDevice, CopyToHost) may come from any thread, as the KV
+// hand-off's do.
 #ifndef BATON_KERNELS_BACKEND_H_
 #define BATON_KERNELS_BACKEND_H_
 
@@ -26,6 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/dtype.h"
+#include "kernels/host_copy.h"
 
 namespace baton::kernels {
 
@@ -92,6 +94,21 @@ class Backend {
   // Bytes from host memory to the backend's memory, and back; both complete before returning.
   virtual void CopyToDevice(void* device_dst, const void* host_src, size_t bytes) = 0;
   virtual void CopyToHost(void* host_dst, const void* device_src, size_t bytes) = 0;
+
+  // ---- Copies beside the computation (the KV hand-off) ----
+
+  // `bytes` of host memory that this backend copies to at full speed (page-locked, for a GPU),
+  // 64-byte aligned, until FreeHost(pointer). RESOURCE_EXHAUSTED naming the size when there is
+  // not that much. Default: ordinary host memory.
+  virtual absl::StatusOr<void*> AllocateHost(size_t bytes);
+  virtual void FreeHost(void* pointer);
+
+  // Queues `copies` (this backend's memory to host memory) to start once every operation queued
+  // before the call has completed, without holding up the operations queued after it (a GPU
+  // copies on a stream of its own while it computes). Sources and destinations must stay valid,
+  // and the sources unchanged, until the fence has passed or is destroyed. Called from the
+  // thread that queues the operations. Default: the copies made at once, a fence already passed.
+  virtual std::unique_ptr<CopyFence> CopyToHostAsync(std::span<const HostCopy> copies);
 
   // ---- Element-wise operations between the layers' products ----
 

@@ -59,6 +59,12 @@ bool ChunkEncoder::Run(GrpcPushStream* stream, const ChunkJob& job) {
     stream->Close();
     return true;
   }
+  if (job.ready) {
+    if (!job.ready(job.deadline).ok()) {
+      stream->Cancel();  // the push has recorded why (GrpcKvPush::SendLayer)
+      return false;
+    }
+  }
   return stream->Enqueue(EncodeChunkMessage(job.layer, job.first_block, job.blocks,
                                             job.block_bytes, pool_.get()));
 }

@@ -1,6 +1,8 @@
 // The gRPC transport's encoding thread: it turns queued chunks (block pointers) into messages
 // (kv_chunk_codec.h: one copy of the blocks, hashed) and hands them to their streams, so the
-// sender's thread (the prefill forward pass) neither copies nor hashes KV. It encodes a stream's
+// sender's thread (the prefill forward pass) neither copies nor hashes KV. A chunk whose blocks
+// are still being filled (ChunkJob::ready) is waited for here, before it is read: that wait
+// holds up the other streams' chunks too, which a copy stream's order would hold up anyway. It encodes a stream's
 // next chunk only while that stream has fewer than `messages_ahead` messages waiting to be
 // written, so a push's encoded bytes stay bounded when the network is slower than compute; the
 // blocks wait in the sender's KV cache meanwhile (the push's contract, kv_transport.h).
@@ -11,6 +13,7 @@
 #ifndef BATON_KVTRANSFER_CHUNK_ENCODER_H_
 #define BATON_KVTRANSFER_CHUNK_ENCODER_H_
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <list>
@@ -22,6 +25,7 @@
 #include "absl/synchronization/mutex.h"
 #include "kvtransfer/chunk_buffer_pool.h"
 #include "kvtransfer/grpc_push_stream.h"
+#include "kvtransfer/kv_transport.h"
 
 namespace baton::kvtransfer {
 
@@ -31,6 +35,8 @@ struct ChunkJob {
   int32_t first_block = 0;
   std::vector<const uint8_t*> blocks;  // block first_block + i at blocks[i]
   size_t block_bytes = 0;
+  BlocksReady ready;  // called before the blocks are read, when set (kv_transport.h)
+  std::chrono::system_clock::time_point deadline;  // the push's: ready's bound
   bool close = false;  // no chunk: Close the stream once everything before it was handed over
 };
 

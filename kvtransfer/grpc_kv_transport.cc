@@ -68,7 +68,8 @@ class GrpcKvPush final : public KvPush {
     ForgetStreams();
   }
 
-  absl::Status SendLayer(int32_t layer, const std::vector<const uint8_t*>& blocks) override {
+  absl::Status SendLayer(int32_t layer, const std::vector<const uint8_t*>& blocks,
+                         BlocksReady ready) override {
     if (finished_ || cancelled_) {
       return absl::FailedPreconditionError(absl::StrCat(Where(), " is no longer open"));
     }
@@ -81,6 +82,20 @@ class GrpcKvPush final : public KvPush {
     const int32_t end = cursor_.range_end();
     GrpcPushStream* stream =
         streams_[StreamOfLayer(layer, static_cast<int32_t>(streams_.size()))].get();
+    if (ready) {
+      // Blocks that cannot be had fail the push with their reason, whatever the streams report
+      // once cancelled. The encoder calls this only while the push lives (ForgetStreams).
+      ready = [this, layer, wait = std::move(ready)](
+                  std::chrono::system_clock::time_point deadline) {
+        absl::Status landed = wait(deadline);
+        if (!landed.ok()) {
+          RecordFailure(absl::Status(landed.code(), absl::StrCat("layer ", layer, "'s blocks: ",
+                                                                 landed.message())));
+          CancelStreams();
+        }
+        return landed;
+      };
+    }
     // The encoder copies the blocks into messages later, on its own thread.
     for (int32_t first = begin; first < end; first += blocks_per_chunk_) {
       const int32_t count = std::min(blocks_per_chunk_, end - first);
@@ -88,7 +103,9 @@ class GrpcKvPush final : public KvPush {
                                .first_block = first,
                                .blocks = {blocks.begin() + (first - begin),
                                           blocks.begin() + (first - begin + count)},
-                               .block_bytes = static_cast<size_t>(spec_.layer_block_bytes())});
+                               .block_bytes = static_cast<size_t>(spec_.layer_block_bytes()),
+                               .ready = ready,  // copied: shared by the layer's chunks
+                               .deadline = deadline_});
       stats_.bytes_sent += spec_.layer_block_bytes() * count;
       ++stats_.chunks_sent;
     }
@@ -101,6 +118,10 @@ class GrpcKvPush final : public KvPush {
       return absl::FailedPreconditionError(absl::StrCat(Where(), " is no longer open"));
     }
     finished_ = true;
+    if (absl::Status failed = Failure(); !failed.ok()) {
+      CancelStreams();
+      return failed;
+    }
     if (!cursor_.done()) {
       CancelStreams();
       return absl::FailedPreconditionError(
@@ -167,17 +188,23 @@ class GrpcKvPush final : public KvPush {
     for (auto& stream : streams_) encoder_.Forget(stream.get());
   }
 
+  // Keeps the push's first failure, prefixed with where it went; true when it is the first.
+  bool RecordFailure(const absl::Status& status) {
+    absl::MutexLock lock(&mu_);
+    if (!failure_.ok()) return false;
+    failure_ = absl::Status(status.code(), absl::StrCat(Where(), ": ", status.message()));
+    return true;
+  }
+
   void OnStreamDone(int32_t index, const absl::Status& status, const v1::KvPushResponse& response) {
-    bool first_failure = false;
-    {
+    const bool first_failure =
+        !status.ok() &&
+        RecordFailure(absl::Status(status.code(), absl::StrCat("stream ", index, " of ",
+                                                               streams_.size(), ": ",
+                                                               status.message())));
+    if (status.ok() && response.push_complete()) {
       absl::MutexLock lock(&mu_);
-      if (!status.ok() && failure_.ok()) {
-        failure_ =
-            absl::Status(status.code(), absl::StrCat(Where(), " (stream ", index, " of ",
-                                                     streams_.size(), "): ", status.message()));
-        first_failure = true;
-      }
-      if (status.ok() && response.push_complete()) complete_ = true;
+      complete_ = true;
     }
     // The push is lost: stop the other streams too (a stream's Cancel is safe after its OnDone).
     if (first_failure) CancelStreams();

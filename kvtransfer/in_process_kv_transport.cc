@@ -25,7 +25,8 @@ class InProcessKvPush final : public KvPush {
 
   ~InProcessKvPush() override { Cancel(); }
 
-  absl::Status SendLayer(int32_t layer, const std::vector<const uint8_t*>& blocks) override {
+  absl::Status SendLayer(int32_t layer, const std::vector<const uint8_t*>& blocks,
+                         BlocksReady ready) override {
     if (state_ != State::kOpen) {
       return absl::FailedPreconditionError(
           absl::StrCat("push to reservation '", spec_.reservation_id, "' is no longer open"));
@@ -35,6 +36,7 @@ class InProcessKvPush final : public KvPush {
       status = absl::DeadlineExceededError(absl::StrCat(
           "push to reservation '", spec_.reservation_id, "' passed its deadline at layer ", layer));
     }
+    if (status.ok() && ready) status = ready(deadline_);
     if (status.ok()) {
       // The range's blocks of this layer in one write, straight from the sender's blocks.
       pieces_.clear();

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -28,6 +29,10 @@ struct KvPushStats {
   double seconds = 0;  // StartPush to the receiver's final acknowledgement
 };
 
+// Waits until the blocks of a SendLayer call hold their bytes, at most until `deadline`: OK, or
+// why the push must fail (DEADLINE_EXCEEDED, or the copy's error).
+using BlocksReady = std::function<absl::Status(std::chrono::system_clock::time_point deadline)>;
+
 class KvPush {
  public:
   virtual ~KvPush() = default;
@@ -37,11 +42,14 @@ class KvPush {
   // of that layer (spec.layer_block_bytes() bytes each; one pointer per block of the range; for
   // a push of one range, every block). The transport may read the blocks later, off the caller's
   // thread: they must stay as they are until Finish has returned or Cancel was called (once
-  // either returns, nothing reads them any more). Does not wait for the network: the gRPC
-  // transport neither copies nor hashes on the caller's thread; the in-process one writes into
-  // the receiver at once. An error means the push has failed (the receiver will free the
-  // reservation).
-  virtual absl::Status SendLayer(int32_t layer, const std::vector<const uint8_t*>& blocks) = 0;
+  // either returns, nothing reads them any more). When `ready` is given, the blocks are still
+  // being filled (a copy from a GPU in flight): the transport calls it, on any thread, before it
+  // reads them, and fails the push with its error. Does not wait for the network: the gRPC
+  // transport neither copies nor hashes nor waits for `ready` on the caller's thread; the
+  // in-process one writes into the receiver at once. An error means the push has failed (the
+  // receiver will free the reservation).
+  virtual absl::Status SendLayer(int32_t layer, const std::vector<const uint8_t*>& blocks,
+                                 BlocksReady ready = {}) = 0;
 
   // Waits until everything is acknowledged (EndPush succeeded on the receiver) or the push's
   // deadline passes. Must be called once, after the last range's last SendLayer.

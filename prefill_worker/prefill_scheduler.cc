@@ -56,6 +56,10 @@ PrefillScheduler::PrefillScheduler(engine::Transformer* transformer, engine::KvC
       options_(options),
       chunk_tokens_(std::max(1, options.max_batch_tokens / cache->block_size()) *
                     cache->block_size()) {
+  if (!cache_.backend().host_memory()) {
+    staging_ = std::make_unique<HostStagingPool>(cache_.backend(),
+                                                 options_.host_staging_idle_bytes);
+  }
   Metrics();  // exported from the start
   for (int i = 0; i < options_.finisher_threads; ++i) {
     finishers_.emplace_back([this] { FinisherLoop(); });
@@ -193,7 +197,7 @@ bool PrefillScheduler::Start(Work& work) {
   work.next_send_block = spec.first_block;
   work.push_start = SteadyClock::now();
   if (absl::Status sent = SendCachedRanges(work); !sent.ok()) {
-    Fail(work, rpc::KvDestinationFault(std::move(sent)));
+    Fail(work, PushFailure(work, std::move(sent)));
     return false;
   }
   return true;
@@ -220,18 +224,32 @@ absl::Status PrefillScheduler::SendLayerUpTo(Work& work, int32_t layer, int32_t 
     blocks.push_back(
         reinterpret_cast<const uint8_t*>(cache_.LayerBlock(layer, work.table.blocks[b])));
   }
-  if (!cache_.backend().host_memory()) StageOnHost(work, blocks);
-  return work.push->SendLayer(layer, blocks);
+  if (staging_ == nullptr) return work.push->SendLayer(layer, blocks);
+  return SendStagedLayer(work, layer, blocks);
 }
 
-void PrefillScheduler::StageOnHost(Work& work, std::vector<const uint8_t*>& blocks) {
+absl::Status PrefillScheduler::SendStagedLayer(Work& work, int32_t layer,
+                                               const std::vector<const uint8_t*>& blocks) {
   const size_t block_bytes =
       static_cast<size_t>(cache_.layer_block_elements()) * sizeof(uint16_t);
-  std::vector<uint8_t>& staged = work.staged.emplace_back(blocks.size() * block_bytes);
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    cache_.backend().CopyToHost(staged.data() + i * block_bytes, blocks[i], block_bytes);
-    blocks[i] = staged.data() + i * block_bytes;
+  absl::StatusOr<std::unique_ptr<StagedLayer>> staged = staging_->Stage(blocks, block_bytes);
+  if (!staged.ok()) {
+    work.staging_failed->store(true);
+    return staged.status();
   }
+  const StagedLayer& copy = *work.staged.emplace_back(*std::move(staged));
+  auto ready = [failed = work.staging_failed, wait = copy.ready()](
+                   std::chrono::system_clock::time_point deadline) {
+    absl::Status landed = wait(deadline);
+    if (!landed.ok()) failed->store(true);
+    return landed;
+  };
+  return work.push->SendLayer(layer, copy.blocks(), std::move(ready));
+}
+
+absl::Status PrefillScheduler::PushFailure(const Work& work, absl::Status status) {
+  if (work.staging_failed->load()) return status;
+  return rpc::KvDestinationFault(std::move(status));
 }
 
 bool PrefillScheduler::Step() {
@@ -282,7 +300,7 @@ bool PrefillScheduler::Step() {
     for (Work& work : running) {
       if (!work.status.ok()) continue;
       if (absl::Status sent = SendLayerUpTo(work, layer, step_end_block(work)); !sent.ok()) {
-        work.status = rpc::KvDestinationFault(std::move(sent));
+        work.status = PushFailure(work, std::move(sent));
       }
     }
   });
@@ -359,7 +377,7 @@ void PrefillScheduler::FinisherLoop() {
     cache_.Free(f.work.table);
     options_.blocks_freed();
     if (!stats.ok()) {
-      job.done(rpc::KvDestinationFault(stats.status()));
+      job.done(PushFailure(f.work, stats.status()));
       continue;
     }
     if (job.cancelled) {

@@ -28,6 +28,11 @@
 // under way go on. Blocks freed after a push call options.blocks_freed, so that a waiting prompt
 // gets its turn.
 //
+// KV in a device's memory (a GPU's cache) travels through host copies: each layer's blocks are
+// queued for copying to page-locked host memory as the layer ends, on the device's copy stream
+// (host_staging.h), and the push waits for each copy before it reads it, so the forward pass
+// never waits for the hand-off. A copy that fails fails the push as this worker's fault.
+//
 // Thread-safety: Enqueue, Cancel and queued_prompt_tokens are thread-safe; Step runs on the
 // engine loop thread only.
 #ifndef BATON_PREFILL_WORKER_PREFILL_SCHEDULER_H_
@@ -48,6 +53,7 @@
 #include "engine/sampler.h"
 #include "engine/transformer.h"
 #include "kvtransfer/kv_transport.h"
+#include "prefill_worker/host_staging.h"
 #include "prefill_worker/prefill_job.h"
 
 namespace baton::prefill_worker {
@@ -57,6 +63,8 @@ struct PrefillSchedulerOptions {
   std::string model_fingerprint;
   int finisher_threads = 8;         // jobs waiting for their KV push to be acknowledged at once
   engine::PrefixCache* prefix_cache = nullptr;  // of the scratch KV; null: none; must outlive
+  // Page-locked host buffers kept for later pushes when the KV is in a device's memory.
+  size_t host_staging_idle_bytes = size_t{1} << 30;
   // Called on a finisher thread after a push's scratch blocks went back (wakes the engine loop).
   std::function<void()> blocks_freed = [] {};
 };
@@ -87,8 +95,11 @@ class PrefillScheduler {
     std::shared_ptr<PrefillJob> job;
     engine::BlockTable table;   // this worker's scratch KV for the whole prompt
     // Host copies of the blocks sent so far, when the KV is in a device's memory (the transport
-    // may read them until the push's Finish or Cancel; they go with the work).
-    std::vector<std::vector<uint8_t>> staged;
+    // may read them until the push's Finish or Cancel; they go with the work, after the push).
+    std::vector<std::unique_ptr<StagedLayer>> staged;
+    // Set (by any thread) when staging failed: the push failed through this worker's fault,
+    // not its destination's.
+    std::shared_ptr<std::atomic<bool>> staging_failed = std::make_shared<std::atomic<bool>>();
     std::unique_ptr<kvtransfer::KvPush> push;  // set (with table) once its first chunk starts
     kvtransfer::KvPushSpec push_spec;            // set with push
     bool matched = false;       // the prefix cache was looked up (table holds the hit)
@@ -113,9 +124,12 @@ class PrefillScheduler {
   // Sends layer `layer` of the blocks not sent yet up to `end_block` (one range of the push);
   // nothing when the receiver has them all.
   absl::Status SendLayerUpTo(Work& work, int32_t layer, int32_t end_block);
-  // Copies `blocks` (in a device's memory) into a new host buffer of `work` and points `blocks`
-  // at the copies.
-  void StageOnHost(Work& work, std::vector<const uint8_t*>& blocks);
+  // Sends the blocks through host copies (the cache is in a device's memory).
+  absl::Status SendStagedLayer(Work& work, int32_t layer,
+                               const std::vector<const uint8_t*>& blocks);
+  // The status a failed push gives its job: marked as the destination's fault
+  // (rpc::KvDestinationFault) unless staging the KV here failed.
+  static absl::Status PushFailure(const Work& work, absl::Status status);
   std::vector<Work> TakeBatch();
   // Reserves the scratch KV and opens the push; false (the job failed) when either fails.
   bool Start(Work& work);
@@ -131,6 +145,9 @@ class PrefillScheduler {
   const int32_t chunk_tokens_;
   engine::Sampler sampler_;
   std::vector<float> logits_;
+  // Host copies of the KV for the push when the cache is in a device's memory; null otherwise.
+  // Before the works, so that it goes after them.
+  std::unique_ptr<HostStagingPool> staging_;
 
   mutable absl::Mutex mu_;
   std::deque<Work> queue_ ABSL_GUARDED_BY(mu_);

@@ -68,15 +68,8 @@ class HostBackend : public Backend {
  public:
   bool host_memory() const override { return true; }
 
-  absl::StatusOr<void*> Allocate(size_t bytes) override {
-    void* p = ::operator new(std::max<size_t>(bytes, 1), std::align_val_t{64}, std::nothrow);
-    if (p == nullptr) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("cannot allocate ", bytes, " bytes of host memory"));
-    }
-    return p;
-  }
-  void Free(void* pointer) override { ::operator delete(pointer, std::align_val_t{64}); }
+  absl::StatusOr<void*> Allocate(size_t bytes) override { return AllocateHost(bytes); }
+  void Free(void* pointer) override { FreeHost(pointer); }
   void CopyToDevice(void* device_dst, const void* host_src, size_t bytes) override {
     std::memcpy(device_dst, host_src, bytes);
   }

@@ -14,6 +14,7 @@
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/device_matmul.cuh"
 #include "kernels/cuda/elementwise.cuh"
+#include "kernels/cuda/host_copy_engine.cuh"
 #include "kernels/cuda/index_pack.h"
 #include "kernels/cuda/index_uploader.cuh"
 #include "kernels/cuda/paged_attention.cuh"
@@ -55,7 +56,8 @@ class CudaBackend final : public Backend {
         name_(absl::StrCat("cuda:", device, " (", device_name, ")")),
         stream_(stream),
         matmul_(stream),
-        uploader_(stream) {}
+        uploader_(stream),
+        host_copies_(device, stream) {}
 
   ~CudaBackend() override {
     Activate();
@@ -98,6 +100,30 @@ class CudaBackend final : public Backend {
     BATON_CUDA_CHECK(
         cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, stream_));
     BATON_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  }
+
+  absl::StatusOr<void*> AllocateHost(size_t bytes) override {
+    Activate();
+    void* pointer = nullptr;
+    const cudaError_t err = cudaHostAlloc(&pointer, std::max<size_t>(bytes, 1),
+                                          cudaHostAllocDefault);
+    if (err != cudaSuccess) {
+      cudaGetLastError();
+      return absl::ResourceExhaustedError(absl::StrCat(
+          name_, ": cannot allocate ", bytes, " bytes of page-locked host memory: ",
+          cudaGetErrorString(err)));
+    }
+    return pointer;
+  }
+
+  void FreeHost(void* pointer) override {
+    Activate();
+    BATON_CUDA_CHECK(cudaFreeHost(pointer));
+  }
+
+  std::unique_ptr<CopyFence> CopyToHostAsync(std::span<const HostCopy> copies) override {
+    Activate();
+    return host_copies_.Queue(copies);
   }
 
   void Add(float* x, const float* y, int64_t n) override {
@@ -289,6 +315,7 @@ class CudaBackend final : public Backend {
   const OwnedStream stream_;  // before what enqueues on it, so destroyed after
   DeviceMatMul matmul_;
   IndexUploader uploader_;
+  HostCopyEngine host_copies_;
   ScratchBuffer unregistered_;
   std::unordered_map<const void*, DeviceWeights> weights_;  // by the host matrix's address
   std::vector<float> rows_;                                 // GetRows' staging

@@ -4,6 +4,7 @@
 // where no CUDA GPU is usable.
 #include "kernels/cuda/cuda_backend.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -17,6 +18,7 @@
 #include "kernels/backend.h"
 #include "kernels/backend_buffer.h"
 #include "kernels/half.h"
+#include "kernels/host_copy.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace baton::kernels::cuda {
@@ -75,7 +77,9 @@ class CudaBackendTest : public ::testing::Test {
     const std::vector<float> x = RandomFloats(n * cols, 11);
     std::vector<float> expected(static_cast<size_t>(n * rows));
     cpu_->MatMul(w.matrix(), x.data(), n, expected.data());
-    if (!unregistered) EXPECT_TRUE(gpu_->RegisterWeights(w.matrix()));
+    if (!unregistered) {
+      EXPECT_TRUE(gpu_->RegisterWeights(w.matrix()));
+    }
     Guarded dx = UploadGuarded(x);
     Guarded dy = UploadGuarded(std::vector<float>(static_cast<size_t>(n * rows), 0.0f));
     gpu_->MatMul(w.matrix(), dx.data(), n, dy.data());
@@ -206,6 +210,40 @@ TEST_F(CudaBackendTest, GetRowsDequantizesTheRowsAsked) {
   Guarded out = UploadGuarded(std::vector<float>(4 * 256, 0.0f));
   gpu_->GetRows(w.matrix(), ids.data(), 4, out.data());
   EXPECT_EQ(DownloadChecked(out), expected);
+}
+
+// ---- Copies beside the computation ----
+
+// The copies wait for a long product queued before them (on the compute stream) and land its
+// result in page-locked memory, in pieces scattered as a sequence's KV blocks are.
+TEST_F(CudaBackendTest, AsyncCopiesToHostLandTheResultOfTheWorkQueuedBefore) {
+  const TestWeights w = MakeWeights(DType::kQ4_0, 4096, 4096, 3);
+  const std::vector<float> x = RandomFloats(64 * 4096, 4);
+  ASSERT_TRUE(gpu_->RegisterWeights(w.matrix()));
+  Guarded dx = UploadGuarded(x);
+  Guarded dy = UploadGuarded(std::vector<float>(64 * 4096, 0.0f));
+  gpu_->MatMul(w.matrix(), dx.data(), 64, dy.data());
+  const size_t piece = 4096 * sizeof(float);  // one row of y per piece, in reverse order
+  absl::StatusOr<void*> host = gpu_->AllocateHost(64 * piece);
+  ASSERT_TRUE(host.ok()) << host.status();
+  std::vector<HostCopy> copies;
+  for (int r = 0; r < 64; ++r) {
+    copies.push_back({static_cast<char*>(*host) + (63 - r) * piece, dy.data() + r * 4096, piece});
+  }
+  std::unique_ptr<CopyFence> fence = gpu_->CopyToHostAsync(copies);
+  ASSERT_TRUE(fence->Wait(absl::Now() + absl::Seconds(30)).ok());
+  const std::vector<float> y = DownloadChecked(dy);
+  const auto* landed = static_cast<const float*>(*host);
+  for (int r = 0; r < 64; ++r) {
+    ASSERT_TRUE(std::equal(y.begin() + r * 4096, y.begin() + (r + 1) * 4096,
+                           landed + (63 - r) * 4096))
+        << "row " << r;
+  }
+  // A fence dropped unwaited waits for its copies itself.
+  gpu_->CopyToHostAsync(copies).reset();
+  fence.reset();
+  gpu_->FreeHost(*host);
+  gpu_->ReleaseWeights(w.matrix());
 }
 
 // ---- Element-wise and row-wise operations ----

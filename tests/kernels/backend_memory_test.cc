@@ -12,6 +12,7 @@
 #include "kernels/backend.h"
 #include "kernels/backend_buffer.h"
 #include "kernels/half.h"
+#include "kernels/host_copy.h"
 #include "tests/kernels/backend_params.h"
 #include "tests/kernels/kernel_test_util.h"
 
@@ -66,6 +67,33 @@ TEST_P(BackendMemoryTest, AllocatedMemoryIsAlignedAndRoundTrips) {
 TEST_P(BackendMemoryTest, MoreThanTheMachineHoldsIsResourceExhausted) {
   absl::StatusOr<void*> huge = backend_->Allocate(size_t{1} << 62);
   EXPECT_EQ(huge.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+// Host memory for the hand-off's copies, and copies that start after the operations queued
+// before them: the result of an Add queued just before lands, not the bytes it replaced.
+TEST_P(BackendMemoryTest, AsyncCopiesToHostMemoryLandAfterTheOperationsBeforeThem) {
+  const std::vector<float> x = RandomFloats(4096, 4);
+  const std::vector<float> y = RandomFloats(4096, 5);
+  BackendBuffer dx = Upload(x);
+  BackendBuffer dy = Upload(y);
+  absl::StatusOr<void*> host = backend_->AllocateHost(x.size() * sizeof(float));
+  ASSERT_TRUE(host.ok()) << host.status();
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(*host) % 64, 0u);
+  backend_->Add(dx.as<float>(), dy.as<float>(), 4096);
+  // Two pieces, the second before the first in the destination.
+  auto* out = static_cast<float*>(*host);
+  const HostCopy copies[] = {{out + 1000, dx.as<float>(), 3096 * sizeof(float)},
+                             {out, dx.as<float>() + 3096, 1000 * sizeof(float)}};
+  std::unique_ptr<CopyFence> fence = backend_->CopyToHostAsync(copies);
+  ASSERT_TRUE(fence->Wait(absl::Now() + absl::Seconds(30)).ok());
+  for (int i = 0; i < 4096; ++i) {
+    const int at = i < 3096 ? 1000 + i : i - 3096;
+    ASSERT_EQ(out[at], x[i] + y[i]) << i;
+  }
+  fence.reset();
+  backend_->FreeHost(*host);
+  EXPECT_EQ(backend_->AllocateHost(size_t{1} << 62).status().code(),
+            absl::StatusCode::kResourceExhausted);
 }
 
 TEST_P(BackendMemoryTest, AddAndAddRowBias) {

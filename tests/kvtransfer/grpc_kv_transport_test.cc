@@ -1,5 +1,6 @@
 // The gRPC transport against a real KvTransfer server on 127.0.0.1.
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -8,6 +9,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "kvtransfer/kv_transport.h"
 #include "tests/kvtransfer/fake_receiver.h"
@@ -266,6 +269,75 @@ TEST(GrpcKvTransportTest, BadSendLayerFailsThePush) {
   EXPECT_EQ((*push)->SendLayer(2, data.Layer(2)).code(), absl::StatusCode::kInvalidArgument);
   ASSERT_TRUE(server.receiver().WaitForAborts(1));
   EXPECT_FALSE((*push)->Finish().ok());
+}
+
+// Blocks still being filled when SendLayer is called (a copy from a GPU in flight): the
+// transport reads them only once `ready` has passed, so the filled bytes arrive.
+TEST(GrpcKvTransportTest, BlocksAreReadOnlyOnceReady) {
+  TestKvServer server;
+  const KvPushSpec spec = MakeSpec("r1", 4, 40);
+  const KvData data(spec, 9);
+  server.receiver().Reserve(spec, 3);
+  std::vector<std::vector<uint8_t>> staged(
+      spec.n_layer, std::vector<uint8_t>(spec.n_blocks() * spec.layer_block_bytes(), 0));
+  absl::Notification filled;
+  int ready_calls = 0;  // on the encoder's thread only
+  auto ready = [&](std::chrono::system_clock::time_point deadline) {
+    ++ready_calls;
+    if (!filled.WaitForNotificationWithDeadline(absl::FromChrono(deadline))) {
+      return absl::DeadlineExceededError("not filled");
+    }
+    return absl::OkStatus();
+  };
+  auto transport = CreateGrpcKvTransport(Options(2, 1024));
+  auto push = transport->StartPush(server.address(), spec, In(10000ms));
+  ASSERT_TRUE(push.ok()) << push.status();
+  for (int32_t layer = 0; layer < spec.n_layer; ++layer) {
+    std::vector<const uint8_t*> blocks;
+    for (int32_t b = 0; b < spec.n_blocks(); ++b) {
+      blocks.push_back(staged[layer].data() + b * spec.layer_block_bytes());
+    }
+    ASSERT_TRUE((*push)->SendLayer(layer, blocks, ready).ok());
+  }
+  std::this_thread::sleep_for(30ms);
+  for (int32_t layer = 0; layer < spec.n_layer; ++layer) {
+    for (int32_t b = 0; b < spec.n_blocks(); ++b) {
+      std::memcpy(staged[layer].data() + b * spec.layer_block_bytes(), data.Layer(layer)[b],
+                  spec.layer_block_bytes());
+    }
+  }
+  filled.Notify();
+  absl::StatusOr<KvPushStats> stats = (*push)->Finish();
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  EXPECT_EQ(ready_calls, stats->chunks_sent);  // once per chunk, before it is read
+  EXPECT_TRUE(server.receiver().reservation("r1").bytes == data.Expected(3));
+}
+
+TEST(GrpcKvTransportTest, BlocksThatCannotBeHadFailThePushWithTheirReason) {
+  TestKvServer server;
+  const KvPushSpec spec = MakeSpec("r1", 4, 40);
+  const KvData data(spec, 10);
+  server.receiver().Reserve(spec, 3);
+  auto transport = CreateGrpcKvTransport(Options(2));
+  auto push = transport->StartPush(server.address(), spec, In(10000ms));
+  ASSERT_TRUE(push.ok()) << push.status();
+  auto broken = [](std::chrono::system_clock::time_point) {
+    return absl::InternalError("cuda:0: copy to the host failed: test");
+  };
+  // Both streams under way at the receiver first, so that it has something to abort.
+  ASSERT_TRUE((*push)->SendLayer(0, data.Layer(0)).ok());
+  ASSERT_TRUE((*push)->SendLayer(1, data.Layer(1)).ok());
+  ASSERT_TRUE(server.receiver().WaitForWrites(2));
+  if ((*push)->SendLayer(2, data.Layer(2), broken).ok()) {
+    (void)(*push)->SendLayer(3, data.Layer(3));  // the failure may be known by now
+  }
+  const absl::Status status = (*push)->Finish().status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal) << status;
+  EXPECT_NE(status.message().find("layer 2's blocks: cuda:0: copy to the host failed"),
+            std::string::npos)
+      << status;
+  ASSERT_TRUE(server.receiver().WaitForAborts(1));
+  EXPECT_EQ(server.receiver().counts().end, 0);
 }
 
 TEST(GrpcKvTransportTest, UnreachableDestinationIsUnavailable) {

@@ -134,6 +134,29 @@ TEST_F(InProcessKvTransportTest, FinishBeforeEveryLayerFails) {
   EXPECT_EQ(receiver_.counts().end, 0);
 }
 
+// `ready` is called, with the push's deadline, before the blocks are written; its error fails
+// the push and aborts the reservation.
+TEST_F(InProcessKvTransportTest, BlocksAreWrittenOnlyOnceReady) {
+  const auto deadline = In(5000ms);
+  auto push = transport_->StartPush("", spec_, deadline);
+  ASSERT_TRUE(push.ok());
+  int writes_seen_by_ready = -1;
+  auto ready = [&](std::chrono::system_clock::time_point bound) {
+    EXPECT_EQ(bound, deadline);
+    writes_seen_by_ready = receiver_.counts().write;
+    return absl::OkStatus();
+  };
+  ASSERT_TRUE((*push)->SendLayer(0, data_.Layer(0), ready).ok());
+  EXPECT_EQ(writes_seen_by_ready, 0);
+  EXPECT_EQ(receiver_.counts().write, 1);
+  auto broken = [](std::chrono::system_clock::time_point) {
+    return absl::InternalError("copy to the host failed");
+  };
+  EXPECT_EQ((*push)->SendLayer(1, data_.Layer(1), broken).code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(receiver_.counts().write, 1);
+  EXPECT_EQ(receiver_.counts().abort, 1);
+}
+
 TEST_F(InProcessKvTransportTest, PassedDeadlineFails) {
   auto push = transport_->StartPush("", spec_, In(-1ms));
   ASSERT_TRUE(push.ok());

@@ -230,8 +230,10 @@ TEST_F(PrefillSchedulerTest, KvInMemoryOfItsOwnIsStagedAndArrivesTheSame) {
   ASSERT_TRUE(host.ok()) << host.status();
   const std::vector<uint16_t> host_kv = ReceivedKv(host_id, 50);
 
-  // Chunked too (chunks of 16 tokens), so that the push is several ranges.
+  // Chunked too (chunks of 16 tokens), so that the push is several ranges; each layer's copy
+  // lands late, as a GPU's copy stream does, so the push must wait for it.
   ASSERT_NO_FATAL_FAILURE(StartWorker(18, false, 64, /*own_memory=*/true));
+  prefill_backend_->set_copy_delay(std::chrono::milliseconds(2));
   const std::string own_id = Enqueue("own", prompt);
   RunAll();
   absl::StatusOr<PrefillResult> own = outcomes_.Await("own");
@@ -244,6 +246,23 @@ TEST_F(PrefillSchedulerTest, KvInMemoryOfItsOwnIsStagedAndArrivesTheSame) {
   EXPECT_EQ(prefill_backend_->bytes_to_host(),
             static_cast<size_t>(own->kv_bytes) + 4 * logits_bytes);
   EXPECT_EQ(prefill_cache_->pool().n_free(), prefill_cache_->pool().n_blocks());
+}
+
+// A copy of the KV to the host that fails fails the request as this worker's fault (the router
+// must not blame the decode worker), and every block goes back on both sides.
+TEST_F(PrefillSchedulerTest, AFailedCopyOfTheKvFailsTheRequestAsThisWorkersFault) {
+  ASSERT_NO_FATAL_FAILURE(StartWorker(18, false, 64, /*own_memory=*/true));
+  prefill_backend_->fail_copies(absl::InternalError("cuda:0: copy to the host failed: test"));
+  Enqueue("broken", Prompt(50, 4));
+  RunAll();
+  absl::StatusOr<PrefillResult> result = outcomes_.Await("broken");
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInternal) << result.status();
+  EXPECT_NE(result.status().message().find("copy to the host failed"), std::string::npos);
+  EXPECT_FALSE(rpc::IsKvDestinationFault(result.status())) << result.status();
+  EXPECT_EQ(prefill_cache_->pool().n_free(), prefill_cache_->pool().n_blocks());
+  EXPECT_EQ(reservations_->size(), 0);
+  EXPECT_EQ(decode_cache_->pool().n_free(), decode_cache_->pool().n_blocks());
 }
 
 TEST_F(PrefillSchedulerTest, ShortPromptWaitsForAtMostOneChunkOfALongOne) {

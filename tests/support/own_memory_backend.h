@@ -1,17 +1,26 @@
 // A CPU backend that declares its memory not the host's (host_memory() false), so that the code
 // written for a device backend runs on a machine without one: the caller must move bytes through
-// CopyToDevice / CopyToHost, which this backend counts. Every operation is the wrapped backend's.
-// Test-only, header-only.
+// CopyToDevice / CopyToHost / CopyToHostAsync, which this backend counts. CopyToHostAsync copies
+// on a thread of its own after a delay (set_copy_delay), as a GPU's copy stream lands later, or
+// fails (fail_copies): what the caller reads before the fence has passed is then still stale.
+// Every other operation is the wrapped backend's. Test-only, header-only.
 #ifndef BATON_TESTS_SUPPORT_OWN_MEMORY_BACKEND_H_
 #define BATON_TESTS_SUPPORT_OWN_MEMORY_BACKEND_H_
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <span>
 #include <string>
+#include <thread>
 #include <utility>
+#include <vector>
 
+#include "absl/status/status.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "kernels/backend.h"
+#include "kernels/host_copy.h"
 
 namespace baton::test_support {
 
@@ -22,6 +31,11 @@ class OwnMemoryBackend final : public kernels::Backend {
   // Bytes moved by CopyToHost and CopyToDevice so far (any thread).
   size_t bytes_to_host() const { return bytes_to_host_; }
   size_t bytes_to_device() const { return bytes_to_device_; }
+
+  // Asynchronous copies land this long after they are queued.
+  void set_copy_delay(std::chrono::milliseconds delay) { copy_delay_ = delay; }
+  // Asynchronous copies queued from now on copy nothing and their fences report `why`.
+  void fail_copies(absl::Status why) { copy_failure_ = std::move(why); }
 
   std::string name() const override { return inner_->name() + "-own-memory"; }
   bool host_memory() const override { return false; }
@@ -34,6 +48,20 @@ class OwnMemoryBackend final : public kernels::Backend {
   void CopyToHost(void* dst, const void* src, size_t bytes) override {
     bytes_to_host_ += bytes;
     inner_->CopyToHost(dst, src, bytes);
+  }
+  std::unique_ptr<kernels::CopyFence> CopyToHostAsync(
+      std::span<const kernels::HostCopy> copies) override {
+    auto fence = std::make_unique<DelayedFence>();
+    fence->status = copy_failure_;
+    std::vector<kernels::HostCopy> list(copies.begin(), copies.end());
+    if (!copy_failure_.ok()) list.clear();
+    fence->copier = std::thread(
+        [this, list = std::move(list), delay = copy_delay_, done = &fence->done] {
+          std::this_thread::sleep_for(delay);
+          for (const kernels::HostCopy& c : list) CopyToHost(c.destination, c.source, c.bytes);
+          done->Notify();
+        });
+    return fence;
   }
   void Add(float* x, const float* y, int64_t n) override { inner_->Add(x, y, n); }
   void AddRowBias(float* x, const float* bias, int64_t n_rows, int64_t dim) override {
@@ -84,7 +112,22 @@ class OwnMemoryBackend final : public kernels::Backend {
   }
 
  private:
+  struct DelayedFence final : kernels::CopyFence {
+    ~DelayedFence() override { copier.join(); }
+    absl::Status Wait(absl::Time deadline) override {
+      if (!done.WaitForNotificationWithDeadline(deadline)) {
+        return absl::DeadlineExceededError("copy still running");
+      }
+      return status;
+    }
+    absl::Notification done;
+    absl::Status status;
+    std::thread copier;
+  };
+
   std::unique_ptr<kernels::Backend> inner_;
+  std::chrono::milliseconds copy_delay_{0};
+  absl::Status copy_failure_;
   std::atomic<size_t> bytes_to_host_ = 0;
   std::atomic<size_t> bytes_to_device_ = 0;
 };
