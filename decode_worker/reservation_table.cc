@@ -8,6 +8,8 @@
 #include "absl/strings/str_format.h"
 #include "engine/block_hash.h"
 #include "engine/kv_budget.h"
+#include "kernels/backend.h"
+#include "kernels/host_copy.h"
 #include "kvtransfer/kv_wire.h"
 #include "metrics/metrics.h"
 #include "metrics/prefix_cache_metrics.h"
@@ -328,15 +330,18 @@ void ReservationTable::WriteIntoBlocks(const kvtransfer::KvBytePieces& data,
     kvtransfer::ConvertPiecesToBlocks(data, from, blocks, kCacheDtype, elements);
     return;
   }
-  // Blocks in a device's memory: convert on the host, then one copy per block.
+  // Blocks in a device's memory: convert on the host, then copy them in beside the decode steps
+  // (no sequence uses a reservation's blocks before it is claimed).
   const size_t block_bytes = static_cast<size_t>(elements) * sizeof(uint16_t);
   std::vector<uint8_t> staged(blocks.size() * block_bytes);
   std::vector<uint8_t*> staged_blocks(blocks.size());
-  for (size_t i = 0; i < blocks.size(); ++i) staged_blocks[i] = staged.data() + i * block_bytes;
-  kvtransfer::ConvertPiecesToBlocks(data, from, staged_blocks, kCacheDtype, elements);
+  std::vector<kernels::HostCopy> copies(blocks.size());
   for (size_t i = 0; i < blocks.size(); ++i) {
-    backend.CopyToDevice(blocks[i], staged_blocks[i], block_bytes);
+    staged_blocks[i] = staged.data() + i * block_bytes;
+    copies[i] = {blocks[i], staged_blocks[i], block_bytes};
   }
+  kvtransfer::ConvertPiecesToBlocks(data, from, staged_blocks, kCacheDtype, elements);
+  backend.CopyToDeviceUnordered(copies);
 }
 
 absl::Status ReservationTable::CopyOutsideLock(const std::string& reservation_id,

@@ -23,4 +23,8 @@ std::unique_ptr<CopyFence> Backend::CopyToHostAsync(std::span<const HostCopy> co
   return std::make_unique<PassedFence>();
 }
 
+void Backend::CopyToDeviceUnordered(std::span<const HostCopy> copies) {
+  for (const HostCopy& copy : copies) CopyToDevice(copy.destination, copy.source, copy.bytes);
+}
+
 }  // namespace baton::kernels

@@ -14,8 +14,8 @@
 //
 // Thread-safety: a Backend's operations are used by one thread at a time (it owns a thread pool
 // that it uses internally); create one per worker loop. Its memory calls (Allocate, Free,
-// AllocateHost, FreeHost, CopyToDevice, CopyToHost) may come from any thread, as the KV
-// hand-off's do.
+// AllocateHost, FreeHost, CopyToDevice, CopyToHost, CopyToDeviceUnordered) may come from any
+// thread, as the KV hand-off's do.
 #ifndef BATON_KERNELS_BACKEND_H_
 #define BATON_KERNELS_BACKEND_H_
 
@@ -109,6 +109,12 @@ class Backend {
   // and the sources unchanged, until the fence has passed or is destroyed. Called from the
   // thread that queues the operations. Default: the copies made at once, a fence already passed.
   virtual std::unique_ptr<CopyFence> CopyToHostAsync(std::span<const HostCopy> copies);
+
+  // Copies host memory into this backend's memory without being ordered after the operations
+  // queued, so without waiting for them: none of them may read or write the destinations (KV
+  // blocks of a reservation that no sequence uses yet). Complete on return; any thread. Default:
+  // CopyToDevice one after the other.
+  virtual void CopyToDeviceUnordered(std::span<const HostCopy> copies);
 
   // ---- Element-wise operations between the layers' products ----
 

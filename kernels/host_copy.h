@@ -1,5 +1,6 @@
-// Copies from a backend's memory to host memory that run beside the computation
-// (Backend::CopyToHostAsync): what the KV hand-off of a device's cache is made of.
+// Copies between a backend's memory and host memory that run beside the computation
+// (Backend::CopyToHostAsync, Backend::CopyToDeviceUnordered): what the KV hand-off of a device's
+// cache is made of.
 //
 // Thread-safety: HostCopy is a value; MergeContiguous is pure; a CopyFence may be waited on from
 // any thread, by one thread at a time.
@@ -15,7 +16,8 @@
 
 namespace baton::kernels {
 
-// `bytes` from backend memory at `source` to host memory at `destination`.
+// `bytes` from `source` to `destination`: one in host memory, the other in a backend's (the
+// call that takes the copy says which way).
 struct HostCopy {
   void* destination = nullptr;
   const void* source = nullptr;

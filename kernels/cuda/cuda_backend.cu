@@ -126,6 +126,10 @@ class CudaBackend final : public Backend {
     return host_copies_.Queue(copies);
   }
 
+  void CopyToDeviceUnordered(std::span<const HostCopy> copies) override {
+    host_copies_.Upload(copies);
+  }
+
   void Add(float* x, const float* y, int64_t n) override {
     Activate();
     LaunchAdd(x, y, n, stream_);

@@ -9,8 +9,9 @@
 // dequantizes the embedding rows it needs on the host and uploads them.
 // Operations are queued on the backend's stream in order; CopyToHost waits for everything queued
 // before it, so results read back are complete. CopyToHostAsync copies on a second stream, after
-// what was queued before it, while later operations run (host_copy_engine.cuh); AllocateHost
-// hands out page-locked memory, which those copies need to run beside the computation.
+// what was queued before it, while later operations run, and CopyToDeviceUnordered on a third,
+// which waits for nothing queued (host_copy_engine.cuh); AllocateHost hands out page-locked
+// memory, which the copies to the host need to run beside the computation.
 //
 // Numerics: within rounding of the CPU backend (f16 GEMM operands for n > 8 rows, f32
 // accumulation everywhere); not batch-invariant, unlike the CPU backend.

@@ -51,6 +51,8 @@ HostCopyEngine::HostCopyEngine(int device, cudaStream_t compute)
     : device_(device), compute_(compute) {
   BATON_CUDA_CHECK(cudaStreamCreateWithFlags(&copies_, cudaStreamNonBlocking));
   BATON_CUDA_CHECK(cudaEventCreateWithFlags(&computed_, cudaEventDisableTiming));
+  absl::MutexLock lock(&upload_mu_);
+  BATON_CUDA_CHECK(cudaStreamCreateWithFlags(&uploads_, cudaStreamNonBlocking));
 }
 
 HostCopyEngine::~HostCopyEngine() {
@@ -58,6 +60,18 @@ HostCopyEngine::~HostCopyEngine() {
   cudaStreamSynchronize(copies_);
   cudaEventDestroy(computed_);
   cudaStreamDestroy(copies_);
+  absl::MutexLock lock(&upload_mu_);
+  cudaStreamDestroy(uploads_);
+}
+
+void HostCopyEngine::Upload(std::span<const HostCopy> copies) {
+  BATON_CUDA_CHECK(cudaSetDevice(device_));
+  absl::MutexLock lock(&upload_mu_);
+  for (const HostCopy& copy : MergeContiguous(copies)) {
+    BATON_CUDA_CHECK(cudaMemcpyAsync(copy.destination, copy.source, copy.bytes,
+                                     cudaMemcpyHostToDevice, uploads_));
+  }
+  BATON_CUDA_CHECK(cudaStreamSynchronize(uploads_));
 }
 
 std::unique_ptr<CopyFence> HostCopyEngine::Queue(std::span<const HostCopy> copies) {

@@ -242,6 +242,15 @@ TEST_F(CudaBackendTest, AsyncCopiesToHostLandTheResultOfTheWorkQueuedBefore) {
   // A fence dropped unwaited waits for its copies itself.
   gpu_->CopyToHostAsync(copies).reset();
   fence.reset();
+  // Back into another buffer while a product runs: the rows land where they were asked to.
+  Guarded back = UploadGuarded(std::vector<float>(64 * 4096, 0.0f));
+  gpu_->MatMul(w.matrix(), dx.data(), 64, dy.data());
+  std::vector<HostCopy> uploads;
+  for (int r = 0; r < 64; ++r) {
+    uploads.push_back({back.data() + r * 4096, static_cast<char*>(*host) + (63 - r) * piece, piece});
+  }
+  gpu_->CopyToDeviceUnordered(uploads);
+  EXPECT_EQ(DownloadChecked(back), y);
   gpu_->FreeHost(*host);
   gpu_->ReleaseWeights(w.matrix());
 }

@@ -70,7 +70,8 @@ TEST_P(BackendMemoryTest, MoreThanTheMachineHoldsIsResourceExhausted) {
 }
 
 // Host memory for the hand-off's copies, and copies that start after the operations queued
-// before them: the result of an Add queued just before lands, not the bytes it replaced.
+// before them: the result of an Add queued just before lands, not the bytes it replaced. Then
+// the unordered copies into the backend's memory.
 TEST_P(BackendMemoryTest, AsyncCopiesToHostMemoryLandAfterTheOperationsBeforeThem) {
   const std::vector<float> x = RandomFloats(4096, 4);
   const std::vector<float> y = RandomFloats(4096, 5);
@@ -91,6 +92,12 @@ TEST_P(BackendMemoryTest, AsyncCopiesToHostMemoryLandAfterTheOperationsBeforeThe
     ASSERT_EQ(out[at], x[i] + y[i]) << i;
   }
   fence.reset();
+  // And back in, in pieces, beside the operations (none of which touches the destination).
+  BackendBuffer back = Upload(std::vector<float>(4096, 0.0f));
+  const HostCopy uploads[] = {{back.as<float>() + 3096, out, 1000 * sizeof(float)},
+                              {back.as<float>(), out + 1000, 3096 * sizeof(float)}};
+  backend_->CopyToDeviceUnordered(uploads);
+  EXPECT_EQ(Download(back, 4096), Download(dx, 4096));
   backend_->FreeHost(*host);
   EXPECT_EQ(backend_->AllocateHost(size_t{1} << 62).status().code(),
             absl::StatusCode::kResourceExhausted);
