@@ -37,15 +37,6 @@ void PutVarint(std::string& out, uint64_t value) {
   out.push_back(static_cast<char>(value));
 }
 
-size_t VarintSize(uint64_t value) {
-  size_t n = 1;
-  while (value >= 0x80) {
-    value >>= 7;
-    ++n;
-  }
-  return n;
-}
-
 // An int32 field as proto3 writes it: nothing when zero, negative values sign-extended.
 void PutInt32Field(std::string& out, uint32_t field, int32_t value) {
   if (value == 0) return;
