@@ -7,8 +7,8 @@
 
 namespace baton::kvtransfer {
 
-ChunkEncoder::ChunkEncoder(std::shared_ptr<ChunkBufferPool> pool, int32_t messages_ahead)
-    : pool_(std::move(pool)), messages_ahead_(messages_ahead), thread_([this] { Loop(); }) {}
+ChunkEncoder::ChunkEncoder(int32_t messages_ahead)
+    : messages_ahead_(messages_ahead), thread_([this] { Loop(); }) {}
 
 ChunkEncoder::~ChunkEncoder() {
   {
@@ -65,8 +65,8 @@ bool ChunkEncoder::Run(GrpcPushStream* stream, const ChunkJob& job) {
       return false;
     }
   }
-  return stream->Enqueue(EncodeChunkMessage(job.layer, job.first_block, job.blocks,
-                                            job.block_bytes, pool_.get()));
+  return stream->Enqueue(
+      EncodeChunkMessage(job.layer, job.first_block, job.blocks, job.block_bytes, *job.loans));
 }
 
 void ChunkEncoder::Loop() {

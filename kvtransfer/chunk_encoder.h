@@ -1,6 +1,7 @@
 // The gRPC transport's encoding thread: it turns queued chunks (block pointers) into messages
-// (kv_chunk_codec.h: one copy of the blocks, hashed) and hands them to their streams, so the
-// sender's thread (the prefill forward pass) neither copies nor hashes KV. A chunk whose blocks
+// (kv_chunk_codec.h: the blocks hashed, and lent to the message rather than copied) and hands
+// them to their streams, so the sender's thread (the prefill forward pass) neither hashes KV nor
+// waits for the network. A chunk whose blocks
 // are still being filled (ChunkJob::ready) is waited for here, before it is read: that wait
 // holds up the other streams' chunks too, which a copy stream's order would hold up anyway. It encodes a stream's
 // next chunk only while that stream has fewer than `messages_ahead` messages waiting to be
@@ -23,7 +24,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "kvtransfer/chunk_buffer_pool.h"
+#include "kvtransfer/block_loans.h"
 #include "kvtransfer/grpc_push_stream.h"
 #include "kvtransfer/kv_transport.h"
 
@@ -35,6 +36,7 @@ struct ChunkJob {
   int32_t first_block = 0;
   std::vector<const uint8_t*> blocks;  // block first_block + i at blocks[i]
   size_t block_bytes = 0;
+  BlockLoans* loans = nullptr;  // the push's, which lends the blocks to the message
   BlocksReady ready;  // called before the blocks are read, when set (kv_transport.h)
   std::chrono::system_clock::time_point deadline;  // the push's: ready's bound
   bool close = false;  // no chunk: Close the stream once everything before it was handed over
@@ -42,8 +44,7 @@ struct ChunkJob {
 
 class ChunkEncoder {
  public:
-  // Messages are encoded into buffers of `pool` (shared with the messages in flight).
-  explicit ChunkEncoder(std::shared_ptr<ChunkBufferPool> pool, int32_t messages_ahead = 2);
+  explicit ChunkEncoder(int32_t messages_ahead = 2);
   ChunkEncoder(const ChunkEncoder&) = delete;
   ChunkEncoder& operator=(const ChunkEncoder&) = delete;
   ~ChunkEncoder();  // every stream must have been forgotten
@@ -71,7 +72,6 @@ class ChunkEncoder {
   // Encodes (or closes) outside the lock; false when the stream refused the message.
   bool Run(GrpcPushStream* stream, const ChunkJob& job);
 
-  const std::shared_ptr<ChunkBufferPool> pool_;
   const int32_t messages_ahead_;
   absl::Mutex mu_;
   std::list<StreamQueue> queues_ ABSL_GUARDED_BY(mu_);  // served front to back, then rotated

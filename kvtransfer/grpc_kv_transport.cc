@@ -1,7 +1,7 @@
 // CreateGrpcKvTransport: pushes over PushKv streams (kv_transfer.proto), layers round-robin over
 // the push's streams, each layer cut into chunks of whole blocks, which the transport's encoder
-// thread (chunk_encoder.h) copies from the sender's blocks into messages. See push_assembler.h
-// for how the receiving side puts several streams back together.
+// thread (chunk_encoder.h) turns into messages that point at the sender's blocks (block_loans.h).
+// See push_assembler.h for how the receiving side puts several streams back together.
 #include <algorithm>
 #include <chrono>
 #include <memory>
@@ -15,7 +15,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/log.h"
 #include "grpcpp/generic/generic_stub.h"
+#include "kvtransfer/block_loans.h"
 #include "kvtransfer/chunk_encoder.h"
 #include "kvtransfer/grpc_push_stream.h"
 #include "kvtransfer/kv_transport.h"
@@ -27,9 +29,6 @@ namespace {
 
 // How long Finish waits past the push's deadline for the calls to report before cancelling them.
 constexpr absl::Duration kFinishGrace = absl::Seconds(5);
-
-// Encoded-chunk buffers kept for reuse (each options.chunk_bytes): a few per stream in flight.
-constexpr int kIdleChunkBuffers = 16;
 
 class GrpcKvPush final : public KvPush {
  public:
@@ -66,6 +65,14 @@ class GrpcKvPush final : public KvPush {
     // The streams call back into this object until they are done.
     AwaitAllDone(absl::InfiniteFuture());
     ForgetStreams();
+    if (!AwaitBlocksReleased(std::chrono::system_clock::now() + kReleaseWait)) {
+      BATON_LOG(ERROR) << Where() << ": the network still holds " << loans_->out()
+                       << " views of the push's blocks after " << kReleaseWait.count() << " s";
+    }
+  }
+
+  bool AwaitBlocksReleased(std::chrono::system_clock::time_point deadline) override {
+    return loans_->AwaitReturned(absl::FromChrono(deadline));
   }
 
   absl::Status SendLayer(int32_t layer, const std::vector<const uint8_t*>& blocks,
@@ -96,7 +103,7 @@ class GrpcKvPush final : public KvPush {
         return landed;
       };
     }
-    // The encoder copies the blocks into messages later, on its own thread.
+    // The encoder makes the messages later, on its own thread.
     for (int32_t first = begin; first < end; first += blocks_per_chunk_) {
       const int32_t count = std::min(blocks_per_chunk_, end - first);
       encoder_.Submit(stream, {.layer = layer,
@@ -104,6 +111,7 @@ class GrpcKvPush final : public KvPush {
                                .blocks = {blocks.begin() + (first - begin),
                                           blocks.begin() + (first - begin + count)},
                                .block_bytes = static_cast<size_t>(spec_.layer_block_bytes()),
+                               .loans = loans_.get(),
                                .ready = ready,  // copied: shared by the layer's chunks
                                .deadline = deadline_});
       stats_.bytes_sent += spec_.layer_block_bytes() * count;
@@ -221,6 +229,7 @@ class GrpcKvPush final : public KvPush {
   const std::chrono::system_clock::time_point deadline_;
   const std::chrono::steady_clock::time_point started_;
   std::vector<std::unique_ptr<GrpcPushStream>> streams_;  // fixed after construction
+  const std::shared_ptr<BlockLoans> loans_ = BlockLoans::Create();  // the messages' views
 
   // Used only by the owner's thread (KvPush is single-threaded).
   PushCursor cursor_;
@@ -237,9 +246,7 @@ class GrpcKvPush final : public KvPush {
 class GrpcKvTransport final : public KvTransport {
  public:
   explicit GrpcKvTransport(const GrpcKvTransportOptions& options)
-      : options_(options),
-        encoder_(ChunkBufferPool::Create(static_cast<size_t>(options.chunk_bytes),
-                                         kIdleChunkBuffers)) {}
+      : options_(options) {}
 
   std::string_view name() const override { return "grpc"; }
 

@@ -3,9 +3,9 @@
 #include <cstring>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "grpc/slice.h"
 #include "kvtransfer/kv_wire.h"
 
 namespace baton::kvtransfer {
@@ -235,14 +235,17 @@ absl::StatusOr<ReceivedChunk> ReadChunk(PieceReader& reader, int64_t length) {
 
 grpc::ByteBuffer EncodeChunkMessage(int32_t layer, int32_t first_block,
                                     std::span<const uint8_t* const> blocks, size_t block_bytes,
-                                    ChunkBufferPool* pool) {
+                                    BlockLoans& loans) {
   const size_t data_bytes = blocks.size() * block_bytes;
-  grpc_slice data = pool != nullptr ? pool->Take(data_bytes) : grpc_slice_malloc(data_bytes);
-  uint8_t* out = GRPC_SLICE_START_PTR(data);
-  for (size_t i = 0; i < blocks.size(); ++i) {
-    std::memcpy(out + i * block_bytes, blocks[i], block_bytes);
+  KvBytePieces runs;  // the blocks, neighbours in memory joined
+  for (const uint8_t* block : blocks) {
+    if (!runs.empty() && runs.back().data() + runs.back().size() == block) {
+      runs.back() = {runs.back().data(), runs.back().size() + block_bytes};
+    } else {
+      runs.emplace_back(block, block_bytes);
+    }
   }
-  const uint64_t checksum = ChunkChecksum(std::span<const uint8_t>(out, data_bytes));
+  const uint64_t checksum = ChunkChecksum(runs);
 
   // The chunk's fields in field order, as protobuf writes them: [fields 1-3, data's tag and
   // length] [data] [field 6].
@@ -265,9 +268,12 @@ grpc::ByteBuffer EncodeChunkMessage(int32_t layer, int32_t first_block,
   prefix += fields;
   prefix += data_prefix;
 
-  grpc::Slice slices[] = {SliceOf(prefix), grpc::Slice(data, grpc::Slice::STEAL_REF),
-                          SliceOf(suffix)};
-  return grpc::ByteBuffer(slices, 3);
+  std::vector<grpc::Slice> slices;
+  slices.reserve(runs.size() + 2);
+  slices.push_back(SliceOf(prefix));
+  for (std::span<const uint8_t> run : runs) slices.push_back(loans.Lend(run));
+  slices.push_back(SliceOf(suffix));
+  return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
 grpc::ByteBuffer EncodeProtoMessage(const google::protobuf::MessageLite& message) {

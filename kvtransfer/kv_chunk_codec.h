@@ -2,10 +2,10 @@
 //
 // The bytes are exactly protobuf's encoding of KvPushMessage (kv_transfer.proto), so a generated
 // protobuf client or server on the other end works unchanged. What differs is where the bytes
-// go: the sender copies a chunk's blocks once, straight from block memory into the gRPC slice
-// that is sent (hashing it there), and the receiver reads a chunk's fields in place and leaves
-// its data in the slices gRPC received it into, as an ordered list of pieces. protobuf's own
-// path copies the data twice more (into a std::string and back out on each side).
+// go: the sender's message points at the blocks themselves (slices lent from block memory,
+// block_loans.h; hashed there), and the receiver reads a chunk's fields in place and leaves its
+// data in the slices gRPC received it into, as an ordered list of pieces. protobuf's own path
+// copies the data three times more (into a std::string and on into gRPC's buffer, and back out).
 //
 // Thread-safety: pure functions; a ReceivedChunk is a value (its pieces stay valid as long as
 // any copy of it lives).
@@ -22,7 +22,7 @@
 #include "baton/v1/kv_transfer.pb.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
-#include "kvtransfer/chunk_buffer_pool.h"
+#include "kvtransfer/block_loans.h"
 #include "kvtransfer/kv_receiver.h"
 
 namespace baton::kvtransfer {
@@ -30,11 +30,12 @@ namespace baton::kvtransfer {
 // KvPushMessage{chunk {layer, first_block, n_blocks = blocks.size(), data = the blocks in
 // order (`block_bytes` each), xxh3 = ChunkChecksum(data)}}, byte for byte as protobuf
 // serializes it.
-// Reads each block once; the message owns its bytes, so the blocks may change afterwards. The
-// data's memory comes from `pool` when one is given (chunk_buffer_pool.h).
+// Reads each block once (the hash); the data are slices lent from `loans` over the blocks
+// (blocks that follow one another in memory share one), so the blocks must stay as they are
+// until the loans have come back.
 grpc::ByteBuffer EncodeChunkMessage(int32_t layer, int32_t first_block,
                                     std::span<const uint8_t* const> blocks, size_t block_bytes,
-                                    ChunkBufferPool* pool = nullptr);
+                                    BlockLoans& loans);
 
 // Any other message (a header, a response), through protobuf.
 grpc::ByteBuffer EncodeProtoMessage(const google::protobuf::MessageLite& message);

@@ -2,9 +2,14 @@
 // forward pass computes the next layer. One interface, two transports: gRPC (the default, between
 // processes) and in-process (tests, and a worker pushing to itself).
 //
+// The blocks a push sends are read where they lie, off the caller's thread, and the network may
+// hold views of them for a while after the push is over (gRPC keeps a message's slices until
+// they are written to the socket). So blocks handed to SendLayer must stay as they are until
+// AwaitBlocksReleased has returned true; destroying a push waits for that too, up to a bound.
+//
 // Thread-safety: a KvTransport is thread-safe (many pushes at once). A KvPush is used by one
-// thread at a time: SendLayer in the push's order, then Finish. Every push is destroyed before
-// its transport.
+// thread at a time: SendLayer in the push's order, then Finish; AwaitBlocksReleased may come
+// from any thread. Every push is destroyed before its transport.
 #ifndef BATON_KVTRANSFER_KV_TRANSPORT_H_
 #define BATON_KVTRANSFER_KV_TRANSPORT_H_
 
@@ -35,14 +40,15 @@ using BlocksReady = std::function<absl::Status(std::chrono::system_clock::time_p
 
 class KvPush {
  public:
+  // Cancels the push unless it finished; waits up to kReleaseWait for its blocks' release.
   virtual ~KvPush() = default;
 
   // Queues layer `layer` of the current block range for sending (the push's order,
   // kv_push_spec.h: range by range, layer by layer): `blocks[i]` points at block range_begin + i
   // of that layer (spec.layer_block_bytes() bytes each; one pointer per block of the range; for
   // a push of one range, every block). The transport may read the blocks later, off the caller's
-  // thread: they must stay as they are until Finish has returned or Cancel was called (once
-  // either returns, nothing reads them any more). When `ready` is given, the blocks are still
+  // thread: they must stay as they are until AwaitBlocksReleased returned true (the header's
+  // rule). When `ready` is given, the blocks are still
   // being filled (a copy from a GPU in flight): the transport calls it, on any thread, before it
   // reads them, and fails the push with its error. Does not wait for the network: the gRPC
   // transport neither copies nor hashes nor waits for `ready` on the caller's thread; the
@@ -55,9 +61,19 @@ class KvPush {
   // deadline passes. Must be called once, after the last range's last SendLayer.
   virtual absl::StatusOr<KvPushStats> Finish() = 0;
 
-  // Abandons the push; the receiver frees the reservation. Safe to call at any time, also after
-  // Finish.
+  // Abandons the push; the receiver frees the reservation. Returns at once. Safe to call at any
+  // time, also after Finish.
   virtual void Cancel() = 0;
+
+  // True once the transport reads none of the blocks given to SendLayer any more (and will not):
+  // at once in-process; over gRPC once the network has let go of its views of them, which is
+  // right after a successful Finish, soon after a failure or Cancel, and at worst when the
+  // connection to a peer that stopped reading is dropped (its keepalive). Waits at most until
+  // `deadline`.
+  virtual bool AwaitBlocksReleased(std::chrono::system_clock::time_point deadline) = 0;
+
+  // How long destroying a push waits for its blocks' release.
+  static constexpr std::chrono::seconds kReleaseWait{30};
 };
 
 class KvTransport {

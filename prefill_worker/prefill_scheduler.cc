@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "base/log.h"
 #include "metrics/metrics.h"
 #include "metrics/prefix_cache_metrics.h"
 #include "rpc/prefill_stage.h"
@@ -72,7 +73,9 @@ PrefillScheduler::~PrefillScheduler() {
     absl::MutexLock lock(&mu_);
     queued.swap(queue_);
   }
-  for (Work& work : queued) Fail(work, absl::UnavailableError("prefill worker shutting down"));
+  for (Work& work : queued) {
+    Fail(std::move(work), absl::UnavailableError("prefill worker shutting down"));
+  }
   {
     absl::MutexLock lock(&finish_mu_);
     stopping_ = true;
@@ -163,18 +166,21 @@ std::vector<PrefillScheduler::Work> PrefillScheduler::TakeBatch() {
   return batch;
 }
 
-void PrefillScheduler::Fail(Work& work, const absl::Status& status) {
-  if (work.push != nullptr) work.push->Cancel();
-  cache_.Free(work.table);
-  work.job->done(status);
+void PrefillScheduler::Fail(Work work, absl::Status status) {
+  if (work.push == nullptr) {
+    cache_.Free(work.table);
+    work.job->done(status);
+    return;
+  }
+  // The network may still hold views of the blocks for a while: a finisher frees them.
+  work.push->Cancel();
+  absl::MutexLock lock(&finish_mu_);
+  finishing_.push_back({.work = std::move(work), .failure = std::move(status)});
 }
 
-bool PrefillScheduler::Start(Work& work) {
+absl::Status PrefillScheduler::Start(Work& work) {
   const PrefillJob& job = *work.job;
-  if (absl::Status s = cache_.Reserve(work.table, work.n_prompt()); !s.ok()) {
-    Fail(work, s);
-    return false;
-  }
+  if (absl::Status s = cache_.Reserve(work.table, work.n_prompt()); !s.ok()) return s;
   const engine::ModelConfig& config = transformer_.config();
   const kvtransfer::KvPushSpec spec{
       .reservation_id = job.reservation_id,
@@ -188,19 +194,15 @@ bool PrefillScheduler::Start(Work& work) {
   };
   absl::StatusOr<std::unique_ptr<kvtransfer::KvPush>> push =
       transport_.StartPush(job.destination, spec, job.deadline);
-  if (!push.ok()) {
-    Fail(work, rpc::KvDestinationFault(push.status()));
-    return false;
-  }
+  if (!push.ok()) return rpc::KvDestinationFault(push.status());
   work.push = *std::move(push);
   work.push_spec = spec;
   work.next_send_block = spec.first_block;
   work.push_start = SteadyClock::now();
   if (absl::Status sent = SendCachedRanges(work); !sent.ok()) {
-    Fail(work, PushFailure(work, std::move(sent)));
-    return false;
+    return PushFailure(work, std::move(sent));
   }
-  return true;
+  return absl::OkStatus();
 }
 
 absl::Status PrefillScheduler::SendCachedRanges(Work& work) {
@@ -261,20 +263,19 @@ bool PrefillScheduler::Step() {
   std::vector<Work> running;
   for (Work& work : batch) {
     queued_tokens_ -= work.n_step;
+    absl::Status ready;
     if (work.job->cancelled) {
-      queued_tokens_ -= work.n_prompt() - work.n_done - work.n_step;
-      Fail(work, absl::CancelledError(absl::StrCat("request ", work.job->request_id, " cancelled")));
-      continue;
+      ready = absl::CancelledError(absl::StrCat("request ", work.job->request_id, " cancelled"));
+    } else if (std::chrono::system_clock::now() > work.job->deadline) {
+      ready = absl::DeadlineExceededError(
+          absl::StrCat("request ", work.job->request_id, " passed its deadline after ",
+                       work.n_done, " of ", work.n_prompt(), " prompt tokens"));
+    } else if (!work.started()) {
+      ready = Start(work);
     }
-    if (std::chrono::system_clock::now() > work.job->deadline) {
+    if (!ready.ok()) {
       queued_tokens_ -= work.n_prompt() - work.n_done - work.n_step;
-      Fail(work, absl::DeadlineExceededError(absl::StrCat(
-                     "request ", work.job->request_id, " passed its deadline after ",
-                     work.n_done, " of ", work.n_prompt(), " prompt tokens")));
-      continue;
-    }
-    if (!work.started() && !Start(work)) {
-      queued_tokens_ -= work.n_prompt() - work.n_done - work.n_step;
+      Fail(std::move(work), std::move(ready));
       continue;
     }
     running.push_back(std::move(work));
@@ -325,7 +326,8 @@ bool PrefillScheduler::Step() {
     const int32_t left = work.n_prompt() - work.n_done;
     if (!work.status.ok()) {
       queued_tokens_ -= left;
-      Fail(work, work.status);
+      absl::Status failure = work.status;
+      Fail(std::move(work), std::move(failure));
       continue;
     }
     if (options_.prefix_cache != nullptr) {
@@ -358,6 +360,22 @@ void PrefillScheduler::FinishLater(Work work, engine::TokenId first_token) {
   finishing_.push_back({.work = std::move(work), .result = result});
 }
 
+void PrefillScheduler::ReleaseScratch(Work& work) {
+  const auto bound = std::chrono::system_clock::now() + kvtransfer::KvPush::kReleaseWait;
+  if (!work.push->AwaitBlocksReleased(bound)) {
+    // Freed, the blocks could be rewritten while the network still sends them (the peer's
+    // connection will drop, but not necessarily soon): keep them out of use for good.
+    BATON_LOG(ERROR) << "request " << work.job->request_id << ": the KV push still holds "
+                     << work.table.blocks.size() << " scratch blocks after "
+                     << kvtransfer::KvPush::kReleaseWait.count() << " s; they stay out of use";
+    work.table = {};
+    for (std::unique_ptr<StagedLayer>& staged : work.staged) staged.release();
+    return;
+  }
+  cache_.Free(work.table);  // the pool is thread-safe; the table is this work's
+  options_.blocks_freed();
+}
+
 void PrefillScheduler::FinisherLoop() {
   while (true) {
     Finishing f;
@@ -372,10 +390,13 @@ void PrefillScheduler::FinisherLoop() {
       finishing_.pop_front();
     }
     PrefillJob& job = *f.work.job;
+    if (!f.failure.ok()) {
+      ReleaseScratch(f.work);
+      job.done(f.failure);
+      continue;
+    }
     absl::StatusOr<kvtransfer::KvPushStats> stats = f.work.push->Finish();
-    // The transport reads the blocks no more (the pool is thread-safe; the table is this work's).
-    cache_.Free(f.work.table);
-    options_.blocks_freed();
+    ReleaseScratch(f.work);
     if (!stats.ok()) {
       job.done(PushFailure(f.work, stats.status()));
       continue;

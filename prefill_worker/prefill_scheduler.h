@@ -22,8 +22,9 @@
 // chunk_tokens from token 0), so that each chunk completes one range.
 //
 // Scratch KV: a prompt takes the blocks for all of its tokens when its first chunk starts and
-// returns them once its push is over (acknowledged, failed or cancelled): the transport reads
-// them off this thread until then (kv_transport.h). Cached ones stay in the prefix cache. A new
+// returns them once its push is over (acknowledged, failed or cancelled) and the transport reads
+// them no more (kv_transport.h: the network may hold views of them a while longer); a finisher
+// thread waits for that, never the engine loop. Cached ones stay in the prefix cache. A new
 // prompt whose blocks are not free waits (and so do new prompts behind it); prompts already
 // under way go on. Blocks freed after a push call options.blocks_freed, so that a waiting prompt
 // gets its turn.
@@ -131,10 +132,13 @@ class PrefillScheduler {
   // (rpc::KvDestinationFault) unless staging the KV here failed.
   static absl::Status PushFailure(const Work& work, absl::Status status);
   std::vector<Work> TakeBatch();
-  // Reserves the scratch KV and opens the push; false (the job failed) when either fails.
-  bool Start(Work& work);
-  // Fails the job with `status`, returning its scratch blocks and abandoning its push.
-  void Fail(Work& work, const absl::Status& status);
+  // Reserves the scratch KV and opens the push: the error when either fails.
+  absl::Status Start(Work& work);
+  // Fails the job with `status`: abandons its push and returns its scratch blocks (through a
+  // finisher once the push has let go of them, when there is a push).
+  void Fail(Work work, absl::Status status);
+  // Finisher: returns the scratch blocks once the push reads them no more (blocks_freed).
+  void ReleaseScratch(Work& work);
   void FinishLater(Work work, engine::TokenId first_token);
   void FinisherLoop();
 
@@ -158,6 +162,7 @@ class PrefillScheduler {
   struct Finishing {
     Work work;
     PrefillResult result;
+    absl::Status failure;  // set: the push was abandoned; the job fails with this
   };
   absl::Mutex finish_mu_;
   std::deque<Finishing> finishing_ ABSL_GUARDED_BY(finish_mu_);

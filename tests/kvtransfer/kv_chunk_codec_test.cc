@@ -1,11 +1,16 @@
 #include "kvtransfer/kv_chunk_codec.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
+#include "grpcpp/support/slice.h"
 #include "gtest/gtest.h"
+#include "kvtransfer/block_loans.h"
 #include "kvtransfer/kv_wire.h"
 
 namespace baton::kvtransfer {
@@ -58,10 +63,38 @@ class ChunkCodecTest : public ::testing::Test {
   static constexpr size_t kBlockBytes = 1000;
   std::vector<std::vector<uint8_t>> blocks_;
   std::vector<const uint8_t*> pointers_;
+  std::shared_ptr<BlockLoans> loans_ = BlockLoans::Create();
 };
 
+// The message points at the blocks (one slice per run of neighbouring blocks), each slice
+// counted out until the last copy of the message goes.
+TEST_F(ChunkCodecTest, TheDataIsLentFromTheBlocksUntilTheMessageGoes) {
+  std::vector<uint8_t> memory(4 * kBlockBytes);
+  for (size_t i = 0; i < memory.size(); ++i) memory[i] = static_cast<uint8_t>(i * 7);
+  // Blocks 0, 1, 3 of `memory`: two runs.
+  const std::vector<const uint8_t*> blocks = {memory.data(), memory.data() + kBlockBytes,
+                                              memory.data() + 3 * kBlockBytes};
+  {
+    const grpc::ByteBuffer encoded = EncodeChunkMessage(1, 0, blocks, kBlockBytes, *loans_);
+    EXPECT_EQ(loans_->out(), 2);
+    std::vector<grpc::Slice> slices;
+    ASSERT_TRUE(encoded.Dump(&slices).ok());
+    ASSERT_EQ(slices.size(), 4u);  // the fields, two runs, the checksum
+    EXPECT_EQ(slices[1].begin(), memory.data());
+    EXPECT_EQ(slices[1].size(), 2 * kBlockBytes);
+    EXPECT_EQ(slices[2].begin(), memory.data() + 3 * kBlockBytes);
+    {
+      const grpc::ByteBuffer copy = encoded;  // a reference, as gRPC takes one
+      EXPECT_FALSE(loans_->AwaitReturned(absl::Now() + absl::Milliseconds(10)));
+    }
+    EXPECT_EQ(loans_->out(), 2);
+  }
+  EXPECT_EQ(loans_->out(), 0);
+  EXPECT_TRUE(loans_->AwaitReturned(absl::Now()));
+}
+
 TEST_F(ChunkCodecTest, EncodesExactlyWhatProtobufWould) {
-  const grpc::ByteBuffer encoded = EncodeChunkMessage(5, 300, pointers_, kBlockBytes);
+  const grpc::ByteBuffer encoded = EncodeChunkMessage(5, 300, pointers_, kBlockBytes, *loans_);
   v1::KvPushMessage expected;
   v1::KvChunk& chunk = *expected.mutable_chunk();
   chunk.set_layer(5);
@@ -75,7 +108,7 @@ TEST_F(ChunkCodecTest, EncodesExactlyWhatProtobufWould) {
 }
 
 TEST_F(ChunkCodecTest, ZeroFieldsAreLeftOutAsProtobufDoes) {
-  const grpc::ByteBuffer encoded = EncodeChunkMessage(0, 0, pointers_, kBlockBytes);
+  const grpc::ByteBuffer encoded = EncodeChunkMessage(0, 0, pointers_, kBlockBytes, *loans_);
   v1::KvPushMessage parsed;
   ASSERT_TRUE(parsed.ParseFromString(Flatten(encoded)));
   EXPECT_EQ(parsed.chunk().layer(), 0);
@@ -84,7 +117,7 @@ TEST_F(ChunkCodecTest, ZeroFieldsAreLeftOutAsProtobufDoes) {
 }
 
 TEST_F(ChunkCodecTest, DecodesAChunkInPlaceWhateverTheSlicing) {
-  const std::string bytes = Flatten(EncodeChunkMessage(2, 7, pointers_, kBlockBytes));
+  const std::string bytes = Flatten(EncodeChunkMessage(2, 7, pointers_, kBlockBytes, *loans_));
   for (size_t piece : {size_t{1}, size_t{3}, size_t{999}, bytes.size()}) {
     absl::StatusOr<ReceivedMessage> message = DecodePushMessage(Sliced(bytes, piece));
     ASSERT_TRUE(message.ok()) << message.status();
@@ -127,7 +160,7 @@ TEST_F(ChunkCodecTest, DecodesWhatAProtobufSenderWrote) {
 }
 
 TEST_F(ChunkCodecTest, UnknownFieldsAreSkipped) {
-  std::string bytes = Flatten(EncodeChunkMessage(1, 2, pointers_, kBlockBytes));
+  std::string bytes = Flatten(EncodeChunkMessage(1, 2, pointers_, kBlockBytes, *loans_));
   // Field 15 of every wire type before the chunk: varint, fixed64, bytes, fixed32.
   const std::string unknown = std::string("\x78\x05", 2) + std::string("\x79", 1) +
                               std::string(8, '\x01') + std::string("\x7a\x02hi", 4) +
@@ -138,7 +171,7 @@ TEST_F(ChunkCodecTest, UnknownFieldsAreSkipped) {
 }
 
 TEST_F(ChunkCodecTest, MalformedMessagesAreRejectedSayingWhy) {
-  const std::string good = Flatten(EncodeChunkMessage(1, 2, pointers_, kBlockBytes));
+  const std::string good = Flatten(EncodeChunkMessage(1, 2, pointers_, kBlockBytes, *loans_));
   const struct {
     std::string bytes;
     const char* why;
@@ -170,7 +203,7 @@ TEST_F(ChunkCodecTest, MalformedMessagesAreRejectedSayingWhy) {
 TEST_F(ChunkCodecTest, TheDecodedPiecesOutliveTheBuffer) {
   ReceivedChunk kept;
   {
-    grpc::ByteBuffer buffer = Sliced(Flatten(EncodeChunkMessage(1, 2, pointers_, kBlockBytes)), 7);
+    grpc::ByteBuffer buffer = Sliced(Flatten(EncodeChunkMessage(1, 2, pointers_, kBlockBytes, *loans_)), 7);
     kept = *DecodePushMessage(buffer)->chunk;
   }
   EXPECT_EQ(Joined(kept.data), Concatenated());

@@ -31,8 +31,8 @@ struct RecordingWaiter : KvStreamWaiter {
 ReceivedChunk Chunk(const KvData& data, const KvPushSpec& spec, int32_t layer, int32_t first,
                     int32_t count) {
   const std::vector<const uint8_t*> blocks = data.Range(layer, first, first + count);
-  absl::StatusOr<ReceivedMessage> message = DecodePushMessage(
-      EncodeChunkMessage(layer, first, blocks, static_cast<size_t>(spec.layer_block_bytes())));
+  absl::StatusOr<ReceivedMessage> message = DecodePushMessage(EncodeChunkMessage(
+      layer, first, blocks, static_cast<size_t>(spec.layer_block_bytes()), *BlockLoans::Create()));
   EXPECT_TRUE(message.ok() && message->chunk.has_value()) << message.status();
   return message.ok() && message->chunk.has_value() ? *message->chunk : ReceivedChunk();
 }
