@@ -1,5 +1,9 @@
 #include "kvtransfer/block_loans.h"
 
+#include <utility>
+
+#include "absl/log/check.h"
+
 namespace baton::kvtransfer {
 namespace {
 
@@ -26,14 +30,25 @@ grpc::Slice BlockLoans::Lend(std::span<const uint8_t> bytes) {
 
 void BlockLoans::Return(void* loan) {
   const std::unique_ptr<Loan> returned(static_cast<Loan*>(loan));
-  absl::MutexLock lock(&returned->loans->mu_);
-  --returned->loans->out_;
+  BlockLoans& loans = *returned->loans;
+  std::function<void()> then;
+  {
+    absl::MutexLock lock(&loans.mu_);
+    if (--loans.out_ == 0) then = std::move(loans.when_returned_);
+  }
+  if (then) then();
 }
 
-bool BlockLoans::AwaitReturned(absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
-  auto all_back = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return out_ == 0; };
-  return mu_.AwaitWithDeadline(absl::Condition(&all_back), deadline);
+void BlockLoans::WhenReturned(std::function<void()> then) {
+  {
+    absl::MutexLock lock(&mu_);
+    CHECK(!when_returned_) << "BlockLoans::WhenReturned called twice";
+    if (out_ > 0) {
+      when_returned_ = std::move(then);
+      return;
+    }
+  }
+  then();
 }
 
 int64_t BlockLoans::out() const {

@@ -9,12 +9,12 @@
 #define BATON_KVTRANSFER_BLOCK_LOANS_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
-#include "absl/time/time.h"
 #include "grpcpp/support/slice.h"
 
 namespace baton::kvtransfer {
@@ -27,8 +27,10 @@ class BlockLoans : public std::enable_shared_from_this<BlockLoans> {
   // until gRPC drops its last reference to it.
   grpc::Slice Lend(std::span<const uint8_t> bytes);
 
-  // True once every slice lent so far has come back; waits at most until `deadline`.
-  bool AwaitReturned(absl::Time deadline);
+  // Calls `then` once every slice lent has come back: at once, on this thread, when none is out;
+  // otherwise on the thread where gRPC drops the last one. Once per BlockLoans, after the last
+  // Lend.
+  void WhenReturned(std::function<void()> then);
 
   // Slices out now.
   int64_t out() const;
@@ -39,6 +41,7 @@ class BlockLoans : public std::enable_shared_from_this<BlockLoans> {
 
   mutable absl::Mutex mu_;
   int64_t out_ ABSL_GUARDED_BY(mu_) = 0;
+  std::function<void()> when_returned_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace baton::kvtransfer

@@ -4,8 +4,10 @@
 // See push_assembler.h for how the receiving side puts several streams back together.
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -15,7 +17,6 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "base/log.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "kvtransfer/block_loans.h"
 #include "kvtransfer/chunk_encoder.h"
@@ -65,14 +66,10 @@ class GrpcKvPush final : public KvPush {
     // The streams call back into this object until they are done.
     AwaitAllDone(absl::InfiniteFuture());
     ForgetStreams();
-    if (!AwaitBlocksReleased(std::chrono::system_clock::now() + kReleaseWait)) {
-      BATON_LOG(ERROR) << Where() << ": the network still holds " << loans_->out()
-                       << " views of the push's blocks after " << kReleaseWait.count() << " s";
-    }
   }
 
-  bool AwaitBlocksReleased(std::chrono::system_clock::time_point deadline) override {
-    return loans_->AwaitReturned(absl::FromChrono(deadline));
+  void WhenBlocksReleased(std::function<void()> release) override {
+    loans_->WhenReturned(std::move(release));  // no new loans: the encoder forgot the streams
   }
 
   absl::Status SendLayer(int32_t layer, const std::vector<const uint8_t*>& blocks,

@@ -1,5 +1,6 @@
 // CreateInProcessKvTransport: a push that calls the KvReceiver directly, on the caller's thread.
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,7 +58,7 @@ class InProcessKvPush final : public KvPush {
   }
 
   // Writes happen inside SendLayer: nothing reads the blocks afterwards.
-  bool AwaitBlocksReleased(std::chrono::system_clock::time_point) override { return true; }
+  void WhenBlocksReleased(std::function<void()> release) override { release(); }
 
   absl::StatusOr<KvPushStats> Finish() override {
     if (state_ != State::kOpen) {

@@ -4,12 +4,13 @@
 //
 // The blocks a push sends are read where they lie, off the caller's thread, and the network may
 // hold views of them for a while after the push is over (gRPC keeps a message's slices until
-// they are written to the socket). So blocks handed to SendLayer must stay as they are until
-// AwaitBlocksReleased has returned true; destroying a push waits for that too, up to a bound.
+// they are written to the socket, and a connection to a peer cut off keeps them until it
+// fails). So blocks handed to SendLayer must stay as they are until the push's
+// WhenBlocksReleased callback has run, which may be after the push is destroyed.
 //
 // Thread-safety: a KvTransport is thread-safe (many pushes at once). A KvPush is used by one
-// thread at a time: SendLayer in the push's order, then Finish; AwaitBlocksReleased may come
-// from any thread. Every push is destroyed before its transport.
+// thread at a time: SendLayer in the push's order, then Finish or Cancel, then
+// WhenBlocksReleased. Every push is destroyed before its transport.
 #ifndef BATON_KVTRANSFER_KV_TRANSPORT_H_
 #define BATON_KVTRANSFER_KV_TRANSPORT_H_
 
@@ -40,7 +41,7 @@ using BlocksReady = std::function<absl::Status(std::chrono::system_clock::time_p
 
 class KvPush {
  public:
-  // Cancels the push unless it finished; waits up to kReleaseWait for its blocks' release.
+  // Cancels the push unless it finished.
   virtual ~KvPush() = default;
 
   // Queues layer `layer` of the current block range for sending (the push's order,
@@ -65,15 +66,12 @@ class KvPush {
   // time, also after Finish.
   virtual void Cancel() = 0;
 
-  // True once the transport reads none of the blocks given to SendLayer any more (and will not):
-  // at once in-process; over gRPC once the network has let go of its views of them, which is
-  // right after a successful Finish, soon after a failure or Cancel, and at worst when the
-  // connection to a peer that stopped reading is dropped (its keepalive). Waits at most until
-  // `deadline`.
-  virtual bool AwaitBlocksReleased(std::chrono::system_clock::time_point deadline) = 0;
-
-  // How long destroying a push waits for its blocks' release.
-  static constexpr std::chrono::seconds kReleaseWait{30};
+  // Calls `release` once the transport reads none of the blocks given to SendLayer any more: at
+  // once, on this thread, when that is so already (in-process always; over gRPC after a
+  // successful Finish, as a rule); otherwise later on a transport thread, when the network lets
+  // go of its views of them (soon after a failure or Cancel; at worst when the connection to a
+  // peer that was cut off fails). Once, after Finish or Cancel.
+  virtual void WhenBlocksReleased(std::function<void()> release) = 0;
 };
 
 class KvTransport {

@@ -13,6 +13,10 @@ namespace {
 
 using SteadyClock = std::chrono::steady_clock;
 
+// How long a scheduler that goes waits for the network to let go of its pushes' blocks: past a
+// connection's keepalive and a cut-off peer's TCP timeout, as a rule.
+constexpr absl::Duration kShutdownReleaseWait = absl::Seconds(60);
+
 double SecondsBetween(SteadyClock::time_point a, SteadyClock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
@@ -61,6 +65,10 @@ PrefillScheduler::PrefillScheduler(engine::Transformer* transformer, engine::KvC
     staging_ = std::make_unique<HostStagingPool>(cache_.backend(),
                                                  options_.host_staging_idle_bytes);
   }
+  {
+    absl::MutexLock lock(&releases_->mu);
+    releases_->owner = this;
+  }
   Metrics();  // exported from the start
   for (int i = 0; i < options_.finisher_threads; ++i) {
     finishers_.emplace_back([this] { FinisherLoop(); });
@@ -81,6 +89,17 @@ PrefillScheduler::~PrefillScheduler() {
     stopping_ = true;
   }
   for (std::thread& t : finishers_) t.join();
+  // Scratch blocks the network still holds views of come back when their connections let go;
+  // after the bound the cache may go while a view is left (logged), and a late release is
+  // ignored.
+  absl::MutexLock lock(&releases_->mu);
+  auto released = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(releases_->mu) {
+    return releases_->pending == 0;
+  };
+  if (!releases_->mu.AwaitWithTimeout(absl::Condition(&released), kShutdownReleaseWait)) {
+    BATON_LOG(ERROR) << releases_->pending << " KV pushes still hold scratch blocks at shutdown";
+  }
+  releases_->owner = nullptr;
 }
 
 void PrefillScheduler::Enqueue(std::shared_ptr<PrefillJob> job) {
@@ -361,18 +380,23 @@ void PrefillScheduler::FinishLater(Work work, engine::TokenId first_token) {
 }
 
 void PrefillScheduler::ReleaseScratch(Work& work) {
-  const auto bound = std::chrono::system_clock::now() + kvtransfer::KvPush::kReleaseWait;
-  if (!work.push->AwaitBlocksReleased(bound)) {
-    // Freed, the blocks could be rewritten while the network still sends them (the peer's
-    // connection will drop, but not necessarily soon): keep them out of use for good.
-    BATON_LOG(ERROR) << "request " << work.job->request_id << ": the KV push still holds "
-                     << work.table.blocks.size() << " scratch blocks after "
-                     << kvtransfer::KvPush::kReleaseWait.count() << " s; they stay out of use";
-    work.table = {};
-    for (std::unique_ptr<StagedLayer>& staged : work.staged) staged.release();
-    return;
+  {
+    absl::MutexLock lock(&releases_->mu);
+    ++releases_->pending;
   }
-  cache_.Free(work.table);  // the pool is thread-safe; the table is this work's
+  // The blocks (and their host copies) go back once the transport lets go of them, maybe on a
+  // transport thread after this work is gone: the callback owns them.
+  auto scratch = std::make_shared<Scratch>(Scratch{std::move(work.table), std::move(work.staged)});
+  work.push->WhenBlocksReleased([releases = releases_, scratch] {
+    absl::MutexLock lock(&releases->mu);
+    if (releases->owner != nullptr) releases->owner->FreeScratch(*scratch);
+    --releases->pending;
+  });
+}
+
+void PrefillScheduler::FreeScratch(Scratch& scratch) {
+  cache_.Free(scratch.table);  // the pool is thread-safe; the table is this callback's
+  scratch.staged.clear();
   options_.blocks_freed();
 }
 

@@ -137,8 +137,21 @@ class PrefillScheduler {
   // Fails the job with `status`: abandons its push and returns its scratch blocks (through a
   // finisher once the push has let go of them, when there is a push).
   void Fail(Work work, absl::Status status);
-  // Finisher: returns the scratch blocks once the push reads them no more (blocks_freed).
+  // What a finished push's scratch KV holds until the transport lets go of it.
+  struct Scratch {
+    engine::BlockTable table;
+    std::vector<std::unique_ptr<StagedLayer>> staged;
+  };
+  // Pushes whose scratch blocks are not back yet; `owner` null once the scheduler is gone.
+  struct PendingReleases {
+    absl::Mutex mu;
+    int64_t pending ABSL_GUARDED_BY(mu) = 0;
+    PrefillScheduler* owner ABSL_GUARDED_BY(mu) = nullptr;
+  };
+  // Finisher: hands work's scratch KV to its push's WhenBlocksReleased, which frees it.
   void ReleaseScratch(Work& work);
+  // Returns the blocks and host copies to their pools (any thread); calls blocks_freed.
+  void FreeScratch(Scratch& scratch);
   void FinishLater(Work work, engine::TokenId first_token);
   void FinisherLoop();
 
@@ -164,6 +177,7 @@ class PrefillScheduler {
     PrefillResult result;
     absl::Status failure;  // set: the push was abandoned; the job fails with this
   };
+  const std::shared_ptr<PendingReleases> releases_ = std::make_shared<PendingReleases>();
   absl::Mutex finish_mu_;
   std::deque<Finishing> finishing_ ABSL_GUARDED_BY(finish_mu_);
   bool stopping_ ABSL_GUARDED_BY(finish_mu_) = false;

@@ -237,7 +237,10 @@ TEST(GrpcKvTransportTest, TheBlocksAreReleasedAfterFinishAndAfterCancel) {
   ASSERT_TRUE(push.ok()) << push.status();
   ASSERT_TRUE(SendAll(**push, spec, data).ok());
   ASSERT_TRUE((*push)->Finish().ok());
-  EXPECT_TRUE((*push)->AwaitBlocksReleased(In(5000ms)));
+  // (Shared: a late release must not outlive what it notifies.)
+  auto released = std::make_shared<absl::Notification>();
+  (*push)->WhenBlocksReleased([released] { released->Notify(); });
+  EXPECT_TRUE(released->WaitForNotificationWithTimeout(absl::Seconds(5)));
 
   const KvPushSpec stuck_spec = MakeSpec("r2", 4, 40);
   server.receiver().Reserve(stuck_spec, 3);
@@ -250,7 +253,10 @@ TEST(GrpcKvTransportTest, TheBlocksAreReleasedAfterFinishAndAfterCancel) {
   // (The receiver's stalled handler holds one of gRPC's threads, which this process shares
   // with the sender: let it go, as a separate process's would not matter.)
   server.receiver().Release();
-  EXPECT_TRUE((*stuck)->AwaitBlocksReleased(In(5000ms)));
+  auto stuck_released = std::make_shared<absl::Notification>();
+  (*stuck)->WhenBlocksReleased([stuck_released] { stuck_released->Notify(); });
+  EXPECT_TRUE(stuck_released->WaitForNotificationWithTimeout(absl::Seconds(5)));
+  stuck->reset();
 }
 
 // The receiver stalls in its first WriteBlocks past the push's deadline, then recovers: the

@@ -5,8 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/time/clock.h"
-#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "grpcpp/support/slice.h"
 #include "gtest/gtest.h"
@@ -74,6 +72,7 @@ TEST_F(ChunkCodecTest, TheDataIsLentFromTheBlocksUntilTheMessageGoes) {
   // Blocks 0, 1, 3 of `memory`: two runs.
   const std::vector<const uint8_t*> blocks = {memory.data(), memory.data() + kBlockBytes,
                                               memory.data() + 3 * kBlockBytes};
+  bool returned = false;
   {
     const grpc::ByteBuffer encoded = EncodeChunkMessage(1, 0, blocks, kBlockBytes, *loans_);
     EXPECT_EQ(loans_->out(), 2);
@@ -85,12 +84,19 @@ TEST_F(ChunkCodecTest, TheDataIsLentFromTheBlocksUntilTheMessageGoes) {
     EXPECT_EQ(slices[2].begin(), memory.data() + 3 * kBlockBytes);
     {
       const grpc::ByteBuffer copy = encoded;  // a reference, as gRPC takes one
-      EXPECT_FALSE(loans_->AwaitReturned(absl::Now() + absl::Milliseconds(10)));
+      loans_->WhenReturned([&] { returned = true; });
     }
     EXPECT_EQ(loans_->out(), 2);
+    EXPECT_FALSE(returned);
   }
   EXPECT_EQ(loans_->out(), 0);
-  EXPECT_TRUE(loans_->AwaitReturned(absl::Now()));
+  EXPECT_TRUE(returned);
+}
+
+TEST_F(ChunkCodecTest, WithNothingLentTheReleaseRunsAtOnce) {
+  bool returned = false;
+  loans_->WhenReturned([&] { returned = true; });
+  EXPECT_TRUE(returned);
 }
 
 TEST_F(ChunkCodecTest, EncodesExactlyWhatProtobufWould) {
