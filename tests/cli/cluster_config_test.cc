@@ -47,5 +47,16 @@ TEST(ClusterConfigDeviceTest, TheGpuClusterFileInDeployParses) {
   EXPECT_EQ(c->decode[0].device, "cuda:1");
 }
 
+// The mixed cluster file: prefill on the CPU, decode on a GPU.
+TEST(ClusterConfigDeviceTest, TheMixedClusterFileInDeployParses) {
+  absl::StatusOr<ClusterConfig> c =
+      LoadClusterConfig(test_support::SourcePath("deploy/local/mixed.yaml"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->prefill.size(), 1u);
+  ASSERT_EQ(c->decode.size(), 1u);
+  EXPECT_EQ(c->prefill[0].device, "cpu");
+  EXPECT_EQ(c->decode[0].device, "cuda:0");
+}
+
 }  // namespace
 }  // namespace baton::cli
