@@ -8,7 +8,8 @@
 #   scripts/gpu_bundle.sh        then carry gpu-bundle and run: bash gpu-bundle/gpu_run.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-binaries=(baton device_info_test cuda_backend_test cuda_transformer_test)
+binaries=(baton device_info_test cuda_backend_test cuda_transformer_test prefill_scheduler_test
+  grpc_push_into_reservations_test)
 flock /tmp/baton-build.lock scripts/build.sh --target "${binaries[@]}"
 if [ ! -f build/kernels/cuda/libbaton_kernels_cuda.a ]; then
   echo "gpu_bundle: this build has no CUDA backend (no toolkit at /usr/local/cuda?)" >&2

@@ -12,11 +12,13 @@
 #include "decode_worker/reservation_table.h"
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
+#include "kernels/backend_factory.h"
+#include "kernels/device.h"
 #include "kernels/half.h"
-#include "tests/support/own_memory_backend.h"
 #include "kvtransfer/kv_transfer_service.h"
 #include "kvtransfer/kv_transport.h"
 #include "rpc/server_options.h"
+#include "tests/support/own_memory_backend.h"
 
 namespace baton::decode_worker {
 namespace {
@@ -33,19 +35,41 @@ engine::ModelConfig Config() {
   return c;
 }
 
-// The dtype the push sends, and whether the receiver's cache is in a memory of its own (a
-// device's: the blocks must arrive through CopyToDevice).
+// Where the receiver's cache is: host memory; a memory of its own (a device's, simulated on the
+// CPU: the blocks must arrive through the backend's copies); the first GPU's (skipped without
+// one: a CPU sender pushing into a GPU decode worker).
+enum class CacheMemory { kHost, kOwn, kGpu };
+
+const char* SuffixOf(CacheMemory memory) {
+  switch (memory) {
+    case CacheMemory::kHost:
+      return "";
+    case CacheMemory::kOwn:
+      return "_IntoMemoryOfItsOwn";
+    case CacheMemory::kGpu:
+      return "_IntoAGpu";
+  }
+  return "";
+}
+
+// The dtype the push sends, and where it lands.
 struct PushCase {
   KvDtype dtype;
-  bool own_memory;
+  CacheMemory memory;
 };
 
 class GrpcPushIntoReservationsTest : public testing::TestWithParam<PushCase> {
  protected:
   void SetUp() override {
     backend_ = kernels::CreateCpuBackend({.reference = true});
-    if (GetParam().own_memory) {
+    if (GetParam().memory == CacheMemory::kOwn) {
       backend_ = std::make_unique<test_support::OwnMemoryBackend>(std::move(backend_));
+    }
+    if (GetParam().memory == CacheMemory::kGpu) {
+      absl::StatusOr<std::unique_ptr<kernels::Backend>> gpu =
+          kernels::CreateBackend(*kernels::ParseDevice("cuda"), {});
+      if (!gpu.ok()) GTEST_SKIP() << "needs a CUDA GPU: " << gpu.status().message();
+      backend_ = *std::move(gpu);
     }
     absl::StatusOr<std::unique_ptr<engine::KvCache>> cache =
         engine::KvCache::Create(Config(), {.block_size = 16, .n_blocks = 32}, *backend_);
@@ -135,7 +159,7 @@ TEST_P(GrpcPushIntoReservationsTest, BlocksLandAsTheF16OfTheValuesSent) {
           << "layer " << layer << " block " << b << " (" << kvtransfer::KvDtypeName(dtype) << ")";
     }
   }
-  if (GetParam().own_memory) {
+  if (GetParam().memory == CacheMemory::kOwn) {
     EXPECT_EQ(static_cast<const test_support::OwnMemoryBackend&>(*backend_).bytes_to_device(),
               3 * n_blocks * elements * sizeof(uint16_t));
   }
@@ -178,12 +202,16 @@ TEST_P(GrpcPushIntoReservationsTest, AnAbandonedPushFreesEveryBlock) {
 
 INSTANTIATE_TEST_SUITE_P(
     EveryDtype, GrpcPushIntoReservationsTest,
-    testing::Values(PushCase{KvDtype::kF16, false}, PushCase{KvDtype::kBF16, false},
-                    PushCase{KvDtype::kF32, false}, PushCase{KvDtype::kF16, true},
-                    PushCase{KvDtype::kBF16, true}),
+    testing::Values(PushCase{KvDtype::kF16, CacheMemory::kHost},
+                    PushCase{KvDtype::kBF16, CacheMemory::kHost},
+                    PushCase{KvDtype::kF32, CacheMemory::kHost},
+                    PushCase{KvDtype::kF16, CacheMemory::kOwn},
+                    PushCase{KvDtype::kBF16, CacheMemory::kOwn},
+                    PushCase{KvDtype::kF16, CacheMemory::kGpu},
+                    PushCase{KvDtype::kF32, CacheMemory::kGpu}),
     [](const testing::TestParamInfo<PushCase>& info) {
       return std::string(kvtransfer::KvDtypeName(info.param.dtype)) +
-             (info.param.own_memory ? "_IntoMemoryOfItsOwn" : "");
+             SuffixOf(info.param.memory);
     });
 
 }  // namespace

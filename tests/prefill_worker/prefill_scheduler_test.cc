@@ -4,6 +4,7 @@
 // (results identical to computing everything).
 #include "prefill_worker/prefill_scheduler.h"
 
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -20,6 +21,9 @@
 #include "engine/synthetic_model.h"
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
+#include "kernels/backend_factory.h"
+#include "kernels/device.h"
+#include "kernels/half.h"
 #include "rpc/prefill_stage.h"
 #include "tests/support/own_memory_backend.h"
 #include "tests/support/temp_path.h"
@@ -80,21 +84,32 @@ class PrefillSchedulerTest : public testing::Test {
     transport_ = kvtransfer::CreateInProcessKvTransport(reservations_.get());
   }
 
+  // Where the prefill worker computes: on the host; on a CPU backend whose memory is not the
+  // host's (its KV must be staged on the host for the push); on the first GPU.
+  enum class Compute { kHost, kOwnMemory, kGpu };
+
   // A prefill worker with a token budget of `max_batch_tokens`, with prefix caching when
-  // `prefix_caching`, computing on a backend whose memory is not the host's when `own_memory`
-  // (its KV must be staged on the host for the push). Callers wrap it in
-  // ASSERT_NO_FATAL_FAILURE: it fails, leaving no worker, when the cache cannot be made.
+  // `prefix_caching`, computing where `compute` says. Callers wrap it in
+  // ASSERT_NO_FATAL_FAILURE: it fails, leaving no worker, when the cache cannot be made; it
+  // skips the test when kGpu and no GPU is usable.
   void StartWorker(int32_t max_batch_tokens, bool prefix_caching = false, int32_t n_blocks = 64,
-                   bool own_memory = false) {
+                   Compute compute = Compute::kHost) {
     scheduler_.reset();
     transformer_.reset();
     prefill_prefix_.reset();
     prefill_cache_.reset();
     kernels::Backend* backend = backend_.get();
-    if (own_memory) {
+    if (compute == Compute::kOwnMemory) {
       prefill_backend_ = std::make_unique<test_support::OwnMemoryBackend>(
           kernels::CreateCpuBackend({.n_threads = 1}));
       backend = prefill_backend_.get();
+    }
+    if (compute == Compute::kGpu) {
+      absl::StatusOr<std::unique_ptr<kernels::Backend>> gpu =
+          kernels::CreateBackend(*kernels::ParseDevice("cuda"), {});
+      if (!gpu.ok()) GTEST_SKIP() << "needs a CUDA GPU: " << gpu.status().message();
+      gpu_backend_ = *std::move(gpu);
+      backend = gpu_backend_.get();
     }
     absl::StatusOr<std::unique_ptr<engine::KvCache>> prefill_cache =
         engine::KvCache::Create(model_->config(), {.block_size = kBlockSize, .n_blocks = n_blocks},
@@ -189,7 +204,8 @@ class PrefillSchedulerTest : public testing::Test {
   std::unique_ptr<engine::PrefixCache> decode_prefix_;
   std::unique_ptr<decode_worker::ReservationTable> reservations_;
   std::unique_ptr<kvtransfer::KvTransport> transport_;
-  std::unique_ptr<test_support::OwnMemoryBackend> prefill_backend_;  // used when own_memory
+  std::unique_ptr<test_support::OwnMemoryBackend> prefill_backend_;  // Compute::kOwnMemory
+  std::unique_ptr<kernels::Backend> gpu_backend_;                     // Compute::kGpu
   std::unique_ptr<engine::KvCache> prefill_cache_;
   std::unique_ptr<engine::PrefixCache> prefill_prefix_;
   std::unique_ptr<engine::Transformer> transformer_;
@@ -232,7 +248,7 @@ TEST_F(PrefillSchedulerTest, KvInMemoryOfItsOwnIsStagedAndArrivesTheSame) {
 
   // Chunked too (chunks of 16 tokens), so that the push is several ranges; each layer's copy
   // lands late, as a GPU's copy stream does, so the push must wait for it.
-  ASSERT_NO_FATAL_FAILURE(StartWorker(18, false, 64, /*own_memory=*/true));
+  ASSERT_NO_FATAL_FAILURE(StartWorker(18, false, 64, Compute::kOwnMemory));
   prefill_backend_->set_copy_delay(std::chrono::milliseconds(2));
   const std::string own_id = Enqueue("own", prompt);
   RunAll();
@@ -248,10 +264,44 @@ TEST_F(PrefillSchedulerTest, KvInMemoryOfItsOwnIsStagedAndArrivesTheSame) {
   EXPECT_EQ(prefill_cache_->pool().n_free(), prefill_cache_->pool().n_blocks());
 }
 
+// On a GPU (skipped without one): each layer's KV leaves through the copy stream and page-locked
+// host memory for a CPU decode worker's cache, which gets the CPU prefill's first token and its
+// KV within the GPU's rounding (f16 GEMM operands), as a mixed CPU/GPU cluster would.
+TEST_F(PrefillSchedulerTest, KvComputedOnAGpuArrivesInACpuCacheWithinRounding) {
+  const std::vector<engine::TokenId> prompt = Prompt(50, 2);
+  ASSERT_NO_FATAL_FAILURE(StartWorker(2048));
+  const std::string cpu_id = Enqueue("cpu", prompt);
+  RunAll();
+  absl::StatusOr<PrefillResult> cpu = outcomes_.Await("cpu");
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  const std::vector<uint16_t> cpu_kv = ReceivedKv(cpu_id, 50);
+
+  ASSERT_NO_FATAL_FAILURE(StartWorker(18, false, 64, Compute::kGpu));
+  if (IsSkipped()) return;
+  const std::string gpu_id = Enqueue("gpu", prompt);
+  RunAll();
+  absl::StatusOr<PrefillResult> gpu = outcomes_.Await("gpu");
+  ASSERT_TRUE(gpu.ok()) << gpu.status();
+  EXPECT_EQ(gpu->first_token, cpu->first_token);
+  EXPECT_EQ(gpu->kv_bytes, cpu->kv_bytes);
+  const std::vector<uint16_t> gpu_kv = ReceivedKv(gpu_id, 50);
+  ASSERT_EQ(gpu_kv.size(), cpu_kv.size());
+  double error = 0, magnitude = 0;
+  for (size_t i = 0; i < cpu_kv.size(); ++i) {
+    const double want = kernels::F16ToF32(cpu_kv[i]);
+    const double got = kernels::F16ToF32(gpu_kv[i]);
+    ASSERT_TRUE(std::isfinite(got)) << "element " << i;
+    error += std::abs(got - want);
+    magnitude += std::abs(want);
+  }
+  EXPECT_LT(error / magnitude, 1e-2) << "mean |GPU - CPU| / mean |CPU| over the KV";
+  EXPECT_EQ(prefill_cache_->pool().n_free(), prefill_cache_->pool().n_blocks());
+}
+
 // A copy of the KV to the host that fails fails the request as this worker's fault (the router
 // must not blame the decode worker), and every block goes back on both sides.
 TEST_F(PrefillSchedulerTest, AFailedCopyOfTheKvFailsTheRequestAsThisWorkersFault) {
-  ASSERT_NO_FATAL_FAILURE(StartWorker(18, false, 64, /*own_memory=*/true));
+  ASSERT_NO_FATAL_FAILURE(StartWorker(18, false, 64, Compute::kOwnMemory));
   prefill_backend_->fail_copies(absl::InternalError("cuda:0: copy to the host failed: test"));
   Enqueue("broken", Prompt(50, 4));
   RunAll();
