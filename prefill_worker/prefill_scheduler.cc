@@ -389,7 +389,12 @@ void PrefillScheduler::ReleaseScratch(Work& work) {
   auto scratch = std::make_shared<Scratch>(Scratch{std::move(work.table), std::move(work.staged)});
   work.push->WhenBlocksReleased([releases = releases_, scratch] {
     absl::MutexLock lock(&releases->mu);
-    if (releases->owner != nullptr) releases->owner->FreeScratch(*scratch);
+    if (releases->owner != nullptr) {
+      releases->owner->FreeScratch(*scratch);
+    } else {
+      // Past the scheduler's shutdown wait: its pools are gone; the process is ending.
+      for (std::unique_ptr<StagedLayer>& staged : scratch->staged) staged.release();
+    }
     --releases->pending;
   });
 }
