@@ -5,7 +5,11 @@ include(GoogleTest)
 
 function(baton_add_test)
   cmake_parse_arguments(ARG "" "NAME;LABEL" "SOURCES;DEPS" ${ARGN})
-  add_executable(${ARG_NAME} ${ARG_SOURCES})
+  set(sources ${ARG_SOURCES})
+  if(BATON_SANITIZE)
+    list(APPEND sources ${PROJECT_SOURCE_DIR}/tests/support/asan_options.cc)
+  endif()
+  add_executable(${ARG_NAME} ${sources})
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
   target_compile_definitions(${ARG_NAME} PRIVATE
     BATON_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
