@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "absl/log/check.h"
+#include "engine/draw_weights.h"
 
 namespace baton::engine {
 namespace {
@@ -23,10 +24,6 @@ uint64_t Mix64(uint64_t x) {
   return x;
 }
 
-// NaN -> -inf (masked), +inf -> the largest float (certain, yet arithmetic stays finite).
-float Sanitize(float logit) {
-  return std::min(std::isnan(logit) ? kNegInf : logit, std::numeric_limits<float>::max());
-}
 
 bool PenaltiesOff(const SamplingParams& params) {
   return params.penalty_last_n == 0 ||
@@ -59,7 +56,7 @@ void ApplyPenaltiesImpl(const SamplingParams& params, std::span<const int32_t> p
   }
 }
 
-// The largest Sanitize(logit) of `logits`, in 16 independent lanes the compiler vectorizes (one
+// The largest SanitizeLogit(logit) of `logits`, in 16 independent lanes the compiler vectorizes (one
 // running maximum would be a serial chain).
 float SanitizedMax(std::span<const float> logits) {
   constexpr size_t kLanes = 16;
@@ -67,10 +64,10 @@ float SanitizedMax(std::span<const float> logits) {
   std::fill(lanes, lanes + kLanes, kNegInf);
   size_t i = 0;
   for (; i + kLanes <= logits.size(); i += kLanes) {
-    for (size_t j = 0; j < kLanes; ++j) lanes[j] = std::max(lanes[j], Sanitize(logits[i + j]));
+    for (size_t j = 0; j < kLanes; ++j) lanes[j] = std::max(lanes[j], SanitizeLogit(logits[i + j]));
   }
   float best = kNegInf;
-  for (; i < logits.size(); ++i) best = std::max(best, Sanitize(logits[i]));
+  for (; i < logits.size(); ++i) best = std::max(best, SanitizeLogit(logits[i]));
   for (const float lane : lanes) best = std::max(best, lane);
   return best;
 }
@@ -78,7 +75,7 @@ float SanitizedMax(std::span<const float> logits) {
 // How many logits are neither NaN nor -inf (masked).
 int64_t CountUnmasked(std::span<const float> logits) {
   int64_t count = 0;
-  for (const float logit : logits) count += Sanitize(logit) != kNegInf;
+  for (const float logit : logits) count += SanitizeLogit(logit) != kNegInf;
   return count;
 }
 
@@ -89,7 +86,7 @@ std::span<const float> Block(std::span<const float> logits, size_t b) {
   return logits.subspan(b * kBlock, std::min(kBlock, logits.size() - b * kBlock));
 }
 
-// The first index of the largest Sanitize(logit); 0 when every logit is NaN or -inf. The maximum
+// The first index of the largest SanitizeLogit(logit); 0 when every logit is NaN or -inf. The maximum
 // of each block of kBlock, then a scan of the first block that holds the largest.
 int32_t GreedyToken(std::span<const float> logits) {
   float best = kNegInf;
@@ -102,7 +99,7 @@ int32_t GreedyToken(std::span<const float> logits) {
     }
   }
   size_t i = best_block * kBlock;
-  while (Sanitize(logits[i]) != best) ++i;
+  while (SanitizeLogit(logits[i]) != best) ++i;
   return static_cast<int32_t>(i);
 }
 
@@ -110,6 +107,46 @@ int32_t GreedyToken(std::span<const float> logits) {
 template <typename T>
 bool Before(const T& a, const T& b) {
   return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+
+// The index that a draw `u` in [0, 1) picks from `weights` (one of them positive): the first
+// whose running sum (in double, in order) passes u * their total. The sums are taken a block at a
+// time, so that only the block the draw lands in is walked weight by weight.
+size_t DrawIndex(std::span<const float> weights, double u, std::vector<double>& block_sums) {
+  const size_t n_blocks = BlockCount(weights);
+  block_sums.resize(n_blocks);
+  double total = 0.0;
+  for (size_t b = 0; b < n_blocks; ++b) {
+    const std::span<const float> block = Block(weights, b);
+    double lanes[4] = {0.0, 0.0, 0.0, 0.0};  // independent chains the compiler can overlap
+    size_t j = 0;
+    for (; j + 4 <= block.size(); j += 4) {
+      for (size_t k = 0; k < 4; ++k) lanes[k] += block[j + k];
+    }
+    for (; j < block.size(); ++j) lanes[0] += block[j];
+    block_sums[b] = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+    total += block_sums[b];
+  }
+  const double target = u * total;
+  double cumulative = 0.0;
+  size_t last_positive = 0;
+  for (size_t b = 0; b < n_blocks; ++b) {
+    if (block_sums[b] == 0.0) continue;
+    if (target < cumulative + block_sums[b]) {
+      double running = cumulative;
+      for (size_t i = b * kBlock; i < b * kBlock + Block(weights, b).size(); ++i) {
+        if (weights[i] == 0.0f) continue;
+        running += weights[i];
+        if (target < running) return i;
+      }
+    }
+    cumulative += block_sums[b];
+    for (size_t i = b * kBlock; i < b * kBlock + Block(weights, b).size(); ++i) {
+      if (weights[i] != 0.0f) last_positive = i;
+    }
+  }
+  // Only reached when rounding puts `target` at the very top of the range.
+  return last_positive;
 }
 
 }  // namespace
@@ -133,7 +170,7 @@ size_t Sampler::SelectCandidates(std::span<const float> logits, int32_t top_k) {
   Candidate* const all = candidates_.data();
   int32_t n_candidates = 0;
   for (int32_t i = 0; i < n_vocab; ++i) {
-    const float logit = Sanitize(logits[i]);
+    const float logit = SanitizeLogit(logits[i]);
     all[n_candidates] = {i, logit};
     n_candidates += logit != kNegInf;
   }
@@ -177,7 +214,7 @@ bool Sampler::SelectTopKByBlocks(std::span<const float> logits, int32_t top_k) {
     if (block_max_[b] < bound) continue;
     const std::span<const float> block = Block(logits, b);
     for (size_t j = 0; j < block.size(); ++j) {
-      const float logit = Sanitize(block[j]);
+      const float logit = SanitizeLogit(block[j]);
       if (logit >= bound) candidates_.push_back({static_cast<int32_t>(b * kBlock + j), logit});
     }
   }
@@ -190,7 +227,7 @@ int32_t Sampler::Sample(const SamplingParams& params, std::span<const float> log
   CHECK(!logits.empty()) << "Sampler::Sample needs at least one logit";
   const bool greedy = params.temperature == 0.0f || params.top_k == 1;
 
-  // Penalties first, then Sanitize (a penalty can turn a huge logit into +inf).
+  // Penalties first, then SanitizeLogit (a penalty can turn a huge logit into +inf).
   std::span<const float> penalized = logits;
   if (!PenaltiesOff(params) && !previous_tokens.empty()) {
     logits_.assign(logits.begin(), logits.end());
@@ -198,6 +235,9 @@ int32_t Sampler::Sample(const SamplingParams& params, std::span<const float> log
     penalized = logits_;
   }
   if (greedy) return GreedyToken(penalized);
+  const bool filtered = (params.top_k > 0 && params.top_k < static_cast<int32_t>(logits.size())) ||
+                        params.top_p < 1.0f || params.min_p > 0.0f;
+  if (!filtered) return DrawFromAll(params, penalized, position);
 
   // candidates_[0, n_sorted) are the best n_sorted candidates, in order.
   size_t n_sorted = SelectCandidates(penalized, params.top_k);
@@ -248,30 +288,25 @@ int32_t Sampler::Sample(const SamplingParams& params, std::span<const float> log
 
   if (candidates_.size() == 1) return candidates_.front().id;
 
-  // Temperature, softmax and one draw. Weights are exp((logit - max) / T) <= 1, so a tiny
-  // temperature underflows to 0 instead of overflowing; they are summed in double.
+  // Temperature, softmax and one draw, in candidate order.
   float max = kNegInf;
   for (const Candidate& c : candidates_) max = std::max(max, c.logit);
   const float inv_temperature = 1.0f / params.temperature;  // +inf for a subnormal temperature
   weights_.resize(candidates_.size());
-  double sum = 0.0;
   for (size_t i = 0; i < candidates_.size(); ++i) {
-    const float scaled = candidates_[i].logit == max ? 0.0f
-                                                     : (candidates_[i].logit - max) * inv_temperature;
-    weights_[i] = std::exp(scaled);
-    sum += weights_[i];
+    weights_[i] = DrawWeight(candidates_[i].logit, max, inv_temperature);
   }
-  const double target = CounterUniform(params.seed, position) * sum;
-  double cumulative = 0.0;
-  size_t last_positive = 0;
-  for (size_t i = 0; i < candidates_.size(); ++i) {
-    if (weights_[i] == 0.0f) continue;
-    cumulative += weights_[i];
-    last_positive = i;
-    if (target < cumulative) return candidates_[i].id;
-  }
-  // Only reached when rounding puts `target` at the very top of the range.
-  return candidates_[last_positive].id;
+  return candidates_[DrawIndex(weights_, CounterUniform(params.seed, position), block_sums_)].id;
+}
+
+int32_t Sampler::DrawFromAll(const SamplingParams& params, std::span<const float> logits,
+                             int64_t position) {
+  const float max = SanitizedMax(logits);
+  if (max == kNegInf) return 0;  // every logit masked
+  weights_.resize(logits.size());
+  FillDrawWeights(logits, max, 1.0f / params.temperature, weights_);
+  return static_cast<int32_t>(
+      DrawIndex(weights_, CounterUniform(params.seed, position), block_sums_));
 }
 
 int32_t Sample(const SamplingParams& params, std::span<const float> logits,
@@ -289,7 +324,7 @@ std::vector<TokenLogprob> TopLogprobs(std::span<const float> logits, int32_t k) 
   double max = kNegInf;
   for (int32_t i = 0; i < n_vocab; ++i) {
     // `logprob` holds the sanitized logit until the normalizer is known.
-    all[i] = {i, Sanitize(logits[i])};
+    all[i] = {i, SanitizeLogit(logits[i])};
     max = std::max(max, static_cast<double>(all[i].logprob));
   }
   double log_normalizer = std::numeric_limits<double>::infinity();  // everything masked

@@ -69,12 +69,17 @@ class Sampler {
   bool SelectTopKByBlocks(std::span<const float> logits, int32_t top_k);
   // Keeps the k (<= size) best candidates, ordered by Before.
   void KeepBest(size_t k);
+  // The draw when no filter applies (the OpenAI API's default): over the logits in place, in id
+  // order, with no candidate list: the weights and order the candidates would have.
+  int32_t DrawFromAll(const SamplingParams& params, std::span<const float> logits,
+                      int64_t position);
 
   std::vector<float> logits_;          // [n_vocab] penalized copy of the input (penalties on)
   std::vector<float> block_max_;       // [n_vocab / 256] the largest logit of each block
   std::vector<float> block_order_;     // block_max_, partly ordered to find the k-th largest
   std::vector<Candidate> candidates_;  // survivors of the filters
-  std::vector<float> weights_;         // [candidates] exp((logit - max) / temperature)
+  std::vector<float> weights_;         // [candidates or n_vocab] exp((logit - max) / T)
+  std::vector<double> block_sums_;     // the weights' sums, a block of 256 at a time
   std::vector<int32_t> window_;        // sorted copy of the penalty window
 };
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "engine/draw_weights.h"
 #include "engine/sampling_params.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -157,7 +158,8 @@ TEST(SamplerTest, GreedyFindsTheFirstLargestAnywhere) {
 
 // Top-k sampling as its definition states it, over a sort of the whole vocabulary: the k best by
 // (logit, then lower id) in that order when more than k logits are unmasked, else every unmasked
-// logit in id order; then exp((logit - max) / T) weights and one draw (top_p = 1, min_p = 0).
+// logit in id order; then exp((logit - max) / T) weights (the sampler's exp, draw_weights.h, whose
+// own accuracy draw_weights_test holds) and one draw by a running sum (top_p = 1, min_p = 0).
 int32_t TopKByDefinition(const std::vector<float>& raw, int32_t k, float temperature,
                          uint64_t seed, int64_t position) {
   std::vector<std::pair<float, int32_t>> kept;
@@ -177,7 +179,7 @@ int32_t TopKByDefinition(const std::vector<float>& raw, int32_t k, float tempera
   std::vector<float> weights;
   double sum = 0;
   for (const auto& c : kept) {
-    weights.push_back(std::exp(c.first == max ? 0.0f : (c.first - max) * (1.0f / temperature)));
+    weights.push_back(c.first == max ? 1.0f : DrawExp((c.first - max) * (1.0f / temperature)));
     sum += weights.back();
   }
   const double target = CounterUniform(seed, position) * sum;
@@ -216,6 +218,29 @@ TEST(SamplerTest, TopKOverAWholeVocabularyDrawsAsItsDefinition) {
       }
     }
   }
+}
+
+// No filter at all (the OpenAI API's default: temperature 1, no top-k, top_p 1): the draw over
+// the logits in place picks what the definition picks from every unmasked logit in id order.
+TEST(SamplerTest, AnUnfilteredDrawOverAWholeVocabularyDrawsAsItsDefinition) {
+  std::vector<float> logits = MakeLogits(49152, 22);
+  for (int i = 5; i < 49152; i += 1001) logits[i] = std::nanf("");
+  for (int i = 7; i < 49152; i += 499) logits[i] = -kInf;
+  std::vector<float> one_left(49152, -kInf);
+  one_left[31000] = 2.0f;
+  Sampler sampler;
+  for (const float temperature : {1.0f, 0.7f, 2.5f}) {
+    for (int64_t position = 0; position < 60; ++position) {
+      const SamplingParams params{.temperature = temperature, .seed = 4};
+      ASSERT_EQ(sampler.Sample(params, logits, {}, position),
+                TopKByDefinition(logits, 49152, temperature, 4, position))
+          << "temperature " << temperature << " position " << position;
+      ASSERT_EQ(sampler.Sample(params, one_left, {}, position), 31000);
+    }
+  }
+  logits[40000] = kInf;  // certain: every draw takes it
+  EXPECT_EQ(sampler.Sample({.temperature = 1.0f, .seed = 4}, logits, {}, 3), 40000);
+  EXPECT_EQ(sampler.Sample({.temperature = 1.0f}, std::vector<float>(300, -kInf), {}, 0), 0);
 }
 
 TEST(SamplerTest, GreedyStillAppliesPenalties) {
