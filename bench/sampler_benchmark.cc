@@ -1,8 +1,9 @@
 // Sampler micro-benchmark: one draw over the default model's 49,152 logits (normally
 // distributed, standard deviation 3) per iteration, for the sampling settings a server sees most:
 // greedy; the OpenAI API's default (temperature 1, no top-k, top_p 1: the softmax over the whole
-// vocabulary); top-k 40; top_p 0.9. A decode step samples once per sequence on the engine thread,
-// so at 32 sequences these times add up per step.
+// vocabulary); top-k 40; top_p 0.9, over those flat logits (a nucleus of thousands) and over
+// peaked ones (a handful). A decode step samples once per sequence on the engine thread, so at 32
+// sequences these times add up per step.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -25,8 +26,15 @@ std::vector<float> Logits() {
   return logits;
 }
 
-void Run(benchmark::State& state, const SamplingParams& params) {
-  const std::vector<float> logits = Logits();
+// As a language model's logits often are: a handful of tokens far above the rest.
+std::vector<float> PeakedLogits() {
+  std::vector<float> logits = Logits();
+  for (int i = 0; i < 5; ++i) logits[1000 + 7919 * i] = 20.0f - i;
+  return logits;
+}
+
+void Run(benchmark::State& state, const SamplingParams& params,
+         const std::vector<float>& logits = Logits()) {
   Sampler sampler;
   int64_t position = 0;
   for (auto _ : state) {
@@ -45,10 +53,15 @@ void BM_SampleTopP(benchmark::State& state) {
   Run(state, {.temperature = 0.8f, .top_p = 0.9f, .seed = 7});
 }
 
+void BM_SampleTopPPeaked(benchmark::State& state) {
+  Run(state, {.temperature = 0.8f, .top_p = 0.9f, .seed = 7}, PeakedLogits());
+}
+
 BENCHMARK(BM_SampleGreedy);
 BENCHMARK(BM_SampleTemperatureOne);
 BENCHMARK(BM_SampleTopK40);
 BENCHMARK(BM_SampleTopP);
+BENCHMARK(BM_SampleTopPPeaked);
 
 }  // namespace
 }  // namespace baton::engine

@@ -103,16 +103,19 @@ int32_t GreedyToken(std::span<const float> logits) {
   return static_cast<int32_t>(i);
 }
 
+// Whether top-k can leave out a logit: 0 < k < the vocabulary.
+bool TopKApplies(const SamplingParams& params, size_t n_vocab) {
+  return params.top_k > 0 && static_cast<size_t>(params.top_k) < n_vocab;
+}
+
 // Orders by logit, highest first; the lower id first among equal logits. Candidates hold no NaN.
 template <typename T>
 bool Before(const T& a, const T& b) {
   return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
 }
 
-// The index that a draw `u` in [0, 1) picks from `weights` (one of them positive): the first
-// whose running sum (in double, in order) passes u * their total. The sums are taken a block at a
-// time, so that only the block the draw lands in is walked weight by weight.
-size_t DrawIndex(std::span<const float> weights, double u, std::vector<double>& block_sums) {
+// The weights' sum (in double), a block of kBlock at a time: block_sums[b] is block b's.
+double BlockSums(std::span<const float> weights, std::vector<double>& block_sums) {
   const size_t n_blocks = BlockCount(weights);
   block_sums.resize(n_blocks);
   double total = 0.0;
@@ -127,7 +130,15 @@ size_t DrawIndex(std::span<const float> weights, double u, std::vector<double>& 
     block_sums[b] = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
     total += block_sums[b];
   }
-  const double target = u * total;
+  return total;
+}
+
+// The index that a draw `u` in [0, 1) picks from `weights` (one of them positive): the first
+// whose running sum (in double, in order) passes u * their total. The sums are taken a block at a
+// time, so that only the block the draw lands in is walked weight by weight.
+size_t DrawIndex(std::span<const float> weights, double u, std::vector<double>& block_sums) {
+  const size_t n_blocks = BlockCount(weights);
+  const double target = u * BlockSums(weights, block_sums);
   double cumulative = 0.0;
   size_t last_positive = 0;
   for (size_t b = 0; b < n_blocks; ++b) {
@@ -222,6 +233,85 @@ bool Sampler::SelectTopKByBlocks(std::span<const float> logits, int32_t top_k) {
   return true;
 }
 
+size_t Sampler::KeepNucleus(float top_p, size_t n_sorted) {
+  const auto before = [](const Candidate& a, const Candidate& b) { return Before(a, b); };
+  const auto begin = candidates_.begin();
+  float max = kNegInf;
+  for (const Candidate& c : candidates_) max = std::max(max, c.logit);
+  double sum = 0.0;
+  for (const Candidate& c : candidates_) sum += DrawWeight(c.logit, max, 1.0f);
+  const double target = static_cast<double>(top_p) * sum;
+  double cumulative = 0.0;
+  size_t keep = 0;  // stays 0 when rounding leaves the target unreached: keep all
+  for (size_t i = 0, batch = 64; i < candidates_.size() && keep == 0; batch *= 4) {
+    const size_t end = std::min(candidates_.size(), std::max(n_sorted, i + batch));
+    if (end > n_sorted) {
+      if (end < candidates_.size()) {
+        std::nth_element(begin + n_sorted, begin + (end - 1), candidates_.end(), before);
+      }
+      std::sort(begin + n_sorted, begin + end, before);
+      n_sorted = end;
+    }
+    for (; i < end && keep == 0; ++i) {
+      cumulative += DrawWeight(candidates_[i].logit, max, 1.0f);
+      if (cumulative >= target) keep = i + 1;
+    }
+  }
+  if (keep > 0) candidates_.resize(keep);
+  return std::min(n_sorted, keep);
+}
+
+// The nucleus lies among the logits closest to the largest. A histogram of the weights by
+// distance to the largest logit (kBucketsPerUnit buckets a unit, the last one open) finds the
+// bucket where the running sum from the top reaches the target; only the logits up to the bucket
+// after it (a margin for the histogram's rounding) are ordered and walked, as KeepNucleus would.
+size_t Sampler::SelectNucleusOfAll(std::span<const float> logits, float top_p) {
+  constexpr int kBuckets = 64;
+  constexpr float kBucketsPerUnit = 2.0f;
+  candidates_.clear();
+  const float max = SanitizedMax(logits);
+  if (max == kNegInf) return 0;  // every logit masked
+  weights_.resize(logits.size());
+  FillDrawWeights(logits, max, 1.0f, weights_);
+  const double target = static_cast<double>(top_p) * BlockSums(weights_, block_sums_);
+  auto bucket_of = [&](float logit) {
+    return static_cast<int>(std::min((max - logit) * kBucketsPerUnit, kBuckets - 1.0f));
+  };
+  double histogram[kBuckets] = {};
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (weights_[i] > 0.0f) histogram[bucket_of(SanitizeLogit(logits[i]))] += weights_[i];
+  }
+  int last = kBuckets - 1;  // the last bucket whose logits are ordered
+  double running = 0.0;
+  for (int b = 0; b < kBuckets; ++b) {
+    running += histogram[b];
+    if (running >= target) {
+      last = std::min(b + 1, kBuckets - 1);
+      break;
+    }
+  }
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const float logit = SanitizeLogit(logits[i]);
+    if (logit != kNegInf && bucket_of(logit) <= last) {
+      candidates_.push_back({static_cast<int32_t>(i), logit});
+    }
+  }
+  const size_t n_ordered = candidates_.size();
+  const auto before = [](const Candidate& a, const Candidate& b) { return Before(a, b); };
+  std::sort(candidates_.begin(), candidates_.end(), before);
+  double cumulative = 0.0;
+  for (size_t i = 0; i < n_ordered; ++i) {
+    cumulative += weights_[candidates_[i].id];
+    if (cumulative >= target) {
+      candidates_.resize(i + 1);
+      return i + 1;
+    }
+  }
+  // The histogram's rounding put the boundary past the logits taken: judge them all.
+  SelectCandidates(logits, 0);
+  return KeepNucleus(top_p, 0);
+}
+
 int32_t Sampler::Sample(const SamplingParams& params, std::span<const float> logits,
                         std::span<const int32_t> previous_tokens, int64_t position) {
   CHECK(!logits.empty()) << "Sampler::Sample needs at least one logit";
@@ -235,44 +325,21 @@ int32_t Sampler::Sample(const SamplingParams& params, std::span<const float> log
     penalized = logits_;
   }
   if (greedy) return GreedyToken(penalized);
-  const bool filtered = (params.top_k > 0 && params.top_k < static_cast<int32_t>(logits.size())) ||
-                        params.top_p < 1.0f || params.min_p > 0.0f;
+  const bool filtered =
+      TopKApplies(params, logits.size()) || params.top_p < 1.0f || params.min_p > 0.0f;
   if (!filtered) return DrawFromAll(params, penalized, position);
 
   // candidates_[0, n_sorted) are the best n_sorted candidates, in order.
-  size_t n_sorted = SelectCandidates(penalized, params.top_k);
-  if (candidates_.empty()) return 0;
-  const auto before = [](const Candidate& a, const Candidate& b) { return Before(a, b); };
-  const auto begin = candidates_.begin();
-
-  // Top-p: the shortest most-likely prefix whose probability reaches top_p (at temperature 1).
-  // The nucleus is usually small, so the best candidates are selected and ordered a batch at a
-  // time (64, then 4x more each round) rather than sorting the whole vocabulary.
-  if (params.top_p < 1.0f && candidates_.size() > 1) {
-    float max = kNegInf;
-    for (const Candidate& c : candidates_) max = std::max(max, c.logit);
-    double sum = 0.0;
-    for (const Candidate& c : candidates_) sum += std::exp(c.logit - max);
-    const double target = static_cast<double>(params.top_p) * sum;
-    double cumulative = 0.0;
-    size_t keep = 0;  // stays 0 when rounding leaves the target unreached: keep all
-    for (size_t i = 0, batch = 64; i < candidates_.size() && keep == 0; batch *= 4) {
-      const size_t end = std::min(candidates_.size(), std::max(n_sorted, i + batch));
-      if (end > n_sorted) {
-        if (end < candidates_.size()) {
-          std::nth_element(begin + n_sorted, begin + (end - 1), candidates_.end(), before);
-        }
-        std::sort(begin + n_sorted, begin + end, before);
-        n_sorted = end;
-      }
-      for (; i < end && keep == 0; ++i) {
-        cumulative += std::exp(candidates_[i].logit - max);
-        if (cumulative >= target) keep = i + 1;
-      }
+  size_t n_sorted = 0;
+  if (params.top_p < 1.0f && !TopKApplies(params, logits.size())) {
+    n_sorted = SelectNucleusOfAll(penalized, params.top_p);
+  } else {
+    n_sorted = SelectCandidates(penalized, params.top_k);
+    if (params.top_p < 1.0f && candidates_.size() > 1) {
+      n_sorted = KeepNucleus(params.top_p, n_sorted);
     }
-    if (keep > 0) candidates_.resize(keep);
-    n_sorted = std::min(n_sorted, keep);
   }
+  if (candidates_.empty()) return 0;
 
   // Min-p: p >= min_p * p_max  <=>  logit - max_logit >= log(min_p). Order is preserved.
   if (params.min_p > 0.0f && candidates_.size() > 1) {

@@ -69,6 +69,13 @@ class Sampler {
   bool SelectTopKByBlocks(std::span<const float> logits, int32_t top_k);
   // Keeps the k (<= size) best candidates, ordered by Before.
   void KeepBest(size_t k);
+  // Top-p over candidates_ whose first n_sorted lead in order: keeps the shortest most-likely
+  // prefix whose probability (at temperature 1) reaches top_p, ordering the best a batch at a
+  // time (64, then 4x more each round); returns how many lead in order.
+  size_t KeepNucleus(float top_p, size_t n_sorted);
+  // Top-p when no top-k applies: candidates_ = the nucleus of every unmasked logit, in order,
+  // found without ordering the vocabulary; returns its size. The same nucleus as KeepNucleus.
+  size_t SelectNucleusOfAll(std::span<const float> logits, float top_p);
   // The draw when no filter applies (the OpenAI API's default): over the logits in place, in id
   // order, with no candidate list: the weights and order the candidates would have.
   int32_t DrawFromAll(const SamplingParams& params, std::span<const float> logits,

@@ -220,6 +220,72 @@ TEST(SamplerTest, TopKOverAWholeVocabularyDrawsAsItsDefinition) {
   }
 }
 
+// Top-p sampling as its definition states it, over a sort of the whole vocabulary: every
+// unmasked logit ordered by (logit, then lower id); the shortest prefix whose exp(logit - max)
+// weights reach top_p of their total; then exp((logit - max) / T) weights over that prefix, in
+// that order, and one draw by a running sum (no top-k, min_p = 0).
+int32_t TopPByDefinition(const std::vector<float>& raw, float top_p, float temperature,
+                         uint64_t seed, int64_t position) {
+  std::vector<std::pair<float, int32_t>> kept;
+  for (int32_t i = 0; i < static_cast<int32_t>(raw.size()); ++i) {
+    const float logit = SanitizeLogit(raw[i]);
+    if (logit != -kInf) kept.push_back({logit, i});
+  }
+  std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  });
+  const float max = kept.front().first;
+  double total = 0;
+  for (const auto& c : kept) total += DrawWeight(c.first, max, 1.0f);
+  double cumulative = 0;
+  for (size_t i = 0; i < kept.size(); ++i) {
+    cumulative += DrawWeight(kept[i].first, max, 1.0f);
+    if (cumulative >= top_p * total) {
+      kept.resize(i + 1);
+      break;
+    }
+  }
+  std::vector<float> weights;
+  double sum = 0;
+  for (const auto& c : kept) {
+    weights.push_back(DrawWeight(c.first, max, 1.0f / temperature));
+    sum += weights.back();
+  }
+  const double target = CounterUniform(seed, position) * sum;
+  double running = 0;
+  for (size_t i = 0; i < kept.size(); ++i) {
+    running += weights[i];
+    if (target < running) return kept[i].second;
+  }
+  return kept.back().second;
+}
+
+// Top-p with no top-k, over flat logits (a nucleus of thousands), peaked ones (a handful) and
+// ones with NaN, -inf and +inf: the nucleus found from the histogram is the definition's.
+TEST(SamplerTest, TopPOverAWholeVocabularyDrawsAsItsDefinition) {
+  std::vector<float> flat = MakeLogits(49152, 23);
+  std::vector<float> peaked = flat;
+  for (int i = 0; i < 5; ++i) peaked[1000 + 7919 * i] = 12.0f - i;
+  std::vector<float> odd = flat;
+  for (int i = 5; i < 49152; i += 1001) odd[i] = std::nanf("");
+  for (int i = 7; i < 49152; i += 499) odd[i] = -kInf;
+  for (int i = 0; i < 49152; i += 97) odd[i] = 3.5f;  // ties across the buckets' boundaries
+  std::vector<float> certain = odd;
+  certain[40000] = kInf;
+  Sampler sampler;
+  const std::vector<const std::vector<float>*> vocabularies = {&flat, &peaked, &odd, &certain};
+  for (size_t v = 0; v < vocabularies.size(); ++v) {
+    for (const float top_p : {0.3f, 0.9f, 0.99f}) {
+      const SamplingParams params{.temperature = 0.8f, .top_p = top_p, .seed = 5};
+      for (int64_t position = 0; position < 30; ++position) {
+        ASSERT_EQ(sampler.Sample(params, *vocabularies[v], {}, position),
+                  TopPByDefinition(*vocabularies[v], top_p, 0.8f, 5, position))
+            << "vocabulary " << v << " top_p " << top_p << " position " << position;
+      }
+    }
+  }
+}
+
 // No filter at all (the OpenAI API's default: temperature 1, no top-k, top_p 1): the draw over
 // the logits in place picks what the definition picks from every unmasked logit in id order.
 TEST(SamplerTest, AnUnfilteredDrawOverAWholeVocabularyDrawsAsItsDefinition) {
