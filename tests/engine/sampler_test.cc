@@ -156,30 +156,36 @@ TEST(SamplerTest, GreedyFindsTheFirstLargestAnywhere) {
   EXPECT_EQ(Sample({.temperature = 0.0f}, logits, {}, 0), 700);
 }
 
-// Top-k sampling as its definition states it, over a sort of the whole vocabulary: the k best by
-// (logit, then lower id) in that order when more than k logits are unmasked, else every unmasked
-// logit in id order; then exp((logit - max) / T) weights (the sampler's exp, draw_weights.h, whose
-// own accuracy draw_weights_test holds) and one draw by a running sum (top_p = 1, min_p = 0).
-int32_t TopKByDefinition(const std::vector<float>& raw, int32_t k, float temperature,
-                         uint64_t seed, int64_t position) {
-  std::vector<std::pair<float, int32_t>> kept;
+// (logit, id) pairs, in the order a draw walks them.
+using Kept = std::vector<std::pair<float, int32_t>>;
+
+// The unmasked logits of `raw` (NaN masked, +inf the largest float), in id order.
+Kept Unmasked(const std::vector<float>& raw) {
+  Kept kept;
   for (int32_t i = 0; i < static_cast<int32_t>(raw.size()); ++i) {
     const float finite = std::min(raw[i], std::numeric_limits<float>::max());
     const float logit = std::isnan(raw[i]) ? -kInf : finite;
     if (logit != -kInf) kept.push_back({logit, i});
   }
-  if (kept.size() > static_cast<size_t>(k)) {
-    std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) {
-      return a.first > b.first || (a.first == b.first && a.second < b.second);
-    });
-    kept.resize(k);
-  }
+  return kept;
+}
+
+// Ordered by logit, highest first; the lower id first among equal logits.
+void SortByLogit(Kept& kept) {
+  std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  });
+}
+
+// One draw over `kept` as the definition states it: exp((logit - max) / T) weights (the
+// sampler's exp, draw_weights.h, whose own accuracy draw_weights_test holds) and a running sum.
+int32_t DrawByDefinition(const Kept& kept, float temperature, uint64_t seed, int64_t position) {
   float max = -kInf;
   for (const auto& c : kept) max = std::max(max, c.first);
   std::vector<float> weights;
   double sum = 0;
   for (const auto& c : kept) {
-    weights.push_back(c.first == max ? 1.0f : DrawExp((c.first - max) * (1.0f / temperature)));
+    weights.push_back(DrawWeight(c.first, max, 1.0f / temperature));
     sum += weights.back();
   }
   const double target = CounterUniform(seed, position) * sum;
@@ -189,6 +195,19 @@ int32_t TopKByDefinition(const std::vector<float>& raw, int32_t k, float tempera
     if (target < cumulative) return kept[i].second;
   }
   return kept.back().second;
+}
+
+// Top-k sampling as its definition states it, over a sort of the whole vocabulary: the k best by
+// (logit, then lower id) in that order when more than k logits are unmasked, else every unmasked
+// logit in id order; then one draw (top_p = 1, min_p = 0).
+int32_t TopKByDefinition(const std::vector<float>& raw, int32_t k, float temperature,
+                         uint64_t seed, int64_t position) {
+  Kept kept = Unmasked(raw);
+  if (kept.size() > static_cast<size_t>(k)) {
+    SortByLogit(kept);
+    kept.resize(k);
+  }
+  return DrawByDefinition(kept, temperature, seed, position);
 }
 
 TEST(SamplerTest, TopKOverAWholeVocabularyDrawsAsItsDefinition) {
@@ -222,18 +241,12 @@ TEST(SamplerTest, TopKOverAWholeVocabularyDrawsAsItsDefinition) {
 
 // Top-p sampling as its definition states it, over a sort of the whole vocabulary: every
 // unmasked logit ordered by (logit, then lower id); the shortest prefix whose exp(logit - max)
-// weights reach top_p of their total; then exp((logit - max) / T) weights over that prefix, in
-// that order, and one draw by a running sum (no top-k, min_p = 0).
+// weights reach top_p of their total; then one draw over that prefix, in that order (no top-k,
+// min_p = 0).
 int32_t TopPByDefinition(const std::vector<float>& raw, float top_p, float temperature,
                          uint64_t seed, int64_t position) {
-  std::vector<std::pair<float, int32_t>> kept;
-  for (int32_t i = 0; i < static_cast<int32_t>(raw.size()); ++i) {
-    const float logit = SanitizeLogit(raw[i]);
-    if (logit != -kInf) kept.push_back({logit, i});
-  }
-  std::sort(kept.begin(), kept.end(), [](const auto& a, const auto& b) {
-    return a.first > b.first || (a.first == b.first && a.second < b.second);
-  });
+  Kept kept = Unmasked(raw);
+  SortByLogit(kept);
   const float max = kept.front().first;
   double total = 0;
   for (const auto& c : kept) total += DrawWeight(c.first, max, 1.0f);
@@ -245,19 +258,7 @@ int32_t TopPByDefinition(const std::vector<float>& raw, float top_p, float tempe
       break;
     }
   }
-  std::vector<float> weights;
-  double sum = 0;
-  for (const auto& c : kept) {
-    weights.push_back(DrawWeight(c.first, max, 1.0f / temperature));
-    sum += weights.back();
-  }
-  const double target = CounterUniform(seed, position) * sum;
-  double running = 0;
-  for (size_t i = 0; i < kept.size(); ++i) {
-    running += weights[i];
-    if (target < running) return kept[i].second;
-  }
-  return kept.back().second;
+  return DrawByDefinition(kept, temperature, seed, position);
 }
 
 // Top-p with no top-k, over flat logits (a nucleus of thousands), peaked ones (a handful) and
