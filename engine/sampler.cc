@@ -140,7 +140,6 @@ size_t DrawIndex(std::span<const float> weights, double u, std::vector<double>& 
   const size_t n_blocks = BlockCount(weights);
   const double target = u * BlockSums(weights, block_sums);
   double cumulative = 0.0;
-  size_t last_positive = 0;
   for (size_t b = 0; b < n_blocks; ++b) {
     if (block_sums[b] == 0.0) continue;
     if (target < cumulative + block_sums[b]) {
@@ -152,12 +151,11 @@ size_t DrawIndex(std::span<const float> weights, double u, std::vector<double>& 
       }
     }
     cumulative += block_sums[b];
-    for (size_t i = b * kBlock; i < b * kBlock + Block(weights, b).size(); ++i) {
-      if (weights[i] != 0.0f) last_positive = i;
-    }
   }
-  // Only reached when rounding puts `target` at the very top of the range.
-  return last_positive;
+  // Only reached when rounding puts `target` at the very top of the range: the last positive.
+  size_t last = weights.size() - 1;
+  while (last > 0 && weights[last] == 0.0f) --last;
+  return last;
 }
 
 }  // namespace
@@ -296,11 +294,10 @@ size_t Sampler::SelectNucleusOfAll(std::span<const float> logits, float top_p) {
       candidates_.push_back({static_cast<int32_t>(i), logit});
     }
   }
-  const size_t n_ordered = candidates_.size();
   const auto before = [](const Candidate& a, const Candidate& b) { return Before(a, b); };
   std::sort(candidates_.begin(), candidates_.end(), before);
   double cumulative = 0.0;
-  for (size_t i = 0; i < n_ordered; ++i) {
+  for (size_t i = 0; i < candidates_.size(); ++i) {
     cumulative += weights_[candidates_[i].id];
     if (cumulative >= target) {
       candidates_.resize(i + 1);
