@@ -15,8 +15,12 @@
 #include "engine/kv_cache.h"
 #include "engine/model.h"
 #include "kernels/backend.h"
+#include "kernels/backend_factory.h"
 #include "kvtransfer/kv_transfer_service.h"
 #include "kvtransfer/kv_transport.h"
+#include "kvtransfer/link_acceptor.h"
+#include "kvtransfer/nccl/nccl_link_factory.h"
+#include "prefill_worker/host_staging.h"
 #include "rpc/server_options.h"
 #include "rpc/status.h"
 
@@ -44,9 +48,108 @@ std::vector<int32_t> SyntheticTokens(int32_t n, int32_t n_vocab, uint64_t salt) 
 // ---- The pure transfer: this process pushes into its own KvTransfer server over 127.0.0.1. ----
 
 struct TransferResult {
+  std::string transport;  // what the pushes went over (KvPush::transport_name)
   int64_t bytes = 0;
   std::vector<double> seconds;  // per repeat: StartPush -> last acknowledgement
 };
+
+// Both ends of the pure transfer: the memory of options.device, the receiver's table and its
+// KvTransfer server on 127.0.0.1, and the sender's transport (options.transport; NCCL links
+// where asked for, between two ends on the same GPU).
+struct TransferEnds {
+  std::unique_ptr<kernels::Backend> backend;
+  std::unique_ptr<engine::KvCache> cache;
+  std::unique_ptr<decode_worker::ReservationTable> table;
+  std::unique_ptr<kvtransfer::LinkFactory> links;
+  std::unique_ptr<kvtransfer::LinkAcceptor> acceptor;
+  std::unique_ptr<grpc::Service> service;
+  rpc::StartedServer server;
+  std::unique_ptr<kvtransfer::KvTransport> transport;
+  ~TransferEnds() {
+    transport.reset();
+    if (server.server) server.server->Shutdown();
+  }
+};
+
+absl::StatusOr<std::unique_ptr<TransferEnds>> MakeTransferEnds(const engine::Model& model,
+                                                               int32_t max_prompt,
+                                                               int32_t max_blocks,
+                                                               const HandoffBenchOptions& o) {
+  auto ends = std::make_unique<TransferEnds>();
+  absl::StatusOr<kernels::Device> device = kernels::ParseDevice(o.device);
+  if (!device.ok()) return device.status();
+  absl::StatusOr<kvtransfer::KvTransportChoice> choice =
+      kvtransfer::ParseKvTransportChoice(o.transport);
+  if (!choice.ok()) return choice.status();
+  absl::StatusOr<std::unique_ptr<kernels::Backend>> backend =
+      kernels::CreateBackend(*device, {.reference = true});
+  if (!backend.ok()) return backend.status();
+  ends->backend = *std::move(backend);
+  absl::StatusOr<std::unique_ptr<engine::KvCache>> cache = engine::KvCache::Create(
+      model.config(), {.block_size = kBlockSize, .n_blocks = max_blocks}, *ends->backend);
+  if (!cache.ok()) return cache.status();
+  ends->cache = *std::move(cache);
+  ends->table = std::make_unique<decode_worker::ReservationTable>(
+      ends->cache.get(), decode_worker::ReservationTableOptions{
+                             .model_fingerprint = model.fingerprint(),
+                             .max_context = max_prompt + 1});
+  absl::StatusOr<std::unique_ptr<kvtransfer::LinkFactory>> links =
+      kvtransfer::CreateNcclLinkFactory(*device);
+  if (*choice == kvtransfer::KvTransportChoice::kNccl && !links.ok()) return links.status();
+  if (*choice != kvtransfer::KvTransportChoice::kGrpc && links.ok()) {
+    ends->links = *std::move(links);
+    ends->acceptor = std::make_unique<kvtransfer::LinkAcceptor>(ends->links.get());
+  }
+  ends->service = kvtransfer::CreateKvTransferService(ends->table.get(), ends->acceptor.get());
+  absl::StatusOr<rpc::StartedServer> server =
+      rpc::StartServer({.host = "127.0.0.1", .port = 0}, {ends->service.get()});
+  if (!server.ok()) return server.status();
+  ends->server = *std::move(server);
+  std::unique_ptr<kvtransfer::KvTransport> grpc = kvtransfer::CreateGrpcKvTransport(
+      {.chunk_bytes = o.kv_chunk_bytes, .n_streams = o.kv_streams});
+  if (ends->links == nullptr) {
+    ends->transport = std::move(grpc);
+  } else if (*choice == kvtransfer::KvTransportChoice::kNccl) {
+    ends->transport = kvtransfer::CreateLinkKvTransport(ends->links.get(), {});
+  } else {
+    ends->transport = kvtransfer::CreateAutoKvTransport(
+        kvtransfer::CreateLinkKvTransport(ends->links.get(), {}), std::move(grpc));
+  }
+  return ends;
+}
+
+// The sender's KV: every layer's blocks (`layer_bytes` each), of arbitrary bytes, in memory of
+// their own as in a KV cache (so that the push reads them from memory, not from a cache that one
+// layer fits): host memory, or the device's.
+struct SenderKv {
+  kernels::Backend* backend = nullptr;
+  uint8_t* data = nullptr;
+  std::vector<uint8_t> host;
+  ~SenderKv() {
+    if (host.empty() && data != nullptr) backend->Free(data);
+  }
+};
+
+absl::StatusOr<std::unique_ptr<SenderKv>> MakeSenderKv(kernels::Backend& backend, size_t bytes) {
+  auto kv = std::make_unique<SenderKv>();
+  kv->backend = &backend;
+  std::vector<uint8_t> random(bytes);
+  std::mt19937_64 rng(42);
+  for (size_t i = 0; i + 8 <= random.size(); i += 8) {
+    const uint64_t x = rng();
+    std::memcpy(random.data() + i, &x, 8);
+  }
+  if (backend.host_memory()) {
+    kv->host = std::move(random);
+    kv->data = kv->host.data();
+    return kv;
+  }
+  absl::StatusOr<void*> device = backend.Allocate(bytes);
+  if (!device.ok()) return device.status();
+  kv->data = static_cast<uint8_t*>(*device);
+  backend.CopyToDevice(kv->data, random.data(), bytes);
+  return kv;
+}
 
 absl::StatusOr<std::vector<TransferResult>> MeasureTransfers(const engine::Model& model,
                                                              const std::vector<int32_t>& prompts,
@@ -55,39 +158,23 @@ absl::StatusOr<std::vector<TransferResult>> MeasureTransfers(const engine::Model
   const engine::ModelConfig& config = model.config();
   const int32_t max_prompt = *std::max_element(prompts.begin(), prompts.end());
   const int32_t max_blocks = (max_prompt + kBlockSize) / kBlockSize + 1;
-  // The receiver's cache, in host memory.
-  std::unique_ptr<kernels::Backend> backend = kernels::CreateCpuBackend({.reference = true});
-  absl::StatusOr<std::unique_ptr<engine::KvCache>> cache = engine::KvCache::Create(
-      config, {.block_size = kBlockSize, .n_blocks = max_blocks}, *backend);
-  if (!cache.ok()) return cache.status();
-  decode_worker::ReservationTable table(
-      cache->get(), {.model_fingerprint = model.fingerprint(), .max_context = max_prompt + 1});
-  std::unique_ptr<grpc::Service> service = kvtransfer::CreateKvTransferService(&table);
-  rpc::ServerOptions server_options;
-  server_options.host = "127.0.0.1";
-  server_options.port = 0;
-  absl::StatusOr<rpc::StartedServer> server = rpc::StartServer(server_options, {service.get()});
-  if (!server.ok()) return server.status();
-  const std::string address = absl::StrCat("127.0.0.1:", server->port);
-  kvtransfer::GrpcKvTransportOptions transport_options;
-  transport_options.chunk_bytes = options.kv_chunk_bytes;
-  transport_options.n_streams = options.kv_streams;
-  std::unique_ptr<kvtransfer::KvTransport> transport =
-      kvtransfer::CreateGrpcKvTransport(transport_options);
-
-  // The sender's KV: every layer's blocks, of arbitrary bytes, in memory of their own as in a KV
-  // cache (so that the push reads them from memory, not from a cache that one layer fits).
+  absl::StatusOr<std::unique_ptr<TransferEnds>> made =
+      MakeTransferEnds(model, max_prompt, max_blocks, options);
+  if (!made.ok()) return made.status();
+  TransferEnds& ends = **made;
+  decode_worker::ReservationTable& table = *ends.table;
+  const std::string address = absl::StrCat("127.0.0.1:", ends.server.port);
   kvtransfer::KvPushSpec shape;
   shape.n_layer = config.n_layer;
   shape.kv_dim = config.kv_dim();
   shape.block_size = kBlockSize;
   const size_t layer_bytes = static_cast<size_t>(shape.layer_block_bytes()) * max_blocks;
-  std::vector<uint8_t> source(layer_bytes * shape.n_layer);
-  std::mt19937_64 rng(42);
-  for (size_t i = 0; i + 8 <= source.size(); i += 8) {
-    const uint64_t x = rng();
-    std::memcpy(source.data() + i, &x, 8);
-  }
+  absl::StatusOr<std::unique_ptr<SenderKv>> source =
+      MakeSenderKv(*ends.backend, layer_bytes * shape.n_layer);
+  if (!source.ok()) return source.status();
+  // Blocks in a device's memory travel over gRPC from host copies, as a prefill worker's do.
+  prefill_worker::HostStagingPool staging(*ends.backend, layer_bytes * shape.n_layer);
+  std::string transport_used;
 
   auto push_once = [&](int32_t n_tokens, const std::string& name) -> absl::StatusOr<double> {
     absl::StatusOr<decode_worker::ReserveResult> reserved = table.Reserve(
@@ -98,19 +185,33 @@ absl::StatusOr<std::vector<TransferResult>> MeasureTransfers(const engine::Model
     spec.model_fingerprint = model.fingerprint();
     spec.n_tokens = n_tokens;
     std::vector<const uint8_t*> blocks(spec.n_blocks());
-    absl::StatusOr<std::unique_ptr<kvtransfer::KvPush>> push = transport->StartPush(
+    absl::StatusOr<std::unique_ptr<kvtransfer::KvPush>> push = ends.transport->StartPush(
         address, spec, std::chrono::system_clock::now() + std::chrono::seconds(60));
     absl::Status status = push.status();
+    std::vector<std::unique_ptr<prefill_worker::StagedLayer>> staged;
     for (int32_t layer = 0; status.ok() && layer < spec.n_layer; ++layer) {
       for (int32_t b = 0; b < spec.n_blocks(); ++b) {
-        blocks[b] = source.data() + layer * layer_bytes +
+        blocks[b] = (*source)->data + layer * layer_bytes +
                     static_cast<size_t>(b) * spec.layer_block_bytes();
       }
-      status = (*push)->SendLayer(layer, blocks);
+      if (ends.backend->host_memory() || (*push)->reads_device_memory()) {
+        status = (*push)->SendLayer(layer, blocks);
+        continue;
+      }
+      absl::StatusOr<std::unique_ptr<prefill_worker::StagedLayer>> copy =
+          staging.Stage(blocks, spec.layer_block_bytes());
+      if (!copy.ok()) {
+        status = copy.status();
+        break;
+      }
+      status = (*push)->SendLayer(layer, (*copy)->blocks(), (*copy)->ready());
+      staged.push_back(*std::move(copy));
     }
     absl::StatusOr<kvtransfer::KvPushStats> stats =
         status.ok() ? (*push)->Finish() : absl::StatusOr<kvtransfer::KvPushStats>(status);
     if (push.ok() && !stats.ok()) (*push)->Cancel();
+    if (push.ok()) transport_used = std::string((*push)->transport_name());
+    push = absl::CancelledError("done");  // before the staged copies it may read
     table.Release(reserved->reservation_id);
     if (!stats.ok()) return stats.status();
     if (stats->bytes_sent != spec.total_bytes()) {
@@ -135,11 +236,12 @@ absl::StatusOr<std::vector<TransferResult>> MeasureTransfers(const engine::Model
       if (!seconds.ok()) return seconds.status();
       r.seconds.push_back(*seconds);
     }
-    log << absl::StrFormat("bench handoff: transfer %d tokens: %d bytes, median %.3f ms (%.2f GB/s)\n",
-                           p, r.bytes, Median(r.seconds) * 1e3, r.bytes / Median(r.seconds) / 1e9);
+    r.transport = transport_used;
+    log << absl::StrFormat(
+        "bench handoff: transfer %d tokens over %s: %d bytes, median %.3f ms (%.2f GB/s)\n", p,
+        r.transport, r.bytes, Median(r.seconds) * 1e3, r.bytes / Median(r.seconds) / 1e9);
     results.push_back(std::move(r));
   }
-  server->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   return results;
 }
 
@@ -207,7 +309,7 @@ absl::StatusOr<Cluster> StartCluster(const HandoffBenchOptions& o, bool colocate
                     const std::vector<int>& cpus) -> absl::Status {
     role.insert(role.end(), common.begin(), common.end());
     role.insert(role.end(), {"--router", c.router, "--threads", std::to_string(threads),
-                             "--kv-cache-memory", o.kv_cache_memory});
+                             "--kv-cache-memory", o.kv_cache_memory, "--device", o.device});
     absl::StatusOr<std::unique_ptr<BenchProcess>> p =
         StartProcess(o, placement, role, two_cores ? cpus : std::vector<int>{}, nullptr);
     if (!p.ok()) return p.status();
@@ -220,7 +322,7 @@ absl::StatusOr<Cluster> StartCluster(const HandoffBenchOptions& o, bool colocate
     started = worker({"worker", "--role", "both"}, loopback, threads,
                      threads == 1 ? std::vector<int>{0} : std::vector<int>{});
   } else {
-    started = worker({"prefill"}, o.prefill_placement, 1, {0});
+    started = worker({"prefill", "--kv-transport", o.transport}, o.prefill_placement, 1, {0});
     if (started.ok()) started = worker({"decode"}, o.decode_placement, 1, {1});
   }
   if (!started.ok()) return started;
@@ -328,7 +430,8 @@ absl::StatusOr<nlohmann::json> RunHandoffBench(const HandoffBenchOptions& option
     }
   }
 
-  log << "bench handoff: pure transfer over gRPC on 127.0.0.1, " << options.repeats
+  log << "bench handoff: pure transfer (" << options.transport << ", " << options.device
+      << " to " << options.device << ") on 127.0.0.1, " << options.repeats
       << " repeats per length" << std::endl;
   absl::StatusOr<std::vector<TransferResult>> transfers =
       MeasureTransfers(**model, prompts, options, log);
@@ -393,7 +496,8 @@ absl::StatusOr<nlohmann::json> RunHandoffBench(const HandoffBenchOptions& option
         {"prompt_tokens", prompts[i]},
         {"kv_bytes", t.bytes},
         {"transfer",
-         {{"seconds", t.seconds},
+         {{"transport", t.transport},
+          {"seconds", t.seconds},
           {"median_ms", median_s * 1e3},
           {"best_ms", best_s * 1e3},
           {"gb_per_s_median", t.bytes / median_s / 1e9},
@@ -422,7 +526,8 @@ absl::StatusOr<nlohmann::json> RunHandoffBench(const HandoffBenchOptions& option
       {"block_size", kBlockSize},
       {"repeats", options.repeats},
       {"max_tokens", options.max_tokens},
-      {"transport", {{"kind", "grpc"}, {"chunk_bytes", options.kv_chunk_bytes},
+      {"device", options.device},
+      {"transport", {{"kind", options.transport}, {"chunk_bytes", options.kv_chunk_bytes},
                      {"streams", options.kv_streams}, {"host", "127.0.0.1"}}},
       {"tcp_loopback_gb_per_s", *tcp / 1e9},
       {"disaggregated_setup", "router + prefill worker (1 thread, core 0) + decode worker "

@@ -65,6 +65,11 @@ struct HandoffBenchOptions {
   int32_t max_tokens = 16;             // end-to-end requests; prompts are capped at n_ctx - this
   int64_t kv_chunk_bytes = 1 << 20;    // gRPC transport chunk size (as the workers' default)
   int kv_streams = 1;                  // parallel PushKv streams (as the workers' default)
+  // Where both ends' KV caches live (every worker's --device; the pure transfer's blocks), and
+  // how KV travels (the prefill worker's --kv-transport; the pure transfer's transport: "auto"
+  // measures what auto picks).
+  std::string device = "cpu";
+  std::string transport = "grpc";
   bool end_to_end = true;              // false: the pure transfer only (no processes)
   std::string baton_executable;        // the `baton` binary for the processes
   ProcessLauncher launcher;            // required when end_to_end

@@ -19,6 +19,8 @@
 #include "cli/handoff_link.h"
 #include "cli/link_spec.h"
 #include "cli/network_namespaces.h"
+#include "kernels/device.h"
+#include "kvtransfer/kv_transport.h"
 
 namespace baton::cli {
 namespace {
@@ -269,6 +271,8 @@ int RunBenchHandoff(const Args& args) {
                           "at the context minus this"},
       {"kv-chunk-bytes", "N", "gRPC KV transfer chunk size (default 1 MiB, as the workers)"},
       {"kv-streams", "N", "parallel KV streams per push (default 1, as the workers)"},
+      {"device", "DEV", "where both ends' KV caches live: cpu or cuda[:N] (default cpu)"},
+      {"transport", "T", "how KV travels: grpc (default), nccl (between GPUs), or auto"},
       {"kv-cache-memory", "BYTES", "each worker's KV cache (default 512M)"},
       {"colocated-threads", "N", "the colocated worker's threads (default 1: the prefill "
                                  "worker's compute, so the TTFT ratio isolates the hand-off)"},
@@ -312,6 +316,14 @@ int RunBenchHandoff(const Args& args) {
   o.kv_chunk_bytes = *v;
   if (!(v = flags->GetInt("kv-streams", 1, 1, 64)).ok()) return bad(v.status());
   o.kv_streams = static_cast<int>(*v);
+  o.device = flags->GetOr("device", "cpu");
+  if (absl::StatusOr<kernels::Device> device = kernels::ParseDevice(o.device); !device.ok()) {
+    return bad(device.status());
+  }
+  o.transport = flags->GetOr("transport", "grpc");
+  if (auto choice = kvtransfer::ParseKvTransportChoice(o.transport); !choice.ok()) {
+    return bad(choice.status());
+  }
   if (!(v = flags->GetInt("colocated-threads", 1, 1, 1024)).ok()) return bad(v.status());
   o.colocated_threads = static_cast<int>(*v);
   o.kv_cache_memory = flags->GetOr("kv-cache-memory", "512M");

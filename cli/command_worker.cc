@@ -76,6 +76,9 @@ int RunWorkerWithRole(const std::string& command, const Args& args,
                                       "most (default 4096, 8 bytes each)"},
       {"kv-chunk-bytes", "N", "prefill: KV transfer chunk size (default 1 MiB)"},
       {"kv-streams", "N", "prefill: parallel KV transfer streams per request (default 1)"},
+      {"kv-transport", "T", "prefill: how KV travels to decode workers: auto (NCCL between "
+                            "GPUs where both ends have it, else gRPC), grpc, or nccl (default "
+                            "auto)"},
       {"metrics-port", "PORT", "serve Prometheus GET /metrics over HTTP here (0: any free port)"},
       {"metrics-host", "HOST", "address for --metrics-port (default 127.0.0.1)"},
       {"help", "", "show this help"},
@@ -140,6 +143,10 @@ int RunWorkerWithRole(const std::string& command, const Args& args,
   options.kv_chunk_bytes = *v;
   if (!(v = flags->GetInt("kv-streams", 1, 1, 16)).ok()) return UsageError(command, v.status(), usage);
   options.kv_streams = static_cast<int>(*v);
+  absl::StatusOr<kvtransfer::KvTransportChoice> transport =
+      kvtransfer::ParseKvTransportChoice(flags->GetOr("kv-transport", "auto"));
+  if (!transport.ok()) return UsageError(command, transport.status(), usage);
+  options.kv_transport = *transport;
   if (flags->Has("metrics-port")) {
     if (!(v = flags->GetInt("metrics-port", 0, 0, 65535)).ok()) return UsageError(command, v.status(), usage);
     options.metrics_port = static_cast<int>(*v);

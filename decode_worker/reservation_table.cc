@@ -292,6 +292,33 @@ absl::Status ReservationTable::WriteBlocks(const std::string& reservation_id, in
                                            const kvtransfer::KvBytePieces& data) {
   int64_t data_bytes = 0;
   for (std::span<const uint8_t> piece : data) data_bytes += static_cast<int64_t>(piece.size());
+  return WriteChunk(reservation_id, layer, first_block, n_blocks, data_bytes,
+                    [&](const std::vector<uint8_t*>& blocks, kvtransfer::KvDtype from) {
+                      WriteIntoBlocks(data, from, blocks);
+                      return absl::OkStatus();
+                    });
+}
+
+absl::Status ReservationTable::FillBlocks(const std::string& reservation_id, int32_t layer,
+                                          int32_t first_block, int32_t n_blocks,
+                                          const BlockFill& fill) {
+  const int64_t block_bytes = cache_.layer_block_elements() * kvtransfer::KvDtypeBytes(kCacheDtype);
+  return WriteChunk(
+      reservation_id, layer, first_block, n_blocks, block_bytes * n_blocks,
+      [&](const std::vector<uint8_t*>& blocks, kvtransfer::KvDtype from) {
+        if (from != kCacheDtype) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "KV chunk for '", reservation_id, "': a link carries bytes as they are, but the "
+              "push's dtype is ", std::string(kvtransfer::KvDtypeName(from)), " and this cache's ",
+              std::string(kvtransfer::KvDtypeName(kCacheDtype))));
+        }
+        return fill(blocks, static_cast<size_t>(block_bytes));
+      });
+}
+
+absl::Status ReservationTable::WriteChunk(const std::string& reservation_id, int32_t layer,
+                                          int32_t first_block, int32_t n_blocks,
+                                          int64_t data_bytes, const ChunkWrite& write) {
   absl::MutexLock lock(&mu_);
   absl::StatusOr<Reservation*> found = FindLocked(reservation_id);
   if (!found.ok()) return found.status();
@@ -310,7 +337,7 @@ absl::Status ReservationTable::WriteBlocks(const std::string& reservation_id, in
   const int32_t prompt_blocks = PromptBlocks(r);
   return CopyOutsideLock(
       reservation_id,
-      [&] { WriteIntoBlocks(data, from, blocks); },
+      [&] { return write(blocks, from); },
       [&](Reservation& written) {
         for (int32_t i = 0; i < n_blocks; ++i) {
           written.received[static_cast<size_t>(layer) * prompt_blocks + first_block + i] = 1;
@@ -345,11 +372,11 @@ void ReservationTable::WriteIntoBlocks(const kvtransfer::KvBytePieces& data,
 }
 
 absl::Status ReservationTable::CopyOutsideLock(const std::string& reservation_id,
-                                               const std::function<void()>& copy,
+                                               const std::function<absl::Status()>& copy,
                                                const std::function<void(Reservation&)>& written) {
   reservations_.find(reservation_id)->second.writing = true;
   mu_.Unlock();
-  copy();
+  const absl::Status copied = copy();
   mu_.Lock();
   // Nothing erases a reservation while it is being written (FreeLocked defers to here).
   auto it = reservations_.find(reservation_id);
@@ -360,6 +387,7 @@ absl::Status ReservationTable::CopyOutsideLock(const std::string& reservation_id
     return absl::AbortedError(absl::StrCat("reservation '", reservation_id,
                                            "' was freed while its KV arrived"));
   }
+  if (!copied.ok()) return copied;  // the push fails; its abort frees the reservation
   written(r);
   r.lease_deadline = options_.clock->Now() + absl::FromChrono(options_.push_stall_timeout);
   return absl::OkStatus();

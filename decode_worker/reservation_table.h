@@ -13,7 +13,8 @@
 // leases: the lease covers the waits before and after the hand-off, not the prefill itself.
 //
 // Pushed KV may come as f16 (the cache's type), bf16 or f32 (KvPushSpec::dtype): other types are
-// converted to f16 as they are written (round to nearest even).
+// converted to f16 as they are written (round to nearest even). KV that comes over a link
+// (FillBlocks, kv_link.h) lands as it was sent, so it must be f16 already.
 //
 // Prefix caching (with options.prefix_cache): Reserve with the prompt's tokens starts the
 // reservation from the longest cached prefix of the prompt (engine/prefix_cache.h); the push then
@@ -120,6 +121,8 @@ class ReservationTable : public kvtransfer::KvReceiver {
   absl::Status BeginPush(const kvtransfer::KvPushSpec& spec) override;
   absl::Status WriteBlocks(const std::string& reservation_id, int32_t layer, int32_t first_block,
                            int32_t n_blocks, const kvtransfer::KvBytePieces& data) override;
+  absl::Status FillBlocks(const std::string& reservation_id, int32_t layer, int32_t first_block,
+                          int32_t n_blocks, const BlockFill& fill) override;
   absl::Status EndPush(const std::string& reservation_id) override;
   void AbortPush(const std::string& reservation_id, const absl::Status& why) override;
 
@@ -154,14 +157,23 @@ class ReservationTable : public kvtransfer::KvReceiver {
   absl::Status CheckWriteLocked(const Reservation& r, const std::string& reservation_id,
                                 int32_t layer, int32_t first_block, int32_t n_blocks,
                                 int64_t data_bytes) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes a chunk into `blocks` (its blocks of the cache) from data of type `from`.
+  using ChunkWrite =
+      std::function<absl::Status(const std::vector<uint8_t*>& blocks, kvtransfer::KvDtype from)>;
+  // A chunk of `data_bytes` (in the push's dtype): checked (CheckWriteLocked), written with
+  // `write` outside the mutex, recorded when that succeeded.
+  absl::Status WriteChunk(const std::string& reservation_id, int32_t layer, int32_t first_block,
+                          int32_t n_blocks, int64_t data_bytes, const ChunkWrite& write)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // A chunk's data (in dtype `from`) into `blocks` (this cache's, in its dtype): straight in when
   // the backend's memory is the host's, through a host buffer and CopyToDevice otherwise.
   void WriteIntoBlocks(const kvtransfer::KvBytePieces& data, kvtransfer::KvDtype from,
                        const std::vector<uint8_t*>& blocks);
   // Runs `copy` (into the reservation's blocks) with mu_ released, then, unless the reservation
-  // was freed meanwhile (ABORTED), records the write with `written`.
+  // was freed meanwhile (ABORTED) or the copy failed (its error), records the write with
+  // `written`.
   absl::Status CopyOutsideLock(const std::string& reservation_id,
-                               const std::function<void()>& copy,
+                               const std::function<absl::Status()>& copy,
                                const std::function<void(Reservation&)>& written)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

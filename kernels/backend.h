@@ -107,7 +107,9 @@ class Backend {
   // before the call has completed, without holding up the operations queued after it (a GPU
   // copies on a stream of its own while it computes). Sources and destinations must stay valid,
   // and the sources unchanged, until the fence has passed or is destroyed. Called from the
-  // thread that queues the operations. Default: the copies made at once, a fence already passed.
+  // thread that queues the operations. With no copies, the fence passes once the operations
+  // queued before the call have completed. Default: the copies made at once, a fence already
+  // passed.
   virtual std::unique_ptr<CopyFence> CopyToHostAsync(std::span<const HostCopy> copies);
 
   // Copies host memory into this backend's memory without being ordered after the operations

@@ -68,6 +68,8 @@ class GrpcKvPush final : public KvPush {
     ForgetStreams();
   }
 
+  std::string_view transport_name() const override { return "grpc"; }
+
   void WhenBlocksReleased(std::function<void()> release) override {
     loans_->WhenReturned(std::move(release));  // no new loans: the encoder forgot the streams
   }

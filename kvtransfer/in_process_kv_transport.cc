@@ -26,6 +26,8 @@ class InProcessKvPush final : public KvPush {
 
   ~InProcessKvPush() override { Cancel(); }
 
+  std::string_view transport_name() const override { return "in_process"; }
+
   absl::Status SendLayer(int32_t layer, const std::vector<const uint8_t*>& blocks,
                          BlocksReady ready) override {
     if (state_ != State::kOpen) {

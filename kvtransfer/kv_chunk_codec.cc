@@ -24,6 +24,7 @@ constexpr uint32_t kChunkNBlocks = 3;
 constexpr uint32_t kChunkData = 4;
 constexpr uint32_t kChunkXxh64 = 5;
 constexpr uint32_t kChunkXxh3 = 6;
+constexpr uint32_t kChunkLinkSequence = 7;
 
 // ---- Encoding ----
 
@@ -201,7 +202,9 @@ absl::StatusOr<ReceivedChunk> ReadChunk(PieceReader& reader, int64_t length) {
       case kChunkNBlocks:
       case kChunkXxh64:
       case kChunkXxh3:
+      case kChunkLinkSequence:
         read = ReadVarintField(reader, field, wire_type, &value);
+        if (field == kChunkLinkSequence) chunk.link_sequence = value;
         if (field == kChunkLayer) chunk.layer = static_cast<int32_t>(value);
         if (field == kChunkFirstBlock) chunk.first_block = static_cast<int32_t>(value);
         if (field == kChunkNBlocks) chunk.n_blocks = static_cast<int32_t>(value);

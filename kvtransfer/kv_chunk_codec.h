@@ -52,6 +52,7 @@ struct ReceivedChunk {
   enum class Checksum { kNone, kXxh64, kXxh3 };
   Checksum checksum_kind = Checksum::kNone;
   uint64_t checksum = 0;
+  uint64_t link_sequence = 0;  // over a link: the chunk's transfer there (kv_link.h); 0: none
   KvBytePieces data;       // in order; views into `slices`
   int64_t data_bytes = 0;  // the pieces' total size
   std::shared_ptr<const std::vector<grpc::Slice>> slices;  // keeps the pieces alive

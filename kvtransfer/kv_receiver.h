@@ -11,7 +11,9 @@
 #ifndef BATON_KVTRANSFER_KV_RECEIVER_H_
 #define BATON_KVTRANSFER_KV_RECEIVER_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -41,6 +43,20 @@ class KvReceiver {
   virtual absl::Status WriteBlocks(const std::string& reservation_id, int32_t layer,
                                    int32_t first_block, int32_t n_blocks,
                                    const KvBytePieces& data) = 0;
+
+  // Fills the blocks of a chunk whose bytes come some other way than in `data` (over a link,
+  // kv_link.h): validated as WriteBlocks would (the data size being n_blocks whole blocks), then
+  // `fill` is called with the blocks' addresses in the receiver's memory (device memory where
+  // the KV cache is on a device) and the bytes of each, outside the receiver's locks. Its error
+  // fails the write. A link carries the bytes as they are, so the push's dtype must be the
+  // receiver's: INVALID_ARGUMENT otherwise. Receivers that take no links: UNIMPLEMENTED.
+  using BlockFill =
+      std::function<absl::Status(std::span<uint8_t* const> blocks, size_t block_bytes)>;
+  virtual absl::Status FillBlocks(const std::string& reservation_id, int32_t layer,
+                                  int32_t first_block, int32_t n_blocks, const BlockFill& fill) {
+    (void)reservation_id, (void)layer, (void)first_block, (void)n_blocks, (void)fill;
+    return absl::UnimplementedError("this receiver takes no KV over links");
+  }
 
   // Every layer's every block has arrived: the sequence can be admitted. FAILED_PRECONDITION when
   // something is missing.

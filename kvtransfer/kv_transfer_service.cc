@@ -1,5 +1,6 @@
 #include "kvtransfer/kv_transfer_service.h"
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -8,6 +9,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "baton/v1/kv_transfer.grpc.pb.h"
 #include "kvtransfer/kv_chunk_codec.h"
@@ -53,7 +55,8 @@ class PushKvReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer>,
       bad = absl::InvalidArgumentError(absl::StrCat(
           "stream ", stream_index_, ": every message after the header must be a chunk"));
     } else if (bad.ok()) {
-      bad = VerifyChunk(*message->chunk, push->spec().layer_block_bytes());
+      bad = push->over_link() ? VerifyLinkChunk(*message->chunk)
+                              : VerifyChunk(*message->chunk, push->spec().layer_block_bytes());
     }
     KvStreamWakeups wakeups;
     if (!bad.ok()) {
@@ -205,11 +208,27 @@ class PushKvReactor final : public grpc::ServerReadReactor<grpc::ByteBuffer>,
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 
+// How long OpenKvLink waits for the two ends to connect at most, and how many may wait at once
+// (each holds a gRPC thread meanwhile).
+constexpr absl::Duration kMaxLinkConnectWait = absl::Seconds(60);
+constexpr int kMaxLinkOpensAtOnce = 4;
+
+using KvTransferBase = v1::KvTransfer::WithCallbackMethod_OpenKvLink<
+    v1::KvTransfer::WithRawCallbackMethod_PushKv<v1::KvTransfer::Service>>;
+
 // PushKv served raw: the reactor decodes the messages itself (kv_chunk_codec.h).
-class KvTransferService final
-    : public v1::KvTransfer::WithRawCallbackMethod_PushKv<v1::KvTransfer::Service> {
+class KvTransferService final : public KvTransferBase {
  public:
-  explicit KvTransferService(KvReceiver* receiver) : registry_(receiver) {}
+  KvTransferService(KvReceiver* receiver, LinkAcceptor* links)
+      : links_(links), registry_(receiver, links) {}
+
+  grpc::ServerUnaryReactor* OpenKvLink(grpc::CallbackServerContext* context,
+                                       const v1::OpenKvLinkRequest* request,
+                                       v1::OpenKvLinkResponse* /*response*/) override {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    reactor->Finish(rpc::ToGrpcStatus(Open(*request, context->deadline())));
+    return reactor;
+  }
 
   grpc::ServerReadReactor<grpc::ByteBuffer>* PushKv(grpc::CallbackServerContext* context,
                                                     grpc::ByteBuffer* response) override {
@@ -217,13 +236,42 @@ class KvTransferService final
   }
 
  private:
+  absl::Status Open(const v1::OpenKvLinkRequest& request,
+                    std::chrono::system_clock::time_point call_deadline) {
+    if (links_ == nullptr) {
+      return absl::UnimplementedError(
+          "this worker takes no KV over links (its KV cache is not on a device that has them, "
+          "or this build has no NCCL): push the data in the messages");
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      if (opening_ >= kMaxLinkOpensAtOnce) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            kMaxLinkOpensAtOnce, " links are being opened already; try again shortly"));
+      }
+      ++opening_;
+    }
+    absl::Time deadline = absl::Now() + kMaxLinkConnectWait;
+    if (call_deadline != std::chrono::system_clock::time_point::max()) {
+      deadline = std::min(deadline, absl::FromChrono(call_deadline));
+    }
+    absl::Status opened = links_->Open(request, deadline);
+    absl::MutexLock lock(&mu_);
+    --opening_;
+    return opened;
+  }
+
+  LinkAcceptor* const links_;
   PushRegistry registry_;
+  absl::Mutex mu_;
+  int opening_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace
 
-std::unique_ptr<grpc::Service> CreateKvTransferService(KvReceiver* receiver) {
-  return std::make_unique<KvTransferService>(receiver);
+std::unique_ptr<grpc::Service> CreateKvTransferService(KvReceiver* receiver,
+                                                       LinkAcceptor* links) {
+  return std::make_unique<KvTransferService>(receiver, links);
 }
 
 }  // namespace baton::kvtransfer

@@ -1,6 +1,8 @@
 // The sending end: pushes one request's KV to a reservation, layer by layer, while the prefill
-// forward pass computes the next layer. One interface, two transports: gRPC (the default, between
-// processes) and in-process (tests, and a worker pushing to itself).
+// forward pass computes the next layer. One interface, several transports: gRPC (the default,
+// between processes), links (the blocks device to device over NCCL, the control on gRPC:
+// kv_link.h), in-process (tests, and a worker pushing to itself), and the choice among them per
+// destination (kv_transport_choice.h).
 //
 // The blocks a push sends are read where they lie, off the caller's thread, and the network may
 // hold views of them for a while after the push is over (gRPC keeps a message's slices until
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "kvtransfer/kv_link.h"
 #include "kvtransfer/kv_push_spec.h"
 #include "kvtransfer/kv_receiver.h"
 #include "rpc/server_options.h"
@@ -43,6 +46,13 @@ class KvPush {
  public:
   // Cancels the push unless it finished.
   virtual ~KvPush() = default;
+
+  // How this push travels: "grpc", "nccl" or "in_process" (Timings.kv_transport, the metrics).
+  virtual std::string_view transport_name() const = 0;
+
+  // Whether SendLayer reads the blocks in the backend's own memory (a device's), where they lie:
+  // true for links. False: it reads host memory, so a device's blocks must be staged there.
+  virtual bool reads_device_memory() const { return false; }
 
   // Queues layer `layer` of the current block range for sending (the push's order,
   // kv_push_spec.h: range by range, layer by layer): `blocks[i]` points at block range_begin + i
@@ -77,14 +87,19 @@ class KvPush {
 class KvTransport {
  public:
   virtual ~KvTransport() = default;
-  // "grpc" or "in_process": how this transport's pushes travel, as Timings.kv_transport and the
-  // metrics report it.
+  // "grpc", "nccl", "in_process", or "auto" (a choice among them): the transport's kind.
   virtual std::string_view name() const = 0;
   // Opens a push to `destination` (host:port of a decode worker; ignored in-process).
   virtual absl::StatusOr<std::unique_ptr<KvPush>> StartPush(
       const std::string& destination, const KvPushSpec& spec,
       std::chrono::system_clock::time_point deadline) = 0;
 };
+
+// Which transport a prefill worker pushes over (--kv-transport): per destination the fastest
+// both ends support (NCCL links between GPUs, gRPC otherwise), or one of them only.
+enum class KvTransportChoice { kAuto, kGrpc, kNccl };
+// "auto", "grpc", "nccl"; INVALID_ARGUMENT naming them otherwise.
+absl::StatusOr<KvTransportChoice> ParseKvTransportChoice(std::string_view name);
 
 struct GrpcKvTransportOptions {
   int64_t chunk_bytes = 1 << 20;  // payload bytes per KvChunk message at most (whole blocks)
@@ -95,6 +110,35 @@ struct GrpcKvTransportOptions {
 };
 
 std::unique_ptr<KvTransport> CreateGrpcKvTransport(const GrpcKvTransportOptions& options);
+
+struct LinkKvTransportOptions {
+  rpc::ClientOptions client;  // token, TLS (the control path: OpenKvLink and PushKv)
+  // Opening a link (OpenKvLink and the two ends connecting) takes at most this long.
+  std::chrono::milliseconds connect_timeout{60000};
+};
+
+// Pushes whose blocks travel over links of `factory`'s kind (kv_link.h; NCCL between GPUs): one
+// link per destination, opened on the first push there (OpenKvLink) and again after it broke;
+// the engine thread waits while one opens. StartPush fails with the destination's
+// UNIMPLEMENTED or FAILED_PRECONDITION when it takes no links of that kind. `factory` must
+// outlive the transport.
+std::unique_ptr<KvTransport> CreateLinkKvTransport(LinkFactory* factory,
+                                                   const LinkKvTransportOptions& options);
+
+struct AutoKvTransportOptions {
+  // How long a destination that refused the preferred transport is sent to over the fallback
+  // before it is asked again.
+  std::chrono::milliseconds recheck_after{60000};
+};
+
+// Per destination, the fastest transport both ends support: `preferred` (links: NCCL between
+// GPUs) where it starts a push, `fallback` (gRPC) where it fails to (the destination takes no
+// such links, or they would not connect), for options.recheck_after. A bad spec
+// (INVALID_ARGUMENT) is returned as it is. Each push says which it went over
+// (KvPush::transport_name).
+std::unique_ptr<KvTransport> CreateAutoKvTransport(std::unique_ptr<KvTransport> preferred,
+                                                   std::unique_ptr<KvTransport> fallback,
+                                                   const AutoKvTransportOptions& options = {});
 
 // Writes straight into `receiver` (which must outlive the transport), synchronously.
 std::unique_ptr<KvTransport> CreateInProcessKvTransport(KvReceiver* receiver);

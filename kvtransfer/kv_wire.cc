@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/cpu_isa.h"
+#include "kvtransfer/kv_link.h"
 #include "kvtransfer/xxh3_avx2.h"
 #include "xxhash.h"
 
@@ -136,6 +137,16 @@ absl::StatusOr<PushHeaderInfo> ParseHeader(const v1::KvPushHeader& header) {
     return absl::InvalidArgumentError(absl::StrCat("header stream_index ", info.stream_index,
                                                    " outside [0, ", info.n_streams, ")"));
   }
+  info.link_id = header.link_id();
+  if (!info.link_id.empty()) {
+    if (absl::Status bad = ValidateLinkId(info.link_id); !bad.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("header ", bad.message()));
+    }
+    if (info.n_streams != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("header: a push over a link has one stream, not ", info.n_streams));
+    }
+  }
   return info;
 }
 
@@ -162,6 +173,22 @@ absl::Status VerifyChunk(const ReceivedChunk& chunk, int64_t layer_block_bytes) 
   if (chunk.data_bytes != expected) {
     return absl::InvalidArgumentError(absl::StrCat(ChunkName(chunk), ": data size: expected ",
                                                    expected, " bytes, got ", chunk.data_bytes));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status VerifyLinkChunk(const ReceivedChunk& chunk) {
+  if (chunk.link_sequence == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ChunkName(chunk), " carries no link_sequence, and its push is over a link"));
+  }
+  if (chunk.data_bytes != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        ChunkName(chunk), " carries ", chunk.data_bytes, " bytes, and its push is over a link"));
+  }
+  if (chunk.n_blocks <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(ChunkName(chunk), ": n_blocks must be positive, got ", chunk.n_blocks));
   }
   return absl::OkStatus();
 }

@@ -34,10 +34,12 @@ v1::KvPushHeader HeaderFromSpec(const KvPushSpec& spec, int32_t stream_index, in
 
 // What a header announces. INVALID_ARGUMENT for a dtype kv_dtype.h does not know, a spec that fails
 // ValidateSpec, or a stream index/count out of range (n_streams 0 reads as 1).
+// A header that names a link (link_id) must be valid (kv_link.h) and have one stream.
 struct PushHeaderInfo {
   KvPushSpec spec;
   int32_t stream_index = 0;
   int32_t n_streams = 1;
+  std::string link_id;  // non-empty: the chunks' bytes come over this link
 };
 absl::StatusOr<PushHeaderInfo> ParseHeader(const v1::KvPushHeader& header);
 
@@ -49,6 +51,10 @@ std::string ChunkName(const ReceivedChunk& chunk);
 // carries); INVALID_ARGUMENT when it carries no checksum, when n_blocks is not
 // positive or the data size is not n_blocks * layer_block_bytes.
 absl::Status VerifyChunk(const ReceivedChunk& chunk, int64_t layer_block_bytes);
+
+// The same for a chunk of a push over a link: no data (its bytes come over the link), a
+// link_sequence, positive n_blocks. INVALID_ARGUMENT saying which is wrong.
+absl::Status VerifyLinkChunk(const ReceivedChunk& chunk);
 
 // Copies a chunk's data into its blocks: `data` holds blocks.size() blocks of `block_bytes` in
 // order, cut into pieces anywhere; block i goes to blocks[i]. The sizes must agree (the caller

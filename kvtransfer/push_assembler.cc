@@ -1,5 +1,7 @@
 #include "kvtransfer/push_assembler.h"
 
+#include <algorithm>
+#include <span>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -23,9 +25,11 @@ void RunWakeups(KvStreamWakeups& wakeups) {
 }
 
 PushAssembler::PushAssembler(PushRegistry* registry, KvReceiver* receiver,
-                             const PushHeaderInfo& info, absl::Time deadline)
+                             const PushHeaderInfo& info, absl::Time deadline,
+                             std::shared_ptr<LinkReceiver> link)
     : registry_(registry),
       receiver_(receiver),
+      link_(std::move(link)),
       spec_(info.spec),
       n_streams_(info.n_streams),
       deadline_(deadline),
@@ -63,9 +67,7 @@ absl::Status PushAssembler::WriteLocked(const ReceivedChunk& chunk, KvStreamWake
     return absl::InvalidArgumentError(absl::StrCat(ChunkName(chunk), " runs past the end of ",
                                                    cursor_.Describe()));
   }
-  absl::Status written = receiver_->WriteBlocks(spec_.reservation_id, chunk.layer,
-                                                chunk.first_block, chunk.n_blocks, chunk.data);
-  if (!written.ok()) return written;
+  if (absl::Status written = WriteChunkLocked(chunk); !written.ok()) return written;
   cursor_.Advance(chunk.n_blocks);
   if (cursor_.done()) {
     // The receiver may have been slow: do not admit a push whose sender has given up.
@@ -74,6 +76,19 @@ absl::Status PushAssembler::WriteLocked(const ReceivedChunk& chunk, KvStreamWake
     CompleteLocked(wakeups);
   }
   return absl::OkStatus();
+}
+
+absl::Status PushAssembler::WriteChunkLocked(const ReceivedChunk& chunk) {
+  if (link_ == nullptr) {
+    return receiver_->WriteBlocks(spec_.reservation_id, chunk.layer, chunk.first_block,
+                                  chunk.n_blocks, chunk.data);
+  }
+  const absl::Time deadline = std::min(deadline_, absl::Now() + kLinkTransferTimeout);
+  return receiver_->FillBlocks(
+      spec_.reservation_id, chunk.layer, chunk.first_block, chunk.n_blocks,
+      [&](std::span<uint8_t* const> blocks, size_t block_bytes) {
+        return link_->Receive(chunk.link_sequence, blocks, block_bytes, deadline);
+      });
 }
 
 void PushAssembler::CompleteLocked(KvStreamWakeups* wakeups) {
@@ -114,9 +129,11 @@ void PushAssembler::DrainLocked(KvStreamWakeups* wakeups) {
   }
 }
 
-void PushAssembler::FailLocked(const absl::Status& why, KvStreamWakeups* wakeups) {
+void PushAssembler::FailLocked(const absl::Status& why, KvStreamWakeups* wakeups,
+                               bool link_in_step) {
   if (!failure_.ok() || complete_) return;
   failure_ = why;
+  if (link_ != nullptr && !link_in_step) link_->Break(why);
   if (begun_) receiver_->AbortPush(spec_.reservation_id, why);
   for (Parked& parked : parked_) wakeups->push_back({parked.waiter, why});
   parked_.clear();
@@ -174,7 +191,8 @@ absl::StatusOr<bool> PushAssembler::EndStream(int32_t stream_index, KvStreamWait
         absl::StrCat("stream ", stream_index, " of the push to reservation '", spec_.reservation_id,
                      "' ended before its chunks arrived (next expected: ", cursor_.Describe(),
                      ")"));
-    FailLocked(missing, wakeups);
+    // The sender stopped cleanly: every transfer it announced on a link was received.
+    FailLocked(missing, wakeups, /*link_in_step=*/true);
     return missing;
   }
   if (complete_) return false;
@@ -201,7 +219,17 @@ bool PushAssembler::BreakStream(int32_t stream_index, const absl::Status& why,
 
 absl::StatusOr<std::shared_ptr<PushAssembler>> PushRegistry::Join(const PushHeaderInfo& info,
                                                                   absl::Time deadline) {
-  auto fresh = std::make_shared<PushAssembler>(this, receiver_, info, deadline);
+  std::shared_ptr<LinkReceiver> link;
+  if (!info.link_id.empty()) {
+    if (links_ == nullptr) {
+      return absl::FailedPreconditionError(
+          "this worker takes no KV over links: push the data in the messages");
+    }
+    absl::StatusOr<std::shared_ptr<LinkReceiver>> found = links_->Find(info.link_id);
+    if (!found.ok()) return found.status();
+    link = *std::move(found);
+  }
+  auto fresh = std::make_shared<PushAssembler>(this, receiver_, info, deadline, std::move(link));
   std::shared_ptr<PushAssembler> existing;
   {
     // Nobody else can see `fresh` yet, so holding its mutex while publishing it keeps the lock

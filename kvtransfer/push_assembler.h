@@ -18,6 +18,12 @@
 // EndPush is not called (DEADLINE_EXCEEDED): the sender has given up by then, and must not
 // report a failure for a push the receiver admitted.
 //
+// A push over a link (PushHeaderInfo::link_id, kv_link.h) has one stream whose chunks carry no
+// data: each is received over the link into the receiver's blocks (KvReceiver::FillBlocks), at
+// most kLinkTransferTimeout per chunk. Its failure breaks the link (the sender may have posted
+// transfers this end will never receive), except when the sender ended the stream early: it
+// announced every transfer it posted, and each was received.
+//
 // Thread-safety: thread-safe. Every KvReceiver call for one push is made under the assembler's
 // mutex, so they come from one thread at a time as the receiver contract asks. Wakeups are
 // returned to the caller, who runs them after the call, outside every lock.
@@ -38,6 +44,8 @@
 #include "baton/v1/kv_transfer.pb.h"
 #include "kvtransfer/kv_receiver.h"
 #include "kvtransfer/kv_wire.h"
+#include "kvtransfer/link_acceptor.h"
+#include "kvtransfer/link_receiver.h"
 #include "kvtransfer/push_cursor.h"
 
 namespace baton::kvtransfer {
@@ -62,11 +70,14 @@ void RunWakeups(KvStreamWakeups& wakeups);
 
 class PushRegistry;
 
+// How long one chunk's receive over a link may wait for its turn and its bytes.
+inline constexpr absl::Duration kLinkTransferTimeout = absl::Seconds(30);
+
 class PushAssembler {
  public:
-  // Use PushRegistry::Join.
+  // Use PushRegistry::Join. `link`: the link the push's bytes come over; null: in the messages.
   PushAssembler(PushRegistry* registry, KvReceiver* receiver, const PushHeaderInfo& info,
-                absl::Time deadline);
+                absl::Time deadline, std::shared_ptr<LinkReceiver> link = nullptr);
   PushAssembler(const PushAssembler&) = delete;
   PushAssembler& operator=(const PushAssembler&) = delete;
 
@@ -89,6 +100,7 @@ class PushAssembler {
   bool BreakStream(int32_t stream_index, const absl::Status& why, KvStreamWakeups* wakeups);
 
   const KvPushSpec& spec() const { return spec_; }
+  bool over_link() const { return link_ != nullptr; }
 
  private:
   friend class PushRegistry;
@@ -104,6 +116,8 @@ class PushAssembler {
   // OK when `chunk` is exactly at the cursor.
   absl::Status CheckAtCursorLocked(const ReceivedChunk& chunk) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The chunk's bytes into the receiver: from its data, or over the link.
+  absl::Status WriteChunkLocked(const ReceivedChunk& chunk) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes a chunk at the cursor, advances it, ends the push after the last layer.
   absl::Status WriteLocked(const ReceivedChunk& chunk, KvStreamWakeups* wakeups)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -113,13 +127,15 @@ class PushAssembler {
   void DrainLocked(KvStreamWakeups* wakeups) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Wakes the streams parked at their end once EndPush succeeded.
   void CompleteLocked(KvStreamWakeups* wakeups) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // First failure: AbortPush (when the receiver began the push), wake every parked stream.
-  void FailLocked(const absl::Status& why, KvStreamWakeups* wakeups)
+  // First failure: AbortPush (when the receiver began the push), wake every parked stream, and
+  // break the link unless `link_in_step` (both ends agree on its transfers so far).
+  void FailLocked(const absl::Status& why, KvStreamWakeups* wakeups, bool link_in_step = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ConcludeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   PushRegistry* const registry_;
   KvReceiver* const receiver_;
+  const std::shared_ptr<LinkReceiver> link_;  // null: the data come in the messages
   const KvPushSpec spec_;
   const int32_t n_streams_;
   const absl::Time deadline_;  // the first stream's; nothing is written or ended past it
@@ -140,9 +156,12 @@ class PushAssembler {
 // Thread-safety: thread-safe. Lock order: an assembler's mutex before the registry's.
 class PushRegistry {
  public:
-  explicit PushRegistry(KvReceiver* receiver) : receiver_(receiver) {}
+  // `links`: where pushes over a link find it (must outlive the registry); null: no links.
+  explicit PushRegistry(KvReceiver* receiver, LinkAcceptor* links = nullptr)
+      : receiver_(receiver), links_(links) {}
 
-  // Joins the stream a header opened; `deadline` is the call's. The receiver's BeginPush error
+  // Joins the stream a header opened; `deadline` is the call's. FAILED_PRECONDITION for a link
+  // this receiver does not have (LinkAcceptor::Find). The receiver's BeginPush error
   // for a new push; INVALID_ARGUMENT when the header disagrees with the push's other streams;
   // FAILED_PRECONDITION when that stream index already joined (a second push to a reservation
   // that is receiving).
@@ -156,6 +175,7 @@ class PushRegistry {
   void Remove(const std::string& reservation_id, const PushAssembler* assembler);
 
   KvReceiver* const receiver_;
+  LinkAcceptor* const links_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<PushAssembler>> pushes_ ABSL_GUARDED_BY(mu_);
 };

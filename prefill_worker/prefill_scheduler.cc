@@ -246,7 +246,21 @@ absl::Status PrefillScheduler::SendLayerUpTo(Work& work, int32_t layer, int32_t 
         reinterpret_cast<const uint8_t*>(cache_.LayerBlock(layer, work.table.blocks[b])));
   }
   if (staging_ == nullptr) return work.push->SendLayer(layer, blocks);
+  if (work.push->reads_device_memory()) return SendDeviceLayer(work, layer, blocks);
   return SendStagedLayer(work, layer, blocks);
+}
+
+absl::Status PrefillScheduler::SendDeviceLayer(Work& work, int32_t layer,
+                                               const std::vector<const uint8_t*>& blocks) {
+  // The layer's KV is computed once what the device has queued so far is done.
+  std::shared_ptr<kernels::CopyFence> computed = cache_.backend().CopyToHostAsync({});
+  auto ready = [failed = work.staging_failed, computed](
+                   std::chrono::system_clock::time_point deadline) {
+    absl::Status landed = computed->Wait(absl::FromChrono(deadline));
+    if (!landed.ok()) failed->store(true);
+    return landed;
+  };
+  return work.push->SendLayer(layer, blocks, std::move(ready));
 }
 
 absl::Status PrefillScheduler::SendStagedLayer(Work& work, int32_t layer,
@@ -437,7 +451,7 @@ void PrefillScheduler::FinisherLoop() {
     }
     f.result.kv_bytes = stats->bytes_sent;
     f.result.kv_transfer_seconds = SecondsBetween(f.work.push_start, SteadyClock::now());
-    f.result.kv_transport = std::string(transport_.name());
+    f.result.kv_transport = std::string(f.work.push->transport_name());
     Metrics().kv_transfer_seconds.Observe(f.result.kv_transfer_seconds);
     metrics::Registry& registry = metrics::Registry::Global();
     const metrics::Labels by_transport = {{"transport", f.result.kv_transport}};

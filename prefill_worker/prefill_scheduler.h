@@ -122,6 +122,10 @@ class PrefillScheduler {
   void MatchPrefix(Work& work);
   // Sends the push's ranges that lie wholly in the cached prefix (before any compute).
   absl::Status SendCachedRanges(Work& work);
+  // Hands a push that reads device memory (a link) the blocks where they lie, ready once the
+  // device has computed them.
+  absl::Status SendDeviceLayer(Work& work, int32_t layer,
+                               const std::vector<const uint8_t*>& blocks);
   // Sends layer `layer` of the blocks not sent yet up to `end_block` (one range of the push);
   // nothing when the receiver has them all.
   absl::Status SendLayerUpTo(Work& work, int32_t layer, int32_t end_block);

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from a bundle that scripts/gpu_bundle.sh made: the CUDA tests, then
 # `baton bench engine --device cuda` on synthetic models written there (the default model does
-# not fit a call). Everything it prints is also written under $OUT (or /tmp/gpu-out).
-#   bash gpu-bundle/gpu_run.sh [tests|bench|profile|all]   (default all)
+# not fit a call), then `baton bench handoff` between two workers on the GPU over NCCL and gRPC.
+# Everything it prints is also written under $OUT (or /tmp/gpu-out).
+#   bash gpu-bundle/gpu_run.sh [tests|bench|handoff|profile|all]   (default all)
+# NCCL: the machine's libnccl.so.2, or $BATON_NCCL_LIBRARY (two ranks on one GPU need 2.30+).
 set -uo pipefail
 bundle="$(cd "$(dirname "$0")" && pwd)"
 out="${OUT:-/tmp/gpu-out}"
@@ -20,7 +22,7 @@ echo "cuBLAS from $(dirname "$cublas")" | tee -a "$out/gpu.txt"
 
 if [ "$what" = tests ] || [ "$what" = all ]; then
   for t in device_info_test cuda_backend_test cuda_transformer_test prefill_scheduler_test \
-      grpc_push_into_reservations_test; do
+      grpc_push_into_reservations_test nccl_link_factory_test nccl_link_test; do
     timeout 300 "$bundle/bin/$t" --gtest_brief=1 2>&1 | tee "$out/$t.txt" | tail -40
     echo "$t: exit ${PIPESTATUS[0]}" | tee -a "$out/tests-summary.txt"
   done
@@ -47,6 +49,23 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
   bench llama8b-q4_0 llama-3-8b q4_0 "" 2048 1,8,32,128
   bench llama8b-q4_0 llama-3-8b q4_0 "" 512 1
   bench llama8b-q4_k_m llama-3-8b q4_k_m "" 2048 1,32
+fi
+
+# The KV hand-off between two workers on this GPU, from the synthetic 8B-shaped model: the
+# pure transfer over NCCL (refused, saying why, where NCCL cannot link two ranks on one GPU) and
+# over gRPC from GPU memory, then TTFT disaggregated / colocated at 2048 tokens.
+if [ "$what" = handoff ] || [ "$what" = all ]; then
+  model=/tmp/llama8b-q4_0.gguf
+  [ -f "$model" ] || timeout 240 "$bundle/bin/baton" make-model --out "$model" \
+    --shape llama-3-8b --type q4_0 > /dev/null
+  for transport in nccl grpc; do
+    timeout 240 "$bundle/bin/baton" bench handoff --model "$model" --device cuda \
+      --transport "$transport" --no-e2e --prompt-tokens 128,512,2048,8192 --repeats 3 2>&1 |
+      tee "$out/handoff-$transport.json" | grep -E 'bench handoff|error|NCCL'
+  done
+  timeout 300 "$bundle/bin/baton" bench handoff --model "$model" --device cuda \
+    --transport auto --prompt-tokens 2048 --repeats 3 2>&1 | tee "$out/handoff-e2e.json" |
+    grep -E 'bench handoff|ttft_ratio|error'
 fi
 
 # Nsight Compute: the kernels of one decode step of the default model's shape (time per

@@ -19,6 +19,8 @@
 #include "kernels/backend_factory.h"
 #include "kvtransfer/kv_transfer_service.h"
 #include "kvtransfer/kv_transport.h"
+#include "kvtransfer/link_acceptor.h"
+#include "kvtransfer/nccl/nccl_link_factory.h"
 #include "metrics/metrics.h"
 #include "metrics/metrics_http_server.h"
 #include "metrics/prefix_cache_metrics.h"
@@ -45,6 +47,8 @@ struct WorkerServer::Impl {
   std::unique_ptr<decode_worker::ReservationTable> reservations;
   std::unique_ptr<decode_worker::DecodeBatch> batch;
   std::unique_ptr<decode_worker::DecodeService> decode_service;
+  std::unique_ptr<kvtransfer::LinkFactory> links;        // null: none (no GPU or no NCCL)
+  std::unique_ptr<kvtransfer::LinkAcceptor> link_acceptor;
   std::unique_ptr<grpc::Service> kv_service;
   // Prefill role.
   std::unique_ptr<kvtransfer::KvTransport> transport;
@@ -197,6 +201,27 @@ absl::StatusOr<decode_worker::SpeculationOptions> MakeSpeculation(const Speculat
   return speculation;
 }
 
+// The transport a prefill worker pushes KV over (WorkerOptions::kv_transport); `links` null
+// (for the reason `no_links`) when this worker has no NCCL links.
+absl::StatusOr<std::unique_ptr<kvtransfer::KvTransport>> MakeKvTransport(
+    const WorkerOptions& options, kvtransfer::LinkFactory* links, const absl::Status& no_links) {
+  std::unique_ptr<kvtransfer::KvTransport> grpc = kvtransfer::CreateGrpcKvTransport(
+      {.chunk_bytes = options.kv_chunk_bytes, .n_streams = options.kv_streams,
+       .client = options.peers});
+  if (options.kv_transport == kvtransfer::KvTransportChoice::kGrpc) return grpc;
+  if (links == nullptr) {
+    if (options.kv_transport == kvtransfer::KvTransportChoice::kNccl) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("--kv-transport nccl: ", no_links.message()));
+    }
+    return grpc;
+  }
+  std::unique_ptr<kvtransfer::KvTransport> link =
+      kvtransfer::CreateLinkKvTransport(links, {.client = options.peers});
+  if (options.kv_transport == kvtransfer::KvTransportChoice::kNccl) return link;
+  return kvtransfer::CreateAutoKvTransport(std::move(link), std::move(grpc));
+}
+
 }  // namespace
 
 WorkerServer::WorkerServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -249,6 +274,15 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOp
   w.identity.set_n_ctx(config.n_ctx_train);
   w.identity.set_kv_reserve_ahead_tokens(options.kv_reserve_ahead);
 
+  // NCCL links where the KV cache is on a GPU and NCCL loads (kvtransfer/nccl/).
+  absl::StatusOr<std::unique_ptr<kvtransfer::LinkFactory>> links =
+      kvtransfer::CreateNcclLinkFactory(options.device);
+  if (links.ok()) {
+    w.links = *std::move(links);
+  } else if (options.device.is_cuda()) {
+    BATON_LOG(WARNING) << "KV moves over gRPC only: " << links.status().message();
+  }
+
   Impl* self = &w;
   auto wake = [self] {
     if (self->loop) self->loop->Wake();
@@ -278,7 +312,11 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOp
                                             .role = options.role,
                                             .n_vocab = config.n_vocab},
         load, wake);
-    w.kv_service = kvtransfer::CreateKvTransferService(w.reservations.get());
+    if (w.links != nullptr) {
+      w.link_acceptor = std::make_unique<kvtransfer::LinkAcceptor>(w.links.get());
+    }
+    w.kv_service =
+        kvtransfer::CreateKvTransferService(w.reservations.get(), w.link_acceptor.get());
     services.push_back(w.decode_service.get());
     services.push_back(w.kv_service.get());
     steps.push_back([self] {
@@ -291,9 +329,10 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOp
       // Colocated: the KV goes to this worker's own reservations, without the network.
       w.transport = kvtransfer::CreateInProcessKvTransport(w.reservations.get());
     } else {
-      w.transport = kvtransfer::CreateGrpcKvTransport({.chunk_bytes = options.kv_chunk_bytes,
-                                                       .n_streams = options.kv_streams,
-                                                       .client = options.peers});
+      absl::StatusOr<std::unique_ptr<kvtransfer::KvTransport>> transport =
+          MakeKvTransport(options, w.links.get(), links.status());
+      if (!transport.ok()) return transport.status();
+      w.transport = *std::move(transport);
     }
     w.scheduler = std::make_unique<prefill_worker::PrefillScheduler>(
         w.transformer.get(), w.cache.get(), w.transport.get(),

@@ -15,6 +15,7 @@
 #include "baton/v1/common.pb.h"
 #include "engine/kv_budget.h"
 #include "kernels/device.h"
+#include "kvtransfer/kv_transport.h"
 #include "rpc/server_options.h"
 
 namespace baton::worker {
@@ -59,6 +60,11 @@ struct WorkerOptions {
   int32_t prefix_cache_advertise = 4096;
   int64_t kv_chunk_bytes = 1 << 20;
   int kv_streams = 1;
+  // prefill: how KV travels to decode workers (kvtransfer/kv_transport.h). kAuto: NCCL links to
+  // decode workers on GPUs that take them when this worker's KV is on a GPU too, gRPC otherwise;
+  // kNccl: links only (start-up fails without NCCL). Decode workers on a GPU take links when
+  // NCCL loads, whatever this says.
+  kvtransfer::KvTransportChoice kv_transport = kvtransfer::KvTransportChoice::kAuto;
   std::chrono::milliseconds heartbeat_interval{500};
   // GET /metrics (Prometheus text) and /health over HTTP: >= 0 serves them on this port (0: any
   // free one), -1: not served.

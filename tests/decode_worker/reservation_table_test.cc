@@ -115,6 +115,69 @@ TEST_F(ReservationTableTest, PiecesLandInTheirBlocksByteForByte) {
   cache_->Free(claimed->table);
 }
 
+// KV over a link (kvtransfer/kv_link.h): the receiver hands out its own blocks to be filled.
+TEST_F(ReservationTableTest, FillBlocksHandsOutTheReservationsBlocksAndRecordsThem) {
+  auto r = table_->Reserve("req", "fp", 8, 1, std::chrono::seconds(5));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(table_->BeginPush(Spec(r->reservation_id, 8)).ok());
+  const size_t block_bytes = Spec("", 1).layer_block_bytes();
+  std::vector<std::vector<uint8_t*>> handed(2);
+  for (int layer = 0; layer < 2; ++layer) {
+    ASSERT_TRUE(table_
+                    ->FillBlocks(r->reservation_id, layer, 0, 2,
+                                 [&](std::span<uint8_t* const> blocks, size_t bytes) {
+                                   EXPECT_EQ(bytes, block_bytes);
+                                   for (uint8_t* b : blocks) std::memset(b, 40 + layer, bytes);
+                                   handed[layer].assign(blocks.begin(), blocks.end());
+                                   return absl::OkStatus();
+                                 })
+                    .ok());
+  }
+  ASSERT_TRUE(table_->EndPush(r->reservation_id).ok());
+  absl::StatusOr<ClaimedSequence> claimed = table_->Claim(r->reservation_id, 8);
+  ASSERT_TRUE(claimed.ok()) << claimed.status();
+  for (int layer = 0; layer < 2; ++layer) {
+    for (int b = 0; b < 2; ++b) {
+      auto* block = reinterpret_cast<uint8_t*>(cache_->LayerBlock(layer, claimed->table.blocks[b]));
+      EXPECT_EQ(handed[layer][b], block);
+      EXPECT_EQ(block[block_bytes - 1], 40 + layer);
+    }
+  }
+  cache_->Free(claimed->table);
+}
+
+TEST_F(ReservationTableTest, FillBlocksRefusesAnotherDtypeAndRecordsNothingWhenTheFillFails) {
+  auto r = table_->Reserve("req", "fp", 8, 1, std::chrono::seconds(5));
+  ASSERT_TRUE(r.ok()) << r.status();
+  kvtransfer::KvPushSpec bf16 = Spec(r->reservation_id, 8);
+  bf16.dtype = kvtransfer::KvDtype::kBF16;
+  ASSERT_TRUE(table_->BeginPush(bf16).ok());
+  bool called = false;
+  auto fill = [&](std::span<uint8_t* const>, size_t) {
+    called = true;
+    return absl::OkStatus();
+  };
+  absl::Status wrong_type = table_->FillBlocks(r->reservation_id, 0, 0, 2, fill);
+  EXPECT_EQ(wrong_type.code(), absl::StatusCode::kInvalidArgument) << wrong_type;
+  EXPECT_NE(wrong_type.message().find("bf16"), std::string::npos) << wrong_type;
+  EXPECT_FALSE(called);
+  ASSERT_TRUE(table_->Release(r->reservation_id));
+
+  auto f16 = table_->Reserve("req2", "fp", 8, 1, std::chrono::seconds(5));
+  ASSERT_TRUE(f16.ok());
+  ASSERT_TRUE(table_->BeginPush(Spec(f16->reservation_id, 8)).ok());
+  auto broken = [](std::span<uint8_t* const>, size_t) {
+    return absl::UnavailableError("link broke");
+  };
+  EXPECT_EQ(table_->FillBlocks(f16->reservation_id, 0, 0, 2, broken).code(),
+            absl::StatusCode::kUnavailable);
+  // Nothing was recorded: the same blocks may be filled again, and the push is not complete.
+  EXPECT_TRUE(table_->FillBlocks(f16->reservation_id, 0, 0, 2, fill).ok());
+  EXPECT_EQ(table_->EndPush(f16->reservation_id).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(table_->Release(f16->reservation_id));
+  EXPECT_EQ(cache_->pool().n_free(), 10);
+}
+
 // KV that arrives in another type (a GPU engine's bf16 or f32) lands as the cache's f16.
 TEST_F(ReservationTableTest, KvOfAnotherTypeIsConvertedAsItLands) {
   for (kvtransfer::KvDtype dtype : {kvtransfer::KvDtype::kF32, kvtransfer::KvDtype::kBF16}) {

@@ -1,6 +1,7 @@
 // Test-only KvReceiver: reservations are plain byte arrays laid out like a push ([layer][block]),
 // every call is validated the way the KvReceiver contract asks and recorded. WriteBlocks can be
-// made to stall until released (deadline tests).
+// made to stall until released (deadline tests). FillBlocks (links) writes where WriteBlocks
+// would.
 //
 // Thread-safety: thread-safe; the Wait* helpers block the test thread until a condition holds.
 #ifndef BATON_TESTS_KVTRANSFER_FAKE_RECEIVER_H_
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -112,30 +114,38 @@ class FakeReceiver final : public KvReceiver {
                                +[](bool* stalled) { return !*stalled; }, &stalled_),
                            absl::Seconds(30));
     }
-    auto it = reservations_.find(reservation_id);
-    if (it == reservations_.end()) return absl::NotFoundError(reservation_id);
-    Reservation& r = it->second;
-    if (r.state != State::kReceiving) return absl::FailedPreconditionError("not receiving");
-    const int64_t block_bytes = r.expected.layer_block_bytes();
     int64_t data_bytes = 0;
     for (std::span<const uint8_t> piece : data) data_bytes += static_cast<int64_t>(piece.size());
-    if (n_blocks <= 0 || first_block + n_blocks > r.expected.n_blocks() ||
-        data_bytes != n_blocks * block_bytes) {
-      return absl::InvalidArgumentError("bad block range or size");
-    }
-    for (int32_t i = 0; i < n_blocks; ++i) {
-      const size_t at = r.n_written + i;
-      if (at >= r.order.size() || r.order[at] != std::make_pair(layer, first_block + i)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("out of order: layer ", layer, " block ", first_block + i));
-      }
-    }
-    uint8_t* out = r.bytes.data() + (int64_t{layer} * r.n_blocks + first_block) * block_bytes;
+    absl::StatusOr<uint8_t*> out = CheckWriteLocked(reservation_id, layer, first_block, n_blocks,
+                                                    data_bytes);
+    if (!out.ok()) return out.status();
     for (std::span<const uint8_t> piece : data) {
-      std::memcpy(out, piece.data(), piece.size());
-      out += piece.size();
+      std::memcpy(*out, piece.data(), piece.size());
+      *out += piece.size();
     }
-    r.n_written += n_blocks;
+    reservations_[reservation_id].n_written += n_blocks;
+    return absl::OkStatus();
+  }
+
+  // Checked like WriteBlocks; `fill` runs with the mutex released.
+  absl::Status FillBlocks(const std::string& reservation_id, int32_t layer, int32_t first_block,
+                          int32_t n_blocks, const BlockFill& fill) override {
+    std::vector<uint8_t*> blocks;
+    size_t block_bytes = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      ++counts_.write;
+      auto it = reservations_.find(reservation_id);
+      if (it == reservations_.end()) return absl::NotFoundError(reservation_id);
+      block_bytes = static_cast<size_t>(it->second.expected.layer_block_bytes());
+      absl::StatusOr<uint8_t*> out = CheckWriteLocked(
+          reservation_id, layer, first_block, n_blocks, n_blocks * int64_t(block_bytes));
+      if (!out.ok()) return out.status();
+      for (int32_t i = 0; i < n_blocks; ++i) blocks.push_back(*out + i * block_bytes);
+    }
+    if (absl::Status filled = fill(blocks, block_bytes); !filled.ok()) return filled;
+    absl::MutexLock lock(&mu_);
+    reservations_[reservation_id].n_written += n_blocks;
     return absl::OkStatus();
   }
 
@@ -186,6 +196,29 @@ class FakeReceiver final : public KvReceiver {
   }
 
  private:
+  // Where a chunk's data go, once the write is valid: state, range, size, the push's order.
+  absl::StatusOr<uint8_t*> CheckWriteLocked(const std::string& reservation_id, int32_t layer,
+                                            int32_t first_block, int32_t n_blocks,
+                                            int64_t data_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = reservations_.find(reservation_id);
+    if (it == reservations_.end()) return absl::NotFoundError(reservation_id);
+    Reservation& r = it->second;
+    if (r.state != State::kReceiving) return absl::FailedPreconditionError("not receiving");
+    const int64_t block_bytes = r.expected.layer_block_bytes();
+    if (n_blocks <= 0 || first_block + n_blocks > r.expected.n_blocks() ||
+        data_bytes != n_blocks * block_bytes) {
+      return absl::InvalidArgumentError("bad block range or size");
+    }
+    for (int32_t i = 0; i < n_blocks; ++i) {
+      const size_t at = r.n_written + i;
+      if (at >= r.order.size() || r.order[at] != std::make_pair(layer, first_block + i)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("out of order: layer ", layer, " block ", first_block + i));
+      }
+    }
+    return r.bytes.data() + (int64_t{layer} * r.n_blocks + first_block) * block_bytes;
+  }
+
   template <typename Predicate>
   bool WaitFor(Predicate predicate, absl::Duration timeout) const {
     absl::MutexLock lock(&mu_);

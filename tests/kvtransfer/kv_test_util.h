@@ -84,8 +84,10 @@ class KvData {
 // destruction.
 class TestKvServer {
  public:
-  explicit TestKvServer(const std::string& token = "", int max_message_bytes = 64 << 20) {
-    service_ = CreateKvTransferService(&receiver_);
+  // `links`: where OpenKvLink opens links (must outlive the server); null: none.
+  explicit TestKvServer(const std::string& token = "", int max_message_bytes = 64 << 20,
+                        LinkAcceptor* links = nullptr) {
+    service_ = CreateKvTransferService(&receiver_, links);
     absl::StatusOr<rpc::StartedServer> started = rpc::StartServer(
         {.auth_token = token, .tls = {}, .max_message_bytes = max_message_bytes}, {service_.get()});
     EXPECT_TRUE(started.ok()) << started.status();

@@ -1,0 +1,77 @@
+// CreateAutoKvTransport: per destination, the preferred transport (links) when it can be had,
+// the fallback (gRPC) otherwise, remembering a destination's refusal for a while.
+#include <chrono>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "base/log.h"
+#include "kvtransfer/kv_transport.h"
+
+namespace baton::kvtransfer {
+namespace {
+
+class AutoKvTransport final : public KvTransport {
+ public:
+  AutoKvTransport(std::unique_ptr<KvTransport> preferred, std::unique_ptr<KvTransport> fallback,
+                  const AutoKvTransportOptions& options)
+      : preferred_(std::move(preferred)), fallback_(std::move(fallback)), options_(options) {}
+
+  std::string_view name() const override { return "auto"; }
+
+  absl::StatusOr<std::unique_ptr<KvPush>> StartPush(
+      const std::string& destination, const KvPushSpec& spec,
+      std::chrono::system_clock::time_point deadline) override {
+    if (PreferredRefused(destination)) return fallback_->StartPush(destination, spec, deadline);
+    absl::StatusOr<std::unique_ptr<KvPush>> push =
+        preferred_->StartPush(destination, spec, deadline);
+    if (push.ok() || absl::IsInvalidArgument(push.status())) return push;
+    BATON_LOG(WARNING) << "KV to " << destination << " goes over " << fallback_->name()
+                       << " for the next " << options_.recheck_after.count() << " ms: "
+                       << push.status().message();
+    {
+      absl::MutexLock lock(&mu_);
+      refused_until_[destination] = std::chrono::steady_clock::now() + options_.recheck_after;
+    }
+    return fallback_->StartPush(destination, spec, deadline);
+  }
+
+ private:
+  bool PreferredRefused(const std::string& destination) {
+    absl::MutexLock lock(&mu_);
+    auto it = refused_until_.find(destination);
+    if (it == refused_until_.end()) return false;
+    if (std::chrono::steady_clock::now() < it->second) return true;
+    refused_until_.erase(it);
+    return false;
+  }
+
+  const std::unique_ptr<KvTransport> preferred_;
+  const std::unique_ptr<KvTransport> fallback_;
+  const AutoKvTransportOptions options_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::chrono::steady_clock::time_point> refused_until_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+absl::StatusOr<KvTransportChoice> ParseKvTransportChoice(std::string_view name) {
+  if (name == "auto") return KvTransportChoice::kAuto;
+  if (name == "grpc") return KvTransportChoice::kGrpc;
+  if (name == "nccl") return KvTransportChoice::kNccl;
+  return absl::InvalidArgumentError(
+      absl::StrCat("KV transport '", std::string(name), "' is not one of auto, grpc, nccl"));
+}
+
+std::unique_ptr<KvTransport> CreateAutoKvTransport(std::unique_ptr<KvTransport> preferred,
+                                                   std::unique_ptr<KvTransport> fallback,
+                                                   const AutoKvTransportOptions& options) {
+  return std::make_unique<AutoKvTransport>(std::move(preferred), std::move(fallback), options);
+}
+
+}  // namespace baton::kvtransfer

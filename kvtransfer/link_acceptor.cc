@@ -1,0 +1,83 @@
+#include "kvtransfer/link_acceptor.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace baton::kvtransfer {
+namespace {
+
+// The largest bootstrap accepted: an NCCL unique id is 128 bytes.
+constexpr size_t kMaxBootstrapBytes = 4096;
+
+}  // namespace
+
+LinkAcceptor::LinkAcceptor(LinkFactory* factory, int32_t max_links)
+    : factory_(*factory), max_links_(max_links) {}
+
+absl::Status LinkAcceptor::Open(const v1::OpenKvLinkRequest& request, absl::Time deadline) {
+  if (absl::Status bad = ValidateLinkId(request.link_id()); !bad.ok()) return bad;
+  if (request.kind() != factory_.kind()) {
+    return absl::UnimplementedError(absl::StrCat("this worker takes links of kind '",
+                                                 std::string(factory_.kind()), "' only, not '",
+                                                 request.kind(), "'"));
+  }
+  if (request.bootstrap().size() > kMaxBootstrapBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("bootstrap of ", request.bootstrap().size(),
+                                                   " bytes; at most ", kMaxBootstrapBytes));
+  }
+  absl::StatusOr<std::unique_ptr<LinkEndpoint>> endpoint = factory_.Accept(request.bootstrap());
+  if (!endpoint.ok()) return endpoint.status();
+  if (absl::Status connected = (*endpoint)->AwaitConnected(deadline); !connected.ok()) {
+    return connected;  // the endpoint aborts as it goes
+  }
+  auto link = std::make_shared<LinkReceiver>(request.link_id(), *std::move(endpoint));
+  std::shared_ptr<LinkReceiver> replaced;
+  {
+    absl::MutexLock lock(&mu_);
+    Entry& entry = links_[request.link_id()];
+    replaced = std::move(entry.link);
+    entry = {.link = std::move(link), .last_used = ++uses_};
+    EvictLocked();
+  }
+  if (replaced != nullptr) replaced->Break(absl::AbortedError("a new link took its id"));
+  return absl::OkStatus();
+}
+
+void LinkAcceptor::EvictLocked() {
+  for (auto it = links_.begin(); it != links_.end();) {
+    if (it->second.link->broken()) {
+      links_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  while (static_cast<int32_t>(links_.size()) > max_links_) {
+    auto oldest = links_.begin();
+    for (auto it = links_.begin(); it != links_.end(); ++it) {
+      if (it->second.last_used < oldest->second.last_used) oldest = it;
+    }
+    oldest->second.link->Break(
+        absl::ResourceExhaustedError("evicted: the receiver keeps its most recently used links"));
+    links_.erase(oldest);
+  }
+}
+
+absl::StatusOr<std::shared_ptr<LinkReceiver>> LinkAcceptor::Find(const std::string& link_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = links_.find(link_id);
+  if (it == links_.end() || it->second.link->broken()) {
+    if (it != links_.end()) links_.erase(it);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no link '", link_id, "' here (never opened, broken or evicted): open a new one"));
+  }
+  it->second.last_used = ++uses_;
+  return it->second.link;
+}
+
+size_t LinkAcceptor::size() const {
+  absl::MutexLock lock(&mu_);
+  return links_.size();
+}
+
+}  // namespace baton::kvtransfer
