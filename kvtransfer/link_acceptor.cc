@@ -77,7 +77,9 @@ absl::StatusOr<std::shared_ptr<LinkReceiver>> LinkAcceptor::Find(const std::stri
 
 size_t LinkAcceptor::size() const {
   absl::MutexLock lock(&mu_);
-  return links_.size();
+  size_t live = 0;
+  for (const auto& [id, entry] : links_) live += !entry.link->broken();
+  return live;
 }
 
 }  // namespace baton::kvtransfer

@@ -40,7 +40,7 @@ class LinkAcceptor {
   // broken, or evicted): the sender must open a new one.
   absl::StatusOr<std::shared_ptr<LinkReceiver>> Find(const std::string& link_id);
 
-  // Links kept (broken ones not yet noticed included).
+  // Links kept that are not broken.
   size_t size() const;
 
  private:

@@ -178,6 +178,30 @@ TEST(LinkKvTransportTest, AReceiverSideFailureBreaksTheLinkAndTheNextPushOpensAN
   EXPECT_EQ(pair.links.offers(), 2);
 }
 
+TEST(LinkKvTransportTest, AReceiverThatGoesAwayMidPushFailsThePushAndBreaksTheLink) {
+  HostLinkFactory links;
+  LinkAcceptor acceptor(&links);
+  auto server = std::make_unique<TestKvServer>("", 64 << 20, &acceptor);
+  const std::string address = server->address();
+  const KvPushSpec spec = MakeSpec("orphan", 4, 50);
+  const KvData data(spec, 12);
+  server->receiver().Reserve(spec, 4);
+  auto transport = CreateLinkKvTransport(&links, {});
+  auto push = transport->StartPush(address, spec, In(20000ms));
+  ASSERT_TRUE(push.ok()) << push.status();
+  ASSERT_TRUE((*push)->SendLayer(0, data.Layer(0)).ok());
+  ASSERT_TRUE(server->receiver().WaitForWrites(1));
+  server.reset();  // the decode worker is gone: its calls are cancelled
+  for (int32_t layer = 1; layer < 4; ++layer) (void)(*push)->SendLayer(layer, data.Layer(layer));
+  absl::StatusOr<KvPushStats> finished = (*push)->Finish();
+  EXPECT_FALSE(finished.ok());
+  bool released = false;
+  (*push)->WhenBlocksReleased([&] { released = true; });
+  push->reset();
+  EXPECT_TRUE(released);  // nothing reads the sender's blocks any more
+  EXPECT_EQ(acceptor.size(), 0u);  // the receiver's end broke with its push
+}
+
 TEST(LinkKvTransportTest, AReceiverWithoutLinksRefusesAndAutoFallsBackToGrpc) {
   TestKvServer server;  // takes no links
   HostLinkFactory links;
