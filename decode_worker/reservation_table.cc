@@ -39,7 +39,12 @@ const ReceiveMetrics& Metrics() {
 }  // namespace
 
 ReservationTable::ReservationTable(engine::KvCache* cache, ReservationTableOptions options)
-    : cache_(*cache), options_(std::move(options)) {
+    : cache_(*cache),
+      options_(std::move(options)),
+      staging_(cache->backend().host_memory()
+                   ? nullptr
+                   : std::make_unique<kernels::HostBufferPool>(
+                         cache->backend(), options_.host_staging_idle_bytes)) {
   Metrics();  // exported from the start, at 0
 }
 
@@ -294,8 +299,7 @@ absl::Status ReservationTable::WriteBlocks(const std::string& reservation_id, in
   for (std::span<const uint8_t> piece : data) data_bytes += static_cast<int64_t>(piece.size());
   return WriteChunk(reservation_id, layer, first_block, n_blocks, data_bytes,
                     [&](const std::vector<uint8_t*>& blocks, kvtransfer::KvDtype from) {
-                      WriteIntoBlocks(data, from, blocks);
-                      return absl::OkStatus();
+                      return WriteIntoBlocks(data, from, blocks);
                     });
 }
 
@@ -348,27 +352,30 @@ absl::Status ReservationTable::WriteChunk(const std::string& reservation_id, int
       });
 }
 
-void ReservationTable::WriteIntoBlocks(const kvtransfer::KvBytePieces& data,
-                                       kvtransfer::KvDtype from,
-                                       const std::vector<uint8_t*>& blocks) {
+absl::Status ReservationTable::WriteIntoBlocks(const kvtransfer::KvBytePieces& data,
+                                               kvtransfer::KvDtype from,
+                                               const std::vector<uint8_t*>& blocks) {
   const int64_t elements = cache_.layer_block_elements();
   kernels::Backend& backend = cache_.backend();
-  if (backend.host_memory()) {
+  if (staging_ == nullptr) {
     kvtransfer::ConvertPiecesToBlocks(data, from, blocks, kCacheDtype, elements);
-    return;
+    return absl::OkStatus();
   }
-  // Blocks in a device's memory: convert on the host, then copy them in beside the decode steps
-  // (no sequence uses a reservation's blocks before it is claimed).
+  // Blocks in a device's memory: convert into page-locked host memory, then copy them in beside
+  // the decode steps (no sequence uses a reservation's blocks before it is claimed).
   const size_t block_bytes = static_cast<size_t>(elements) * sizeof(uint16_t);
-  std::vector<uint8_t> staged(blocks.size() * block_bytes);
+  absl::StatusOr<kernels::HostBuffer> staged = staging_->Take(blocks.size() * block_bytes);
+  if (!staged.ok()) return staged.status();
   std::vector<uint8_t*> staged_blocks(blocks.size());
   std::vector<kernels::HostCopy> copies(blocks.size());
   for (size_t i = 0; i < blocks.size(); ++i) {
-    staged_blocks[i] = staged.data() + i * block_bytes;
+    staged_blocks[i] = static_cast<uint8_t*>(staged->data) + i * block_bytes;
     copies[i] = {blocks[i], staged_blocks[i], block_bytes};
   }
   kvtransfer::ConvertPiecesToBlocks(data, from, staged_blocks, kCacheDtype, elements);
-  backend.CopyToDeviceUnordered(copies);
+  backend.CopyToDeviceUnordered(copies);  // complete on return: the buffer may go back
+  staging_->Return(*staged);
+  return absl::OkStatus();
 }
 
 absl::Status ReservationTable::CopyOutsideLock(const std::string& reservation_id,

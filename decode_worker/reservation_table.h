@@ -32,6 +32,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -44,6 +45,7 @@
 #include "engine/kv_budget.h"
 #include "engine/kv_cache.h"
 #include "engine/prefix_cache.h"
+#include "kernels/host_buffer_pool.h"
 #include "kvtransfer/kv_dtype.h"
 #include "kvtransfer/kv_receiver.h"
 
@@ -63,6 +65,8 @@ struct ReservationTableOptions {
   const Clock* clock = &Clock::Real();
   // The KV cache's prefix cache; null: none. Must outlive the table.
   engine::PrefixCache* prefix_cache = nullptr;
+  // Idle page-locked host buffers kept for KV on its way into a device's memory.
+  size_t host_staging_idle_bytes = size_t{256} << 20;
 };
 
 struct ReserveResult {
@@ -166,8 +170,9 @@ class ReservationTable : public kvtransfer::KvReceiver {
                           int32_t n_blocks, int64_t data_bytes, const ChunkWrite& write)
       ABSL_LOCKS_EXCLUDED(mu_);
   // A chunk's data (in dtype `from`) into `blocks` (this cache's, in its dtype): straight in when
-  // the backend's memory is the host's, through a host buffer and CopyToDevice otherwise.
-  void WriteIntoBlocks(const kvtransfer::KvBytePieces& data, kvtransfer::KvDtype from,
+  // the backend's memory is the host's, through a page-locked host buffer and
+  // CopyToDeviceUnordered otherwise (RESOURCE_EXHAUSTED when no such buffer can be had).
+  absl::Status WriteIntoBlocks(const kvtransfer::KvBytePieces& data, kvtransfer::KvDtype from,
                        const std::vector<uint8_t*>& blocks);
   // Runs `copy` (into the reservation's blocks) with mu_ released, then, unless the reservation
   // was freed meanwhile (ABORTED) or the copy failed (its error), records the write with
@@ -179,6 +184,8 @@ class ReservationTable : public kvtransfer::KvReceiver {
 
   engine::KvCache& cache_;
   const ReservationTableOptions options_;
+  // Host buffers for KV on its way into a device's memory; null when the cache is the host's.
+  const std::unique_ptr<kernels::HostBufferPool> staging_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Reservation> reservations_ ABSL_GUARDED_BY(mu_);
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;

@@ -1,8 +1,6 @@
 #include "prefill_worker/host_staging.h"
 
 #include <algorithm>
-#include <bit>
-#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -12,8 +10,6 @@
 namespace baton::prefill_worker {
 namespace {
 
-// Buffers come in powers of two from 64 KiB, so that pushes of similar lengths reuse them.
-constexpr size_t kMinBufferBytes = size_t{64} << 10;
 // How long a StagedLayer that goes waits for a copy still running.
 constexpr absl::Duration kCopyGrace = absl::Minutes(1);
 
@@ -26,7 +22,7 @@ StagedLayer::~StagedLayer() {
     BATON_LOG(ERROR) << landed.message() << ": its host buffer is not reused";
     return;
   }
-  pool_->Return({buffer_, capacity_});
+  pool_->buffers_.Return({buffer_, capacity_});
 }
 
 kvtransfer::BlocksReady StagedLayer::ready() const {
@@ -36,59 +32,12 @@ kvtransfer::BlocksReady StagedLayer::ready() const {
 }
 
 HostStagingPool::HostStagingPool(kernels::Backend& backend, size_t max_idle_bytes)
-    : backend_(backend), max_idle_bytes_(max_idle_bytes) {}
-
-HostStagingPool::~HostStagingPool() {
-  absl::MutexLock lock(&mu_);
-  for (const Buffer& buffer : idle_) backend_.FreeHost(buffer.data);
-}
-
-size_t HostStagingPool::idle_bytes() const {
-  absl::MutexLock lock(&mu_);
-  return idle_bytes_;
-}
-
-absl::StatusOr<HostStagingPool::Buffer> HostStagingPool::Take(size_t bytes) {
-  {
-    absl::MutexLock lock(&mu_);
-    // The smallest idle buffer that fits.
-    auto best = idle_.end();
-    for (auto it = idle_.begin(); it != idle_.end(); ++it) {
-      if (it->capacity >= bytes && (best == idle_.end() || it->capacity < best->capacity)) {
-        best = it;
-      }
-    }
-    if (best != idle_.end()) {
-      const Buffer buffer = *best;
-      idle_.erase(best);
-      idle_bytes_ -= buffer.capacity;
-      return buffer;
-    }
-  }
-  if (bytes > std::numeric_limits<size_t>::max() / 2) {
-    return absl::ResourceExhaustedError(absl::StrCat("no host buffer of ", bytes, " bytes"));
-  }
-  const size_t capacity = std::bit_ceil(std::max(bytes, kMinBufferBytes));
-  absl::StatusOr<void*> data = backend_.AllocateHost(capacity);
-  if (!data.ok()) return data.status();
-  return Buffer{*data, capacity};
-}
-
-void HostStagingPool::Return(Buffer buffer) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (idle_bytes_ + buffer.capacity <= max_idle_bytes_) {
-      idle_.push_back(buffer);
-      idle_bytes_ += buffer.capacity;
-      return;
-    }
-  }
-  backend_.FreeHost(buffer.data);
-}
+    : backend_(backend), buffers_(backend, max_idle_bytes) {}
 
 absl::StatusOr<std::unique_ptr<StagedLayer>> HostStagingPool::Stage(
     std::span<const uint8_t* const> device_blocks, size_t block_bytes) {
-  absl::StatusOr<Buffer> buffer = Take(std::max<size_t>(device_blocks.size() * block_bytes, 1));
+  absl::StatusOr<kernels::HostBuffer> buffer =
+      buffers_.Take(std::max<size_t>(device_blocks.size() * block_bytes, 1));
   if (!buffer.ok()) return buffer.status();
   std::unique_ptr<StagedLayer> staged(new StagedLayer(this, buffer->data, buffer->capacity));
   std::vector<kernels::HostCopy> copies;

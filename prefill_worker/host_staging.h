@@ -3,9 +3,8 @@
 // stream while the next layer computes (Backend::CopyToHostAsync); the push waits for the copy
 // before it reads them (KvPush::SendLayer's `ready`). The compute thread never waits.
 //
-// Host buffers are recycled: a StagedLayer's buffer goes back to the pool when it is destroyed
-// (after its copy has landed), and the pool keeps up to `max_idle_bytes` of idle buffers, since
-// page-locking fresh memory costs far more than the copy.
+// Host buffers are recycled (kernels/host_buffer_pool.h): a StagedLayer's buffer goes back to
+// the pool when it is destroyed, after its copy has landed.
 //
 // Thread-safety: HostStagingPool is thread-safe; Stage is called from the thread that queues
 // the backend's operations. A StagedLayer belongs to one push; its `ready` may run on any thread.
@@ -18,10 +17,9 @@
 #include <span>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "kernels/backend.h"
+#include "kernels/host_buffer_pool.h"
 #include "kernels/host_copy.h"
 #include "kvtransfer/kv_transport.h"
 
@@ -62,7 +60,7 @@ class HostStagingPool {
   HostStagingPool(kernels::Backend& backend, size_t max_idle_bytes);
   HostStagingPool(const HostStagingPool&) = delete;
   HostStagingPool& operator=(const HostStagingPool&) = delete;
-  ~HostStagingPool();  // every StagedLayer must be gone
+  ~HostStagingPool() = default;  // every StagedLayer must be gone
 
   // Queues copies of `device_blocks` (`block_bytes` each, in the backend's memory) into one host
   // buffer, behind the backend's operations queued so far. RESOURCE_EXHAUSTED when no host
@@ -71,22 +69,13 @@ class HostStagingPool {
       std::span<const uint8_t* const> device_blocks, size_t block_bytes);
 
   // Bytes of idle buffers kept.
-  size_t idle_bytes() const;
+  size_t idle_bytes() const { return buffers_.idle_bytes(); }
 
  private:
   friend class StagedLayer;
-  struct Buffer {
-    void* data = nullptr;
-    size_t capacity = 0;
-  };
-  absl::StatusOr<Buffer> Take(size_t bytes);
-  void Return(Buffer buffer);
 
   kernels::Backend& backend_;
-  const size_t max_idle_bytes_;
-  mutable absl::Mutex mu_;
-  std::vector<Buffer> idle_ ABSL_GUARDED_BY(mu_);
-  size_t idle_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  kernels::HostBufferPool buffers_;
 };
 
 }  // namespace baton::prefill_worker

@@ -28,6 +28,8 @@ class OwnMemoryBackend final : public kernels::Backend {
  public:
   explicit OwnMemoryBackend(std::unique_ptr<kernels::Backend> inner) : inner_(std::move(inner)) {}
 
+  // Host buffers allocated (AllocateHost) so far.
+  int host_allocations() const { return host_allocations_; }
   // Bytes moved by CopyToHost and CopyToDevice so far (any thread).
   size_t bytes_to_host() const { return bytes_to_host_; }
   size_t bytes_to_device() const { return bytes_to_device_; }
@@ -41,6 +43,11 @@ class OwnMemoryBackend final : public kernels::Backend {
   bool host_memory() const override { return false; }
   absl::StatusOr<void*> Allocate(size_t bytes) override { return inner_->Allocate(bytes); }
   void Free(void* pointer) override { inner_->Free(pointer); }
+  absl::StatusOr<void*> AllocateHost(size_t bytes) override {
+    ++host_allocations_;
+    return inner_->AllocateHost(bytes);
+  }
+  void FreeHost(void* pointer) override { inner_->FreeHost(pointer); }
   void CopyToDevice(void* dst, const void* src, size_t bytes) override {
     bytes_to_device_ += bytes;
     inner_->CopyToDevice(dst, src, bytes);
@@ -130,6 +137,7 @@ class OwnMemoryBackend final : public kernels::Backend {
   absl::Status copy_failure_;
   std::atomic<size_t> bytes_to_host_ = 0;
   std::atomic<size_t> bytes_to_device_ = 0;
+  std::atomic<int> host_allocations_ = 0;
 };
 
 }  // namespace baton::test_support
