@@ -95,8 +95,7 @@ absl::StatusOr<std::unique_ptr<TransferEnds>> MakeTransferEnds(const engine::Mod
                              .max_context = max_prompt + 1});
   absl::StatusOr<std::unique_ptr<kvtransfer::LinkFactory>> links =
       kvtransfer::CreateNcclLinkFactory(*device);
-  if (*choice == kvtransfer::KvTransportChoice::kNccl && !links.ok()) return links.status();
-  if (*choice != kvtransfer::KvTransportChoice::kGrpc && links.ok()) {
+  if (links.ok()) {
     ends->links = *std::move(links);
     ends->acceptor = std::make_unique<kvtransfer::LinkAcceptor>(ends->links.get());
   }
@@ -105,16 +104,12 @@ absl::StatusOr<std::unique_ptr<TransferEnds>> MakeTransferEnds(const engine::Mod
       rpc::StartServer({.host = "127.0.0.1", .port = 0}, {ends->service.get()});
   if (!server.ok()) return server.status();
   ends->server = *std::move(server);
-  std::unique_ptr<kvtransfer::KvTransport> grpc = kvtransfer::CreateGrpcKvTransport(
-      {.chunk_bytes = o.kv_chunk_bytes, .n_streams = o.kv_streams});
-  if (ends->links == nullptr) {
-    ends->transport = std::move(grpc);
-  } else if (*choice == kvtransfer::KvTransportChoice::kNccl) {
-    ends->transport = kvtransfer::CreateLinkKvTransport(ends->links.get(), {});
-  } else {
-    ends->transport = kvtransfer::CreateAutoKvTransport(
-        kvtransfer::CreateLinkKvTransport(ends->links.get(), {}), std::move(grpc));
-  }
+  absl::StatusOr<std::unique_ptr<kvtransfer::KvTransport>> transport =
+      kvtransfer::CreateChosenKvTransport(
+          *choice, {.chunk_bytes = o.kv_chunk_bytes, .n_streams = o.kv_streams},
+          ends->links.get(), links.status());
+  if (!transport.ok()) return transport.status();
+  ends->transport = *std::move(transport);
   return ends;
 }
 

@@ -2,7 +2,7 @@
 // forward pass computes the next layer. One interface, several transports: gRPC (the default,
 // between processes), links (the blocks device to device over NCCL, the control on gRPC:
 // kv_link.h), in-process (tests, and a worker pushing to itself), and the choice among them per
-// destination (kv_transport_choice.h).
+// destination (CreateAutoKvTransport).
 //
 // The blocks a push sends are read where they lie, off the caller's thread, and the network may
 // hold views of them for a while after the push is over (gRPC keeps a message's slices until
@@ -139,6 +139,14 @@ struct AutoKvTransportOptions {
 std::unique_ptr<KvTransport> CreateAutoKvTransport(std::unique_ptr<KvTransport> preferred,
                                                    std::unique_ptr<KvTransport> fallback,
                                                    const AutoKvTransportOptions& options = {});
+
+// The transport for `choice`: gRPC (kGrpc, and kAuto without links), links of `links` (kNccl),
+// or CreateAutoKvTransport of the two (kAuto). `links` null: this worker has none, for the
+// reason `no_links`; kNccl then fails with FAILED_PRECONDITION saying it. `links` must outlive
+// the transport.
+absl::StatusOr<std::unique_ptr<KvTransport>> CreateChosenKvTransport(
+    KvTransportChoice choice, const GrpcKvTransportOptions& grpc_options, LinkFactory* links,
+    const absl::Status& no_links);
 
 // Writes straight into `receiver` (which must outlive the transport), synchronously.
 std::unique_ptr<KvTransport> CreateInProcessKvTransport(KvReceiver* receiver);

@@ -201,27 +201,6 @@ absl::StatusOr<decode_worker::SpeculationOptions> MakeSpeculation(const Speculat
   return speculation;
 }
 
-// The transport a prefill worker pushes KV over (WorkerOptions::kv_transport); `links` null
-// (for the reason `no_links`) when this worker has no NCCL links.
-absl::StatusOr<std::unique_ptr<kvtransfer::KvTransport>> MakeKvTransport(
-    const WorkerOptions& options, kvtransfer::LinkFactory* links, const absl::Status& no_links) {
-  std::unique_ptr<kvtransfer::KvTransport> grpc = kvtransfer::CreateGrpcKvTransport(
-      {.chunk_bytes = options.kv_chunk_bytes, .n_streams = options.kv_streams,
-       .client = options.peers});
-  if (options.kv_transport == kvtransfer::KvTransportChoice::kGrpc) return grpc;
-  if (links == nullptr) {
-    if (options.kv_transport == kvtransfer::KvTransportChoice::kNccl) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("--kv-transport nccl: ", no_links.message()));
-    }
-    return grpc;
-  }
-  std::unique_ptr<kvtransfer::KvTransport> link =
-      kvtransfer::CreateLinkKvTransport(links, {.client = options.peers});
-  if (options.kv_transport == kvtransfer::KvTransportChoice::kNccl) return link;
-  return kvtransfer::CreateAutoKvTransport(std::move(link), std::move(grpc));
-}
-
 }  // namespace
 
 WorkerServer::WorkerServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -330,7 +309,11 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOp
       w.transport = kvtransfer::CreateInProcessKvTransport(w.reservations.get());
     } else {
       absl::StatusOr<std::unique_ptr<kvtransfer::KvTransport>> transport =
-          MakeKvTransport(options, w.links.get(), links.status());
+          kvtransfer::CreateChosenKvTransport(options.kv_transport,
+                                              {.chunk_bytes = options.kv_chunk_bytes,
+                                               .n_streams = options.kv_streams,
+                                               .client = options.peers},
+                                              w.links.get(), links.status());
       if (!transport.ok()) return transport.status();
       w.transport = *std::move(transport);
     }

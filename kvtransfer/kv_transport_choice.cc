@@ -1,5 +1,6 @@
-// CreateAutoKvTransport: per destination, the preferred transport (links) when it can be had,
-// the fallback (gRPC) otherwise, remembering a destination's refusal for a while.
+// The choice of transport (--kv-transport): its parsing, the transport it makes, and
+// CreateAutoKvTransport, which picks per destination the preferred transport (links) when it
+// can be had and the fallback (gRPC) otherwise, remembering a destination's refusal a while.
 #include <chrono>
 #include <memory>
 #include <string>
@@ -72,6 +73,23 @@ std::unique_ptr<KvTransport> CreateAutoKvTransport(std::unique_ptr<KvTransport> 
                                                    std::unique_ptr<KvTransport> fallback,
                                                    const AutoKvTransportOptions& options) {
   return std::make_unique<AutoKvTransport>(std::move(preferred), std::move(fallback), options);
+}
+
+absl::StatusOr<std::unique_ptr<KvTransport>> CreateChosenKvTransport(
+    KvTransportChoice choice, const GrpcKvTransportOptions& grpc_options, LinkFactory* links,
+    const absl::Status& no_links) {
+  std::unique_ptr<KvTransport> grpc = CreateGrpcKvTransport(grpc_options);
+  if (choice == KvTransportChoice::kGrpc) return grpc;
+  if (links == nullptr) {
+    if (choice == KvTransportChoice::kNccl) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("KV transport nccl: ", no_links.message()));
+    }
+    return grpc;
+  }
+  std::unique_ptr<KvTransport> link = CreateLinkKvTransport(links, {.client = grpc_options.client});
+  if (choice == KvTransportChoice::kNccl) return link;
+  return CreateAutoKvTransport(std::move(link), std::move(grpc));
 }
 
 }  // namespace baton::kvtransfer
