@@ -109,8 +109,14 @@ void GrpcPushStream::OnWriteDone(bool ok) {
 }
 
 void GrpcPushStream::OnReadDone(bool ok) {
-  if (!ok) return;  // no response: the status says why
-  response_error_ = DecodeProtoMessage(response_buffer_, "KvPushResponse", &response_);
+  // ok: the response. Not ok: the call ended without one (the status says why).
+  if (ok) response_error_ = DecodeProtoMessage(response_buffer_, "KvPushResponse", &response_);
+  // Either way the receiver has ended the call (it answers as it ends it): write nothing more,
+  // and let the call end now, so that its outcome reaches the owner without waiting for Close.
+  absl::MutexLock lock(&mu_);
+  broken_ = true;
+  while (queue_.size() > (writing_ ? 1u : 0u)) queue_.pop_back();
+  ReleaseHoldLocked();
 }
 
 void GrpcPushStream::OnDone(const grpc::Status& status) {

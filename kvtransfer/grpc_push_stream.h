@@ -4,8 +4,10 @@
 // copy); the receiver's answer is one KvPushResponse.
 //
 // Lifetime: the owner (GrpcKvPush) creates the stream, calls Start, Enqueue..., then Close or
-// Cancel (at least one of them: until then a hold keeps the call open), and destroys the stream
-// only after `on_done` ran. `on_done` is the last thing the stream does.
+// Cancel (at least one of them: until then, or until the receiver ends the call, a hold keeps
+// the call open), and destroys the stream only after `on_done` ran. `on_done` is the last thing
+// the stream does. A receiver that ends the call early (it failed the push) ends it at once:
+// `on_done` then comes without waiting for Close, and later messages are dropped.
 //
 // Thread-safety: Enqueue, Close, Cancel and queued() may be called from any thread, concurrently
 // with the reactions; `on_done` and `on_written` run on gRPC threads, outside the stream's lock.

@@ -42,12 +42,14 @@ class LinkEndpoint {
   virtual absl::Status PostSend(std::span<const uint8_t* const> blocks, size_t block_bytes) = 0;
   virtual absl::Status PostReceive(std::span<uint8_t* const> blocks, size_t block_bytes) = 0;
 
-  // True when every transfer posted so far is complete, false while some still run, or the
-  // error that broke the link.
+  // True when every transfer posted so far is complete at this end, false while some still
+  // run, or the error that broke the link. A send may complete before the peer has posted its
+  // receive (NCCL buffers small ones), so a completed send does not mean the peer received it.
   virtual absl::StatusOr<bool> Idle() = 0;
 
   // Breaks the link for good: transfers in flight are abandoned (their blocks are no longer
-  // read or written once Abort returns), later posts fail. Idempotent.
+  // read or written once Abort returns, also when it returns to a second caller while a first
+  // one's abort is under way), later posts fail. Idempotent.
   virtual void Abort() = 0;
 };
 

@@ -114,7 +114,7 @@ std::unique_ptr<KvTransport> CreateGrpcKvTransport(const GrpcKvTransportOptions&
 struct LinkKvTransportOptions {
   rpc::ClientOptions client;  // token, TLS (the control path: OpenKvLink and PushKv)
   // Opening a link (OpenKvLink and the two ends connecting) takes at most this long.
-  std::chrono::milliseconds connect_timeout{60000};
+  std::chrono::milliseconds connect_timeout{20000};
 };
 
 // Pushes whose blocks travel over links of `factory`'s kind (kv_link.h; NCCL between GPUs): one

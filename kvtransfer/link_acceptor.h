@@ -1,9 +1,10 @@
 // A receiver's links (kv_link.h), by the ids their senders gave them: OpenKvLink makes one, a
 // push that names it (KvPushHeader.link_id) finds it.
 //
-// At most `max_links` are kept: opening one more breaks and forgets the least recently used
-// (a sender that restarted leaves its old link behind), and broken links are forgotten as soon
-// as they are noticed.
+// A link holds resources at both ends (an NCCL communicator: device buffers, a proxy thread), and
+// a sender that restarted or gave up leaves its end behind. So at most `max_links` are kept
+// (opening one more breaks and forgets the least recently used), a link unused for
+// `idle_timeout` is broken and forgotten, and so is a broken one, as soon as Open or Find notices.
 //
 // Thread-safety: thread-safe.
 #ifndef BATON_KVTRANSFER_LINK_ACCEPTOR_H_
@@ -12,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -28,7 +30,8 @@ namespace baton::kvtransfer {
 class LinkAcceptor {
  public:
   // Links of `factory`'s kind (which must outlive the acceptor).
-  explicit LinkAcceptor(LinkFactory* factory, int32_t max_links = 64);
+  explicit LinkAcceptor(LinkFactory* factory, int32_t max_links = 16,
+                        absl::Duration idle_timeout = absl::Minutes(10));
 
   // OpenKvLink: accepts the link and waits (at most until `deadline`) until both ends are
   // connected, then keeps it under its id (breaking a link of the same id). INVALID_ARGUMENT
@@ -44,14 +47,18 @@ class LinkAcceptor {
   size_t size() const;
 
  private:
-  void EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes the broken, idle and least recently used links beyond max_links out of the map; the
+  // caller breaks them once the mutex is released (an abort may take a while).
+  std::vector<std::shared_ptr<LinkReceiver>> EvictLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   struct Entry {
     std::shared_ptr<LinkReceiver> link;
     uint64_t last_used = 0;  // a counter: larger is more recent
+    absl::Time last_used_at;
   };
   LinkFactory& factory_;
   const int32_t max_links_;
+  const absl::Duration idle_timeout_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Entry> links_ ABSL_GUARDED_BY(mu_);
   uint64_t uses_ ABSL_GUARDED_BY(mu_) = 0;

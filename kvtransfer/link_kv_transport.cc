@@ -64,12 +64,12 @@ class LinkKvPush final : public KvPush {
 
   ~LinkKvPush() override {
     if (!finished_) Cancel();
-    absl::MutexLock lock(&mu_);
-    mu_.Await(absl::Condition(
-        +[](LinkKvPush* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-          return self->pending_ == 0 && self->stream_done_;
-        },
-        this));
+    if (AwaitOver(absl::FromChrono(deadline_) + kFinishGrace)) return;
+    // Past the deadline and its grace: only when the link or gRPC is stuck. Breaking the link
+    // ends the transfers (the one in flight gives up at once, the queued ones fail).
+    stream_->Cancel();
+    link_->Break(absl::DeadlineExceededError(Where() + " did not end in time"));
+    AwaitOver(absl::InfiniteFuture());
   }
 
   std::string_view transport_name() const override { return kind_; }
@@ -124,8 +124,10 @@ class LinkKvPush final : public KvPush {
     mu_.AwaitWithDeadline(absl::Condition(this, &LinkKvPush::TransfersOverLocked), until);
     if (pending_ == 0 && failure_.ok()) CloseLocked();
     if (!mu_.AwaitWithDeadline(absl::Condition(&stream_done_), until)) {
-      stream_->Cancel();  // the call carries the deadline: only when gRPC itself is stuck
+      // The call carries the deadline: only when gRPC itself is stuck. The announcements it
+      // drops may leave the ends out of step; the destructor breaks the link.
       if (failure_.ok()) failure_ = absl::DeadlineExceededError(Where() + ": no answer in time");
+      return failure_;
     }
     if (!failure_.ok()) return failure_;
     if (!complete_) {
@@ -184,7 +186,7 @@ class LinkKvPush final : public KvPush {
 
   bool StreamLost() {
     absl::MutexLock lock(&mu_);
-    return stream_done_ && !complete_;
+    return call_over_ && !complete_;
   }
 
   // Stops the push: transfers not yet posted are skipped, and the stream half-closes once none
@@ -197,7 +199,7 @@ class LinkKvPush final : public KvPush {
   }
 
   void CloseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (closed_) return;
+    if (closed_ || call_over_) return;
     closed_ = true;
     stream_->Close();
   }
@@ -221,13 +223,37 @@ class LinkKvPush final : public KvPush {
     if (release) release();
   }
 
+  // A stream that fails while the push was not abandoned here may leave announced transfers
+  // unreceived (a send can complete before the peer posts its receive, and announcements may be
+  // refused or lost): the link is broken, before the push may be destroyed.
   void OnStreamDone(const absl::Status& status, const v1::KvPushResponse& response) {
-    absl::MutexLock lock(&mu_);
-    if (!status.ok() && failure_.ok()) {
-      failure_ = absl::Status(status.code(), absl::StrCat(Where(), ": ", status.message()));
+    bool out_of_step = false;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!status.ok() && failure_.ok()) {
+        failure_ = absl::Status(status.code(), absl::StrCat(Where(), ": ", status.message()));
+      }
+      if (status.ok() && response.push_complete()) complete_ = true;
+      call_over_ = true;
+      // A push this end abandoned ended with every announced transfer received (the receiver
+      // fails it for ending early); any other failure may not have.
+      out_of_step = !status.ok() && !cancelled_.load();
     }
-    if (status.ok() && response.push_complete()) complete_ = true;
-    stream_done_ = true;
+    if (out_of_step) link_->Break(status);
+    absl::MutexLock lock(&mu_);
+    stream_done_ = true;  // last: the owner may destroy the push from here on
+  }
+
+  // True once no transfer of the push is pending and its stream has ended; false at `deadline`.
+  bool AwaitOver(absl::Time deadline) {
+    absl::MutexLock lock(&mu_);
+    return mu_.AwaitWithDeadline(
+        absl::Condition(
+            +[](LinkKvPush* self) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+              return self->pending_ == 0 && self->stream_done_;
+            },
+            this),
+        deadline);
   }
 
   const std::shared_ptr<LinkSender> link_;
@@ -248,7 +274,8 @@ class LinkKvPush final : public KvPush {
   int32_t pending_ ABSL_GUARDED_BY(mu_) = 0;  // transfers submitted and not done
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  bool stream_done_ ABSL_GUARDED_BY(mu_) = false;
+  bool call_over_ ABSL_GUARDED_BY(mu_) = false;    // the stream's call has ended: touch it not
+  bool stream_done_ ABSL_GUARDED_BY(mu_) = false;  // its callback has returned: may destroy
   bool complete_ ABSL_GUARDED_BY(mu_) = false;
   std::function<void()> release_ ABSL_GUARDED_BY(mu_);
 };

@@ -58,7 +58,10 @@ absl::Status LinkReceiver::MarkBroken(const absl::Status& why) {
       failure_ = absl::UnavailableError(absl::StrCat("link ", link_id_, ": ", why.message()));
     }
   }
-  if (!broken_.exchange(true)) endpoint_->Abort();
+  broken_.store(true);
+  // Every caller aborts, not only the first: Abort returns once the endpoint's transfers are over
+  // (a second caller waits for the first's), and this caller may be about to give its blocks back.
+  endpoint_->Abort();
   return Failure();
 }
 

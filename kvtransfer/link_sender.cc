@@ -16,7 +16,7 @@ LinkSender::LinkSender(std::string link_id, std::unique_ptr<LinkEndpoint> endpoi
 }
 
 LinkSender::~LinkSender() {
-  (void)Break(absl::CancelledError("the link was closed"));
+  Break(absl::CancelledError("the link was closed"));
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
@@ -62,13 +62,14 @@ void LinkSender::Loop() {
 }
 
 absl::Status LinkSender::Run(LinkTransfer& transfer) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (!failure_.ok()) return failure_;
-  }
+  if (absl::Status failed = Failure(); !failed.ok()) return failed;
   if (transfer.cancelled()) return absl::CancelledError("the push was cancelled");
   if (transfer.ready) {
-    if (absl::Status landed = transfer.ready(transfer.deadline); !landed.ok()) return landed;
+    const auto bound = std::chrono::system_clock::now() +
+                       absl::ToChronoMilliseconds(kLinkTransferTimeout);
+    if (absl::Status landed = transfer.ready(std::min(transfer.deadline, bound)); !landed.ok()) {
+      return landed;
+    }
   }
   const uint64_t sequence = next_sequence_;
   if (transfer.cancelled() || !transfer.announce(sequence)) {
@@ -77,7 +78,8 @@ absl::Status LinkSender::Run(LinkTransfer& transfer) {
   ++next_sequence_;
   if (absl::Status posted = endpoint_->PostSend(transfer.blocks, transfer.block_bytes);
       !posted.ok()) {
-    return Break(posted);
+    Break(posted);
+    return Failure();
   }
   const absl::Time deadline =
       std::min(absl::FromChrono(transfer.deadline), absl::Now() + kLinkTransferTimeout);
@@ -86,28 +88,32 @@ absl::Status LinkSender::Run(LinkTransfer& transfer) {
     return !failure_.ok() || transfer.lost();
   });
   if (!sent.ok()) {
-    return Break(absl::Status(sent.code(),
-                              absl::StrCat("transfer ", sequence, ": ", sent.message())));
+    Break(absl::Status(sent.code(), absl::StrCat("transfer ", sequence, ": ", sent.message())));
+    return Failure();
   }
   return absl::OkStatus();
 }
 
-absl::Status LinkSender::Break(const absl::Status& why) {
+absl::Status LinkSender::Failure() const {
+  absl::MutexLock lock(&mu_);
+  return failure_;
+}
+
+void LinkSender::Break(const absl::Status& why) {
   std::deque<LinkTransfer> dropped;
   absl::Status failure;
-  bool first = false;
   {
     absl::MutexLock lock(&mu_);
     if (failure_.ok()) {
       failure_ = absl::UnavailableError(absl::StrCat("link ", link_id_, ": ", why.message()));
-      first = true;
     }
     failure = failure_;
     dropped.swap(queue_);
   }
-  if (first) endpoint_->Abort();
+  // Every caller aborts (a second waits for the first's abort): once this returns, no transfer
+  // reads its blocks any more.
+  endpoint_->Abort();
   for (LinkTransfer& transfer : dropped) transfer.done(failure);
-  return failure;
 }
 
 }  // namespace baton::kvtransfer

@@ -3,10 +3,12 @@
 // push's stream (KvChunk.link_sequence) just before it is posted.
 //
 // A transfer whose push was cancelled before its turn is skipped, and one whose blocks never
-// became ready fails; neither was announced, so the link stays in step. A transfer posted but not
-// completed in time, or whose push's stream was lost meanwhile (the receiver may never have seen
-// its announcement), breaks the link: its endpoint is aborted, and every transfer after it fails
-// with UNAVAILABLE. The sender opens a new link for the next push.
+// became ready (within kLinkTransferTimeout) fails; neither was announced, so the link stays in
+// step. A transfer posted but not completed in time, or whose push's stream was lost meanwhile
+// (the receiver may never have seen its announcement), breaks the link: its endpoint is aborted,
+// and every transfer after it fails with UNAVAILABLE. So does Break, which a push calls when its
+// stream fails (a completed send says nothing of the receiver: NCCL buffers small ones). The
+// sender opens a new link for the next push.
 //
 // Thread-safety: thread-safe. `done` callbacks run on the link's thread, or in Submit or the
 // destructor once the link is broken.
@@ -52,6 +54,10 @@ class LinkSender {
   // Queues a transfer behind the ones queued before it.
   void Submit(LinkTransfer transfer);
 
+  // Marks the link broken (keeping the first reason) and aborts the endpoint: the transfer in
+  // flight gives up, queued ones fail, later ones fail at once, all with UNAVAILABLE.
+  void Break(const absl::Status& why);
+
   bool broken() const;
   const std::string& link_id() const { return link_id_; }
 
@@ -59,9 +65,8 @@ class LinkSender {
   void Loop();
   // Runs one transfer to its end; returns how it ended.
   absl::Status Run(LinkTransfer& transfer);
-  // Marks the link broken (keeping the first reason) and aborts the endpoint; returns the
-  // UNAVAILABLE status transfers report from now on.
-  absl::Status Break(const absl::Status& why);
+  // OK, or the UNAVAILABLE status of a broken link.
+  absl::Status Failure() const;
 
   const std::string link_id_;
   const std::unique_ptr<LinkEndpoint> endpoint_;

@@ -150,6 +150,8 @@ absl::StatusOr<bool> PushAssembler::Offer(int32_t stream_index, KvStreamWaiter* 
   if (complete_) {
     bad = absl::InvalidArgumentError(
         absl::StrCat(ChunkName(chunk), " after every layer of the push arrived"));
+    // FailLocked leaves a completed push alone; its link may not be left out of step.
+    if (link_ != nullptr) link_->Break(bad);
   } else if (chunk.layer < 0 || chunk.layer >= spec_.n_layer) {
     bad = absl::InvalidArgumentError(
         absl::StrCat(ChunkName(chunk), ": the push has ", spec_.n_layer, " layers"));
@@ -229,6 +231,15 @@ absl::StatusOr<std::shared_ptr<PushAssembler>> PushRegistry::Join(const PushHead
     if (!found.ok()) return found.status();
     link = *std::move(found);
   }
+  absl::StatusOr<std::shared_ptr<PushAssembler>> joined = JoinPush(info, deadline, link);
+  // The sender may have posted the refused push's first transfers already (a send can complete
+  // before this end posts its receive): the two ends are out of step.
+  if (!joined.ok() && link != nullptr) link->Break(joined.status());
+  return joined;
+}
+
+absl::StatusOr<std::shared_ptr<PushAssembler>> PushRegistry::JoinPush(
+    const PushHeaderInfo& info, absl::Time deadline, std::shared_ptr<LinkReceiver> link) {
   auto fresh = std::make_shared<PushAssembler>(this, receiver_, info, deadline, std::move(link));
   std::shared_ptr<PushAssembler> existing;
   {

@@ -161,7 +161,8 @@ class PushRegistry {
       : receiver_(receiver), links_(links) {}
 
   // Joins the stream a header opened; `deadline` is the call's. FAILED_PRECONDITION for a link
-  // this receiver does not have (LinkAcceptor::Find). The receiver's BeginPush error
+  // this receiver does not have (LinkAcceptor::Find); a push over a link that is refused breaks
+  // the link. The receiver's BeginPush error
   // for a new push; INVALID_ARGUMENT when the header disagrees with the push's other streams;
   // FAILED_PRECONDITION when that stream index already joined (a second push to a reservation
   // that is receiving).
@@ -172,6 +173,10 @@ class PushRegistry {
 
  private:
   friend class PushAssembler;
+  // Join once the link (if any) is found.
+  absl::StatusOr<std::shared_ptr<PushAssembler>> JoinPush(const PushHeaderInfo& info,
+                                                          absl::Time deadline,
+                                                          std::shared_ptr<LinkReceiver> link);
   void Remove(const std::string& reservation_id, const PushAssembler* assembler);
 
   KvReceiver* const receiver_;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/log.h"
 
 namespace baton::kvtransfer::nccl {
 namespace {
@@ -16,6 +17,26 @@ absl::Status CudaError(const char* what, cudaError_t error) {
 
 // A non-blocking group call settles within milliseconds; a bound all the same.
 constexpr absl::Duration kPostSettleTimeout = absl::Seconds(10);
+// How long an abort waits for the link's stream to drain.
+constexpr absl::Duration kAbortDrainTimeout = absl::Seconds(10);
+
+// Makes `device` current for the calling thread (a gRPC or link thread, which may compute on
+// nothing else, but in a process with two devices might) and restores the previous one.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+    status_ = cudaSetDevice(device);
+  }
+  ~DeviceGuard() {
+    if (previous_ >= 0) cudaSetDevice(previous_);
+  }
+  cudaError_t status() const { return status_; }
+
+ private:
+  int previous_ = -1;
+  cudaError_t status_ = cudaSuccess;
+};
 
 struct Run {
   uint8_t* start;
@@ -43,7 +64,8 @@ absl::StatusOr<std::unique_ptr<NcclEndpoint>> NcclEndpoint::Start(const NcclLibr
                                                                   int rank) {
   std::unique_ptr<NcclEndpoint> endpoint(new NcclEndpoint(nccl, device, rank));
   absl::MutexLock lock(&endpoint->mu_);
-  if (cudaError_t e = cudaSetDevice(device); e != cudaSuccess) return CudaError("device", e);
+  const DeviceGuard on_device(device);
+  if (cudaError_t e = on_device.status(); e != cudaSuccess) return CudaError("device", e);
   if (cudaError_t e = cudaStreamCreateWithFlags(&endpoint->stream_, cudaStreamNonBlocking);
       e != cudaSuccess) {
     return CudaError("stream", e);
@@ -66,7 +88,7 @@ absl::StatusOr<std::unique_ptr<NcclEndpoint>> NcclEndpoint::Start(const NcclLibr
 NcclEndpoint::~NcclEndpoint() {
   absl::MutexLock lock(&mu_);
   AbortLocked();
-  cudaSetDevice(device_);
+  const DeviceGuard on_device(device_);
   if (posted_ != nullptr) cudaEventDestroy(posted_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
@@ -117,7 +139,8 @@ absl::Status NcclEndpoint::PostReceive(std::span<uint8_t* const> blocks, size_t 
 absl::Status NcclEndpoint::Post(std::span<uint8_t* const> blocks, size_t block_bytes, bool send) {
   absl::MutexLock lock(&mu_);
   if (aborted_ || comm_ == nullptr) return absl::UnavailableError("NCCL link aborted");
-  if (cudaError_t e = cudaSetDevice(device_); e != cudaSuccess) return CudaError("device", e);
+  const DeviceGuard on_device(device_);
+  if (cudaError_t e = on_device.status(); e != cudaSuccess) return CudaError("device", e);
   absl::Status queued;
   if (ncclResult_t r = nccl_.GroupStart(); r != ncclSuccess) {
     queued = nccl_.Error("group start", r, comm_);
@@ -127,9 +150,7 @@ absl::Status NcclEndpoint::Post(std::span<uint8_t* const> blocks, size_t block_b
     const ncclResult_t r =
         send ? nccl_.Send(run.start, run.bytes, ncclUint8, peer_, comm_, stream_)
              : nccl_.Recv(run.start, run.bytes, ncclUint8, peer_, comm_, stream_);
-    if (r != ncclSuccess && r != ncclInProgress) {
-      queued = nccl_.Error(send ? "send" : "receive", r, comm_);
-    }
+    if (r != ncclSuccess) queued = nccl_.Error(send ? "send" : "receive", r, comm_);
   }
   // The group ends whatever happened in it.
   const ncclResult_t ended = nccl_.GroupEnd();
@@ -164,10 +185,21 @@ void NcclEndpoint::Abort() {
 void NcclEndpoint::AbortLocked() {
   if (aborted_) return;
   aborted_ = true;
-  if (comm_ != nullptr) {
-    cudaSetDevice(device_);
-    nccl_.CommAbort(comm_);  // ends the kernels in flight; their buffers are no longer touched
-    comm_ = nullptr;
+  if (comm_ == nullptr) return;
+  const DeviceGuard on_device(device_);
+  // Ends the kernels in flight. NCCL does not promise the stream is quiet once it returns, so
+  // the stream is drained too (bounded): only then are the transfers' blocks untouched.
+  if (ncclResult_t r = nccl_.CommAbort(comm_); r != ncclSuccess) {
+    BATON_LOG(ERROR) << "NCCL link abort: " << nccl_.GetErrorString(r);
+  }
+  comm_ = nullptr;
+  const absl::Time until = absl::Now() + kAbortDrainTimeout;
+  while (cudaStreamQuery(stream_) == cudaErrorNotReady && absl::Now() < until) {
+    absl::SleepFor(absl::Microseconds(200));
+  }
+  if (cudaStreamQuery(stream_) == cudaErrorNotReady) {
+    BATON_LOG(ERROR) << "NCCL link abort: its stream still runs after "
+                     << absl::FormatDuration(kAbortDrainTimeout);
   }
 }
 

@@ -1,6 +1,7 @@
 // Test-only links (kvtransfer/kv_link.h) between two ends in one process, over host memory:
 // the n-th send posted at one end is copied into the n-th receive posted at the other, the
-// moment both are posted. Everything around the link (announcements, ordering across pushes,
+// moment both are posted. With buffered sends (as NCCL does with small ones), a send completes
+// at once, its bytes copied aside until the receive comes. Everything around the link (announcements, ordering across pushes,
 // breaking and reopening, the transfers' bounds) is the real code; only the bytes' path is
 // this. NCCL's own endpoints run on the GPU machine (tests/cuda/nccl_link_test.cc).
 //
@@ -33,6 +34,7 @@ class HostLinkFactory final : public LinkFactory {
   absl::StatusOr<std::unique_ptr<LinkEndpoint>> Offer(std::string* bootstrap) override {
     auto pair = std::make_shared<Pair>();
     absl::MutexLock lock(&mu_);
+    pair->buffered = buffered_sends_;
     const int id = ++offers_;
     *bootstrap = absl::StrCat(id);
     pending_[id] = pair;
@@ -55,6 +57,12 @@ class HostLinkFactory final : public LinkFactory {
     return std::unique_ptr<LinkEndpoint>(new Endpoint(pair, 1));
   }
 
+  // Sends of links offered from now on complete as soon as they are posted.
+  void set_buffered_sends(bool buffered) {
+    absl::MutexLock lock(&mu_);
+    buffered_sends_ = buffered;
+  }
+
   // Links offered so far (each a new link).
   int offers() const {
     absl::MutexLock lock(&mu_);
@@ -65,11 +73,15 @@ class HostLinkFactory final : public LinkFactory {
   struct Transfer {
     std::vector<uint8_t*> blocks;
     size_t block_bytes = 0;
+    std::vector<uint8_t> buffered;  // a buffered send's bytes (then `blocks` is empty)
   };
   struct Pair {
+    bool buffered = false;  // set before the pair is shared
     absl::Mutex mu;
     bool accepted ABSL_GUARDED_BY(mu) = false;
-    bool aborted ABSL_GUARDED_BY(mu) = false;
+    // By end: as with NCCL, one end's abort tells the other nothing (its transfers just never
+    // complete, unless buffered).
+    bool aborted[2] ABSL_GUARDED_BY(mu) = {false, false};
     absl::Status error ABSL_GUARDED_BY(mu);
     std::deque<Transfer> sends ABSL_GUARDED_BY(mu);     // posted, not yet matched
     std::deque<Transfer> receives ABSL_GUARDED_BY(mu);
@@ -91,45 +103,57 @@ class HostLinkFactory final : public LinkFactory {
     }
 
     absl::Status PostSend(std::span<const uint8_t* const> blocks, size_t block_bytes) override {
-      Transfer t{.blocks = {}, .block_bytes = block_bytes};
+      Transfer t{.blocks = {}, .block_bytes = block_bytes, .buffered = {}};
       for (const uint8_t* b : blocks) t.blocks.push_back(const_cast<uint8_t*>(b));
+      if (pair_->buffered) {
+        for (uint8_t* b : t.blocks) t.buffered.insert(t.buffered.end(), b, b + block_bytes);
+        t.blocks.clear();
+      }
       return Post(std::move(t), /*send=*/true);
     }
     absl::Status PostReceive(std::span<uint8_t* const> blocks, size_t block_bytes) override {
-      return Post({.blocks = {blocks.begin(), blocks.end()}, .block_bytes = block_bytes}, false);
+      return Post({.blocks = {blocks.begin(), blocks.end()}, .block_bytes = block_bytes,
+                   .buffered = {}},
+                  /*send=*/false);
     }
 
     absl::StatusOr<bool> Idle() override {
       absl::MutexLock lock(&pair_->mu);
-      if (pair_->aborted) return absl::UnavailableError("host link aborted");
+      if (pair_->aborted[end_]) return absl::UnavailableError("host link aborted");
       if (!pair_->error.ok()) return pair_->error;
       return pair_->completed[end_] == pair_->posted[end_];
     }
 
     void Abort() override {
       absl::MutexLock lock(&pair_->mu);
-      pair_->aborted = true;
+      pair_->aborted[end_] = true;
     }
 
    private:
     absl::Status Post(Transfer transfer, bool send) {
       absl::MutexLock lock(&pair_->mu);
-      if (pair_->aborted) return absl::UnavailableError("host link aborted");
+      if (pair_->aborted[end_]) return absl::UnavailableError("host link aborted");
+      const bool buffered = send && pair_->buffered;
       (send ? pair_->sends : pair_->receives).push_back(std::move(transfer));
       ++pair_->posted[end_];
+      if (buffered) ++pair_->completed[end_];
       while (!pair_->sends.empty() && !pair_->receives.empty()) {
         Transfer from = std::move(pair_->sends.front());
         Transfer to = std::move(pair_->receives.front());
         pair_->sends.pop_front();
         pair_->receives.pop_front();
-        if (from.blocks.size() * from.block_bytes != to.blocks.size() * to.block_bytes) {
+        const size_t from_bytes =
+            pair_->buffered ? from.buffered.size() : from.blocks.size() * from.block_bytes;
+        if (from_bytes != to.blocks.size() * to.block_bytes) {
           pair_->error = absl::DataLossError("a send and a receive of different sizes met");
           return pair_->error;
         }
-        for (size_t i = 0; i < from.blocks.size(); ++i) {
-          std::memcpy(to.blocks[i], from.blocks[i], from.block_bytes);
+        for (size_t i = 0; i < to.blocks.size(); ++i) {
+          const uint8_t* source = pair_->buffered ? from.buffered.data() + i * to.block_bytes
+                                                  : from.blocks[i];
+          std::memcpy(to.blocks[i], source, to.block_bytes);
         }
-        ++pair_->completed[0];
+        if (!pair_->buffered) ++pair_->completed[0];
         ++pair_->completed[1];
       }
       return absl::OkStatus();
@@ -140,6 +164,7 @@ class HostLinkFactory final : public LinkFactory {
   };
 
   mutable absl::Mutex mu_;
+  bool buffered_sends_ ABSL_GUARDED_BY(mu_) = false;
   int offers_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<int, std::shared_ptr<Pair>> pending_ ABSL_GUARDED_BY(mu_);
 };

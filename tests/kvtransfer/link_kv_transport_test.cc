@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "baton/v1/kv_transfer.grpc.pb.h"
 #include "gtest/gtest.h"
@@ -178,6 +179,34 @@ TEST(LinkKvTransportTest, AReceiverSideFailureBreaksTheLinkAndTheNextPushOpensAN
   EXPECT_EQ(pair.links.offers(), 2);
 }
 
+// NCCL completes small sends before the peer posts its receive: a push the receiver refuses
+// at its header may have "sent" transfers nobody will receive. Both ends must break the link.
+TEST(LinkKvTransportTest, APushRefusedOnALiveLinkBreaksBothEndsEvenWhenSendsAreBuffered) {
+  LinkedPair pair;
+  pair.links.set_buffered_sends(true);
+  const KvPushSpec first = MakeSpec("first", 3, 40);
+  const KvData first_data(first, 13);
+  pair.receiver().Reserve(first, 3);
+  ASSERT_TRUE(PushAll(*pair.transport, pair.server.address(), first, first_data).ok());
+  ASSERT_EQ(pair.acceptor.size(), 1u);
+
+  const KvPushSpec ghost = MakeSpec("never-reserved", 3, 40);
+  const KvData ghost_data(ghost, 14);
+  absl::StatusOr<KvPushStats> refused =
+      PushAll(*pair.transport, pair.server.address(), ghost, ghost_data);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(pair.acceptor.size(), 0u);  // the receiver's end broke
+
+  const KvPushSpec next = MakeSpec("next", 3, 40);
+  const KvData next_data(next, 15);
+  pair.receiver().Reserve(next, 3);
+  absl::StatusOr<KvPushStats> again = PushAll(*pair.transport, pair.server.address(), next,
+                                              next_data);
+  ASSERT_TRUE(again.ok()) << again.status();  // over a new link, not stuck behind the old one
+  EXPECT_EQ(pair.receiver().reservation("next").bytes, next_data.Expected(3));
+  EXPECT_EQ(pair.links.offers(), 2);
+}
+
 TEST(LinkKvTransportTest, AReceiverThatGoesAwayMidPushFailsThePushAndBreaksTheLink) {
   HostLinkFactory links;
   LinkAcceptor acceptor(&links);
@@ -195,10 +224,11 @@ TEST(LinkKvTransportTest, AReceiverThatGoesAwayMidPushFailsThePushAndBreaksTheLi
   for (int32_t layer = 1; layer < 4; ++layer) (void)(*push)->SendLayer(layer, data.Layer(layer));
   absl::StatusOr<KvPushStats> finished = (*push)->Finish();
   EXPECT_FALSE(finished.ok());
-  bool released = false;
-  (*push)->WhenBlocksReleased([&] { released = true; });
+  absl::Notification released;
+  (*push)->WhenBlocksReleased([&] { released.Notify(); });
   push->reset();
-  EXPECT_TRUE(released);  // nothing reads the sender's blocks any more
+  // Nothing reads the sender's blocks any more (the link's thread may say so just after).
+  EXPECT_TRUE(released.WaitForNotificationWithTimeout(absl::Seconds(10)));
   EXPECT_EQ(acceptor.size(), 0u);  // the receiver's end broke with its push
 }
 
