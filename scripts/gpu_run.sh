@@ -22,7 +22,7 @@ echo "cuBLAS from $(dirname "$cublas")" | tee -a "$out/gpu.txt"
 
 if [ "$what" = tests ] || [ "$what" = all ]; then
   for t in device_info_test cuda_backend_test cuda_transformer_test prefill_scheduler_test \
-      grpc_push_into_reservations_test nccl_link_factory_test nccl_link_test; do
+      grpc_push_into_reservations_test nccl_link_factory_test nccl_link_test cublas_library_test; do
     timeout 300 "$bundle/bin/$t" --gtest_brief=1 2>&1 | tee "$out/$t.txt" | tail -40
     echo "$t: exit ${PIPESTATUS[0]}" | tee -a "$out/tests-summary.txt"
   done

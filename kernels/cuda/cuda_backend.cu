@@ -334,6 +334,9 @@ class CudaBackend final : public Backend {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const CudaBackendOptions& options) {
+  if (absl::StatusOr<const CublasLibrary*> cublas = LoadCublas(); !cublas.ok()) {
+    return cublas.status();
+  }
   int count = 0;
   if (const cudaError_t err = cudaGetDeviceCount(&count); err != cudaSuccess || count == 0) {
     cudaGetLastError();

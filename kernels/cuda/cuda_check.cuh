@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "kernels/cuda/cublas_library.cuh"
+
 namespace baton::kernels::cuda {
 
 [[noreturn]] inline void CudaFailed(const char* call, const char* reason, const char* file,
@@ -33,8 +35,9 @@ namespace baton::kernels::cuda {
   do {                                                                                     \
     const cublasStatus_t baton_cublas_err = (call);                                        \
     if (baton_cublas_err != CUBLAS_STATUS_SUCCESS) {                                       \
-      ::baton::kernels::cuda::CudaFailed(#call, cublasGetStatusString(baton_cublas_err),   \
-                                         __FILE__, __LINE__);                              \
+      ::baton::kernels::cuda::CudaFailed(                                                  \
+          #call, ::baton::kernels::cuda::Cublas().GetStatusString(baton_cublas_err), __FILE__, \
+          __LINE__);                                                                       \
     }                                                                                      \
   } while (0)
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "kernels/cuda/cublas_library.cuh"
 
 namespace baton::kernels::cuda {
 
@@ -30,10 +31,12 @@ absl::StatusOr<std::vector<DeviceInfo>> ListDevices() {
 }
 
 int CublasVersion() {
+  absl::StatusOr<const CublasLibrary*> cublas = LoadCublas();
+  if (!cublas.ok()) return 0;
   int version = 0;
-  cublasGetProperty(MAJOR_VERSION, &version);
+  (*cublas)->GetProperty(MAJOR_VERSION, &version);
   int minor = 0;
-  cublasGetProperty(MINOR_VERSION, &minor);
+  (*cublas)->GetProperty(MINOR_VERSION, &minor);
   return version * 10000 + minor * 100;
 }
 

@@ -263,12 +263,12 @@ DeviceMatMul::DeviceMatMul(cudaStream_t stream) : stream_(stream) {
   int device = 0;
   BATON_CUDA_CHECK(cudaGetDevice(&device));
   BATON_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
-  BATON_CUBLAS_CHECK(cublasCreate(&cublas_));
-  BATON_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+  BATON_CUBLAS_CHECK(Cublas().Create(&cublas_));
+  BATON_CUBLAS_CHECK(Cublas().SetStream(cublas_, stream_));
 }
 
 DeviceMatMul::~DeviceMatMul() {
-  if (cublas_ != nullptr) cublasDestroy(cublas_);
+  if (cublas_ != nullptr) Cublas().Destroy(cublas_);
 }
 
 void DeviceMatMul::Run(DType dtype, const void* w, int64_t n_rows, int64_t n_cols,
@@ -314,7 +314,7 @@ cublasStatus_t GemmWithWeightRows(cublasHandle_t cublas, cudaDataType operands, 
                                   int64_t n) {
   const float alpha = 1.0f, beta = 0.0f;
   const int rows = static_cast<int>(n_rows), cols = static_cast<int>(n_cols);
-  return cublasGemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, rows, static_cast<int>(n), cols, &alpha,
+  return Cublas().GemmEx(cublas, CUBLAS_OP_T, CUBLAS_OP_N, rows, static_cast<int>(n), cols, &alpha,
                       w, operands, cols, x, operands, cols, &beta, y, CUDA_R_32F, rows,
                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 }

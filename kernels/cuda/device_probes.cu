@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/cuda/cublas_library.cuh"
 #include "kernels/cuda/device_matmul.cuh"
 
 namespace baton::kernels::cuda {
@@ -93,22 +94,22 @@ absl::StatusOr<double> TimeF16Gemms(int device, std::span<const GemmShape> shape
   if (absl::Status s = p.Allocate(1, n * max_cols * 2); !s.ok()) return s;
   if (absl::Status s = p.Allocate(2, n * max_rows * 4); !s.ok()) return s;
   cublasHandle_t cublas = nullptr;
-  if (cublasCreate(&cublas) != CUBLAS_STATUS_SUCCESS) {
+  if (Cublas().Create(&cublas) != CUBLAS_STATUS_SUCCESS) {
     return absl::UnavailableError("cublasCreate failed");
   }
-  cublasSetStream(cublas, p.stream);
+  Cublas().SetStream(cublas, p.stream);
   absl::StatusOr<double> seconds = p.Time(3, [&]() -> absl::Status {
     for (const GemmShape& g : shapes) {
       const cublasStatus_t st =
           GemmWithWeightRows(cublas, CUDA_R_16F, p.buffers[0], p.buffers[1],
                              static_cast<float*>(p.buffers[2]), g.n_rows, g.n_cols, n);
       if (st != CUBLAS_STATUS_SUCCESS) {
-        return absl::InternalError(absl::StrCat("cublasGemmEx: ", cublasGetStatusString(st)));
+        return absl::InternalError(absl::StrCat("cublasGemmEx: ", Cublas().GetStatusString(st)));
       }
     }
     return absl::OkStatus();
   });
-  cublasDestroy(cublas);
+  Cublas().Destroy(cublas);
   return seconds;
 }
 

@@ -1,13 +1,11 @@
 #include "kvtransfer/nccl/nccl_library.h"
 
-#include <dlfcn.h>
-
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "base/shared_library.h"
 
 namespace baton::kvtransfer::nccl {
 namespace {
@@ -23,44 +21,30 @@ std::vector<std::string> Candidates() {
   return paths;
 }
 
-template <typename F>
-bool Resolve(void* handle, const char* name, F* function) {
-  *function = reinterpret_cast<F>(dlsym(handle, name));
-  return *function != nullptr;
-}
-
 absl::StatusOr<NcclLibrary> Load() {
-  std::vector<std::string> tried;
-  for (const std::string& path : Candidates()) {
-    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle == nullptr) {
-      tried.push_back(dlerror());
-      continue;
-    }
-    NcclLibrary nccl;
-    nccl.path = path;
-    decltype(&ncclGetVersion) get_version = nullptr;
-    const bool complete =
-        Resolve(handle, "ncclGetVersion", &get_version) &&
-        Resolve(handle, "ncclGetUniqueId", &nccl.GetUniqueId) &&
-        Resolve(handle, "ncclCommInitRankConfig", &nccl.CommInitRankConfig) &&
-        Resolve(handle, "ncclCommGetAsyncError", &nccl.CommGetAsyncError) &&
-        Resolve(handle, "ncclCommAbort", &nccl.CommAbort) &&
-        Resolve(handle, "ncclGroupStart", &nccl.GroupStart) &&
-        Resolve(handle, "ncclGroupEnd", &nccl.GroupEnd) &&
-        Resolve(handle, "ncclSend", &nccl.Send) && Resolve(handle, "ncclRecv", &nccl.Recv) &&
-        Resolve(handle, "ncclGetErrorString", &nccl.GetErrorString) &&
-        Resolve(handle, "ncclGetLastError", &nccl.GetLastError);
-    if (!complete || get_version(&nccl.version) != ncclSuccess) {
-      tried.push_back(absl::StrCat(path, ": not an NCCL 2.19+ library (a function is missing)"));
-      dlclose(handle);
-      continue;
-    }
-    return nccl;  // kept loaded for the life of the process
+  absl::StatusOr<SharedLibrary> library =
+      OpenSharedLibrary(Candidates(), "NCCL (set BATON_NCCL_LIBRARY to a libnccl.so.2)");
+  if (!library.ok()) return library.status();
+  NcclLibrary nccl;
+  nccl.path = library->path;
+  decltype(&ncclGetVersion) get_version = nullptr;
+  const bool complete =
+      library->Resolve("ncclGetVersion", &get_version) &&
+      library->Resolve("ncclGetUniqueId", &nccl.GetUniqueId) &&
+      library->Resolve("ncclCommInitRankConfig", &nccl.CommInitRankConfig) &&
+      library->Resolve("ncclCommGetAsyncError", &nccl.CommGetAsyncError) &&
+      library->Resolve("ncclCommAbort", &nccl.CommAbort) &&
+      library->Resolve("ncclGroupStart", &nccl.GroupStart) &&
+      library->Resolve("ncclGroupEnd", &nccl.GroupEnd) &&
+      library->Resolve("ncclSend", &nccl.Send) && library->Resolve("ncclRecv", &nccl.Recv) &&
+      library->Resolve("ncclGetErrorString", &nccl.GetErrorString) &&
+      library->Resolve("ncclGetLastError", &nccl.GetLastError);
+  if (!complete || get_version(&nccl.version) != ncclSuccess) {
+    CloseSharedLibrary(*library);
+    return absl::UnavailableError(
+        absl::StrCat(library->path, ": not an NCCL 2.19+ library (a function is missing)"));
   }
-  return absl::UnavailableError(absl::StrCat(
-      "NCCL could not be loaded (set BATON_NCCL_LIBRARY to a libnccl.so.2): ",
-      absl::StrJoin(tried, "; ")));
+  return nccl;
 }
 
 }  // namespace
