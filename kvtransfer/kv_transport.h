@@ -115,13 +115,17 @@ struct LinkKvTransportOptions {
   rpc::ClientOptions client;  // token, TLS (the control path: OpenKvLink and PushKv)
   // Opening a link (OpenKvLink and the two ends connecting) takes at most this long.
   std::chrono::milliseconds connect_timeout{20000};
+  // false: StartPush opens a missing link and waits for it. true: it does not wait: the link
+  // opens on a thread of its own, and StartPush answers UNAVAILABLE while it does, then
+  // FAILED_PRECONDITION (once) with why it failed; the caller pushes another way meanwhile
+  // (CreateAutoKvTransport).
+  bool open_in_background = false;
 };
 
 // Pushes whose blocks travel over links of `factory`'s kind (kv_link.h; NCCL between GPUs): one
-// link per destination, opened on the first push there (OpenKvLink) and again after it broke;
-// the engine thread waits while one opens. StartPush fails with the destination's
-// UNIMPLEMENTED or FAILED_PRECONDITION when it takes no links of that kind. `factory` must
-// outlive the transport.
+// link per destination, opened on the first push there (OpenKvLink) and again after it broke
+// (see open_in_background). StartPush fails with the destination's UNIMPLEMENTED or
+// FAILED_PRECONDITION when it takes no links of that kind. `factory` must outlive the transport.
 std::unique_ptr<KvTransport> CreateLinkKvTransport(LinkFactory* factory,
                                                    const LinkKvTransportOptions& options);
 
@@ -132,10 +136,10 @@ struct AutoKvTransportOptions {
 };
 
 // Per destination, the fastest transport both ends support: `preferred` (links: NCCL between
-// GPUs) where it starts a push, `fallback` (gRPC) where it fails to (the destination takes no
-// such links, or they would not connect), for options.recheck_after. A bad spec
-// (INVALID_ARGUMENT) is returned as it is. Each push says which it went over
-// (KvPush::transport_name).
+// GPUs) where it starts a push, `fallback` (gRPC) where it does not: for that push only when it
+// answers UNAVAILABLE (a link still opening), for options.recheck_after otherwise (the
+// destination takes no such links, or they would not connect). A bad spec (INVALID_ARGUMENT) is
+// returned as it is. Each push says which it went over (KvPush::transport_name).
 std::unique_ptr<KvTransport> CreateAutoKvTransport(std::unique_ptr<KvTransport> preferred,
                                                    std::unique_ptr<KvTransport> fallback,
                                                    const AutoKvTransportOptions& options = {});

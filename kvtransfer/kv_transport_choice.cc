@@ -31,6 +31,9 @@ class AutoKvTransport final : public KvTransport {
     absl::StatusOr<std::unique_ptr<KvPush>> push =
         preferred_->StartPush(destination, spec, deadline);
     if (push.ok() || absl::IsInvalidArgument(push.status())) return push;
+    if (absl::IsUnavailable(push.status())) {  // not yet (a link opening): this push only
+      return fallback_->StartPush(destination, spec, deadline);
+    }
     BATON_LOG(WARNING) << "KV to " << destination << " goes over " << fallback_->name()
                        << " for the next " << options_.recheck_after.count() << " ms: "
                        << push.status().message();
@@ -87,9 +90,13 @@ absl::StatusOr<std::unique_ptr<KvTransport>> CreateChosenKvTransport(
     }
     return grpc;
   }
-  std::unique_ptr<KvTransport> link = CreateLinkKvTransport(links, {.client = grpc_options.client});
-  if (choice == KvTransportChoice::kNccl) return link;
-  return CreateAutoKvTransport(std::move(link), std::move(grpc));
+  if (choice == KvTransportChoice::kNccl) {
+    return CreateLinkKvTransport(links, {.client = grpc_options.client});
+  }
+  // Auto: the first pushes to a decode worker go over gRPC while its link opens.
+  return CreateAutoKvTransport(
+      CreateLinkKvTransport(links, {.client = grpc_options.client, .open_in_background = true}),
+      std::move(grpc));
 }
 
 }  // namespace baton::kvtransfer

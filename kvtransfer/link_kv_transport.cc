@@ -8,6 +8,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -293,6 +294,17 @@ class LinkKvTransport final : public KvTransport {
   LinkKvTransport(LinkFactory* factory, const LinkKvTransportOptions& options)
       : factory_(*factory), options_(options) {}
 
+  // Waits for the links being opened (each within options_.connect_timeout).
+  ~LinkKvTransport() override {
+    absl::MutexLock lock(&mu_);
+    for (auto& [destination, peer] : peers_) {
+      if (!peer->opener.joinable()) continue;
+      mu_.Unlock();  // the opener takes mu_ as it ends
+      peer->opener.join();
+      mu_.Lock();
+    }
+  }
+
   std::string_view name() const override { return factory_.kind(); }
 
   absl::StatusOr<std::unique_ptr<KvPush>> StartPush(
@@ -300,14 +312,16 @@ class LinkKvTransport final : public KvTransport {
       std::chrono::system_clock::time_point deadline) override {
     if (absl::Status valid = ValidateSpec(spec); !valid.ok()) return valid;
     absl::MutexLock lock(&mu_);
-    absl::StatusOr<Peer*> peer = PeerLocked(destination);
-    if (!peer.ok()) return peer.status();
-    if ((*peer)->link == nullptr || (*peer)->link->broken()) {
-      absl::StatusOr<std::shared_ptr<LinkSender>> link = Open(**peer, destination, deadline);
+    absl::StatusOr<Peer*> found = PeerLocked(destination);
+    if (!found.ok()) return found.status();
+    Peer& peer = **found;
+    if (peer.link == nullptr || peer.link->broken()) {
+      if (options_.open_in_background) return OpenInBackgroundLocked(peer, destination);
+      absl::StatusOr<std::shared_ptr<LinkSender>> link = Open(peer, destination, deadline);
       if (!link.ok()) return link.status();
-      (*peer)->link = *std::move(link);
+      peer.link = *std::move(link);
     }
-    return std::make_unique<LinkKvPush>((*peer)->link, factory_.kind(), (*peer)->push_stub.get(),
+    return std::make_unique<LinkKvPush>(peer.link, factory_.kind(), peer.push_stub.get(),
                                         options_.client, destination, spec, deadline);
   }
 
@@ -316,19 +330,51 @@ class LinkKvTransport final : public KvTransport {
     std::unique_ptr<v1::KvTransfer::Stub> stub;     // OpenKvLink
     std::unique_ptr<grpc::GenericStub> push_stub;   // PushKv, raw
     std::shared_ptr<LinkSender> link;               // null until the first push
+    // Opening in the background (options.open_in_background):
+    bool opening = false;
+    absl::Status open_failure;  // why the last one failed; reported to the next push
+    std::thread opener;
   };
 
   absl::StatusOr<Peer*> PeerLocked(const std::string& destination)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto it = peers_.find(destination);
-    if (it != peers_.end()) return &it->second;
+    if (it != peers_.end()) return it->second.get();
     absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
         rpc::MakeChannel(destination, options_.client, rpc::Connection::kOwn);
     if (!channel.ok()) return channel.status();
-    Peer& peer = peers_[destination];
-    peer.stub = v1::KvTransfer::NewStub(*channel);
-    peer.push_stub = std::make_unique<grpc::GenericStub>(*channel);
-    return &peer;
+    auto peer = std::make_unique<Peer>();
+    peer->stub = v1::KvTransfer::NewStub(*channel);
+    peer->push_stub = std::make_unique<grpc::GenericStub>(*channel);
+    return (peers_[destination] = std::move(peer)).get();
+  }
+
+  // No link to push over yet: FAILED_PRECONDITION with why the last opening failed (once), else
+  // UNAVAILABLE while one opens (starting it when none does).
+  absl::Status OpenInBackgroundLocked(Peer& peer, const std::string& destination)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (!peer.open_failure.ok()) {
+      const absl::Status failed = absl::FailedPreconditionError(peer.open_failure.message());
+      peer.open_failure = absl::OkStatus();
+      return failed;
+    }
+    if (!peer.opening) {
+      if (peer.opener.joinable()) peer.opener.join();  // it has ended: opening is false
+      peer.opening = true;
+      peer.opener = std::thread([this, &peer, destination] {
+        absl::StatusOr<std::shared_ptr<LinkSender>> link = Open(
+            peer, destination, std::chrono::system_clock::now() + options_.connect_timeout);
+        absl::MutexLock lock(&mu_);
+        peer.opening = false;
+        if (link.ok()) {
+          peer.link = *std::move(link);
+        } else {
+          peer.open_failure = link.status();
+        }
+      });
+    }
+    return absl::UnavailableError(absl::StrCat("the ", std::string(factory_.kind()),
+                                               " link to ", destination, " is being opened"));
   }
 
   // A new link to `destination`: this end offered, the receiver's end accepted (OpenKvLink), both
@@ -358,8 +404,9 @@ class LinkKvTransport final : public KvTransport {
 
   LinkFactory& factory_;
   const LinkKvTransportOptions options_;
-  absl::Mutex mu_;  // held while a link opens: pushes wait for it rather than open their own
-  absl::flat_hash_map<std::string, Peer> peers_ ABSL_GUARDED_BY(mu_);
+  // Held while a link opens in the foreground: pushes wait for it rather than open their own.
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::unique_ptr<Peer>> peers_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace

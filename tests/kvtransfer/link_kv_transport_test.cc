@@ -280,6 +280,63 @@ TEST(LinkKvTransportTest, AutoUsesTheLinkWhereTheReceiverTakesIt) {
   EXPECT_EQ(pair.receiver().reservation("linked").bytes, data.Expected(3));
 }
 
+// --kv-transport auto: the engine thread never waits for a link to open; the first pushes go
+// over gRPC meanwhile.
+TEST(LinkKvTransportTest, AutoPushesOverGrpcWhileTheLinkOpensThenOverTheLink) {
+  LinkedPair pair;
+  absl::StatusOr<std::unique_ptr<KvTransport>> transport = CreateChosenKvTransport(
+      KvTransportChoice::kAuto, {}, &pair.links, absl::OkStatus());
+  ASSERT_TRUE(transport.ok());
+  std::string went_over;
+  for (int i = 0; i < 1000 && went_over != "host"; ++i) {
+    const KvPushSpec spec = MakeSpec(absl::StrCat("r", i), 3, 40);
+    const KvData data(spec, 20 + i);
+    pair.receiver().Reserve(spec, 3);
+    auto push = (*transport)->StartPush(pair.server.address(), spec, In(10000ms));
+    ASSERT_TRUE(push.ok()) << push.status();
+    went_over = (*push)->transport_name();
+    if (i == 0) EXPECT_EQ(went_over, "grpc");  // the link had not been asked for before
+    ASSERT_TRUE(SendAll(**push, spec, data).ok());
+    ASSERT_TRUE((*push)->Finish().ok());
+    EXPECT_EQ(pair.receiver().reservation(spec.reservation_id).bytes, data.Expected(3));
+    if (went_over != "host") absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(went_over, "host");
+  EXPECT_EQ(pair.links.offers(), 1);
+}
+
+TEST(LinkKvTransportTest, AutoAsksAReceiverWithoutLinksOnceInTheBackground) {
+  TestKvServer server;  // takes no links
+  HostLinkFactory links;
+  absl::StatusOr<std::unique_ptr<KvTransport>> transport =
+      CreateChosenKvTransport(KvTransportChoice::kAuto, {}, &links, absl::OkStatus());
+  ASSERT_TRUE(transport.ok());
+  for (int i = 0; i < 5; ++i) {
+    const KvPushSpec spec = MakeSpec(absl::StrCat("p", i), 3, 40);
+    const KvData data(spec, 30 + i);
+    server.receiver().Reserve(spec, 3);
+    auto push = (*transport)->StartPush(server.address(), spec, In(10000ms));
+    ASSERT_TRUE(push.ok()) << push.status();
+    EXPECT_EQ((*push)->transport_name(), "grpc");
+    ASSERT_TRUE(SendAll(**push, spec, data).ok());
+    ASSERT_TRUE((*push)->Finish().ok());
+    absl::SleepFor(absl::Milliseconds(20));  // the refusal comes back meanwhile
+  }
+  EXPECT_EQ(links.offers(), 1);  // refused once, remembered
+}
+
+TEST(LinkKvTransportTest, NcclOnlyWithoutLinksIsRefusedSayingWhy) {
+  absl::StatusOr<std::unique_ptr<KvTransport>> transport = CreateChosenKvTransport(
+      KvTransportChoice::kNccl, {}, nullptr, absl::FailedPreconditionError("no GPU here"));
+  ASSERT_FALSE(transport.ok());
+  EXPECT_EQ(transport.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(transport.status().message().find("no GPU here"), std::string::npos);
+  absl::StatusOr<std::unique_ptr<KvTransport>> grpc = CreateChosenKvTransport(
+      KvTransportChoice::kAuto, {}, nullptr, absl::FailedPreconditionError("no GPU here"));
+  ASSERT_TRUE(grpc.ok());
+  EXPECT_EQ((*grpc)->name(), "grpc");
+}
+
 TEST(LinkKvTransportTest, ParsesTheTransportChoice) {
   EXPECT_EQ(*ParseKvTransportChoice("auto"), KvTransportChoice::kAuto);
   EXPECT_EQ(*ParseKvTransportChoice("grpc"), KvTransportChoice::kGrpc);
