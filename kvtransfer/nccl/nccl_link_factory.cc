@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -24,7 +25,9 @@ namespace {
 // The first NCCL that lets two ranks share a GPU (with NCCL_MULTI_RANK_GPU_ENABLE=1).
 constexpr int kMultiRankGpuVersion = 23000;
 
-// The bootstrap: the unique id, then the sender's GPU's PCI bus id.
+// The bootstrap: the unique id, the sender's NCCL version (4 bytes, little-endian), then the
+// sender's GPU's PCI bus id. Ranks of different NCCL versions may hang as they connect, so the
+// receiver refuses them at once.
 class NcclLinkFactory final : public LinkFactory {
  public:
   NcclLinkFactory(const nccl::NcclLibrary& library, int device, std::string bus_id)
@@ -38,6 +41,9 @@ class NcclLinkFactory final : public LinkFactory {
       return nccl_.Error("unique id", r);
     }
     bootstrap->assign(reinterpret_cast<const char*>(&id), sizeof(id));
+    for (int shift = 0; shift < 32; shift += 8) {
+      bootstrap->push_back(static_cast<char>((nccl_.version >> shift) & 0xff));
+    }
     bootstrap->append(bus_id_);
     absl::StatusOr<std::unique_ptr<nccl::NcclEndpoint>> endpoint =
         nccl::NcclEndpoint::Start(nccl_, device_, id, /*rank=*/0);
@@ -47,13 +53,23 @@ class NcclLinkFactory final : public LinkFactory {
 
   absl::StatusOr<std::unique_ptr<LinkEndpoint>> Accept(std::string_view bootstrap) override {
     ncclUniqueId id;
-    if (bootstrap.size() < sizeof(id)) {
+    if (bootstrap.size() < sizeof(id) + 4) {
       return absl::InvalidArgumentError(absl::StrCat("NCCL bootstrap of ", bootstrap.size(),
-                                                     " bytes; the unique id alone is ",
-                                                     sizeof(id)));
+                                                     " bytes; the unique id and version alone "
+                                                     "are ", sizeof(id) + 4));
     }
     std::memcpy(&id, bootstrap.data(), sizeof(id));
-    const std::string_view sender_bus = bootstrap.substr(sizeof(id));
+    int sender_version = 0;
+    for (int i = 0; i < 4; ++i) {
+      const auto byte = static_cast<uint8_t>(bootstrap[sizeof(id) + i]);
+      sender_version |= static_cast<int>(byte) << (8 * i);
+    }
+    if (sender_version != nccl_.version) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the sender runs NCCL ", sender_version, " and this worker ", nccl_.version, " (",
+          nccl_.path, "); both ends of a link need the same (BATON_NCCL_LIBRARY)"));
+    }
+    const std::string_view sender_bus = bootstrap.substr(sizeof(id) + 4);
     if (sender_bus == bus_id_ && nccl_.version < kMultiRankGpuVersion) {
       return absl::FailedPreconditionError(absl::StrCat(
           "both workers use the GPU at ", bus_id_, ", and NCCL ", nccl_.version, " (", nccl_.path,

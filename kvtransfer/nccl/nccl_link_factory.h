@@ -1,8 +1,9 @@
 // Links over NCCL (kv_link.h) between two GPU workers: the blocks go device to device with
 // ncclSend/ncclRecv on a stream of the link's own, so a layer's KV travels while the next layer
 // computes. Each link is a communicator of two ranks (sender 0, receiver 1) made from the unique
-// id that OpenKvLink carries (with the sender's GPU's PCI bus id), non-blocking, so every wait
-// has a deadline and a hung transfer is ended with ncclCommAbort.
+// id that OpenKvLink carries (with the sender's NCCL version and GPU's PCI bus id: a receiver
+// running another NCCL version refuses the link), non-blocking, so every wait has a deadline and
+// a hung transfer is ended with ncclCommAbort.
 //
 // libnccl.so.2 is loaded when the factory is made: from $BATON_NCCL_LIBRARY when set (say the
 // `nvidia-nccl-cu13` wheel's), else the loader's search path, else the CUDA toolkit's that the
