@@ -5,7 +5,10 @@
 # system has, and the CUDA driver and cuBLAS, which it brings itself), plus scripts/gpu_run.sh.
 # The GPU machine has CUDA, cuBLAS and NCCL but none of our Debian packages and no registry.
 #
-#   scripts/gpu_bundle.sh        then carry gpu-bundle and run: bash gpu-bundle/gpu_run.sh
+# It is packed into gpu-bundle.tar.xz (ignored; about 10 MB, where the directory is over the 64 MiB
+# a call carries):
+#   scripts/gpu_bundle.sh        then carry gpu-bundle.tar.xz and run:
+#                                tar -xJf gpu-bundle.tar.xz && bash gpu-bundle/gpu_run.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 binaries=(baton device_info_test cuda_backend_test cuda_transformer_test prefill_scheduler_test
@@ -27,4 +30,5 @@ ldd "$out"/bin/* | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
   esac
 done
 cp scripts/gpu_run.sh "$out/"
-du -sh "$out" | awk '{print "gpu_bundle: " $1 " in " ENVIRON["PWD"] "/gpu-bundle"}'
+tar -cJf gpu-bundle.tar.xz "$out"
+du -sh "$out" gpu-bundle.tar.xz | awk '{print "gpu_bundle: " $1 " in " $2}'
