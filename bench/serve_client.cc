@@ -36,7 +36,7 @@ class GrpcServeClient final : public ServeClient {
     message.set_prompt(request.prompt);
     if (!options_.model.empty()) message.set_model(options_.model);
     baton::v1::SamplingParams& sampling = *message.mutable_sampling();
-    sampling.set_temperature(0);
+    sampling.set_temperature(options_.temperature);
     sampling.set_max_tokens(request.max_tokens);
     sampling.set_ignore_eos(options_.ignore_eos);
     sampling.set_disable_speculation(!options_.speculative);
@@ -115,7 +115,7 @@ class HttpServeClient final : public ServeClient {
     nlohmann::json body = {
         {"prompt", request.prompt},
         {"max_tokens", request.max_tokens},
-        {"temperature", 0},
+        {"temperature", options_.temperature},
         {"stream", true},
         {"stream_options", {{"include_usage", true}}},
         {"ignore_eos", options_.ignore_eos},

@@ -34,6 +34,7 @@ struct ServeClientOptions {
   std::string model;                       // sent as the model name when set
   std::chrono::milliseconds timeout{300000};  // per request, sent -> end of stream
   bool ignore_eos = true;                  // generate exactly max_tokens (as benchmarks do)
+  float temperature = 0;                   // 0: greedy (as vLLM's bench serve by default)
   bool speculative = true;                 // false: opt every request out of speculation
 };
 

@@ -125,6 +125,8 @@ int RunBenchServe(const Args& args) {
       {"no-per-request", "", "leave the per-request arrays out of the JSON"},
       {"no-speculation", "", "opt every request out of speculative decoding (the baseline "
                              "beside a speculating decode worker)"},
+      {"temperature", "T", "sampling temperature of every request (default 0: greedy); other "
+                           "parameters as the API's defaults (top_p 1)"},
       {"stop-at-eos", "", "let each request end at the model's end of generation, as real "
                           "requests do (default: exactly max_tokens each)"},
       {"help", "", "show this help"},
@@ -205,6 +207,9 @@ int RunBenchServe(const Args& args) {
   o.keep_requests = !flags->Has("no-per-request");
   o.client.speculative = !flags->Has("no-speculation");
   o.client.ignore_eos = !flags->Has("stop-at-eos");
+  absl::StatusOr<double> temperature = flags->GetDouble("temperature", 0, 0, 2);
+  if (!temperature.ok()) return bad(temperature.status());
+  o.client.temperature = static_cast<float>(*temperature);
 
   absl::StatusOr<bench::ServeBenchResult> result = bench::RunServeBench(o, std::cerr);
   if (!result.ok()) return RunError("bench serve", result.status());

@@ -54,7 +54,11 @@ SpeculationMetrics& Speculation() {
 
 DecodeBatch::DecodeBatch(const engine::Tokenizer* tokenizer, engine::Transformer* transformer,
                          engine::KvCache* cache, DecodeBatchOptions options)
-    : tokenizer_(*tokenizer), transformer_(*transformer), cache_(*cache), options_(options) {
+    : tokenizer_(*tokenizer),
+      transformer_(*transformer),
+      cache_(*cache),
+      options_(options),
+      samplers_(std::max(1, cache->backend().host_ranges())) {
   BatchSizeHistogram();  // exported from the start, empty
   PreemptionCounter();   // and 0
   if (options_.speculation.proposer != nullptr) Speculation().token_cost.Set(TokenCost());
@@ -267,17 +271,43 @@ double DecodeBatch::TokenCost() const {
   return spec.token_cost >= 0 ? spec.token_cost : step_cost_.RowCost() + spec.proposer_cost;
 }
 
+std::vector<engine::TokenId> DecodeBatch::DrawFirstTokens(const std::vector<StepEntry>& entries) {
+  const int32_t n_vocab = transformer_.config().n_vocab;
+  std::vector<size_t> rows(entries.size());  // each entry's first logits row
+  size_t row = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    rows[i] = row;
+    row += entries[i].fed.size();
+  }
+  std::vector<engine::TokenId> drawn(entries.size(), -1);
+  cache_.backend().ParallelForOnHost(
+      static_cast<int64_t>(entries.size()), [&](int64_t begin, int64_t end, int range) {
+        for (int64_t i = begin; i < end; ++i) {
+          if (entries[i].fed.size() != 1) continue;
+          const DecodeSequence& seq = running_[i];
+          drawn[i] = samplers_[range].Sample(
+              seq.params, {logits_.data() + rows[i] * n_vocab, static_cast<size_t>(n_vocab)},
+              seq.tokens, static_cast<int64_t>(seq.tokens.size()));
+        }
+      });
+  return drawn;
+}
+
 engine::FinishReason DecodeBatch::AcceptTokens(DecodeSequence& seq, const StepEntry& entry,
-                                               size_t first_row) {
+                                               size_t first_row, engine::TokenId drawn) {
   const int32_t n_vocab = transformer_.config().n_vocab;
   const int32_t proposed = static_cast<int32_t>(entry.fed.size()) - 1;
   seq.speculation.proposed += proposed;
   int32_t accepted = 0;
   engine::FinishReason finish = engine::FinishReason::kNone;
   for (size_t j = 0; j < entry.fed.size(); ++j) {
-    const engine::TokenId token = sampler_.Sample(
-        seq.params, {logits_.data() + (first_row + j) * n_vocab, static_cast<size_t>(n_vocab)},
-        seq.tokens, static_cast<int64_t>(seq.tokens.size()));
+    const engine::TokenId token =
+        j == 0 && drawn >= 0
+            ? drawn
+            : samplers_[0].Sample(
+                  seq.params,
+                  {logits_.data() + (first_row + j) * n_vocab, static_cast<size_t>(n_vocab)},
+                  seq.tokens, static_cast<int64_t>(seq.tokens.size()));
     seq.tokens.push_back(token);
     const int32_t n_generated = static_cast<int32_t>(seq.tokens.size()) - seq.n_prompt;
     finish = engine::FinishReasonAfterToken(tokenizer_, seq.params, token, n_generated,
@@ -329,6 +359,8 @@ bool DecodeBatch::Step() {
   ++n_steps_;
   BatchSizeHistogram().Observe(static_cast<double>(n));
   std::vector<bool> done(running_.size(), false);
+  const std::vector<engine::TokenId> drawn =
+      status.ok() ? DrawFirstTokens(entries) : std::vector<engine::TokenId>(n, -1);
   size_t row = 0;
   for (size_t i = 0; i < n; ++i) {
     DecodeSequence& seq = running_[i];
@@ -337,7 +369,7 @@ bool DecodeBatch::Step() {
       done[i] = true;
       continue;
     }
-    const engine::FinishReason finish = AcceptTokens(seq, entries[i], row);
+    const engine::FinishReason finish = AcceptTokens(seq, entries[i], row, drawn[i]);
     row += entries[i].fed.size();
     if (finish != engine::FinishReason::kNone) {
       Finish(seq, finish, absl::OkStatus());

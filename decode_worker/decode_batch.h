@@ -153,7 +153,13 @@ class DecodeBatch {
   // Samples the sequence's next tokens from its logits rows (one per fed token, from
   // `first_row`), keeping proposals while they equal what was drawn, and forgets the KV of the
   // rest. Returns how the sequence ended (kNone: it goes on).
-  engine::FinishReason AcceptTokens(DecodeSequence& seq, const StepEntry& entry, size_t first_row);
+  // `drawn`: the token already sampled from the first row (DrawFirstTokens), or -1.
+  engine::FinishReason AcceptTokens(DecodeSequence& seq, const StepEntry& entry, size_t first_row,
+                                    engine::TokenId drawn);
+  // Samples the first row of each of the step's n entries at once, spread over the backend's
+  // host threads (each sequence's draw depends on nothing but its own row, tokens and seed);
+  // -1 where an entry proposed tokens (speculation), whose rows are drawn one after another.
+  std::vector<engine::TokenId> DrawFirstTokens(const std::vector<StepEntry>& entries);
   // Moves admitted sequences in and applies cancellations (running and preempted).
   void TakeArrivalsAndCancellations();
   // Resumes preempted sequences, oldest first, while the pool has room for them.
@@ -167,7 +173,7 @@ class DecodeBatch {
   engine::Transformer& transformer_;
   engine::KvCache& cache_;
   const DecodeBatchOptions options_;
-  engine::Sampler sampler_;
+  std::vector<engine::Sampler> samplers_;  // one per host range of the backend
 
   mutable absl::Mutex mu_;
   std::vector<DecodeSequence> admitted_ ABSL_GUARDED_BY(mu_);

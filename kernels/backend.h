@@ -25,6 +25,7 @@
 #include <span>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "kernels/dtype.h"
 #include "kernels/host_copy.h"
@@ -117,6 +118,20 @@ class Backend {
   // blocks of a reservation that no sequence uses yet). Complete on return; any thread. Default:
   // CopyToDevice one after the other.
   virtual void CopyToDeviceUnordered(std::span<const HostCopy> copies);
+
+  // ---- Host work between forward passes ----
+
+  // Runs fn(begin, end, range) over a split of [0, n_tasks) into ranges on the host threads this
+  // backend owns (the CPU backend's pool), returning once every range is done; `range` is below
+  // host_ranges() and unique among concurrent calls, so it can index per-range scratch. For work
+  // on the forward pass's results that each row does alone (sampling a decode step's
+  // sequences); from the thread that queues the operations, never from inside fn. Default: one
+  // range, on the calling thread.
+  virtual int host_ranges() const { return 1; }
+  virtual void ParallelForOnHost(int64_t n_tasks,
+                                 absl::FunctionRef<void(int64_t begin, int64_t end, int range)> fn) {
+    if (n_tasks > 0) fn(0, n_tasks, 0);
+  }
 
   // ---- Element-wise operations between the layers' products ----
 

@@ -157,6 +157,12 @@ class FastCpuBackend final : public HostBackend {
     return "cpu-" + std::string(CpuIsaName(kernels_.isa));
   }
 
+  int host_ranges() const override { return pool_.n_threads(); }
+  void ParallelForOnHost(int64_t n_tasks,
+                         absl::FunctionRef<void(int64_t, int64_t, int)> fn) override {
+    pool_.ParallelFor(n_tasks, fn);
+  }
+
   void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y) override {
     CheckMatMulShape(w);
     if (n <= 0 || w.n_rows <= 0) return;

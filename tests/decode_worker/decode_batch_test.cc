@@ -2,6 +2,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <utility>
 
 #include "absl/status/statusor.h"
@@ -168,6 +169,32 @@ class DecodeBatchTest : public testing::Test {
   std::unique_ptr<engine::Model> model_;
   std::unique_ptr<kernels::Backend> backend_;
 };
+
+// A step samples its sequences on the backend's host threads at once; each draw depends only on
+// its own row, tokens and seed, so the output is the same on one thread as on two, and as when
+// each sequence is stepped alone.
+TEST_F(DecodeBatchTest, SampledOutputIsTheSameOnOneHostThreadAndOnTwo) {
+  // Batches of 8 on one and on two host threads, and one sequence a step (each draw alone).
+  std::vector<std::vector<engine::TokenId>> outputs[3];
+  for (int way = 0; way < 3; ++way) {
+    const int threads = way == 1 ? 2 : 1;
+    backend_ = kernels::CreateCpuBackend({.n_threads = threads});
+    ASSERT_EQ(backend_->host_ranges(), threads);
+    absl::StatusOr<Run> run = RunSequences(6, 64, 12, {.max_batch = way == 2 ? 1 : 8},
+                                           /*temperature=*/1.0f);
+    ASSERT_TRUE(run.ok()) << run.status();
+    for (const auto& sink : run->sinks) {
+      ASSERT_TRUE(sink->ended());
+      outputs[way].push_back(sink->tokens());
+    }
+  }
+  EXPECT_EQ(outputs[0], outputs[1]);
+  EXPECT_EQ(outputs[0], outputs[2]);
+  // The draws are not all the same token (the test would show nothing).
+  std::set<engine::TokenId> seen;
+  for (const auto& tokens : outputs[0]) seen.insert(tokens.begin(), tokens.end());
+  EXPECT_GT(seen.size(), 5u);
+}
 
 TEST_F(DecodeBatchTest, SequencesGrowOnDemandAndPreemptedOnesResumeWithoutLosingAToken) {
   // Plenty of blocks: no preemption. Each sequence ends with 6 + 24 = 30 tokens: 8 blocks.
