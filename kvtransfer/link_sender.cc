@@ -83,10 +83,8 @@ absl::Status LinkSender::Run(LinkTransfer& transfer) {
   }
   const absl::Time deadline =
       std::min(absl::FromChrono(transfer.deadline), absl::Now() + kLinkTransferTimeout);
-  absl::Status sent = AwaitIdle(*endpoint_, deadline, [&] {
-    absl::MutexLock lock(&mu_);
-    return !failure_.ok() || transfer.lost();
-  });
+  absl::Status sent =
+      AwaitIdle(*endpoint_, deadline, [&] { return !Failure().ok() || transfer.lost(); });
   if (!sent.ok()) {
     Break(absl::Status(sent.code(), absl::StrCat("transfer ", sequence, ": ", sent.message())));
     return Failure();
