@@ -79,8 +79,9 @@ class KvPush {
   // Calls `release` once the transport reads none of the blocks given to SendLayer any more: at
   // once, on this thread, when that is so already (in-process always; over gRPC after a
   // successful Finish, as a rule); otherwise later on a transport thread, when the network lets
-  // go of its views of them (soon after a failure or Cancel; at worst when the connection to a
-  // peer that was cut off fails). Once, after Finish or Cancel.
+  // go of its views of them (soon after a failure or Cancel, or when the push is destroyed: a
+  // failed call may keep its messages until then; at worst when the connection to a peer that
+  // was cut off fails). Once, after Finish or Cancel.
   virtual void WhenBlocksReleased(std::function<void()> release) = 0;
 };
 

@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "decode_worker/reservation_table.h"
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
@@ -193,7 +195,11 @@ TEST_P(GrpcPushIntoReservationsTest, AnAbandonedPushFreesEveryBlock) {
   ASSERT_TRUE((*push)->SendLayer(0, blocks).ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   (*push)->Cancel();
+  // The sender's blocks stay until the network lets go of them (kv_transport.h).
+  auto released = std::make_shared<absl::Notification>();
+  (*push)->WhenBlocksReleased([released] { released->Notify(); });
   push->reset();
+  EXPECT_TRUE(released->WaitForNotificationWithTimeout(absl::Minutes(1)));
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (table_->size() > 0 && std::chrono::steady_clock::now() < give_up) {
     table_->ExpireLeases();

@@ -19,6 +19,7 @@
 namespace baton::kvtransfer {
 namespace {
 
+using ::baton::kvtransfer::testing::ReleaseBlocks;
 using ::baton::kvtransfer::testing::FakeReceiver;
 using ::baton::kvtransfer::testing::In;
 using ::baton::kvtransfer::testing::KvData;
@@ -43,8 +44,11 @@ absl::StatusOr<KvPushStats> PushAll(KvTransport& transport, const std::string& a
                                     std::chrono::milliseconds timeout = 10000ms) {
   auto push = transport.StartPush(address, spec, In(timeout));
   if (!push.ok()) return push.status();
-  if (absl::Status sent = SendAll(**push, spec, data); !sent.ok()) return sent;
-  return (*push)->Finish();
+  absl::Status sent = SendAll(**push, spec, data);
+  absl::StatusOr<KvPushStats> finished = sent.ok() ? (*push)->Finish() : sent;
+  if (!finished.ok()) (*push)->Cancel();
+  EXPECT_TRUE(ReleaseBlocks(*std::move(push)));  // `data` may go once this returns
+  return finished;
 }
 
 struct RoundTripCase {
@@ -220,7 +224,7 @@ TEST(GrpcKvTransportTest, SenderCancellingMidwayAborts) {
   EXPECT_EQ(server.receiver().reservation("r1").abort_reason.code(), absl::StatusCode::kCancelled);
   EXPECT_FALSE((*push)->SendLayer(2, data.Layer(2)).ok());
   EXPECT_FALSE((*push)->Finish().ok());
-  push->reset();
+  EXPECT_TRUE(ReleaseBlocks(*std::move(push)));
   EXPECT_EQ(server.receiver().counts().abort, 1);
   EXPECT_EQ(server.receiver().counts().end, 0);
 }
@@ -286,6 +290,7 @@ TEST_P(StalledReceiverTest, DeadlineExceededAndAborted) {
   ASSERT_TRUE(server.receiver().WaitForAborts(1));
   EXPECT_EQ(server.receiver().counts().end, 0);
   EXPECT_EQ(server.receiver().reservation("r1").state, FakeReceiver::State::kAborted);
+  EXPECT_TRUE(ReleaseBlocks(*std::move(push)));
 }
 
 INSTANTIATE_TEST_SUITE_P(Layers, StalledReceiverTest, ::testing::Values(1, 4));
@@ -303,6 +308,7 @@ TEST(GrpcKvTransportTest, BadSendLayerFailsThePush) {
   EXPECT_EQ((*push)->SendLayer(2, data.Layer(2)).code(), absl::StatusCode::kInvalidArgument);
   ASSERT_TRUE(server.receiver().WaitForAborts(1));
   EXPECT_FALSE((*push)->Finish().ok());
+  EXPECT_TRUE(ReleaseBlocks(*std::move(push)));
 }
 
 // Blocks still being filled when SendLayer is called (a copy from a GPU in flight): the
@@ -372,6 +378,7 @@ TEST(GrpcKvTransportTest, BlocksThatCannotBeHadFailThePushWithTheirReason) {
       << status;
   ASSERT_TRUE(server.receiver().WaitForAborts(1));
   EXPECT_EQ(server.receiver().counts().end, 0);
+  EXPECT_TRUE(ReleaseBlocks(*std::move(push)));
 }
 
 TEST(GrpcKvTransportTest, UnreachableDestinationIsUnavailable) {

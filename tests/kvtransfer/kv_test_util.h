@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "kvtransfer/kv_push_spec.h"
 #include "kvtransfer/kv_transfer_service.h"
@@ -120,6 +122,16 @@ inline absl::Status SendAll(KvPush& push, const KvPushSpec& spec, const KvData& 
     }
   }
   return absl::OkStatus();
+}
+
+// Destroys a push (after its Finish or Cancel) and waits until the transport reads none of its
+// blocks any more: until then they must stay as they are (kv_transport.h; a failed call may keep
+// its messages until the push is destroyed). False after a minute.
+inline bool ReleaseBlocks(std::unique_ptr<KvPush> push) {
+  auto released = std::make_shared<absl::Notification>();
+  push->WhenBlocksReleased([released] { released->Notify(); });
+  push.reset();
+  return released->WaitForNotificationWithTimeout(absl::Minutes(1));
 }
 
 inline std::chrono::system_clock::time_point In(std::chrono::milliseconds ms) {
