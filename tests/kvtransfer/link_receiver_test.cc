@@ -141,11 +141,12 @@ TEST(LinkAcceptorTest, KeepsAtMostMaxLinksAndBreaksTheLeastRecentlyUsed) {
 
 TEST(LinkAcceptorTest, ALinkIdleTooLongIsBrokenAndForgotten) {
   HostLinkFactory links;
-  LinkAcceptor acceptor(&links, 16, /*idle_timeout=*/absl::Milliseconds(50));
+  // Long enough that a loaded machine finds the link before it goes idle.
+  LinkAcceptor acceptor(&links, 16, /*idle_timeout=*/absl::Seconds(1));
   ASSERT_TRUE(acceptor.Open(Request(links, "idle"), absl::Now() + absl::Seconds(10)).ok());
   absl::StatusOr<std::shared_ptr<LinkReceiver>> link = acceptor.Find("idle");
   ASSERT_TRUE(link.ok());
-  absl::SleepFor(absl::Milliseconds(120));
+  absl::SleepFor(absl::Milliseconds(1500));
   EXPECT_EQ(acceptor.Find("idle").status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE((*link)->broken());
   EXPECT_EQ(acceptor.size(), 0u);
