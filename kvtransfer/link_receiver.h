@@ -42,7 +42,6 @@ class LinkReceiver {
   void Break(const absl::Status& why);
 
   bool broken() const { return broken_.load(); }
-  const std::string& link_id() const { return link_id_; }
 
  private:
   bool TurnOf(uint64_t sequence) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
