@@ -295,7 +295,9 @@ TEST(LinkKvTransportTest, AutoPushesOverGrpcWhileTheLinkOpensThenOverTheLink) {
     auto push = (*transport)->StartPush(pair.server.address(), spec, In(10000ms));
     ASSERT_TRUE(push.ok()) << push.status();
     went_over = (*push)->transport_name();
-    if (i == 0) EXPECT_EQ(went_over, "grpc");  // the link had not been asked for before
+    if (i == 0) {
+      EXPECT_EQ(went_over, "grpc");  // the link had not been asked for before
+    }
     ASSERT_TRUE(SendAll(**push, spec, data).ok());
     ASSERT_TRUE((*push)->Finish().ok());
     EXPECT_EQ(pair.receiver().reservation(spec.reservation_id).bytes, data.Expected(3));
