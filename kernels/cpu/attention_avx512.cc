@@ -8,13 +8,16 @@
 // p = exp(score - m'), l = l * corr + (sum of p), acc = acc * corr + sum over the keys in order of
 // p * V. exp is GGML's ggml_v_expf.
 // Several queries go through a segment together (AttentionPartialQueriesFn): each chunk's K and
-// V rows are converted from f16 once for all of their heads, which a prefill's queries share.
+// V rows are converted from f16 once for all of their heads, which a prefill's queries share; a
+// single query (decode) reads them straight from the cache. A query's heads of one kv head go
+// through each chunk together, up to 4 at a time: their chains overlap and they share V's loads.
 //
 // Batch invariance: chunk boundaries are fixed token indices (t_begin is a multiple of the
 // segment), and each head's arithmetic depends only on its query, its last key and the cache.
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -119,58 +122,180 @@ void LoadChunk(const KvLayerView& kv, int32_t kv_h, int32_t t0, int count, int v
   }
 }
 
-// One head's online-softmax step over a chunk whose first `count` keys are the head's:
-// state = (m, l, acc[kVectors * 16]) as in a partial (isa_kernels.h).
-template <int kVectors>
-void HeadChunk(const float* q, const ChunkRows& rows, int count, float scale, float* state) {
-  __m512 r[kChunk];
-  {
-    const __m512 q0 = _mm512_loadu_ps(q);
-#pragma GCC unroll 16
-    for (int c = 0; c < kChunk; ++c) r[c] = _mm512_mul_ps(_mm512_load_ps(&rows.k[c][0]), q0);
-  }
-#pragma GCC unroll 16
-  for (int v = 1; v < kVectors; ++v) {
-    const __m512 qv = _mm512_loadu_ps(q + 16 * v);
-#pragma GCC unroll 16
+// Where TileChunk reads a chunk's K and V rows, one 16-float vector v of key c's row at a time.
+// ConvertedRows: LoadChunk's f32 copy, converted once for the several queries that share it.
+// CacheRows: the cache itself, each vector converted as it is read (one query shares nothing, and
+// a copy would cost a store and a load per vector); whole vectors only (head_dim % 16 == 0).
+// Both give the same values: the conversion from f16 is exact.
+struct ConvertedRows {
+  const ChunkRows* rows;
+  __m512 K(int c, int v) const { return _mm512_load_ps(&rows->k[c][16 * v]); }
+  __m512 V(int c, int v) const { return _mm512_load_ps(&rows->v[c][16 * v]); }
+};
+
+struct CacheRows {
+  const uint16_t* k[kChunk];
+  const uint16_t* v[kChunk];
+
+  // Tokens [t0, t0 + count) of kv head kv_h; the keys past count read key t0's row (their scores
+  // are masked).
+  CacheRows(const KvLayerView& kv, int32_t kv_h, int32_t t0, int count) {
     for (int c = 0; c < kChunk; ++c) {
-      r[c] = _mm512_fmadd_ps(_mm512_load_ps(&rows.k[c][16 * v]), qv, r[c]);
+      const int64_t offset = kv.RowOffset(t0 + (c < count ? c : 0), kv_h);
+      k[c] = kv.k_base + offset;
+      v[c] = kv.v_base + offset;
     }
   }
-  const __mmask16 live = static_cast<__mmask16>((1u << count) - 1);
-  const __m512 scores = _mm512_mask_blend_ps(
-      live, _mm512_set1_ps(-INFINITY), _mm512_mul_ps(ReduceAdd16x16(r), _mm512_set1_ps(scale)));
-  const float m = state[0];
-  const float m_new = std::fmax(m, _mm512_reduce_max_ps(scores));
-  const float corr = _mm512_cvtss_f32(ExpGgml(_mm512_set1_ps(m - m_new)));
-  const __m512 p = ExpGgml(_mm512_sub_ps(scores, _mm512_set1_ps(m_new)));
-  state[0] = m_new;
-  state[1] = state[1] * corr + _mm512_reduce_add_ps(p);
-  alignas(64) float pc[kChunk];
-  _mm512_store_ps(pc, p);
-  float* acc = state + 2;
-  __m512 a[kVectors];
-  const __m512 corr_v = _mm512_set1_ps(corr);
-#pragma GCC unroll 16
-  for (int v = 0; v < kVectors; ++v) a[v] = _mm512_mul_ps(_mm512_loadu_ps(acc + 16 * v), corr_v);
-  for (int c = 0; c < count; ++c) {
-    const __m512 pv = _mm512_set1_ps(pc[c]);
-#pragma GCC unroll 16
-    for (int v = 0; v < kVectors; ++v) {
-      a[v] = _mm512_fmadd_ps(pv, _mm512_load_ps(&rows.v[c][16 * v]), a[v]);
+  static __m512 Load(const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  __m512 K(int c, int vec) const { return Load(k[c] + 16 * vec); }
+  __m512 V(int c, int vec) const { return Load(v[c] + 16 * vec); }
+};
+
+// The paged rows defeat the hardware prefetcher, and the weights streamed between two layers'
+// attention have evicted them: asks for the K and V rows of tokens [t_begin, t_end) of kv head
+// kv_h ahead of their use. Always inlined: GCC finds a function that only prefetches free of
+// effects and drops the calls.
+[[gnu::always_inline]] inline void PrefetchRows(const KvLayerView& kv, int32_t kv_h, int32_t t_begin, int32_t t_end) {
+  const int row_bytes = kv.head_dim * static_cast<int>(sizeof(uint16_t));
+  for (int32_t t = t_begin; t < t_end; ++t) {
+    const int64_t offset = kv.RowOffset(t, kv_h);
+    const char* k_row = reinterpret_cast<const char*>(kv.k_base + offset);
+    const char* v_row = reinterpret_cast<const char*>(kv.v_base + offset);
+    for (int b = 0; b < row_bytes; b += 64) {
+      _mm_prefetch(k_row + b, _MM_HINT_T0);
+      _mm_prefetch(v_row + b, _MM_HINT_T0);
     }
   }
-#pragma GCC unroll 16
-  for (int v = 0; v < kVectors; ++v) _mm512_storeu_ps(acc + 16 * v, a[v]);
 }
 
-using HeadChunkFn = void (*)(const float*, const ChunkRows&, int, float, float*);
+// Heads that go through a chunk together (one query's heads of one kv head): their independent
+// chains overlap, and they share each V vector's load.
+constexpr int kMaxTileHeads = 4;
 
-template <int... kVectors>
-constexpr HeadChunkFn HeadChunkFor(int vectors, std::integer_sequence<int, kVectors...>) {
-  HeadChunkFn fn = nullptr;
-  ((fn = vectors == kVectors + 1 ? HeadChunk<kVectors + 1> : fn), ...);
-  return fn;
+// Vectors per pass over V: the largest divisor of kVectors whose kHeads x pass accumulators fit
+// in 16 registers.
+constexpr int PassVectors(int vectors, int heads) {
+  for (int pass = std::min(vectors, std::max(1, 16 / heads)); pass > 1; --pass) {
+    if (vectors % pass == 0) return pass;
+  }
+  return 1;
+}
+
+// The online-softmax step of kHeads heads, q [kHeads, 16 * kVectors] and state [kHeads,
+// AttentionPartialSize] (m, l, acc as in a partial, isa_kernels.h), over a chunk whose first
+// `count` keys are theirs. Each head's arithmetic is the same for any kHeads.
+template <int kVectors, int kHeads, class Rows>
+void TileChunk(const float* q, const Rows& rows, int count, float scale, float* state) {
+  constexpr int kDim = 16 * kVectors;
+  constexpr int kStateStride = 2 + kDim;
+  const __mmask16 live = static_cast<__mmask16>((1u << count) - 1);
+  __m512 scores[kHeads];
+#pragma GCC unroll 4
+  for (int h = 0; h < kHeads; ++h) {
+    __m512 r[kChunk];
+    const __m512 q0 = _mm512_loadu_ps(q + h * kDim);
+#pragma GCC unroll 16
+    for (int c = 0; c < kChunk; ++c) r[c] = _mm512_mul_ps(rows.K(c, 0), q0);
+#pragma GCC unroll 16
+    for (int v = 1; v < kVectors; ++v) {
+      const __m512 qv = _mm512_loadu_ps(q + h * kDim + 16 * v);
+#pragma GCC unroll 16
+      for (int c = 0; c < kChunk; ++c) r[c] = _mm512_fmadd_ps(rows.K(c, v), qv, r[c]);
+    }
+    scores[h] = _mm512_mask_blend_ps(live, _mm512_set1_ps(-INFINITY),
+                                     _mm512_mul_ps(ReduceAdd16x16(r), _mm512_set1_ps(scale)));
+  }
+  alignas(64) float p[kHeads][kChunk];
+  float corr[kHeads];
+#pragma GCC unroll 4
+  for (int h = 0; h < kHeads; ++h) {
+    float* st = state + h * kStateStride;
+    const float m_new = std::fmax(st[0], _mm512_reduce_max_ps(scores[h]));
+    corr[h] = _mm512_cvtss_f32(ExpGgml(_mm512_set1_ps(st[0] - m_new)));
+    const __m512 ph = ExpGgml(_mm512_sub_ps(scores[h], _mm512_set1_ps(m_new)));
+    st[0] = m_new;
+    st[1] = st[1] * corr[h] + _mm512_reduce_add_ps(ph);
+    _mm512_store_ps(p[h], ph);
+  }
+  constexpr int kPass = PassVectors(kVectors, kHeads);
+  for (int v0 = 0; v0 < kVectors; v0 += kPass) {
+    __m512 a[kHeads][kPass];
+#pragma GCC unroll 4
+    for (int h = 0; h < kHeads; ++h) {
+      const __m512 corr_h = _mm512_set1_ps(corr[h]);
+#pragma GCC unroll 16
+      for (int j = 0; j < kPass; ++j) {
+        a[h][j] = _mm512_mul_ps(_mm512_loadu_ps(state + h * kStateStride + 2 + 16 * (v0 + j)),
+                                corr_h);
+      }
+    }
+    for (int c = 0; c < count; ++c) {
+#pragma GCC unroll 16
+      for (int j = 0; j < kPass; ++j) {
+        const __m512 vv = rows.V(c, v0 + j);
+#pragma GCC unroll 4
+        for (int h = 0; h < kHeads; ++h) {
+          a[h][j] = _mm512_fmadd_ps(_mm512_set1_ps(p[h][c]), vv, a[h][j]);
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int h = 0; h < kHeads; ++h) {
+#pragma GCC unroll 16
+      for (int j = 0; j < kPass; ++j) {
+        _mm512_storeu_ps(state + h * kStateStride + 2 + 16 * (v0 + j), a[h][j]);
+      }
+    }
+  }
+}
+
+template <class Rows>
+using TileChunkFn = void (*)(const float*, const Rows&, int, float, float*);
+
+template <class Rows, int... kVectors>
+constexpr auto TileChunkTable(std::integer_sequence<int, kVectors...>) {
+  using Row = std::array<TileChunkFn<Rows>, kMaxTileHeads>;
+  return std::array<Row, sizeof...(kVectors)>{
+      Row{TileChunk<kVectors + 1, 1, Rows>, TileChunk<kVectors + 1, 2, Rows>,
+          TileChunk<kVectors + 1, 3, Rows>, TileChunk<kVectors + 1, 4, Rows>}...};
+}
+
+// [vectors - 1][heads - 1]: the step for heads of 16 * vectors floats.
+template <class Rows>
+constexpr auto kTileChunks =
+    TileChunkTable<Rows>(std::make_integer_sequence<int, kAttentionMaxHeadDim / 16>());
+
+// One query's `group` heads, q [group, 16 * vectors] and state [group, AttentionPartialSize],
+// through a chunk, kMaxTileHeads at a time.
+template <class Rows>
+void GroupChunk(const float* q, int32_t group, int vectors, const Rows& rows, int count,
+                float scale, float* state) {
+  const int64_t d = 16 * vectors;
+  for (int32_t g0 = 0; g0 < group; g0 += kMaxTileHeads) {
+    const int heads = std::min<int32_t>(kMaxTileHeads, group - g0);
+    kTileChunks<Rows>[vectors - 1][heads - 1](q + g0 * d, rows, count, scale,
+                                               state + g0 * AttentionPartialSize(d));
+  }
+}
+
+// Chunks ahead whose rows are asked for: enough to cover a memory access.
+constexpr int32_t kPrefetchChunks = 2;
+
+// AttentionPartialAvx512 for whole vectors: the rows read from the cache as they are used.
+void AttentionPartialFromCache(const float* q, int32_t kv_h, int32_t group, int32_t t_begin,
+                               int32_t t_end, const KvLayerView& kv, float scale,
+                               float* partial) {
+  AttentionInitState(group, kv.head_dim, partial);
+  PrefetchRows(kv, kv_h, t_begin, std::min(t_end, t_begin + kPrefetchChunks * kChunk));
+  for (int32_t t0 = t_begin; t0 < t_end; t0 += kChunk) {
+    const int32_t ahead = t0 + kPrefetchChunks * kChunk;
+    PrefetchRows(kv, kv_h, ahead, std::min(t_end, ahead + kChunk));
+    const int count = std::min(kChunk, t_end - t0);
+    GroupChunk(q, group, kv.head_dim / 16, CacheRows(kv, kv_h, t0, count), count, scale,
+               partial);
+  }
 }
 
 void AttentionPartialQueriesAvx512(const float* q, int64_t q_stride, int32_t n_q,
@@ -180,6 +305,12 @@ void AttentionPartialQueriesAvx512(const float* q, int64_t q_stride, int32_t n_q
   const int d = kv.head_dim;
   const int vectors = (d + 15) / 16;
   const __mmask16 tail = static_cast<__mmask16>(d % 16 == 0 ? 0xffff : (1u << (d % 16)) - 1);
+  if (n_q == 1 && d % 16 == 0) {
+    if (t_end[0] > t_begin) {
+      AttentionPartialFromCache(q, kv_h, group, t_begin, t_end[0], kv, scale, partial);
+    }
+    return;
+  }
   const int64_t size = AttentionPartialSize(d);
   int32_t last = t_begin;
   for (int32_t j = 0; j < n_q; ++j) {
@@ -188,27 +319,29 @@ void AttentionPartialQueriesAvx512(const float* q, int64_t q_stride, int32_t n_q
     AttentionInitState(group, d, partial + j * partial_stride);
   }
   static thread_local ChunkRows rows;
-  const HeadChunkFn head_chunk =
-      HeadChunkFor(vectors, std::make_integer_sequence<int, kAttentionMaxHeadDim / 16>());
+  const ConvertedRows converted{&rows};
+  PrefetchRows(kv, kv_h, t_begin, std::min(last, t_begin + kPrefetchChunks * kChunk));
   for (int32_t t0 = t_begin; t0 < last; t0 += kChunk) {
+    const int32_t ahead = t0 + kPrefetchChunks * kChunk;
+    PrefetchRows(kv, kv_h, ahead, std::min(last, ahead + kChunk));
     LoadChunk(kv, kv_h, t0, std::min(kChunk, last - t0), vectors, tail, &rows);
     for (int32_t j = 0; j < n_q; ++j) {
       if (t_end[j] <= t0) continue;
       const int count = std::min(kChunk, t_end[j] - t0);
+      if (d % 16 == 0) {
+        GroupChunk(q + j * q_stride, group, vectors, converted, count, scale,
+                   partial + j * partial_stride);
+        continue;
+      }
+      // A head dimension that is not a whole number of vectors: q and acc padded with zeros.
       for (int32_t g = 0; g < group; ++g) {
-        const float* qh = q + j * q_stride + static_cast<int64_t>(g) * d;
-        float* state = partial + j * partial_stride + g * size;
-        if (d % 16 == 0) {
-          head_chunk(qh, rows, count, scale, state);
-          continue;
-        }
-        // A head dimension that is not a whole number of vectors: q and acc padded with zeros.
         alignas(64) float qp[kAttentionMaxHeadDim] = {};
         alignas(64) float padded[2 + kAttentionMaxHeadDim];
-        std::memcpy(qp, qh, d * sizeof(float));
+        float* state = partial + j * partial_stride + g * size;
+        std::memcpy(qp, q + j * q_stride + static_cast<int64_t>(g) * d, d * sizeof(float));
         std::memset(padded, 0, sizeof padded);
         std::memcpy(padded, state, size * sizeof(float));
-        head_chunk(qp, rows, count, scale, padded);
+        GroupChunk(qp, 1, vectors, converted, count, scale, padded);
         std::memcpy(state, padded, size * sizeof(float));
       }
     }

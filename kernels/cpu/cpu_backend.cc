@@ -405,7 +405,13 @@ class FastCpuBackend final : public HostBackend {
     const int64_t block = std::clamp<int64_t>(n_q * kv.n_kv_head / (4 * pool_.n_threads()), 1,
                                               kAttentionQueryBlock);
     const int64_t n_blocks = (n_q + block - 1) / block;
-    const int32_t heads = n_blocks * kv.n_kv_head < 2 * pool_.n_threads() ? 1 : group;
+    // A task of one head where that bounds a thread's work better: alone, a head costs about
+    // twice its share of a group's task (the group's heads share their K and V loads and
+    // overlap their chains).
+    const int64_t threads = pool_.n_threads();
+    const int64_t group_cost = (n_blocks * kv.n_kv_head + threads - 1) / threads * group;
+    const int64_t head_cost = (n_blocks * n_head + threads - 1) / threads * 2;
+    const int32_t heads = head_cost < group_cost ? 1 : group;
     const int64_t tasks_per_block = n_head / heads;
     const int64_t size = heads * AttentionPartialSize(kv.head_dim);
     pool_.ParallelFor(n_blocks * tasks_per_block, [&](int64_t begin, int64_t end, int) {
@@ -467,7 +473,8 @@ class FastCpuBackend final : public HostBackend {
                                    scratch + task * partial_size);
       }
     });
-    pool_.ParallelFor(n_pairs, [&](int64_t begin, int64_t end, int) {
+    // Folding is light: a job of its own only when there is much of it.
+    ForRows(n_pairs, max_segments * partial_size, [&](int64_t begin, int64_t end) {
       std::vector<float> state(partial_size);
       for (int64_t pair = begin; pair < end; ++pair) {
         const int64_t i = pair / kv.n_kv_head;
