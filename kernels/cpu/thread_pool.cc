@@ -71,7 +71,7 @@ std::vector<int> ThreadPool::AffinityCpus() {
 ThreadPool::ThreadPool(const ThreadPoolOptions& options)
     : n_threads_(ResolveThreadCount(options.n_threads)),
       spin_ns_(std::max<int64_t>(0, options.spin_microseconds) * 1000),
-      slots_(static_cast<size_t>(n_threads_)) {
+      slots_(static_cast<size_t>(n_threads_) * kRangesPerThread) {
   std::vector<int> cpus;
   if (options.pin_threads) cpus = AffinityCpus();
   workers_.reserve(n_threads_ - 1);
@@ -88,8 +88,8 @@ ThreadPool::~ThreadPool() {
   for (std::thread& t : workers_) t.join();
 }
 
-bool ThreadPool::TryRun(int index, uint32_t generation) {
-  std::atomic<uint32_t>& claimed = slots_[index].claimed;
+bool ThreadPool::TryRun(int range, uint32_t generation, int thread) {
+  std::atomic<uint32_t>& claimed = slots_[range].claimed;
   uint32_t last = claimed.load(std::memory_order_relaxed);
   // Generations only grow (wrapping after 2^32 jobs: compare by difference).
   while (static_cast<int32_t>(generation - last) > 0) {
@@ -98,13 +98,23 @@ bool ThreadPool::TryRun(int index, uint32_t generation) {
       // The range was unclaimed, so job `generation` is still running and its fields are stable
       // (they were published before the generation, which this thread acquired).
       const int64_t n = job_n_tasks_;
-      const int64_t t = job_n_ranges_;
-      (*job_fn_)(n * index / t, n * (index + 1) / t, index);
+      const int64_t r = job_n_ranges_.load(std::memory_order_relaxed);
+      (*job_fn_)(n * range / r, n * (range + 1) / r, thread);
       if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) pending_.notify_one();
       return true;
     }
   }
   return false;
+}
+
+void ThreadPool::RunJob(int thread, uint32_t generation) {
+  const int r = job_n_ranges_.load(std::memory_order_relaxed);
+  const int t = n_threads_;
+  // Its own ranges in order, then the others' from the end, the other way from their owners.
+  for (int range = r * thread / t; range < r * (thread + 1) / t; ++range) {
+    TryRun(range, generation, thread);
+  }
+  for (int range = r - 1; range >= 0; --range) TryRun(range, generation, thread);
 }
 
 void ThreadPool::WorkerLoop(int index, int cpu) {
@@ -120,12 +130,7 @@ void ThreadPool::WorkerLoop(int index, int cpu) {
   for (;;) {
     seen = WaitForChange(generation_, seen, spin_ns_);
     if (stop_.load(std::memory_order_relaxed)) return;
-    if (TryRun(index, seen)) {
-      // Help with ranges whose owners have not started.
-      for (int other = 0; other < n_threads_; ++other) {
-        if (other != index) TryRun(other, seen);
-      }
-    }
+    RunJob(index, seen);
   }
 }
 
@@ -138,19 +143,20 @@ void ThreadPool::ParallelFor(int64_t n_tasks, Fn fn) {
   CHECK(!busy_.exchange(true, std::memory_order_acquire))
       << "ThreadPool::ParallelFor called concurrently or from inside a task";
   const uint32_t generation = generation_.load(std::memory_order_relaxed) + 1;
-  const int n_ranges = static_cast<int>(std::min<int64_t>(n_tasks, n_threads_));
+  const int n_ranges =
+      static_cast<int>(std::min<int64_t>(n_tasks, int64_t{n_threads_} * kRangesPerThread));
   job_fn_ = &fn;
   job_n_tasks_ = n_tasks;
-  job_n_ranges_ = n_ranges;
+  job_n_ranges_.store(n_ranges, std::memory_order_relaxed);
   // Ranges beyond n_ranges do not exist in this job: mark them taken.
-  for (int i = n_ranges; i < n_threads_; ++i) {
+  for (size_t i = n_ranges; i < slots_.size(); ++i) {
     slots_[i].claimed.store(generation, std::memory_order_relaxed);
   }
   pending_.store(n_ranges, std::memory_order_relaxed);
   generation_.store(generation, std::memory_order_release);  // publishes the job fields above
   generation_.notify_all();
 
-  for (int i = 0; i < n_ranges; ++i) TryRun(i, generation);  // own range first, then stragglers'
+  RunJob(0, generation);
 
   int32_t left = pending_.load(std::memory_order_acquire);
   while (left != 0) left = WaitForChange(pending_, left, spin_ns_);

@@ -1,5 +1,6 @@
-// ThreadPool: every task index is covered exactly once, by the static split, for many task and
-// thread counts, repeatedly (a lost wake-up would hang the test), with and without spinning.
+// ThreadPool: every task index is covered exactly once, by the ranges of the static split, each
+// call on a thread index no concurrent call has, for many task and thread counts, repeatedly (a
+// lost wake-up would hang the test), with and without spinning.
 #include "kernels/cpu/thread_pool.h"
 
 #include <atomic>
@@ -13,19 +14,33 @@ namespace {
 
 void ExpectEachIndexOnce(ThreadPool& pool, int64_t n_tasks) {
   std::vector<std::atomic<int>> hits(static_cast<size_t>(n_tasks));
+  std::vector<std::atomic<int>> running(static_cast<size_t>(pool.n_threads()));
   std::atomic<int> calls{0};
   std::atomic<bool> bad_range{false};
+  std::atomic<bool> shared_thread{false};
+  // One thread runs the whole job as one call.
+  const int64_t ranges =
+      pool.n_threads() == 1
+          ? std::min<int64_t>(n_tasks, 1)
+          : std::min<int64_t>(n_tasks, ThreadPool::kRangesPerThread * pool.n_threads());
   pool.ParallelFor(n_tasks, [&](int64_t begin, int64_t end, int thread) {
     calls.fetch_add(1);
-    const int64_t t = std::min<int64_t>(n_tasks, pool.n_threads());
-    if (thread < 0 || thread >= t || begin >= end || begin != n_tasks * thread / t ||
-        end != n_tasks * (thread + 1) / t) {
+    if (thread < 0 || thread >= pool.n_threads()) {
+      bad_range = true;
+      return;
+    }
+    if (running[thread].fetch_add(1) != 0) shared_thread = true;
+    // [begin, end) must be range r of the static split, the one that starts at begin.
+    const int64_t r = (begin * ranges + n_tasks - 1) / n_tasks;
+    if (begin >= end || begin != n_tasks * r / ranges || end != n_tasks * (r + 1) / ranges) {
       bad_range = true;
     }
     for (int64_t i = begin; i < end; ++i) hits[i].fetch_add(1, std::memory_order_relaxed);
+    running[thread].fetch_sub(1);
   });
   EXPECT_FALSE(bad_range) << n_tasks << " tasks on " << pool.n_threads() << " threads";
-  EXPECT_LE(calls.load(), pool.n_threads());
+  EXPECT_FALSE(shared_thread) << "two concurrent calls were given one thread index";
+  EXPECT_EQ(calls.load(), ranges);
   for (int64_t i = 0; i < n_tasks; ++i) {
     ASSERT_EQ(hits[i].load(), 1) << "index " << i << " of " << n_tasks << " on "
                                  << pool.n_threads() << " threads";
