@@ -53,6 +53,20 @@ CpuIsa Detect() {
 
 }  // namespace
 
+bool CpuHasAvx512Bf16() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool has = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512bf16") != 0;
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
+bool Bf16DotProducts(CpuIsa isa) { return isa >= CpuIsa::kAvx512Vnni && CpuHasAvx512Bf16(); }
+
 CpuIsa DetectCpuIsaUncapped() {
   static const CpuIsa isa = Detect();
   return isa;

@@ -169,6 +169,7 @@ const IsaKernels& KernelsFor(CpuIsa isa) {
     if (DetectCpuIsaUncapped() >= CpuIsa::kAvx512Vnni) {
       FillAvx512VnniKernels(&k);
       FillPackedAvx512Kernels(&k);
+      if (Bf16DotProducts(CpuIsa::kAvx512Vnni)) FillBf16Avx512Kernels(&k);
     }
     return k;
   }();

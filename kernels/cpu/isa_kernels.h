@@ -218,6 +218,7 @@ void FillAvx512VnniKernels(IsaKernels* kernels);
 void FillAvx512AttentionKernels(IsaKernels* kernels);  // attention_partial*, silu_mul
 void FillAmxKernels(IsaKernels* kernels);
 void FillPackedAvx512Kernels(IsaKernels* kernels);  // matmul_packed_*
+void FillBf16Avx512Kernels(IsaKernels* kernels);    // matmul_bf16, where AVX512_BF16 is present
 
 }  // namespace baton::kernels
 

@@ -12,6 +12,7 @@
 #include "engine/model.h"
 #include "engine/synthetic_model.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "tests/support/own_memory_backend.h"
 #include "tests/support/temp_path.h"
 
@@ -223,10 +224,14 @@ TEST(TransformerWeightTypesTest, EveryWeightTypeAgreesWithTheReference) {
       ref_sq += b[i] * static_cast<double>(b[i]);
     }
     // The fast kernels quantize the activations to 8 bits for quantized weights: measured 1.5-3%
-    // relative error in the logits for every quantized type, under 1e-4 for F16 and BF16; a
-    // wrong scale or a misplaced value gives errors of order 1.
+    // relative error in the logits for every quantized type; under 1e-4 for F16, and for BF16
+    // where it multiplies in f32 (0.6% where it rounds the activations to BF16); a wrong scale
+    // or a misplaced value gives errors of order 1.
     const bool quantized = kernels::Traits(dtype).block_size > 1;
-    EXPECT_LT(std::sqrt(err_sq / ref_sq), quantized ? 0.06 : 1e-3) << kernels::DTypeName(dtype);
+    const bool bf16_products =
+        dtype == kernels::DType::kBF16 && kernels::Bf16DotProducts(kernels::DetectCpuIsa());
+    EXPECT_LT(std::sqrt(err_sq / ref_sq), quantized ? 0.06 : bf16_products ? 0.02 : 1e-3)
+        << kernels::DTypeName(dtype);
   }
 }
 

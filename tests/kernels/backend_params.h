@@ -43,36 +43,28 @@ inline std::string ImplName(Impl impl) {
   return "unknown";
 }
 
-// Whether this CPU can run impl.
-inline bool ImplSupported(Impl impl) {
+// The kernel level of a fast impl (the reference has none: kScalar).
+inline CpuIsa IsaOf(Impl impl) {
   switch (impl) {
     case Impl::kFastAvx2:
-      return DetectCpuIsaUncapped() >= CpuIsa::kAvx2;
+      return CpuIsa::kAvx2;
     case Impl::kFastAvx512Vnni:
-      return DetectCpuIsaUncapped() >= CpuIsa::kAvx512Vnni;
+      return CpuIsa::kAvx512Vnni;
     case Impl::kFastAmx:
-      return DetectCpuIsaUncapped() >= CpuIsa::kAmx;
+      return CpuIsa::kAmx;
     default:
-      return true;
+      return CpuIsa::kScalar;
   }
 }
+
+// Whether this CPU can run impl.
+inline bool ImplSupported(Impl impl) { return DetectCpuIsaUncapped() >= IsaOf(impl); }
 
 // A backend for impl (which must be supported).
 inline std::unique_ptr<Backend> MakeBackend(Impl impl, int n_threads = 2) {
   const CpuBackendOptions options{.n_threads = n_threads, .reference = impl == Impl::kReference};
-  switch (impl) {
-    case Impl::kReference:
-      return CreateCpuBackend(options);
-    case Impl::kFastScalar:
-      return CreateCpuBackendForIsa(options, CpuIsa::kScalar);
-    case Impl::kFastAvx2:
-      return CreateCpuBackendForIsa(options, CpuIsa::kAvx2);
-    case Impl::kFastAvx512Vnni:
-      return CreateCpuBackendForIsa(options, CpuIsa::kAvx512Vnni);
-    case Impl::kFastAmx:
-      return CreateCpuBackendForIsa(options, CpuIsa::kAmx);
-  }
-  return nullptr;
+  if (impl == Impl::kReference) return CreateCpuBackend(options);
+  return CreateCpuBackendForIsa(options, IsaOf(impl));
 }
 
 }  // namespace baton::kernels::testing
