@@ -599,9 +599,12 @@ class FastCpuBackend final : public HostBackend {
       x_s_.resize(static_cast<size_t>(n * ss));
       float* s = x_s_.data();
       const int64_t nb = n_cols / kQ8_1BlockSize;
+      x_block_sums_.resize(static_cast<size_t>(n * nb));
+      int32_t* block_sums = x_block_sums_.data();
       ForRows(n, n_cols, [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) {
           kernels_.quantize_q8_1(x + i * n_cols, n_cols, qs + i * n_cols, d + i * ss, s + i * ss);
+          Q8_1BlockSums(qs + i * n_cols, n_cols, block_sums + i * nb);
           std::fill(s + i * ss + nb, s + (i + 1) * ss, 0.0f);
           std::fill(d + i * ss + nb, d + (i + 1) * ss, 0.0f);
         }
@@ -612,6 +615,7 @@ class FastCpuBackend final : public HostBackend {
         round(s + begin * ss, (end - begin) * ss);
       });
       a.s = s;
+      a.block_sums = block_sums;
     } else {
       const int64_t n_bsums = n_cols / 16;
       x_bsums_.resize(static_cast<size_t>(n * n_bsums));
@@ -637,6 +641,7 @@ class FastCpuBackend final : public HostBackend {
   std::vector<int8_t> x_qs_;
   std::vector<float> x_d_;
   std::vector<float> x_s_;
+  std::vector<int32_t> x_block_sums_;
   std::vector<int16_t> x_bsums_;
   std::vector<float> attention_scratch_;  // partial results of attention segments
   std::map<const void*, Registered> registered_;  // by w.data

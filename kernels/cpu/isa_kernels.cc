@@ -95,6 +95,14 @@ void QuantizeRowQ8_KScalar(const float* x, int64_t n_cols, int8_t* qs, float* d,
   }
 }
 
+void Q8_1BlockSums(const int8_t* qs, int64_t n_cols, int32_t* sums) {
+  for (int64_t b = 0; b < n_cols / kQ8_1BlockSize; ++b) {
+    int32_t sum = 0;
+    for (int k = 0; k < kQ8_1BlockSize; ++k) sum += qs[b * kQ8_1BlockSize + k];
+    sums[b] = sum;
+  }
+}
+
 void AttentionInitState(int32_t group, int32_t head_dim, float* state) {
   const int64_t size = AttentionPartialSize(head_dim);
   for (int32_t g = 0; g < group; ++g) {

@@ -86,6 +86,7 @@ struct MatMulActivations {
   const float* d = nullptr;        // kQ8_*: [n, scale_stride] scale per block; rows n up to
                                    // RoundUp(n, 16) are readable and zero
   const float* s = nullptr;        // kQ8_1: [n, scale_stride] d * sum(q) per block, 0 past the end
+  const int32_t* block_sums = nullptr;  // kQ8_1: [n, n_cols / 32] sum(q) per block (exact)
   const int16_t* bsums = nullptr;  // kQ8_K: [n, n_cols / 16] sum of q per 16 values
   int64_t scale_stride = 0;        // kQ8_*: a multiple of 8 >= blocks per row
 };
@@ -209,6 +210,8 @@ const IsaKernels& KernelsFor(CpuIsa isa);
 void QuantizeRowQ8_1Scalar(const float* x, int64_t n_cols, int8_t* qs, float* d, float* s);
 void QuantizeRowQ8_KScalar(const float* x, int64_t n_cols, int8_t* qs, float* d,
                            int16_t* bsums);
+// sums[b] = the sum of a kQ8_1 row's values qs[32 b .. 32 b + 31], for b < n_cols / 32.
+void Q8_1BlockSums(const int8_t* qs, int64_t n_cols, int32_t* sums);
 
 // Tables defined by the per-ISA translation units.
 void FillAvx2Kernels(IsaKernels* kernels);

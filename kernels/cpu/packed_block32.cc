@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <vector>
 
 #include "absl/log/check.h"
 #include "kernels/half.h"
@@ -150,19 +149,6 @@ float BlockDots(const MatMulArgs& a, const uint8_t* group, int j, int64_t i) {
 }
 
 }  // namespace
-
-const int32_t* ActivationBlockSums(const MatMulArgs& a, int32_t factor) {
-  static thread_local std::vector<int32_t> sums;
-  const int64_t blocks = a.n * (a.n_cols / 32);  // rows of qs are contiguous
-  sums.resize(static_cast<size_t>(blocks));
-  for (int64_t k = 0; k < blocks; ++k) {
-    const int8_t* x = a.x.qs + 32 * k;
-    int32_t sum = 0;
-    for (int t = 0; t < 32; ++t) sum += x[t];
-    sums[k] = factor * sum;
-  }
-  return sums.data();
-}
 
 template <DType kDType>
 void MatMulPackedScalar(const MatMulArgs& a, int64_t row_begin, int64_t row_end) {

@@ -72,12 +72,6 @@ int64_t PackedBytes(DType dtype, int64_t n_rows, int64_t n_cols);
 // Writes groups [g_begin, g_end) of w's packed form into packed (the whole matrix's buffer).
 void PackGroups(const WeightMatrix& w, int64_t g_begin, int64_t g_end, uint8_t* packed);
 
-// factor times the sum of each 32-value block of the kQ8_1 activations' quantized rows,
-// [args.n, args.n_cols / 32]: the correction the SIMD kernels add where their unsigned operand
-// exceeds the signed weight by a constant (Q4_0's 8, Q5_0's 16). The calling thread's buffer,
-// valid until its next call.
-const int32_t* ActivationBlockSums(const MatMulArgs& args, int32_t factor);
-
 // The arithmetic above, y[i, r] for i < args.n and r in [row_begin, row_end) (a
 // MatMulRowsFn): args.w is the packed matrix, args.x kQ8_1 activations; args.row_bytes unused.
 template <DType kDType>

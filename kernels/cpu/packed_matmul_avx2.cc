@@ -13,7 +13,7 @@
 //   Q5's values (<= 31) add up as two sums of 8 products (the low and the high nibbles).
 //   Q8_0 takes |w| against x with w's sign (pairs up to 2 * 128 * 127) and a vpmaddwd per vector.
 //   Q4_0 (nibble - 8) and Q5_0 (value - 16) take the unsigned values and subtract 8 (16) times
-//   the activation block's sum, computed once per call (ActivationBlockSums): exact, the same P.
+//   the activation block's sum (MatMulActivations::block_sums): exact, the same P.
 // Q4_1's and Q5_1's minimum term, an fma chain over the blocks, is a second pass over the group
 // (from L1), which leaves the main loop's registers to the rows.
 //
@@ -225,7 +225,7 @@ void Tile(const MatMulArgs& a, const int32_t* offsets, int64_t g, int h0, int64_
       for (int i = 0; i < R; ++i) {
         __m256i pi = p[i][hh];
         if constexpr (P::kOffset != 0) {
-          pi = _mm256_sub_epi32(pi, _mm256_set1_epi32(offset[i * nb + b]));
+          pi = _mm256_sub_epi32(pi, _mm256_set1_epi32(P::kOffset * offset[i * nb + b]));
         }
         const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(xd[i * ss + b]));
         acc[i][hh] = _mm256_fmadd_ps(scale, _mm256_cvtepi32_ps(pi), acc[i][hh]);
@@ -263,8 +263,7 @@ constexpr int64_t kRowsPerPass = 32;
 
 template <DType kDType>
 void MatMulPacked(const MatMulArgs& a, int64_t r_begin, int64_t r_end) {
-  const int32_t* offsets =
-      Packed<kDType>::kOffset != 0 ? ActivationBlockSums(a, Packed<kDType>::kOffset) : nullptr;
+  const int32_t* offsets = Packed<kDType>::kOffset != 0 ? a.x.block_sums : nullptr;
   if (a.n == 1) {  // decode: both halves in one pass
     for (int64_t r0 = r_begin; r0 < r_end; r0 += kRows) {
       const int valid = static_cast<int>(std::min<int64_t>(kRows, r_end - r0));

@@ -10,8 +10,8 @@
 // A tile is R activation rows against one group, over all blocks: per block, each weight vector
 // is loaded and unpacked once for the R rows. The u8 x s8 product wants unsigned weights: the
 // nibble types take their unsigned values, Q8_0 its values + 128 (one xor), and the sums start
-// from -kStart * (the activation block's sum), computed once per call (ActivationBlockSums), so
-// P is the signed sum exactly. Integer sums may be split into independent chains and added up in
+// from -kStart * (the activation block's sum, MatMulActivations::block_sums), so P is the signed
+// sum exactly. Integer sums may be split into independent chains and added up in
 // any order (one row uses 4 chains, so that the vpdpbusd latency overlaps). Q4_1's and Q5_1's minimum term, an fma
 // chain over the blocks, is a second pass over the group (from L1).
 //
@@ -90,7 +90,8 @@ inline __m512i WeightVector(const uint8_t* blk, int l) {
 }
 
 // p[i] = the block sums P of the group's 16 rows against activation rows i < R, whose block is
-// at x + i * x_stride; start[i * start_stride] is row i's -kStart * sum (null: 0).
+// at x + i * x_stride; start[i * start_stride] is row i's block sum (null: none), which the
+// sums start from times -kStart.
 template <DType kDType, int R>
 inline void BlockSums(const uint8_t* blk, const int8_t* x, int64_t x_stride, const int32_t* start,
                       int64_t start_stride, __m512i (&p)[R]) {
@@ -98,7 +99,7 @@ inline void BlockSums(const uint8_t* blk, const int8_t* x, int64_t x_stride, con
   __m512i c[R][kChains];
 #pragma GCC unroll 8
   for (int i = 0; i < R; ++i) {
-    c[i][0] = start != nullptr ? _mm512_set1_epi32(start[i * start_stride])
+    c[i][0] = start != nullptr ? _mm512_set1_epi32(-kStart<kDType> * start[i * start_stride])
                                : _mm512_setzero_si512();
 #pragma GCC unroll 4
     for (int k = 1; k < kChains; ++k) c[i][k] = _mm512_setzero_si512();
@@ -197,8 +198,7 @@ constexpr int64_t kRowsPerPass = 32;
 
 template <DType kDType>
 void MatMulPacked(const MatMulArgs& a, int64_t r_begin, int64_t r_end) {
-  const int32_t* starts =
-      kStart<kDType> != 0 ? ActivationBlockSums(a, -kStart<kDType>) : nullptr;
+  const int32_t* starts = kStart<kDType> != 0 ? a.x.block_sums : nullptr;
   for (int64_t i0 = 0; i0 < a.n; i0 += kRowsPerPass) {
     const int64_t i_end = std::min(a.n, i0 + kRowsPerPass);
     for (int64_t r0 = r_begin; r0 < r_end; r0 += kRows) {

@@ -34,6 +34,7 @@ using testing::TestWeights;
 struct Activations {
   std::vector<int8_t> qs;
   std::vector<float> d, s;
+  std::vector<int32_t> block_sums;
   MatMulActivations view;
 };
 
@@ -44,13 +45,17 @@ Activations Quantize(const std::vector<float>& x, int64_t n, int64_t n_cols) {
   a.qs.assign(static_cast<size_t>(padded * n_cols), 0x55);
   a.d.assign(static_cast<size_t>(padded * ss), 0.0f);
   a.s.assign(static_cast<size_t>(padded * ss), 0.0f);
+  const int64_t nb = n_cols / kQ8_1BlockSize;
+  a.block_sums.resize(static_cast<size_t>(n * nb));
   for (int64_t i = 0; i < n; ++i) {
     QuantizeRowQ8_1Scalar(x.data() + i * n_cols, n_cols, a.qs.data() + i * n_cols,
                           a.d.data() + i * ss, a.s.data() + i * ss);
+    Q8_1BlockSums(a.qs.data() + i * n_cols, n_cols, a.block_sums.data() + i * nb);
   }
   for (float& v : a.d) v = F16ToF32(F32ToF16(v));
   for (float& v : a.s) v = F16ToF32(F32ToF16(v));
-  a.view = MatMulActivations{.qs = a.qs.data(), .d = a.d.data(), .s = a.s.data(), .scale_stride = ss};
+  a.view = MatMulActivations{.qs = a.qs.data(), .d = a.d.data(), .s = a.s.data(),
+                             .block_sums = a.block_sums.data(), .scale_stride = ss};
   return a;
 }
 
