@@ -58,7 +58,7 @@ DecodeBatch::DecodeBatch(const engine::Tokenizer* tokenizer, engine::Transformer
       transformer_(*transformer),
       cache_(*cache),
       options_(options),
-      samplers_(std::max(1, cache->backend().host_ranges())) {
+      samplers_(std::max(1, cache->backend().host_threads())) {
   BatchSizeHistogram();  // exported from the start, empty
   PreemptionCounter();   // and 0
   if (options_.speculation.proposer != nullptr) Speculation().token_cost.Set(TokenCost());
@@ -281,11 +281,11 @@ std::vector<engine::TokenId> DecodeBatch::DrawFirstTokens(const std::vector<Step
   }
   std::vector<engine::TokenId> drawn(entries.size(), -1);
   cache_.backend().ParallelForOnHost(
-      static_cast<int64_t>(entries.size()), [&](int64_t begin, int64_t end, int range) {
+      static_cast<int64_t>(entries.size()), [&](int64_t begin, int64_t end, int thread) {
         for (int64_t i = begin; i < end; ++i) {
           if (entries[i].fed.size() != 1) continue;
           const DecodeSequence& seq = running_[i];
-          drawn[i] = samplers_[range].Sample(
+          drawn[i] = samplers_[thread].Sample(
               seq.params, {logits_.data() + rows[i] * n_vocab, static_cast<size_t>(n_vocab)},
               seq.tokens, static_cast<int64_t>(seq.tokens.size()));
         }

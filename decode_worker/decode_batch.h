@@ -173,7 +173,7 @@ class DecodeBatch {
   engine::Transformer& transformer_;
   engine::KvCache& cache_;
   const DecodeBatchOptions options_;
-  std::vector<engine::Sampler> samplers_;  // one per host range of the backend
+  std::vector<engine::Sampler> samplers_;  // one per host thread of the backend
 
   mutable absl::Mutex mu_;
   std::vector<DecodeSequence> admitted_ ABSL_GUARDED_BY(mu_);

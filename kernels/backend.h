@@ -121,15 +121,16 @@ class Backend {
 
   // ---- Host work between forward passes ----
 
-  // Runs fn(begin, end, range) over a split of [0, n_tasks) into ranges on the host threads this
-  // backend owns (the CPU backend's pool), returning once every range is done; `range` is below
-  // host_ranges() and unique among concurrent calls, so it can index per-range scratch. For work
-  // on the forward pass's results that each row does alone (sampling a decode step's
+  // Runs fn(begin, end, thread) over a split of [0, n_tasks) into ranges on the host threads
+  // this backend owns (the CPU backend's pool), returning once every range is done; `thread` is
+  // the index of the thread running the call, below host_threads() and unique among concurrent
+  // calls, so it can index per-thread scratch (one thread may run several ranges in turn). For
+  // work on the forward pass's results that each row does alone (sampling a decode step's
   // sequences); from the thread that queues the operations, never from inside fn. Default: one
   // range, on the calling thread.
-  virtual int host_ranges() const { return 1; }
+  virtual int host_threads() const { return 1; }
   virtual void ParallelForOnHost(int64_t n_tasks,
-                                 absl::FunctionRef<void(int64_t begin, int64_t end, int range)> fn) {
+                                 absl::FunctionRef<void(int64_t begin, int64_t end, int thread)> fn) {
     if (n_tasks > 0) fn(0, n_tasks, 0);
   }
 

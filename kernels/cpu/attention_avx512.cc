@@ -9,8 +9,9 @@
 // p * V. exp is GGML's ggml_v_expf.
 // Several queries go through a segment together (AttentionPartialQueriesFn): each chunk's K and
 // V rows are converted from f16 once for all of their heads, which a prefill's queries share; a
-// single query (decode) reads them straight from the cache. A query's heads of one kv head go
-// through each chunk together, up to 4 at a time: their chains overlap and they share V's loads.
+// single query (decode) reads them straight from the cache where head_dim is whole vectors. A
+// query's heads of one kv head go through each chunk together, up to 4 at a time: their chains
+// overlap and they share V's loads.
 //
 // Batch invariance: chunk boundaries are fixed token indices (t_begin is a multiple of the
 // segment), and each head's arithmetic depends only on its query, its last key and the cache.

@@ -2,7 +2,9 @@
 // arithmetic there (ggml_vec_dot_bf16), the activations rounded to BF16 and multiplied in pairs
 // by vdpbf16ps, two products per f32 lane and instruction (twice the f32 FMA's).
 //
-// For output y[i, r], with w the row's BF16 values and x' = BF16(x[i]) (round to nearest even):
+// The activations come prepared as kBF16 (isa_kernels.h: ToBf16Row, once per product by the
+// backend). For output y[i, r], with w the row's BF16 values and x' = BF16(x[i]) (round to
+// nearest even):
 //   acc (16 f32 lanes) from 0; for each run of 32 columns k in order (the last one padded with
 //   zeros): acc = vdpbf16ps(acc, w[k .. k + 31], x'[k .. k + 31]), lane l taking the products of
 //   columns k + 2l and k + 2l + 1;
@@ -16,7 +18,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <vector>
 
 #include "kernels/cpu/interleaved_rows.h"
 #include "kernels/cpu/isa_kernels.h"
@@ -38,27 +39,17 @@ constexpr int kTileA = 4;
 constexpr int kTileW = 4;
 constexpr int64_t kRun = 32;  // columns per vdpbf16ps: one 64-byte unit of BF16 values
 
-// Activation rows [n, Runs(n_cols) * kRun] in BF16, zero past n_cols: the calling thread's
-// buffer, valid until its next call.
-const uint16_t* ActivationsToBf16(const MatMulArgs& a) {
-  static thread_local std::vector<uint16_t> rows;
-  const int64_t runs = (a.n_cols + kRun - 1) / kRun;
-  rows.resize(static_cast<size_t>(a.n * runs * kRun));
-  for (int64_t i = 0; i < a.n; ++i) {
-    const float* x = a.x.f32 + i * a.n_cols;
-    uint16_t* out = rows.data() + i * runs * kRun;
-    for (int64_t k = 0; k < runs * kRun; k += kRun) {
-      const int64_t left = a.n_cols - k;
-      const __mmask16 lo = left >= 16 ? 0xffff : static_cast<__mmask16>((1u << left) - 1);
-      const __mmask16 hi = left >= 32   ? 0xffff
-                           : left <= 16 ? 0
-                                        : static_cast<__mmask16>((1u << (left - 16)) - 1);
-      const __m512bh bf = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, x + k + 16),
-                                              _mm512_maskz_loadu_ps(lo, x + k));
-      _mm512_storeu_si512(out + k, reinterpret_cast<const __m512i&>(bf));
-    }
+void ToBf16Row(const float* x, int64_t n_cols, uint16_t* out) {
+  for (int64_t k = 0; k < Bf16RowValues(n_cols); k += kRun) {
+    const int64_t left = n_cols - k;
+    const __mmask16 lo = left >= 16 ? 0xffff : static_cast<__mmask16>((1u << left) - 1);
+    const __mmask16 hi = left >= 32   ? 0xffff
+                         : left <= 16 ? 0
+                                      : static_cast<__mmask16>((1u << (left - 16)) - 1);
+    const __m512bh bf = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, x + k + 16),
+                                            _mm512_maskz_loadu_ps(lo, x + k));
+    _mm512_storeu_si512(out + k, reinterpret_cast<const __m512i&>(bf));
   }
-  return rows.data();
 }
 
 // Weight row r's run u (32 values; the last run of a row as stored masked to the row's end).
@@ -72,7 +63,7 @@ inline __m512i WeightRun(const RowBlocks& w, int64_t u, int64_t n_cols) {
 // y of activation rows [i0, i0 + NA) against weight rows [r0, r0 + NW).
 template <int NA, int NW>
 void Tile(const MatMulArgs& a, const uint16_t* x, int64_t i0, int64_t r0) {
-  const int64_t runs = (a.n_cols + kRun - 1) / kRun;
+  const int64_t runs = Bf16RowValues(a.n_cols) / kRun;
   RowBlocks w[NW];
 #pragma GCC unroll 4
   for (int j = 0; j < NW; ++j) w[j] = LocateRow(a, r0 + j, kFloatInterleaveUnitBytes);
@@ -112,10 +103,10 @@ void RowTiles(const MatMulArgs& a, const uint16_t* x, int64_t i0, int64_t i_end,
 }
 
 void MatMulBf16(const MatMulArgs& a, int64_t r_begin, int64_t r_end) {
-  const uint16_t* x = ActivationsToBf16(a);
+  const uint16_t* x = a.x.bf16;
   // Activation rows in blocks of about 128 KiB (a whole number of tiles), each against all of
   // the weight rows: the block stays in L2 while the weights stream past it.
-  const int64_t row_bytes = (a.n_cols + kRun - 1) / kRun * kRun * 2;
+  const int64_t row_bytes = Bf16RowValues(a.n_cols) * 2;
   const int64_t block = std::max<int64_t>(1, (int64_t{128} << 10) / row_bytes / kTileA) * kTileA;
   for (int64_t i0 = 0; i0 < a.n; i0 += block) {
     const int64_t i_end = std::min(a.n, i0 + block);
@@ -127,7 +118,10 @@ void MatMulBf16(const MatMulArgs& a, int64_t r_begin, int64_t r_end) {
 
 }  // namespace
 
-void FillBf16Avx512Kernels(IsaKernels* k) { k->matmul_bf16 = MatMulBf16; }
+void FillBf16Avx512Kernels(IsaKernels* k) {
+  k->matmul_bf16 = MatMulBf16;
+  k->to_bf16_row = ToBf16Row;
+}
 
 }  // namespace baton::kernels
 

@@ -157,7 +157,7 @@ class FastCpuBackend final : public HostBackend {
     return "cpu-" + std::string(CpuIsaName(kernels_.isa));
   }
 
-  int host_ranges() const override { return pool_.n_threads(); }
+  int host_threads() const override { return pool_.n_threads(); }
   void ParallelForOnHost(int64_t n_tasks,
                          absl::FunctionRef<void(int64_t, int64_t, int)> fn) override {
     pool_.ParallelFor(n_tasks, fn);
@@ -176,7 +176,7 @@ class FastCpuBackend final : public HostBackend {
     }
     MatMulRowsFn run;
     MatMulArgs args = KernelArgs(w, n, y, &run);
-    args.x = PrepareActivations(ActivationFormatFor(w.dtype), x, n, w.n_cols);
+    args.x = PrepareActivations(ActivationFormatFor(kernels_, w.dtype), x, n, w.n_cols);
     pool_.ParallelFor(n_tasks, [&](int64_t begin, int64_t end, int) {
       run(args, begin * kRowGrain, std::min(end * kRowGrain, w.n_rows));
     });
@@ -203,7 +203,8 @@ class FastCpuBackend final : public HostBackend {
       args[k] = KernelArgs(*ws[k], n, ys[k], &run[k]);
       first_task[k + 1] = first_task[k] + (ws[k]->n_rows + kRowGrain - 1) / kRowGrain;
     }
-    const MatMulActivations xa = PrepareActivations(ActivationFormatFor(ws[0]->dtype), x, n, ws[0]->n_cols);
+    const MatMulActivations xa =
+        PrepareActivations(ActivationFormatFor(kernels_, ws[0]->dtype), x, n, ws[0]->n_cols);
     for (size_t k = 0; k < ws.size(); ++k) args[k].x = xa;
     pool_.ParallelFor(first_task[ws.size()], [&](int64_t begin, int64_t end, int) {
       for (size_t k = 0; k < ws.size(); ++k) {
@@ -395,9 +396,10 @@ class FastCpuBackend final : public HostBackend {
   }
 
   // Enough (query, kv head) pairs to share out: a task is a block of queries against one kv
-  // head, which go through each segment together (its K and V rows read once for all of them)
-  // and fold their own partials in segment order; or a single head of one query when there are
-  // too few of those to keep every thread busy. Each head's result is the same either way.
+  // head's group of heads, which go through each segment together (its K and V rows read once
+  // for all of them) and fold their own partials in segment order; or against one head of the
+  // group, where that bounds a thread's work better (below). Each head's result is the same
+  // either way.
   void AttentionInQueryBlocks(const float* q, const int32_t* q_positions, int64_t n_q,
                               int32_t n_head, const KvLayerView& kv, float scale, float* out) {
     const int32_t group = n_head / kv.n_kv_head;
@@ -585,6 +587,17 @@ class FastCpuBackend final : public HostBackend {
       a.f32 = x;
       return a;
     }
+    if (format == ActivationFormat::kBF16) {
+      const int64_t row_values = Bf16RowValues(n_cols);
+      x_bf16_.resize(static_cast<size_t>(n * row_values));
+      ForRows(n, n_cols, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          kernels_.to_bf16_row(x + i * n_cols, n_cols, x_bf16_.data() + i * row_values);
+        }
+      });
+      a.bf16 = x_bf16_.data();
+      return a;
+    }
     const int64_t ss = ActivationScaleStride(format, n_cols);
     a.scale_stride = ss;
     // Rows up to a multiple of 16 are readable (AMX tiles load 16 rows); the extra rows' scales
@@ -642,6 +655,7 @@ class FastCpuBackend final : public HostBackend {
   std::vector<float> x_d_;
   std::vector<float> x_s_;
   std::vector<int32_t> x_block_sums_;
+  std::vector<uint16_t> x_bf16_;
   std::vector<int16_t> x_bsums_;
   std::vector<float> attention_scratch_;  // partial results of attention segments
   std::map<const void*, Registered> registered_;  // by w.data

@@ -42,7 +42,7 @@ IsaKernels MakeScalar() {
 
 }  // namespace
 
-ActivationFormat ActivationFormatFor(DType dtype) {
+ActivationFormat ActivationFormatFor(const IsaKernels& kernels, DType dtype) {
   switch (dtype) {
     case DType::kQ4_0:
     case DType::kQ4_1:
@@ -56,6 +56,8 @@ ActivationFormat ActivationFormatFor(DType dtype) {
     case DType::kQ5_K:
     case DType::kQ6_K:
       return ActivationFormat::kQ8_K;
+    case DType::kBF16:
+      return kernels.to_bf16_row != nullptr ? ActivationFormat::kBF16 : ActivationFormat::kF32;
     default:
       return ActivationFormat::kF32;
   }
@@ -68,6 +70,7 @@ int64_t ActivationScaleStride(ActivationFormat format, int64_t n_cols) {
     case ActivationFormat::kQ8_K:
       return (n_cols / kQ8_KBlockSize + 7) / 8 * 8;
     case ActivationFormat::kF32:
+    case ActivationFormat::kBF16:
       break;
   }
   return 0;

@@ -3,13 +3,15 @@
 // and calls these on each range. A null entry means "no kernel at this level": the backend then
 // runs the scalar reference (reference_kernels.h) for that operation or dtype.
 //
-// MatMul kernels read activations quantized once per call into one of three forms, decided by the
-// weight dtype (ActivationFormatFor):
+// MatMul kernels read activations quantized once per call into one of four forms, decided by the
+// weight dtype and the level (ActivationFormatFor):
 //   kF32   f32 rows as given                         (F32, F16, BF16 weights)
-//   kQ8_1  int8 blocks of 32 with scale d and         (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 weights)
-//          s = d * sum(q) per block
+//   kQ8_1  int8 blocks of 32 with scale d,            (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 weights)
+//          s = d * sum(q) and sum(q) per block
 //   kQ8_K  int8 blocks of 256 with f32 scale d and    (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K weights)
 //          int16 sums of each 16 values
+//   kBF16  rows rounded to BF16                      (BF16 weights where the level multiplies
+//                                                     with vdpbf16ps: to_bf16_row is set)
 // The value of element k of a quantized row is q[k] * d[block of k].
 //
 // Numerics: the fast kernels hold the accuracy contract (docs/ACCURACY.md): against the exact f32
@@ -70,10 +72,12 @@
 
 namespace baton::kernels {
 
-enum class ActivationFormat { kF32, kQ8_1, kQ8_K };
+enum class ActivationFormat { kF32, kQ8_1, kQ8_K, kBF16 };
 
-// The activation form the integer/float MatMul kernels want for weights of `dtype`.
-ActivationFormat ActivationFormatFor(DType dtype);
+struct IsaKernels;
+
+// The activation form the MatMul kernel of `kernels` wants for weights of `dtype`.
+ActivationFormat ActivationFormatFor(const IsaKernels& kernels, DType dtype);
 
 inline constexpr int kQ8_1BlockSize = 32;
 inline constexpr int kQ8_KBlockSize = 256;
@@ -87,12 +91,17 @@ struct MatMulActivations {
                                    // RoundUp(n, 16) are readable and zero
   const float* s = nullptr;        // kQ8_1: [n, scale_stride] d * sum(q) per block, 0 past the end
   const int32_t* block_sums = nullptr;  // kQ8_1: [n, n_cols / 32] sum(q) per block (exact)
+  const uint16_t* bf16 = nullptr;  // kBF16: [n, Bf16RowValues(n_cols)] x rounded to BF16, 0 past
+                                   // n_cols
   const int16_t* bsums = nullptr;  // kQ8_K: [n, n_cols / 16] sum of q per 16 values
   int64_t scale_stride = 0;        // kQ8_*: a multiple of 8 >= blocks per row
 };
 
 // Floats per row of d and s for a row of n_cols in `format` (blocks rounded up to 8).
 int64_t ActivationScaleStride(ActivationFormat format, int64_t n_cols);
+
+// Values per row of kBF16 activations: n_cols rounded up to the kernels' runs of 32.
+inline int64_t Bf16RowValues(int64_t n_cols) { return (n_cols + 31) / 32 * 32; }
 
 struct MatMulArgs {
   const uint8_t* w = nullptr;  // weight rows, row_bytes apart (or interleaved, below)
@@ -163,6 +172,10 @@ using RopeRotateFn = void (*)(float* x, int64_t n_heads, int64_t head_dim, const
 // Rounds v[0..n) to the nearest f16 values (ties to even), kept as f32; for the kQ8_1 scales.
 using RoundToF16Fn = void (*)(float* v, int64_t n);
 
+// A row x[0..n_cols) as kBF16 activations: out[0..Bf16RowValues(n_cols)), x rounded to the
+// nearest BF16 (ties to even), zeros past n_cols.
+using ToBf16RowFn = void (*)(const float* x, int64_t n_cols, uint16_t* out);
+
 struct IsaKernels {
   CpuIsa isa = CpuIsa::kScalar;
   MatMulRowsFn matmul_f32 = nullptr;
@@ -195,6 +208,8 @@ struct IsaKernels {
   SiluMulFn silu_mul = nullptr;
   RopeRotateFn rope_rotate = nullptr;  // null: reference::RopeRotate
   RoundToF16Fn round_to_f16 = nullptr;  // null: the scalar conversions of kernels/half.h
+  // Set with a matmul_bf16 that takes kBF16 activations (null: it takes kF32).
+  ToBf16RowFn to_bf16_row = nullptr;
 };
 
 // The MatMul kernel of `kernels` for dtype, or null.

@@ -179,7 +179,7 @@ TEST_F(DecodeBatchTest, SampledOutputIsTheSameOnOneHostThreadAndOnTwo) {
   for (int way = 0; way < 3; ++way) {
     const int threads = way == 1 ? 2 : 1;
     backend_ = kernels::CreateCpuBackend({.n_threads = threads});
-    ASSERT_EQ(backend_->host_ranges(), threads);
+    ASSERT_EQ(backend_->host_threads(), threads);
     absl::StatusOr<Run> run = RunSequences(6, 64, 12, {.max_batch = way == 2 ? 1 : 8},
                                            /*temperature=*/1.0f);
     ASSERT_TRUE(run.ok()) << run.status();

@@ -29,17 +29,24 @@ using testing::RandomFloats;
 using testing::TestWeights;
 
 // x [n, cols] as the activations the kernels of dtype read (isa_kernels.h): f32 as given for the
-// float types, else quantized to kQ8_K, with the rows up to a multiple of 16 readable and their
-// scales zero.
+// float types (or rounded to BF16 where the level multiplies BF16 so), else quantized to kQ8_K,
+// with the rows up to a multiple of 16 readable and their scales zero.
 class KernelActivations {
  public:
-  KernelActivations(DType dtype, const std::vector<float>& x, int64_t n, int64_t cols)
+  KernelActivations(const IsaKernels& kernels, DType dtype, const std::vector<float>& x,
+                    int64_t n, int64_t cols)
       : x_(x),
-        format_(ActivationFormatFor(dtype)),
+        format_(ActivationFormatFor(kernels, dtype)),
         stride_(ActivationScaleStride(ActivationFormat::kQ8_K, cols)),
         qs_((n + 15) / 16 * 16 * cols),
         d_((n + 15) / 16 * 16 * stride_, 0.0f),
         bsums_(n * cols / 16) {
+    if (format_ == ActivationFormat::kBF16) {
+      bf16_.resize(n * Bf16RowValues(cols));
+      for (int64_t i = 0; i < n; ++i) {
+        kernels.to_bf16_row(x.data() + i * cols, cols, bf16_.data() + i * Bf16RowValues(cols));
+      }
+    }
     if (format_ != ActivationFormat::kQ8_K) return;
     for (int64_t i = 0; i < n; ++i) {
       QuantizeRowQ8_KScalar(x.data() + i * cols, cols, qs_.data() + i * cols,
@@ -48,6 +55,7 @@ class KernelActivations {
   }
   MatMulActivations view() const {
     if (format_ == ActivationFormat::kF32) return {.f32 = x_.data()};
+    if (format_ == ActivationFormat::kBF16) return {.bf16 = bf16_.data()};
     return {.qs = qs_.data(), .d = d_.data(), .bsums = bsums_.data(), .scale_stride = stride_};
   }
 
@@ -58,6 +66,7 @@ class KernelActivations {
   std::vector<int8_t> qs_;
   std::vector<float> d_;
   std::vector<int16_t> bsums_;
+  std::vector<uint16_t> bf16_;
 };
 
 // dtype, rows, cols, n (activation rows)
@@ -116,7 +125,7 @@ TEST_P(InterleavedRowsTest, KernelsGiveTheSameBitsOnBothLayouts) {
     args.n_rows = rows;
     args.n_cols = cols;
     args.n = n;
-    const KernelActivations activations(dtype, x, n, cols);
+    const KernelActivations activations(KernelsFor(isa), dtype, x, n, cols);
     args.x = activations.view();
     GuardedBuffer direct(n * rows, NAN);
     args.y = direct.data();
