@@ -129,8 +129,8 @@ class Backend {
   // sequences); from the thread that queues the operations, never from inside fn. Default: one
   // range, on the calling thread.
   virtual int host_threads() const { return 1; }
-  virtual void ParallelForOnHost(int64_t n_tasks,
-                                 absl::FunctionRef<void(int64_t begin, int64_t end, int thread)> fn) {
+  virtual void ParallelForOnHost(
+      int64_t n_tasks, absl::FunctionRef<void(int64_t begin, int64_t end, int thread)> fn) {
     if (n_tasks > 0) fn(0, n_tasks, 0);
   }
 

@@ -9,12 +9,14 @@
 // arithmetic does not depend on the other heads or queries.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
 #include "kernels/backend.h"
 #include "kernels/cpu/isa_kernels.h"
+#include "kernels/cpu/kv_prefetch.h"
 
 // Everything below may use AVX2, FMA and F16C (headers are all above).
 #if defined(__clang__)
@@ -76,20 +78,10 @@ void AttentionSegment(const float* q, int32_t kv_h, int32_t t_begin, int32_t t_e
   }
   const uint16_t* v_rows[kChunk];
   const __m256 scale_v = _mm256_set1_ps(scale);
-  const int row_bytes = d_head * static_cast<int>(sizeof(uint16_t));
   for (int32_t t0 = t_begin; t0 < t_end; t0 += kChunk) {
     const int count = t_end - t0 < kChunk ? t_end - t0 : kChunk;
     const int count8 = (count + 7) / 8 * 8;
-    // The paged rows defeat the hardware prefetcher: fetch the next chunk's K and V rows now.
-    for (int32_t t = t0 + kChunk; t < t_end && t < t0 + 2 * kChunk; ++t) {
-      const int64_t offset = kv.RowOffset(t, kv_h);
-      const char* k_row = reinterpret_cast<const char*>(kv.k_base + offset);
-      const char* v_row = reinterpret_cast<const char*>(kv.v_base + offset);
-      for (int b = 0; b < row_bytes; b += 64) {
-        _mm_prefetch(k_row + b, _MM_HINT_T0);
-        _mm_prefetch(v_row + b, _MM_HINT_T0);
-      }
-    }
+    PrefetchKvRows(kv, kv_h, t0 + kChunk, std::min(t_end, t0 + 2 * kChunk));  // the next chunk
     for (int c = 0; c < count; ++c) {
       const int32_t t = t0 + c;
       const int64_t offset = kv.RowOffset(t, kv_h);

@@ -26,6 +26,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/isa_kernels.h"
+#include "kernels/cpu/kv_prefetch.h"
 
 // Everything below may use AVX-512 F/BW/VL/DQ besides AVX2, FMA and F16C (headers are above).
 #if defined(__clang__)
@@ -154,23 +155,6 @@ struct CacheRows {
   __m512 V(int c, int vec) const { return Load(v[c] + 16 * vec); }
 };
 
-// The paged rows defeat the hardware prefetcher, and the weights streamed between two layers'
-// attention have evicted them: asks for the K and V rows of tokens [t_begin, t_end) of kv head
-// kv_h ahead of their use. Always inlined: GCC finds a function that only prefetches free of
-// effects and drops the calls.
-[[gnu::always_inline]] inline void PrefetchRows(const KvLayerView& kv, int32_t kv_h, int32_t t_begin, int32_t t_end) {
-  const int row_bytes = kv.head_dim * static_cast<int>(sizeof(uint16_t));
-  for (int32_t t = t_begin; t < t_end; ++t) {
-    const int64_t offset = kv.RowOffset(t, kv_h);
-    const char* k_row = reinterpret_cast<const char*>(kv.k_base + offset);
-    const char* v_row = reinterpret_cast<const char*>(kv.v_base + offset);
-    for (int b = 0; b < row_bytes; b += 64) {
-      _mm_prefetch(k_row + b, _MM_HINT_T0);
-      _mm_prefetch(v_row + b, _MM_HINT_T0);
-    }
-  }
-}
-
 // Heads that go through a chunk together (one query's heads of one kv head): their independent
 // chains overlap, and they share each V vector's load.
 constexpr int kMaxTileHeads = 4;
@@ -289,10 +273,10 @@ void AttentionPartialFromCache(const float* q, int32_t kv_h, int32_t group, int3
                                int32_t t_end, const KvLayerView& kv, float scale,
                                float* partial) {
   AttentionInitState(group, kv.head_dim, partial);
-  PrefetchRows(kv, kv_h, t_begin, std::min(t_end, t_begin + kPrefetchChunks * kChunk));
+  PrefetchKvRows(kv, kv_h, t_begin, std::min(t_end, t_begin + kPrefetchChunks * kChunk));
   for (int32_t t0 = t_begin; t0 < t_end; t0 += kChunk) {
     const int32_t ahead = t0 + kPrefetchChunks * kChunk;
-    PrefetchRows(kv, kv_h, ahead, std::min(t_end, ahead + kChunk));
+    PrefetchKvRows(kv, kv_h, ahead, std::min(t_end, ahead + kChunk));
     const int count = std::min(kChunk, t_end - t0);
     GroupChunk(q, group, kv.head_dim / 16, CacheRows(kv, kv_h, t0, count), count, scale,
                partial);
@@ -321,10 +305,10 @@ void AttentionPartialQueriesAvx512(const float* q, int64_t q_stride, int32_t n_q
   }
   static thread_local ChunkRows rows;
   const ConvertedRows converted{&rows};
-  PrefetchRows(kv, kv_h, t_begin, std::min(last, t_begin + kPrefetchChunks * kChunk));
+  PrefetchKvRows(kv, kv_h, t_begin, std::min(last, t_begin + kPrefetchChunks * kChunk));
   for (int32_t t0 = t_begin; t0 < last; t0 += kChunk) {
     const int32_t ahead = t0 + kPrefetchChunks * kChunk;
-    PrefetchRows(kv, kv_h, ahead, std::min(last, ahead + kChunk));
+    PrefetchKvRows(kv, kv_h, ahead, std::min(last, ahead + kChunk));
     LoadChunk(kv, kv_h, t0, std::min(kChunk, last - t0), vectors, tail, &rows);
     for (int32_t j = 0; j < n_q; ++j) {
       if (t_end[j] <= t0) continue;

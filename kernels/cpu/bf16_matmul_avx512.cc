@@ -90,7 +90,9 @@ void Tile(const MatMulArgs& a, const uint16_t* x, int64_t i0, int64_t r0) {
 #pragma GCC unroll 4
   for (int i = 0; i < NA; ++i) {
 #pragma GCC unroll 4
-    for (int j = 0; j < NW; ++j) a.y[(i0 + i) * a.n_rows + r0 + j] = _mm512_reduce_add_ps(acc[i][j]);
+    for (int j = 0; j < NW; ++j) {
+      a.y[(i0 + i) * a.n_rows + r0 + j] = _mm512_reduce_add_ps(acc[i][j]);
+    }
   }
 }
 
