@@ -156,9 +156,12 @@ absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options)
       for (int32_t step = 0; step < steps; ++step) {
         for (int32_t b = 0; b < batch; ++b) inputs[b] = {.tokens = {&next[b], 1}, .kv = &tables[b]};
         if (absl::Status s = transformer.Decode(inputs, logits); !s.ok()) return s;
-        for (int32_t b = 0; b < batch; ++b) {
-          next[b] = Argmax(logits.data() + int64_t{b} * config.n_vocab, config.n_vocab);
-        }
+        // On the backend's host threads, as a decode worker samples a step's sequences.
+        backend->ParallelForOnHost(batch, [&](int64_t begin, int64_t end, int) {
+          for (int64_t b = begin; b < end; ++b) {
+            next[b] = Argmax(logits.data() + b * config.n_vocab, config.n_vocab);
+          }
+        });
       }
       best = std::min(best, Seconds(start));
     }
