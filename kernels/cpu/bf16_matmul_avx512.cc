@@ -106,10 +106,7 @@ void RowTiles(const MatMulArgs& a, const uint16_t* x, int64_t i0, int64_t i_end,
 
 void MatMulBf16(const MatMulArgs& a, int64_t r_begin, int64_t r_end) {
   const uint16_t* x = a.x.bf16;
-  // Activation rows in blocks of about 128 KiB (a whole number of tiles), each against all of
-  // the weight rows: the block stays in L2 while the weights stream past it.
-  const int64_t row_bytes = Bf16RowValues(a.n_cols) * 2;
-  const int64_t block = std::max<int64_t>(1, (int64_t{128} << 10) / row_bytes / kTileA) * kTileA;
+  const int64_t block = L2BlockRows(Bf16RowValues(a.n_cols) * 2, kTileA);
   for (int64_t i0 = 0; i0 < a.n; i0 += block) {
     const int64_t i_end = std::min(a.n, i0 + block);
     int64_t r = r_begin;

@@ -51,8 +51,7 @@ CpuIsa Detect() {
 #endif
 }
 
-}  // namespace
-
+// Whether the CPU has AVX512_BF16 (vdpbf16ps, vcvtne2ps2bf16).
 bool CpuHasAvx512Bf16() {
 #if defined(__x86_64__) && defined(__GNUC__)
   static const bool has = [] {
@@ -64,6 +63,8 @@ bool CpuHasAvx512Bf16() {
   return false;
 #endif
 }
+
+}  // namespace
 
 bool Bf16DotProducts(CpuIsa isa) { return isa >= CpuIsa::kAvx512Vnni && CpuHasAvx512Bf16(); }
 

@@ -8,7 +8,7 @@
 //   kAmx         the above + AMX-TILE/AMX-INT8, with the OS granting the tile state (Sapphire
 //                Rapids and later; Linux 5.16+)
 // Within the AVX-512 levels, CPUs with AVX512_BF16 (Cooper Lake, Sapphire Rapids, Zen 4 and
-// later) multiply BF16 weights with vdpbf16ps (CpuHasAvx512Bf16).
+// later) multiply BF16 weights with vdpbf16ps (Bf16DotProducts).
 // The environment variable BATON_CPU_ISA (scalar, avx2, avx512-vnni) caps the detected level, for
 // comparing kernels on one machine (scalar, avx2, avx512-vnni, amx); a value above what the CPU
 // supports is ignored.
@@ -30,9 +30,6 @@ CpuIsa DetectCpuIsaUncapped();
 
 // The level the fast backend uses: DetectCpuIsaUncapped() capped by BATON_CPU_ISA.
 CpuIsa DetectCpuIsa();
-
-// Whether the CPU has AVX512_BF16 (vdpbf16ps, vcvtne2ps2bf16).
-bool CpuHasAvx512Bf16();
 
 // Whether level `isa`'s MatMul on BF16 weights rounds the activations to BF16 and multiplies with
 // vdpbf16ps (GGML's arithmetic there), rather than in f32: the AVX-512 levels on a CPU with

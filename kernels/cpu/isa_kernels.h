@@ -64,6 +64,7 @@
 #ifndef BATON_KERNELS_CPU_ISA_KERNELS_H_
 #define BATON_KERNELS_CPU_ISA_KERNELS_H_
 
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/backend.h"
@@ -99,6 +100,13 @@ struct MatMulActivations {
 
 // Floats per row of d and s for a row of n_cols in `format` (blocks rounded up to 8).
 int64_t ActivationScaleStride(ActivationFormat format, int64_t n_cols);
+
+// Activation rows per block of the float and BF16 tiles (rows of row_bytes, tiles of tile_rows):
+// about 128 KiB, a whole number of tiles. Each block goes against all of a range's weight rows,
+// so it stays in L2 while the weights stream past it.
+inline int64_t L2BlockRows(int64_t row_bytes, int64_t tile_rows) {
+  return std::max<int64_t>(1, (int64_t{128} << 10) / row_bytes / tile_rows) * tile_rows;
+}
 
 // Values per row of kBF16 activations: n_cols rounded up to the kernels' runs of 32.
 inline int64_t Bf16RowValues(int64_t n_cols) { return (n_cols + 31) / 32 * 32; }
