@@ -2,8 +2,9 @@
 // layers 1536x576 and 576x1536, the Q8_0 49152x576 tied output projection) for decode (n=1) and
 // prefill (n=512), reference vs fast backend; Attention over a paged f16 cache at a few lengths.
 //
-// Registered: the backend runs the matrix on its packed (packed_block32.h) or interleaved
-// (interleaved_rows.h) copy where the dtype has one, as it does for a loaded model's matrices.
+// Registered: the backend runs the matrix on its packed (packed_block32.h), lanes
+// (super_block_lanes.h) or interleaved (interleaved_rows.h) copy where the dtype has one, as it
+// does for a loaded model's matrices.
 // Counters: weight_GB/s = weight bytes read per MatMul / time (the decode roofline quantity),
 // GFLOP/s = 2 * n * rows * cols / time; attention: GFLOP/s of the q·k and p·v products.
 // impl: 0 = scalar reference backend, else the fast backend at ISA level 1 = avx2,
@@ -24,6 +25,7 @@
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/dequantize.h"
 #include "kernels/cpu/packed_block32.h"
+#include "kernels/cpu/super_block_lanes.h"
 #include "kernels/dtype.h"
 #include "kernels/half.h"
 #include "tests/kernels/kernel_test_util.h"
@@ -118,12 +120,12 @@ void MatMulArgs(benchmark::internal::Benchmark* b) {
                       DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kF16,
                       DType::kBF16}) {
     for (int64_t registered : {0, 1}) {
-      if (registered == 1 && !HasPackedLayout(dtype)) continue;
+      if (registered == 1 && !HasPackedLayout(dtype) && !HasSuperBlockLanes(dtype)) continue;
       b->Args({static_cast<int64_t>(dtype), 8192, 2048, 1, best, 0, registered});
     }
   }
   // Beyond the last-level cache (16384x2048: 18-27 MB; 8192x2048 fits a large L3): decode and
-  // 8 rows of the super-block types on their original rows and registered (interleaved).
+  // 8 rows of the super-block types on their original rows and registered (in lanes).
   for (DType dtype : {DType::kQ4_K, DType::kQ6_K}) {
     for (int64_t n : {1, 8}) {
       for (int64_t registered : {0, 1}) {

@@ -18,6 +18,7 @@
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/dequantize.h"
 #include "kernels/cpu/interleaved_rows.h"
+#include "kernels/cpu/super_block_lanes.h"
 #include "kernels/cpu/isa_kernels.h"
 #include "kernels/cpu/packed_block32.h"
 #include "kernels/cpu/reference_kernels.h"
@@ -216,15 +217,22 @@ class FastCpuBackend final : public HostBackend {
   }
 
   bool RegisterWeights(const WeightMatrix& w) override {
+    const bool has_kernel = MatMulKernelFor(kernels_, w.dtype) != nullptr;
     const bool packed = PackedMatMulKernelFor(kernels_, w.dtype) != nullptr;
-    const bool interleaved =
-        HasInterleavedLayout(w.dtype, w.n_cols) && MatMulKernelFor(kernels_, w.dtype) != nullptr;
-    if (!packed && !interleaved) return false;
+    const bool lanes = HasSuperBlockLanes(w.dtype) && has_kernel;
+    const bool interleaved = HasInterleavedLayout(w.dtype, w.n_cols) && has_kernel;
+    if (!packed && !lanes && !interleaved) return false;
     Registered& r = registered_[w.data];
     if (r.count++ > 0) return true;
     if (packed) {
       r.packed.resize(static_cast<size_t>(PackedBytes(w.dtype, w.n_rows, w.n_cols)));
       Pack(w, r.packed.data());
+    } else if (lanes) {
+      r.packed.resize(static_cast<size_t>(SuperBlockLanesBytes(w)));
+      r.super_block_lanes = true;
+      pool_.ParallelFor(LaneGroups(w.n_rows), [&](int64_t begin, int64_t end, int) {
+        LayOutLaneGroups(w, begin, end, r.packed.data());
+      });
     } else {
       r.packed.resize(static_cast<size_t>(w.n_rows * RowBytes(w.dtype, w.n_cols)));
       r.interleave = kInterleaveRows;
@@ -503,13 +511,13 @@ class FastCpuBackend final : public HostBackend {
     args.n = n;
     args.y = y;
     *run = MatMulKernelFor(kernels_, w.dtype);
-    // A registered matrix runs on its packed or interleaved copy (the same bits, faster).
+    // A registered matrix runs on its packed, lanes or interleaved copy (the same bits, faster).
     auto it = registered_.find(w.data);
     if (it == registered_.end()) return args;
     args.w = it->second.packed.data();
-    if (it->second.interleave > 1) {
-      args.interleave = it->second.interleave;
-    } else {
+    args.interleave = it->second.interleave;
+    args.super_block_lanes = it->second.super_block_lanes;
+    if (args.interleave == 1 && !args.super_block_lanes) {
       *run = PackedMatMulKernelFor(kernels_, w.dtype);
     }
     return args;
@@ -552,11 +560,13 @@ class FastCpuBackend final : public HostBackend {
   };
   RopeAngleCache rope_angles_;
 
-  // A registered weight matrix's copy: packed (packed_block32.h) or, where interleave > 1,
-  // interleaved (interleaved_rows.h).
+  // A registered weight matrix's copy: packed (packed_block32.h), in lanes where
+  // super_block_lanes (super_block_lanes.h), or interleaved where interleave > 1
+  // (interleaved_rows.h).
   struct Registered {
     int count = 0;
     std::vector<uint8_t> packed;
+    bool super_block_lanes = false;
     int64_t interleave = 1;
   };
 

@@ -9,12 +9,6 @@ namespace baton::kernels {
 
 int64_t InterleaveUnitBytes(DType dtype, int64_t n_cols) {
   switch (dtype) {
-    case DType::kQ2_K:
-    case DType::kQ3_K:
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-    case DType::kQ6_K:
-      return Traits(dtype).block_bytes;
     case DType::kF32:
     case DType::kF16:
     case DType::kBF16:

@@ -1,17 +1,17 @@
-// Interleaved rows: a weight matrix re-laid out so that the kernels' tiles read memory in one
-// sequential stream.
+// Interleaved rows: a float weight matrix re-laid out so that the kernels' tiles read memory in
+// one sequential stream.
 //
-// The kernels on the original rows (matmul_tiles.inc, super_block_tiles.inc) run a tile of 4
-// weight rows at once, unit by unit: four streams, each a row of about a kilobyte (a 2048-wide
-// Q4_K row is 1152 bytes, a 576-wide F16 row as much). Streams that short never get the hardware
-// prefetcher going, and a matrix beyond the last-level cache decodes at under half the memory
-// bandwidth (on a 2-core AMD EPYC, 12-14 GB/s against the packed Q4_0 layout's 30 GB/s).
-// Interleaved, the rows come in groups of kInterleaveRows: unit b of each row of a group, then
-// unit b + 1 of each, ... The same bytes in another order, so the same kernel computes the same
-// bits on either layout; only where it finds a row's units differs (RowBlocks).
+// The float kernels (matmul_tiles.inc, bf16_matmul_avx512.cc) run a tile of 4 weight rows at
+// once, unit by unit: four streams, each a row of about a kilobyte (a 576-wide F16 row). Streams
+// that short never get the hardware prefetcher going, and a matrix beyond the last-level cache
+// decodes at under half the memory bandwidth. Interleaved, the rows come in groups of
+// kInterleaveRows: unit b of each row of a group, then unit b + 1 of each, ... The same bytes in
+// another order, so the same kernel computes the same bits on either layout; only where it finds
+// a row's units differs (RowBlocks). (The super-block types have a layout of their own:
+// super_block_lanes.h.)
 //
-// The unit: a super-block for Q2_K..Q6_K; 64 bytes (a cache line: 16 F32 or 32 F16 / BF16
-// values) for the float types, whose rows must then be a whole number of units.
+// The unit: 64 bytes (a cache line: 16 F32 or 32 F16 / BF16 values); rows must be a whole number
+// of units.
 //
 // Layout: group g (rows g * G .. g * G + n_g - 1, where n_g = G except for a last partial group)
 // starts at byte g * G * row_bytes; within it, unit b of the group's row j is at
@@ -34,8 +34,8 @@ namespace baton::kernels {
 inline constexpr int kInterleaveRows = 4;
 
 // Bytes of the unit a matrix of dtype with rows of n_cols values is interleaved by; 0 where it
-// has no interleaved layout (types other than Q2_K..Q6_K, F32, F16, BF16; float rows that are
-// not a whole number of 64-byte units).
+// has no interleaved layout (types other than F32, F16, BF16; rows that are not a whole number of
+// 64-byte units).
 int64_t InterleaveUnitBytes(DType dtype, int64_t n_cols);
 
 // The bytes of the float types' unit.
@@ -55,7 +55,8 @@ inline int64_t InterleavedGroups(const WeightMatrix& w) {
 void InterleaveGroups(const WeightMatrix& w, int64_t g_begin, int64_t g_end, uint8_t* out);
 
 // Where row r's units of unit_bytes are: unit b at first + b * stride. args.interleave says the
-// layout (1: rows as stored, row_bytes apart; kInterleaveRows: interleaved).
+// layout (1: rows as stored, row_bytes apart; kInterleaveRows: interleaved). The super-block
+// kernels use it with interleave 1 and the block as the unit.
 struct RowBlocks {
   const uint8_t* first;
   int64_t stride;

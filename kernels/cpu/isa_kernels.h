@@ -43,12 +43,13 @@
 // pass over it, which beat the kernels on the original rows at every batch from 1 to 2048 rows.
 // No AMX kernels yet: AMX's int32 tiles sum whole blocks, so the packed layout (an AMX B tile)
 // would take them with the same bits, but no machine here has AMX to test them on.
-// The super-block types (Q2_K..Q6_K) have two kernels per level with the same bits
-// (super_block_tiles.inc): one that unpacks rows in registers (decode, batches under 4 rows)
-// and one that unpacks 16 rows per call into a panel with the rows in the vector lanes (larger
-// batches). Both read either layout: the original rows, or a registered matrix's interleaved copy
-// (interleaved_rows.h: groups of 4 rows block by block, one sequential stream per tile;
-// MatMulArgs::interleave). So do the float kernels (F32, F16, BF16: 64-byte units).
+// The super-block types (Q2_K..Q6_K) have kernels of the same bits for two layouts
+// (super_block_tiles.inc): the original rows, and a registered matrix's copy with 8 rows in the
+// vector lanes (super_block_lanes.h; MatMulArgs::super_block_lanes). On each, batches under 4
+// rows (decode) unpack in registers, and larger batches unpack 16 rows per call into a panel with
+// the rows in the vector lanes. The float kernels (F32, F16, BF16) read the original rows or a
+// registered matrix's interleaved copy (interleaved_rows.h: groups of 4 rows by 64-byte units,
+// one sequential stream per tile; MatMulArgs::interleave).
 //
 // Batch invariance: every kernel computes each y[i, r] with the same sequence of operations
 // whatever tile or path (single-row decode kernel, packed weights, multi-row panels) it falls in, so a
@@ -114,9 +115,12 @@ inline int64_t Bf16RowValues(int64_t n_cols) { return (n_cols + 31) / 32 * 32; }
 struct MatMulArgs {
   const uint8_t* w = nullptr;  // weight rows, row_bytes apart (or interleaved, below)
   int64_t row_bytes = 0;
-  // The super-block and float kernels (Q2_K..Q6_K, F32, F16, BF16) also take their rows
-  // interleaved in groups of this many (interleaved_rows.h); 1: as stored.
+  // The float kernels (F32, F16, BF16) also take their rows interleaved in groups of this many
+  // (interleaved_rows.h); 1: as stored.
   int64_t interleave = 1;
+  // The super-block kernels (Q2_K..Q6_K) also take their rows in lane groups
+  // (super_block_lanes.h): w is then the lanes layout.
+  bool super_block_lanes = false;
   int64_t n_rows = 0;  // rows of W = columns of y
   int64_t n_cols = 0;
   MatMulActivations x;

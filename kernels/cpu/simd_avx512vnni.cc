@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/interleaved_rows.h"
 #include "kernels/cpu/isa_kernels.h"
+#include "kernels/cpu/super_block_lanes.h"
 
 // Everything below may use AVX-512 F/BW/VL/DQ/VNNI besides AVX2, FMA and F16C. All headers are
 // included above, so no inline function with external linkage is compiled for this target.

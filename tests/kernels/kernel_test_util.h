@@ -16,6 +16,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/dequantize.h"
+#include "kernels/cpu/isa_kernels.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/dtype.h"
 #include "kernels/half.h"
@@ -187,6 +188,47 @@ inline double MaxErrorOverRms(const float* a, const float* b, int64_t n) {
   const double rms = std::sqrt(norm / std::max<int64_t>(n, 1));
   return rms > 0.0 ? max_err / rms : max_err;
 }
+
+// x [n, cols] as the activations the kernels of dtype read (isa_kernels.h): f32 as given for the
+// float types (or rounded to BF16 where the level multiplies BF16 so), else quantized to kQ8_K,
+// with the rows up to a multiple of 16 readable and their scales zero.
+class KernelActivations {
+ public:
+  KernelActivations(const IsaKernels& kernels, DType dtype, const std::vector<float>& x,
+                    int64_t n, int64_t cols)
+      : x_(x),
+        format_(ActivationFormatFor(kernels, dtype)),
+        stride_(ActivationScaleStride(ActivationFormat::kQ8_K, cols)),
+        qs_((n + 15) / 16 * 16 * cols),
+        d_((n + 15) / 16 * 16 * stride_, 0.0f),
+        bsums_(n * cols / 16) {
+    if (format_ == ActivationFormat::kBF16) {
+      bf16_.resize(n * Bf16RowValues(cols));
+      for (int64_t i = 0; i < n; ++i) {
+        kernels.to_bf16_row(x.data() + i * cols, cols, bf16_.data() + i * Bf16RowValues(cols));
+      }
+    }
+    if (format_ != ActivationFormat::kQ8_K) return;
+    for (int64_t i = 0; i < n; ++i) {
+      QuantizeRowQ8_KScalar(x.data() + i * cols, cols, qs_.data() + i * cols,
+                            d_.data() + i * stride_, bsums_.data() + i * cols / 16);
+    }
+  }
+  MatMulActivations view() const {
+    if (format_ == ActivationFormat::kF32) return {.f32 = x_.data()};
+    if (format_ == ActivationFormat::kBF16) return {.bf16 = bf16_.data()};
+    return {.qs = qs_.data(), .d = d_.data(), .bsums = bsums_.data(), .scale_stride = stride_};
+  }
+
+ private:
+  const std::vector<float>& x_;
+  ActivationFormat format_;
+  int64_t stride_;
+  std::vector<int8_t> qs_;
+  std::vector<float> d_;
+  std::vector<int16_t> bsums_;
+  std::vector<uint16_t> bf16_;
+};
 
 }  // namespace baton::kernels::testing
 

@@ -1,0 +1,114 @@
+// The lanes layout of the super-block types (super_block_lanes.h): every byte of every row where
+// the layout says, zero rows padding the last group, and the kernels giving the same bits on it
+// as on the rows as stored (decode and panel paths, ranges that cut groups, every level).
+#include "kernels/cpu/super_block_lanes.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/dequantize.h"
+#include "kernels/cpu/isa_kernels.h"
+#include "kernels/dtype.h"
+#include "tests/kernels/kernel_test_util.h"
+#include "tests/kernels/layout_check.h"
+
+namespace baton::kernels {
+namespace {
+
+using testing::MakeWeights;
+using testing::RandomFloats;
+using testing::TestWeights;
+
+// dtype, rows, cols, n (activation rows)
+using Param = std::tuple<DType, int64_t, int64_t, int64_t>;
+
+class SuperBlockLanesTest : public ::testing::TestWithParam<Param> {};
+
+TEST_P(SuperBlockLanesTest, EveryByteWhereTheLayoutSays) {
+  const auto [dtype, rows, cols, n] = GetParam();
+  const TestWeights w = MakeWeights(dtype, rows, cols, 3 + rows, /*random_bits=*/true);
+  std::vector<uint8_t> lanes(SuperBlockLanesBytes(w.matrix()), 0xaa);
+  LayOutLaneGroups(w.matrix(), 0, LaneGroups(rows), lanes.data());
+  const int64_t block_bytes = Traits(dtype).block_bytes;
+  const int64_t row_bytes = RowBytes(dtype, cols);
+  const int64_t dwords = block_bytes / 4, tail = block_bytes % 4;
+  for (int64_t r = 0; r < LaneGroups(rows) * kLaneRows; ++r) {
+    const int64_t g = r / kLaneRows, j = r % kLaneRows;
+    for (int64_t b = 0; b < row_bytes / block_bytes; ++b) {
+      const uint8_t* group_block = lanes.data() + g * kLaneRows * row_bytes +
+                                   b * kLaneRows * block_bytes;
+      for (int64_t k = 0; k < block_bytes; ++k) {
+        const int64_t at =
+            k < 4 * dwords
+                ? (kLaneRows * LaneDwordSlot(dtype, static_cast<int>(k / 4)) + j) * 4 + k % 4
+                : kLaneRows * 4 * dwords + j * tail + (k - 4 * dwords);
+        const uint8_t expected = r < rows ? w.bytes[r * row_bytes + b * block_bytes + k] : 0;
+        ASSERT_EQ(group_block[at], expected) << "row " << r << " block " << b << " byte " << k;
+      }
+    }
+  }
+}
+
+TEST_P(SuperBlockLanesTest, KernelsGiveTheSameBitsAsOnStoredRows) {
+  const auto [dtype, rows, cols, n] = GetParam();
+  for (bool random_bits : {false, true}) {
+    SCOPED_TRACE(random_bits ? "random bits" : "quantized values");
+    const TestWeights w = MakeWeights(dtype, rows, cols, 5 + rows, random_bits);
+    const std::vector<float> x = RandomFloats(n * cols, 7 + n);
+    std::vector<uint8_t> lanes(SuperBlockLanesBytes(w.matrix()));
+    LayOutLaneGroups(w.matrix(), 0, LaneGroups(rows), lanes.data());
+    MatMulArgs layout;
+    layout.w = lanes.data();
+    layout.super_block_lanes = true;
+    testing::ExpectSameBitsOnLayout(w, x, n, layout);
+  }
+}
+
+// Each type's slots are a permutation of its dwords.
+TEST(SuperBlockLanesTypesTest, SlotsArePermutations) {
+  for (DType dtype : {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    const int dwords = static_cast<int>(Traits(dtype).block_bytes / 4);
+    std::vector<int> seen(dwords, 0);
+    for (int q = 0; q < dwords; ++q) {
+      const int slot = LaneDwordSlot(dtype, q);
+      ASSERT_GE(slot, 0) << DTypeName(dtype);
+      ASSERT_LT(slot, dwords) << DTypeName(dtype);
+      ++seen[slot];
+    }
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), dwords) << DTypeName(dtype);
+  }
+}
+
+TEST(SuperBlockLanesTypesTest, TheSuperBlockTypesOnly) {
+  for (DType dtype : {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    EXPECT_TRUE(HasSuperBlockLanes(dtype)) << DTypeName(dtype);
+  }
+  for (DType dtype : {DType::kQ4_0, DType::kQ8_0, DType::kF16, DType::kF32}) {
+    EXPECT_FALSE(HasSuperBlockLanes(dtype)) << DTypeName(dtype);
+  }
+}
+
+std::string Name(const ::testing::TestParamInfo<Param>& info) {
+  const auto [dtype, rows, cols, n] = info.param;
+  return testing::MatMulCaseName(dtype, rows, cols, n);
+}
+
+// Rows: one, a partial group alone, one group, whole groups and a partial one. Activation rows:
+// decode (1, 3) and the panel (5, 17).
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, SuperBlockLanesTest,
+    ::testing::Combine(::testing::Values(DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K,
+                                         DType::kQ6_K),
+                       ::testing::Values(int64_t{1}, int64_t{3}, int64_t{8}, int64_t{37},
+                                         int64_t{70}),
+                       ::testing::Values(int64_t{256}, int64_t{768}),
+                       ::testing::Values(int64_t{1}, int64_t{3}, int64_t{5}, int64_t{17})),
+    Name);
+
+}  // namespace
+}  // namespace baton::kernels
