@@ -33,6 +33,8 @@ constexpr int kPanelA = 2;
 constexpr int kPanelW = 4;
 // Super-block panel tiles: 2 x 2 x 2 int32 sums + operands.
 constexpr int kSuperPanelA = 2;
+// Lanes tiles: 4 x 3 accumulators + operands.
+constexpr int kLanesTileA = 4;
 
 #include "kernels/cpu/dot_u8s8_avx2.inc"
 

@@ -34,6 +34,8 @@ constexpr int kPanelA = 4;
 constexpr int kPanelW = 4;
 // Super-block panel tiles: 6 x 2 x 2 int32 sums + operands.
 constexpr int kSuperPanelA = 6;
+// Lanes tiles: 8 x 3 accumulators + operands.
+constexpr int kLanesTileA = 8;
 
 inline __m256i DotU8S8(__m256i u, __m256i s) {
   return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
