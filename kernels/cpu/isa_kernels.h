@@ -45,9 +45,9 @@
 // would take them with the same bits, but no machine here has AMX to test them on.
 // The super-block types (Q2_K..Q6_K) have kernels of the same bits for two layouts
 // (super_block_tiles.inc): the original rows, and a registered matrix's copy with 8 rows in the
-// vector lanes (super_block_lanes.h; MatMulArgs::super_block_lanes). On each, batches under 4
-// rows (decode) unpack in registers, and larger batches unpack 16 rows per call into a panel with
-// the rows in the vector lanes. The float kernels (F32, F16, BF16) read the original rows or a
+// vector lanes (super_block_lanes.h; MatMulArgs::super_block_lanes). On each, small batches
+// unpack in registers (under 4 rows as stored, under 16 in lanes), and larger ones unpack 16
+// rows per call into a panel with the rows in the vector lanes. The float kernels (F32, F16, BF16) read the original rows or a
 // registered matrix's interleaved copy (interleaved_rows.h: groups of 4 rows by 64-byte units,
 // one sequential stream per tile; MatMulArgs::interleave).
 //
