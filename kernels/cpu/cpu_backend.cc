@@ -107,10 +107,8 @@ class HostBackend : public Backend {
           << "WriteKv: position " << positions[i] << " outside the view's " << kv.n_tokens
           << " tokens";
       const int64_t offset = kv.RowOffset(positions[i], 0);
-      for (int64_t e = 0; e < kv_dim; ++e) {
-        kv.k_base[offset + e] = F32ToF16(k[i * kv_dim + e]);
-        kv.v_base[offset + e] = F32ToF16(v[i * kv_dim + e]);
-      }
+      ToF16Row(k + i * kv_dim, kv_dim, kv.k_base + offset);
+      ToF16Row(v + i * kv_dim, kv_dim, kv.v_base + offset);
     }
   }
   void GatherRows(const float* x, const int64_t* rows, int64_t n, int64_t dim,
@@ -118,6 +116,12 @@ class HostBackend : public Backend {
     for (int64_t i = 0; i < n; ++i) {
       std::memcpy(out + i * dim, x + rows[i] * dim, static_cast<size_t>(dim) * sizeof(float));
     }
+  }
+
+ protected:
+  // out[0..n) = F32ToF16 of x[0..n).
+  virtual void ToF16Row(const float* x, int64_t n, uint16_t* out) {
+    for (int64_t e = 0; e < n; ++e) out[e] = F32ToF16(x[e]);
   }
 };
 
@@ -320,6 +324,12 @@ class FastCpuBackend final : public HostBackend {
       return;
     }
     AttentionPairs(seqs, n_pairs, n_head, scale);
+  }
+
+ protected:
+  void ToF16Row(const float* x, int64_t n, uint16_t* out) override {
+    if (kernels_.to_f16_row == nullptr) return HostBackend::ToF16Row(x, n, out);
+    kernels_.to_f16_row(x, n, out);
   }
 
  private:

@@ -184,6 +184,9 @@ using RopeRotateFn = void (*)(float* x, int64_t n_heads, int64_t head_dim, const
 // Rounds v[0..n) to the nearest f16 values (ties to even), kept as f32; for the kQ8_1 scales.
 using RoundToF16Fn = void (*)(float* v, int64_t n);
 
+// out[0..n) = x[0..n) rounded to f16 (F32ToF16's bits, NaNs included); for the KV cache's writes.
+using ToF16RowFn = void (*)(const float* x, int64_t n, uint16_t* out);
+
 // A row x[0..n_cols) as kBF16 activations: out[0..Bf16RowValues(n_cols)), x rounded to the
 // nearest BF16 (ties to even), zeros past n_cols.
 using ToBf16RowFn = void (*)(const float* x, int64_t n_cols, uint16_t* out);
@@ -220,6 +223,7 @@ struct IsaKernels {
   SiluMulFn silu_mul = nullptr;
   RopeRotateFn rope_rotate = nullptr;  // null: reference::RopeRotate
   RoundToF16Fn round_to_f16 = nullptr;  // null: the scalar conversions of kernels/half.h
+  ToF16RowFn to_f16_row = nullptr;       // null: F32ToF16 element by element
   // Set with a matmul_bf16 that takes kBF16 activations (null: it takes kF32).
   ToBf16RowFn to_bf16_row = nullptr;
 };

@@ -110,6 +110,32 @@ void RoundToF16Avx2(float* v, int64_t n) {
   }
 }
 
+// F32ToF16 of 8 values: F16C's rounding (to nearest even; overflow to inf, f16 subnormals and
+// zeros as F32ToF16 gives them), NaNs made F32ToF16's quiet NaN (sign | 0x7e00).
+inline __m128i ToF16x8(__m256 v) {
+  const __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  const __m128i nan16 =
+      _mm_packs_epi32(_mm256_castsi256_si128(nan), _mm256_extracti128_si256(nan, 1));
+  const __m128i quiet =
+      _mm_or_si128(_mm_and_si128(h, _mm_set1_epi16(-0x8000)), _mm_set1_epi16(0x7e00));
+  return _mm_blendv_epi8(h, quiet, nan16);
+}
+
+void ToF16RowAvx2(const float* x, int64_t n, uint16_t* out) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), ToF16x8(_mm256_loadu_ps(x + i)));
+  }
+  if (i < n) {  // the tail through the same lanes
+    alignas(32) float t[8] = {};
+    alignas(16) uint16_t h[8];
+    std::memcpy(t, x + i, (n - i) * sizeof(float));
+    _mm_store_si128(reinterpret_cast<__m128i*>(h), ToF16x8(_mm256_load_ps(t)));
+    std::memcpy(out + i, h, (n - i) * sizeof(uint16_t));
+  }
+}
+
 void QuantizeRowQ8_KAvx2(const float* x, int64_t n_cols, int8_t* qs, float* d, int16_t* bsums) {
   for (int64_t b = 0; b < n_cols / 256; ++b) {
     int32_t sum;
@@ -137,6 +163,7 @@ void FillAvx2Kernels(IsaKernels* k) {
   k->quantize_q8_1 = QuantizeRowQ8_1Avx2;
   k->quantize_q8_k = QuantizeRowQ8_KAvx2;
   k->round_to_f16 = RoundToF16Avx2;
+  k->to_f16_row = ToF16RowAvx2;
   FillPackedAvx2Kernels(k);
   FillAvx2AttentionKernels(k);
 }

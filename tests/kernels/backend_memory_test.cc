@@ -2,6 +2,7 @@
 // (through BackendBuffer), Add, AddRowBias, RoundToF16, GatherRows and WriteKv against their
 // definitions.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -189,6 +190,26 @@ TEST_P(BackendMemoryTest, WriteKvStoresEachTokenInItsSlotInF16) {
   }
   const int untouched = static_cast<int>(std::count(kv.pool.begin(), kv.pool.end(), 0x7e00));
   EXPECT_EQ(untouched + written, static_cast<int>(kv.pool.size()));
+}
+
+// The values where a conversion could go wrong: ties, overflow, f16 subnormals, values below
+// them, f32 subnormals, infinities and NaNs of both signs and any payload.
+TEST_P(BackendMemoryTest, WriteKvRoundsEdgeValuesAsF32ToF16) {
+  SmallKv kv;
+  const float nan_payload = std::bit_cast<float>(0xffa00001u);
+  const std::vector<float> k = {1.0f + 0x1p-11f, 1.0f + 0x3p-11f, 65504.0f, 65520.0f, 1e6f,
+                                -0x1p-20f};
+  const std::vector<float> v = {0x1p-25f, 0x3p-26f, 1e-40f,
+                                -std::numeric_limits<float>::infinity(),
+                                std::numeric_limits<float>::quiet_NaN(), nan_payload};
+  const int32_t position = 3;
+  backend_->WriteKv(kv.View(6), &position, 1, k.data(), v.data());
+  const KvLayerView view = kv.View(6);
+  const int64_t offset = view.RowOffset(position, 0);
+  for (int e = 0; e < SmallKv::kRow; ++e) {
+    EXPECT_EQ(view.k_base[offset + e], F32ToF16(k[e])) << "k " << k[e];
+    EXPECT_EQ(view.v_base[offset + e], F32ToF16(v[e])) << "v " << v[e];
+  }
 }
 
 TEST_P(BackendMemoryTest, WriteKvPastTheViewsTokensDies) {
