@@ -71,6 +71,12 @@ struct ChunkRows {
   alignas(32) float v[kChunk][kRowStride];
 };
 
+// The calling thread's chunk rows, shared by both entry points below.
+ChunkRows& ThreadChunkRows() {
+  static thread_local ChunkRows rows;
+  return rows;
+}
+
 // Converts the K rows (and the V rows where `with_v`) of tokens [t0, t0 + count) of kv head kv_h.
 void LoadChunk(const KvLayerView& kv, int32_t kv_h, int32_t t0, int count, bool with_v,
                ChunkRows* rows) {
@@ -208,7 +214,7 @@ void GroupStep(const float* q, int32_t group, int d_head, const ChunkRows& rows,
 
 void AttentionPartialAvx2(const float* q, int32_t kv_h, int32_t group, int32_t t_begin,
                           int32_t t_end, const KvLayerView& kv, float scale, float* partial) {
-  static thread_local ChunkRows rows;
+  ChunkRows& rows = ThreadChunkRows();
   AttentionInitState(group, kv.head_dim, partial);
   for (int32_t t0 = t_begin; t0 < t_end; t0 += kChunk) {
     const int count = std::min(kChunk, t_end - t0);
@@ -229,7 +235,7 @@ void AttentionPartialQueriesAvx2(const float* q, int64_t q_stride, int32_t n_q,
     }
     return;
   }
-  static thread_local ChunkRows rows;
+  ChunkRows& rows = ThreadChunkRows();
   int32_t last = t_begin;
   for (int32_t j = 0; j < n_q; ++j) {
     if (t_end[j] <= t_begin) continue;
