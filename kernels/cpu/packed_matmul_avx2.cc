@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/isa_kernels.h"
 #include "kernels/cpu/packed_block32.h"
@@ -88,11 +89,37 @@ inline void BlockSumsQ8(const uint8_t* blk, int h0, const int8_t* x, int64_t x_s
   }
 }
 
-// Block sums of the nibble types (unsigned values; Q4_0's and Q5_0's offsets come later).
-template <DType kDType, int R, int kHalves>
-inline void BlockSumsNibbles(const uint8_t* blk, int h0, const int8_t* x, int64_t x_stride,
-                             __m256i (&p)[R][kHalves]) {
+// A half group's values of one block, unpacked to one byte each (Q5's fifth bits included):
+// vector v (values 4v + t of the 8 rows), then vector 4 + v (values 16 + 4v + t).
+constexpr int kUnpackedHalfBytes = 8 * 32;
+
+// The unpacked values of half h of a packed block into out (kUnpackedHalfBytes).
+template <DType kDType>
+inline void UnpackHalfBlock(const uint8_t* blk, int h, uint8_t* out) {
   using P = Packed<kDType>;
+  const __m256i low = _mm256_set1_epi8(0x0f);
+#pragma GCC unroll 4
+  for (int v = 0; v < 4; ++v) {
+    const __m256i w = Load256(blk + 64 * v + 32 * h);
+    __m256i lo = _mm256_and_si256(w, low);
+    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), low);
+    if constexpr (P::kFifthBit) {
+      lo = _mm256_or_si256(lo, FifthBits32(blk + P::kFifthOffset + 16 * v + 4 * h));
+      hi = _mm256_or_si256(hi, FifthBits32(blk + P::kFifthOffset + 16 * v + 8 + 4 * h));
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 * v), lo);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 * (4 + v)), hi);
+  }
+}
+
+// Block sums of the nibble types (unsigned values; Q4_0's and Q5_0's offsets come later), the
+// values unpacked from the packed block, or (kFromPanel, one half) read from `panel`, the block's
+// UnpackHalfBlock: the same values, so the same sums.
+template <DType kDType, int R, int kHalves, bool kFromPanel = false>
+inline void BlockSumsNibbles(const uint8_t* blk, const uint8_t* panel, int h0, const int8_t* x,
+                             int64_t x_stride, __m256i (&p)[R][kHalves]) {
+  using P = Packed<kDType>;
+  static_assert(!kFromPanel || kHalves == 1);
   const __m256i low = _mm256_set1_epi8(0x0f), ones16 = _mm256_set1_epi16(1);
   // int16 sums; Q4 keeps all in lo_sum. The adds saturate (they never reach the limit: see the
   // top of the file) so that the compiler keeps them in this order instead of holding every
@@ -103,12 +130,18 @@ inline void BlockSumsNibbles(const uint8_t* blk, int h0, const int8_t* x, int64_
 #pragma GCC unroll 2
     for (int hh = 0; hh < kHalves; ++hh) {
       const int h = h0 + hh;
-      const __m256i w = Load256(blk + 64 * v + 32 * h);
-      __m256i lo = _mm256_and_si256(w, low);                         // values 4v + t
-      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), low);  // values 16 + 4v + t
-      if constexpr (P::kFifthBit) {  // masks 2v and 2v + 1; half h is their dword h
-        lo = _mm256_or_si256(lo, FifthBits32(blk + P::kFifthOffset + 16 * v + 4 * h));
-        hi = _mm256_or_si256(hi, FifthBits32(blk + P::kFifthOffset + 16 * v + 8 + 4 * h));
+      __m256i lo, hi;  // values 4v + t, values 16 + 4v + t
+      if constexpr (kFromPanel) {
+        lo = Load256(panel + 32 * v);
+        hi = Load256(panel + 32 * (4 + v));
+      } else {
+        const __m256i w = Load256(blk + 64 * v + 32 * h);
+        lo = _mm256_and_si256(w, low);
+        hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), low);
+        if constexpr (P::kFifthBit) {  // masks 2v and 2v + 1; half h is their dword h
+          lo = _mm256_or_si256(lo, FifthBits32(blk + P::kFifthOffset + 16 * v + 4 * h));
+          hi = _mm256_or_si256(hi, FifthBits32(blk + P::kFifthOffset + 16 * v + 8 + 4 * h));
+        }
       }
 #pragma GCC unroll 4
       for (int i = 0; i < R; ++i) {
@@ -193,9 +226,11 @@ inline void StoreTile(const MatMulArgs& a, int64_t g, int h0, int64_t i0, int va
 // y of activation rows [i0, i0 + R) and rows [8 h0, 8 (h0 + kHalves)) of group g, of which the
 // first `valid` (counted from the group's first row) exist. `stream`: this pass is the first
 // over the group, so it prefetches.
-template <DType kDType, int R, int kHalves>
+// kFromPanel (Q5, one half): the values come from `panel`, the group half's blocks unpacked by
+// UnpackHalfBlock one after another.
+template <DType kDType, int R, int kHalves, bool kFromPanel = false>
 void Tile(const MatMulArgs& a, const int32_t* offsets, int64_t g, int h0, int64_t i0, int valid,
-          bool stream) {
+          bool stream, const uint8_t* panel = nullptr) {
   using P = Packed<kDType>;
   const int64_t nb = a.n_cols / 32;
   const int64_t ss = a.x.scale_stride;
@@ -216,7 +251,9 @@ void Tile(const MatMulArgs& a, const int32_t* offsets, int64_t g, int h0, int64_
     if constexpr (P::kQ8) {
       BlockSumsQ8<R, kHalves>(blk, h0, xq + 32 * b, a.n_cols, p);
     } else {
-      BlockSumsNibbles<kDType, R, kHalves>(blk, h0, xq + 32 * b, a.n_cols, p);
+      const uint8_t* unpacked = kFromPanel ? panel + b * kUnpackedHalfBytes : nullptr;
+      BlockSumsNibbles<kDType, R, kHalves, kFromPanel>(blk, unpacked, h0, xq + 32 * b, a.n_cols,
+                                                       p);
     }
 #pragma GCC unroll 2
     for (int hh = 0; hh < kHalves; ++hh) {
@@ -246,20 +283,55 @@ void Tile(const MatMulArgs& a, const int32_t* offsets, int64_t g, int h0, int64_
 
 // Activation rows [i, i_end) against half h of group g, R rows per tile, then the rest in one
 // smaller tile.
-template <DType kDType, int R>
+template <DType kDType, int R, bool kFromPanel = false>
 void HalfTiles(const MatMulArgs& a, const int32_t* offsets, int64_t g, int h, int valid,
-               int64_t i, int64_t i_end, bool stream) {
+               int64_t i, int64_t i_end, bool stream, const uint8_t* panel = nullptr) {
   for (; i + R <= i_end; i += R, stream = false) {
-    Tile<kDType, R, 1>(a, offsets, g, h, i, valid, stream);
+    Tile<kDType, R, 1, kFromPanel>(a, offsets, g, h, i, valid, stream, panel);
   }
   if constexpr (R > 1) {
-    if (i < i_end) HalfTiles<kDType, R - 1>(a, offsets, g, h, valid, i, i_end, stream);
+    if (i < i_end) {
+      HalfTiles<kDType, R - 1, kFromPanel>(a, offsets, g, h, valid, i, i_end, stream, panel);
+    }
   }
 }
 
 // Activation rows per pass over the thread's groups: their quantized values stay in L1 while
 // each group comes from L2 (or memory, on the first pass) once per pass.
 constexpr int64_t kRowsPerPass = 32;
+
+// Tiles from a panel: no unpacking in the tile leaves registers for 4 rows.
+constexpr int kPanelTileRows = 4;
+
+// A pass's activation rows [i0, i_end) against half h of group g. Q5_0 and Q5_1 with more rows
+// than one tile: the half's values are unpacked once into a panel that the pass's tiles read
+// (unpacking the fifth bits in every tile cost as much as the products of 3 rows).
+template <DType kDType>
+void PassHalf(const MatMulArgs& a, const int32_t* offsets, int64_t g, int h, int valid,
+              int64_t i0, int64_t i_end, bool stream) {
+  using P = Packed<kDType>;
+  if (!P::kFifthBit || i_end - i0 <= kTileRows<kDType>) {
+    HalfTiles<kDType, kTileRows<kDType>>(a, offsets, g, h, valid, i0, i_end, stream);
+    return;
+  }
+  const int64_t nb = a.n_cols / 32;
+  static thread_local std::vector<uint8_t> panel;
+  panel.resize(static_cast<size_t>(nb * kUnpackedHalfBytes));
+  const uint8_t* group = a.w + g * nb * P::kBlockBytes;
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* blk = group + b * P::kBlockBytes;
+    if (stream) {
+      const char* ahead = reinterpret_cast<const char*>(blk + 4 * P::kBlockBytes);
+#pragma GCC unroll 16
+      for (int line = 0; line < P::kBlockBytes; line += 64) {
+        _mm_prefetch(ahead + line, _MM_HINT_T0);
+      }
+    }
+    UnpackHalfBlock<kDType>(blk, h, panel.data() + b * kUnpackedHalfBytes);
+  }
+  HalfTiles<kDType, kPanelTileRows, true>(a, offsets, g, h, valid, i0, i_end, false,
+                                          panel.data());
+}
 
 template <DType kDType>
 void MatMulPacked(const MatMulArgs& a, int64_t r_begin, int64_t r_end) {
@@ -276,8 +348,8 @@ void MatMulPacked(const MatMulArgs& a, int64_t r_begin, int64_t r_end) {
     for (int64_t r0 = r_begin; r0 < r_end; r0 += kRows) {
       const int valid = static_cast<int>(std::min<int64_t>(kRows, r_end - r0));
       for (int h = 0; kHalfRows * h < valid; ++h) {
-        HalfTiles<kDType, kTileRows<kDType>>(a, offsets, r0 / kRows, h, valid, i0, i_end,
-                                             /*stream=*/i0 == 0 && h == 0);
+        PassHalf<kDType>(a, offsets, r0 / kRows, h, valid, i0, i_end,
+                         /*stream=*/i0 == 0 && h == 0);
       }
     }
   }
