@@ -21,6 +21,8 @@
 // streams from memory (prefetched 4 blocks ahead). More rows go in passes of 32 over the thread's
 // groups (their values stay in L1, each group comes from L2 once per pass; 1.5x at 512 rows);
 // within a pass, one half of a group at a time, R rows per tile, while the group stays in L1.
+// Q5_0 and Q5_1 unpack each half group once per pass into a panel of bytes that the pass's
+// tiles read (PassHalf), where a tile of 3 rows spent as much on the fifth bits as on products.
 #include <immintrin.h>
 
 #include <algorithm>
