@@ -95,20 +95,28 @@ inline void BlockSumsQ8(const uint8_t* blk, int h0, const int8_t* x, int64_t x_s
 // vector v (values 4v + t of the 8 rows), then vector 4 + v (values 16 + 4v + t).
 constexpr int kUnpackedHalfBytes = 8 * 32;
 
+// The values of vector v of half h of a packed block, one byte each: lo = values 4v + t,
+// hi = values 16 + 4v + t of the 8 rows.
+template <DType kDType>
+inline void UnpackVector(const uint8_t* blk, int h, int v, __m256i* lo, __m256i* hi) {
+  using P = Packed<kDType>;
+  const __m256i low = _mm256_set1_epi8(0x0f);
+  const __m256i w = Load256(blk + 64 * v + 32 * h);
+  *lo = _mm256_and_si256(w, low);
+  *hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), low);
+  if constexpr (P::kFifthBit) {  // masks 2v and 2v + 1; half h is their dword h
+    *lo = _mm256_or_si256(*lo, FifthBits32(blk + P::kFifthOffset + 16 * v + 4 * h));
+    *hi = _mm256_or_si256(*hi, FifthBits32(blk + P::kFifthOffset + 16 * v + 8 + 4 * h));
+  }
+}
+
 // The unpacked values of half h of a packed block into out (kUnpackedHalfBytes).
 template <DType kDType>
 inline void UnpackHalfBlock(const uint8_t* blk, int h, uint8_t* out) {
-  using P = Packed<kDType>;
-  const __m256i low = _mm256_set1_epi8(0x0f);
 #pragma GCC unroll 4
   for (int v = 0; v < 4; ++v) {
-    const __m256i w = Load256(blk + 64 * v + 32 * h);
-    __m256i lo = _mm256_and_si256(w, low);
-    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), low);
-    if constexpr (P::kFifthBit) {
-      lo = _mm256_or_si256(lo, FifthBits32(blk + P::kFifthOffset + 16 * v + 4 * h));
-      hi = _mm256_or_si256(hi, FifthBits32(blk + P::kFifthOffset + 16 * v + 8 + 4 * h));
-    }
+    __m256i lo, hi;
+    UnpackVector<kDType>(blk, h, v, &lo, &hi);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 * v), lo);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 * (4 + v)), hi);
   }
@@ -122,7 +130,7 @@ inline void BlockSumsNibbles(const uint8_t* blk, const uint8_t* panel, int h0, c
                              int64_t x_stride, __m256i (&p)[R][kHalves]) {
   using P = Packed<kDType>;
   static_assert(!kFromPanel || kHalves == 1);
-  const __m256i low = _mm256_set1_epi8(0x0f), ones16 = _mm256_set1_epi16(1);
+  const __m256i ones16 = _mm256_set1_epi16(1);
   // int16 sums; Q4 keeps all in lo_sum. The adds saturate (they never reach the limit: see the
   // top of the file) so that the compiler keeps them in this order instead of holding every
   // product in a register for a tree of adds.
@@ -137,13 +145,7 @@ inline void BlockSumsNibbles(const uint8_t* blk, const uint8_t* panel, int h0, c
         lo = Load256(panel + 32 * v);
         hi = Load256(panel + 32 * (4 + v));
       } else {
-        const __m256i w = Load256(blk + 64 * v + 32 * h);
-        lo = _mm256_and_si256(w, low);
-        hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), low);
-        if constexpr (P::kFifthBit) {  // masks 2v and 2v + 1; half h is their dword h
-          lo = _mm256_or_si256(lo, FifthBits32(blk + P::kFifthOffset + 16 * v + 4 * h));
-          hi = _mm256_or_si256(hi, FifthBits32(blk + P::kFifthOffset + 16 * v + 8 + 4 * h));
-        }
+        UnpackVector<kDType>(blk, h, v, &lo, &hi);
       }
 #pragma GCC unroll 4
       for (int i = 0; i < R; ++i) {
