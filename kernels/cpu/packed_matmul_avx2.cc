@@ -91,6 +91,17 @@ inline void BlockSumsQ8(const uint8_t* blk, int h0, const int8_t* x, int64_t x_s
   }
 }
 
+// Asks for the block 4 blocks after blk in L1: a first pass over a group streams it from memory.
+// Always inlined: GCC drops calls to a function that only prefetches.
+template <DType kDType>
+[[gnu::always_inline]] inline void PrefetchBlockAhead(const uint8_t* blk) {
+  const char* ahead = reinterpret_cast<const char*>(blk + 4 * Packed<kDType>::kBlockBytes);
+#pragma GCC unroll 16
+  for (int line = 0; line < Packed<kDType>::kBlockBytes; line += 64) {
+    _mm_prefetch(ahead + line, _MM_HINT_T0);
+  }
+}
+
 // A half group's values of one block, unpacked to one byte each (Q5's fifth bits included):
 // vector v (values 4v + t of the 8 rows), then vector 4 + v (values 16 + 4v + t).
 constexpr int kUnpackedHalfBytes = 8 * 32;
@@ -246,11 +257,7 @@ void Tile(const MatMulArgs& a, const int32_t* offsets, int64_t g, int h0, int64_
   SetZero(acc);
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = group + b * P::kBlockBytes;
-    if (stream) {
-      const char* ahead = reinterpret_cast<const char*>(blk + 4 * P::kBlockBytes);
-#pragma GCC unroll 16
-      for (int line = 0; line < P::kBlockBytes; line += 64) _mm_prefetch(ahead + line, _MM_HINT_T0);
-    }
+    if (stream) PrefetchBlockAhead<kDType>(blk);
     __m256i p[R][kHalves];
     if constexpr (P::kQ8) {
       BlockSumsQ8<R, kHalves>(blk, h0, xq + 32 * b, a.n_cols, p);
@@ -324,13 +331,7 @@ void PassHalf(const MatMulArgs& a, const int32_t* offsets, int64_t g, int h, int
   const uint8_t* group = a.w + g * nb * P::kBlockBytes;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = group + b * P::kBlockBytes;
-    if (stream) {
-      const char* ahead = reinterpret_cast<const char*>(blk + 4 * P::kBlockBytes);
-#pragma GCC unroll 16
-      for (int line = 0; line < P::kBlockBytes; line += 64) {
-        _mm_prefetch(ahead + line, _MM_HINT_T0);
-      }
-    }
+    if (stream) PrefetchBlockAhead<kDType>(blk);
     UnpackHalfBlock<kDType>(blk, h, panel.data() + b * kUnpackedHalfBytes);
   }
   HalfTiles<kDType, kPanelTileRows, true>(a, offsets, g, h, valid, i0, i_end, false,
