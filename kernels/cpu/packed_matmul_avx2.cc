@@ -7,8 +7,8 @@
 // A tile is R activation rows against one or both halves of a group, over all blocks. Per block,
 // the tile loads and unpacks each weight vector once for its R rows; per activation row, a
 // vpmaddubsw of the vector with the activation dword broadcast, the products added up in int16
-// lanes, then one vpmaddwd leaves the block sum P of each of the 8 rows in its lane, and
-// acc = fma(d_w * d_x, f32(P), acc): one conversion and one fma per 8 rows and block.
+// lanes (AddInt16), then one vpmaddwd leaves the block sum P of each of the 8 rows in its lane,
+// and acc = fma(d_w * d_x, f32(P), acc): one conversion and one fma per 8 rows and block.
 //   int16 range: a lane adds 16 products; |w| <= 15 (Q4) and |x| <= 127 give at most 30480.
 //   Q5's values (<= 31) add up as two sums of 8 products (the low and the high nibbles).
 //   Q8_0 takes |w| against x with w's sign (pairs up to 2 * 128 * 127) and a vpmaddwd per vector.
@@ -42,6 +42,7 @@
 namespace baton::kernels {
 namespace {
 
+#include "kernels/cpu/add_int16_avx2.inc"
 #include "kernels/cpu/fifth_bits_avx2.inc"
 
 constexpr int kRows = kPackedGroupRows;
@@ -142,9 +143,7 @@ inline void BlockSumsNibbles(const uint8_t* blk, const uint8_t* panel, int h0, c
   using P = Packed<kDType>;
   static_assert(!kFromPanel || kHalves == 1);
   const __m256i ones16 = _mm256_set1_epi16(1);
-  // int16 sums; Q4 keeps all in lo_sum. The adds saturate (they never reach the limit: see the
-  // top of the file) so that the compiler keeps them in this order instead of holding every
-  // product in a register for a tree of adds.
+  // int16 sums; Q4 keeps all in lo_sum.
   __m256i lo_sum[R][kHalves], hi_sum[R][kHalves];
 #pragma GCC unroll 4
   for (int v = 0; v < 4; ++v) {
@@ -164,11 +163,11 @@ inline void BlockSumsNibbles(const uint8_t* blk, const uint8_t* panel, int h0, c
         const __m256i a = _mm256_maddubs_epi16(lo, BroadcastDword(xi + 4 * v));
         const __m256i b = _mm256_maddubs_epi16(hi, BroadcastDword(xi + 16 + 4 * v));
         if constexpr (P::kFifthBit) {
-          lo_sum[i][hh] = v == 0 ? a : _mm256_adds_epi16(lo_sum[i][hh], a);
-          hi_sum[i][hh] = v == 0 ? b : _mm256_adds_epi16(hi_sum[i][hh], b);
+          lo_sum[i][hh] = v == 0 ? a : AddInt16(lo_sum[i][hh], a);
+          hi_sum[i][hh] = v == 0 ? b : AddInt16(hi_sum[i][hh], b);
         } else {
-          const __m256i ab = _mm256_adds_epi16(a, b);
-          lo_sum[i][hh] = v == 0 ? ab : _mm256_adds_epi16(lo_sum[i][hh], ab);
+          const __m256i ab = AddInt16(a, b);
+          lo_sum[i][hh] = v == 0 ? ab : AddInt16(lo_sum[i][hh], ab);
         }
       }
     }
