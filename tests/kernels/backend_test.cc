@@ -243,6 +243,66 @@ INSTANTIATE_TEST_SUITE_P(Fast, BatchInvarianceTest,
                                             ::testing::ValuesIn(WeightTypes())),
                          InvarianceName);
 
+// ---- the largest sums ----------------------------------------------------------------------------
+
+using LargestSumsParam = std::tuple<Impl, DType>;
+
+class LargestSumsTest : public ::testing::TestWithParam<LargestSumsParam> {};
+
+// Weights at their largest values (LargestValuesRow) against activations that quantize to -128 or
+// 127 everywhere: the largest integer sums the kernels form (AVX2's int16 runs among them) stay
+// exact, on every path a batch size or registration takes. The bound leaves room for the
+// activations' f16 scale (Q8_0, Q8_1: relative 2^-11); an int16 sum that wrapped would miss it by
+// thousands of times.
+TEST_P(LargestSumsTest, AgreeWithDenseComputation) {
+  const auto [impl, dtype] = GetParam();
+  if (!ImplSupported(impl)) GTEST_SKIP() << ImplName(impl) << " not supported by this CPU";
+  constexpr int64_t kRows = 32, kCols = 512;
+  const int64_t row_bytes = RowBytes(dtype, kCols);
+  TestWeights w{.dtype = dtype, .n_rows = kRows, .n_cols = kCols, .bytes = {}};
+  w.bytes.resize(static_cast<size_t>(kRows * row_bytes));
+  std::mt19937_64 rng(7);
+  for (int64_t r = 0; r < kRows; ++r) {
+    testing::LargestValuesRow(dtype, kCols, rng, w.bytes.data() + r * row_bytes);
+  }
+  const std::vector<float> w_dense = w.Dequantized();
+  std::vector<double> magnitude(kRows, 0.0);  // sum_k |w_rk|: the size of one output's terms
+  for (int64_t r = 0; r < kRows; ++r) {
+    for (int64_t k = 0; k < kCols; ++k) magnitude[r] += std::fabs(w_dense[r * kCols + k]);
+  }
+  for (bool registered : {false, true}) {
+    auto backend = MakeBackend(impl);
+    if (registered) backend->RegisterWeights(w.matrix());
+    for (int64_t n : {1, 4, 8, 16, 33}) {
+      for (float value : {-1.0f, 1.0f}) {
+        const std::vector<float> x(static_cast<size_t>(n * kCols), value);
+        const std::vector<double> expected = DenseMatMul(w_dense, x, {n, kRows, kCols});
+        std::vector<float> y(static_cast<size_t>(n * kRows));
+        backend->MatMul(w.matrix(), x.data(), n, y.data());
+        for (int64_t k = 0; k < n * kRows; ++k) {
+          ASSERT_NEAR(y[k], expected[k], 1e-3 * magnitude[k % kRows])
+              << "output " << k << ", n=" << n << ", x=" << value
+              << (registered ? ", registered" : "");
+        }
+      }
+    }
+    if (registered) backend->ReleaseWeights(w.matrix());
+  }
+}
+
+std::vector<DType> QuantizedWeightTypes() {
+  std::vector<DType> types;
+  for (DType dtype : WeightTypes()) {
+    if (IsQuantized(dtype)) types.push_back(dtype);
+  }
+  return types;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fast, LargestSumsTest,
+                         ::testing::Combine(::testing::ValuesIn(FastImpls()),
+                                            ::testing::ValuesIn(QuantizedWeightTypes())),
+                         InvarianceName);
+
 // ---- GetRows -----------------------------------------------------------------------------------
 
 using GetRowsParam = std::tuple<Impl, DType>;

@@ -36,14 +36,10 @@ inline void PutF16(uint8_t* p, float f) {
   std::memcpy(p, &h, sizeof h);
 }
 
-// Random bytes with every f16 scale field replaced by a sane random scale: exercises all bit
-// patterns of the quantized values (negative Q6_K scales, extreme nibbles) that round-to-nearest
-// quantization of smooth data rarely produces. Plain types get quantized random floats.
-inline void RandomBitsRow(DType dtype, int64_t n, std::mt19937_64& rng, uint8_t* out) {
-  const int64_t bytes = RowBytes(dtype, n);
+// Replaces every f16 scale field of the quantized blocks in a row of `n` values of dtype (bytes
+// `out`) with a sane random scale; false for the types without block scales (the float types).
+inline bool PutSaneScales(DType dtype, int64_t n, std::mt19937_64& rng, uint8_t* out) {
   std::uniform_real_distribution<float> scale(0.001f, 0.05f);
-  std::uniform_int_distribution<int> byte(0, 255);
-  for (int64_t k = 0; k < bytes; ++k) out[k] = static_cast<uint8_t>(byte(rng));
   const DTypeTraits& t = Traits(dtype);
   for (int64_t b = 0; b < n / t.block_size; ++b) {
     uint8_t* block = out + b * t.block_bytes;
@@ -73,13 +69,32 @@ inline void RandomBitsRow(DType dtype, int64_t n, std::mt19937_64& rng, uint8_t*
       case DType::kQ3_K:
         PutF16(block + 108, scale(rng) / 16.0f);
         break;
-      default: {
-        const std::vector<float> v = RandomFloats(n, rng());
-        QuantizeRow(dtype, v.data(), n, out);
-        return;
-      }
+      default:
+        return false;
     }
   }
+  return true;
+}
+
+// Random bytes with every f16 scale field replaced by a sane random scale: exercises all bit
+// patterns of the quantized values (negative Q6_K scales, extreme nibbles) that round-to-nearest
+// quantization of smooth data rarely produces. Plain types get quantized random floats.
+inline void RandomBitsRow(DType dtype, int64_t n, std::mt19937_64& rng, uint8_t* out) {
+  std::uniform_int_distribution<int> byte(0, 255);
+  const int64_t bytes = RowBytes(dtype, n);
+  for (int64_t k = 0; k < bytes; ++k) out[k] = static_cast<uint8_t>(byte(rng));
+  if (!PutSaneScales(dtype, n, rng, out)) {
+    const std::vector<float> v = RandomFloats(n, rng());
+    QuantizeRow(dtype, v.data(), n, out);
+  }
+}
+
+// Every quantized value at the largest magnitude of its type (all value bits set: Q4 15, Q5 31,
+// Q6_K 63, Q2_K 3, Q3_K 7 unsigned; Q8_0's bytes -128), the integer scales and minimums too, and
+// sane f16 scales: the largest integer sums the kernels form. Quantized types only.
+inline void LargestValuesRow(DType dtype, int64_t n, std::mt19937_64& rng, uint8_t* out) {
+  std::memset(out, dtype == DType::kQ8_0 ? 0x80 : 0xff, static_cast<size_t>(RowBytes(dtype, n)));
+  PutSaneScales(dtype, n, rng, out);
 }
 
 // "q4_K_37x768_n5": a test's name for a weight type and a MatMul shape (rows x cols, n
