@@ -42,7 +42,7 @@
 namespace baton::kernels {
 namespace {
 
-#include "kernels/cpu/add_int16_avx2.inc"
+#include "kernels/cpu/ordered_adds_avx2.inc"
 #include "kernels/cpu/fifth_bits_avx2.inc"
 
 constexpr int kRows = kPackedGroupRows;

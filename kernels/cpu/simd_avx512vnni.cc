@@ -36,6 +36,10 @@ constexpr int kPanelW = 4;
 constexpr int kSuperPanelA = 6;
 // Lanes tiles: 8 x 3 accumulators + operands.
 constexpr int kLanesTileA = 8;
+// vpdpbusd takes a dword's products in one instruction.
+constexpr bool kPanelSumsInt16 = false;
+
+#include "kernels/cpu/ordered_adds_avx2.inc"
 
 inline __m256i DotU8S8(__m256i u, __m256i s) {
   return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, s);
