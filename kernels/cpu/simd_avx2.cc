@@ -39,7 +39,7 @@ constexpr int kSuperPanelA = 3;
 // summed in int16 takes one per dword. With 3 rows a tile, 2 threads, 512 activation rows, the
 // fastest of six runs (from 2 rows and int32 sums): Q4_K 2048 x 2048 21.4 -> 11.3 ms, Q6_K
 // 19.1 -> 16.5 ms; 576 x 1536 Q2_K 3.9 -> 3.1 ms, Q3_K 4.1 -> 2.6 ms.
-constexpr bool kPanelSumsInt16 = true;
+constexpr bool kSumRunsInt16 = true;
 // Lanes tiles: 4 x 3 accumulators + operands.
 constexpr int kLanesTileA = 4;
 

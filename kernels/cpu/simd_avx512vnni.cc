@@ -37,7 +37,7 @@ constexpr int kSuperPanelA = 6;
 // Lanes tiles: 8 x 3 accumulators + operands.
 constexpr int kLanesTileA = 8;
 // vpdpbusd takes a dword's products in one instruction.
-constexpr bool kPanelSumsInt16 = false;
+constexpr bool kSumRunsInt16 = false;
 
 #include "kernels/cpu/ordered_adds_avx2.inc"
 
