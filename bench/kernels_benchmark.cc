@@ -135,7 +135,8 @@ void MatMulArgs(benchmark::internal::Benchmark* b) {
   }
   // Batches of the super-block types at a 1B model's square shape, registered: the kernel that
   // unpacks rows in registers (n < 16) and the panel kernel (n >= 16).
-  for (DType dtype : {DType::kQ4_K, DType::kQ6_K}) {
+  for (DType dtype :
+       {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
     for (int64_t n : {4, 8, 16, 32, 512}) {
       b->Args({static_cast<int64_t>(dtype), 2048, 2048, n, best, 0, 1});
     }
