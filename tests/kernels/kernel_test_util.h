@@ -90,8 +90,9 @@ inline void RandomBitsRow(DType dtype, int64_t n, std::mt19937_64& rng, uint8_t*
 }
 
 // Every quantized value at the largest magnitude of its type (all value bits set: Q4 15, Q5 31,
-// Q6_K 63, Q2_K 3, Q3_K 7 unsigned; Q8_0's bytes -128), the integer scales and minimums too, and
-// sane f16 scales: the largest integer sums the kernels form. Quantized types only.
+// Q6_K 63, Q2_K 3, Q3_K 7 unsigned; Q8_0's bytes -128), every other byte all ones too (the
+// unsigned integer scales and minimums at their largest, Q6_K's int8 scales -1), and sane f16
+// scales: the largest integer sums the kernels form. Quantized types only.
 inline void LargestValuesRow(DType dtype, int64_t n, std::mt19937_64& rng, uint8_t* out) {
   std::memset(out, dtype == DType::kQ8_0 ? 0x80 : 0xff, static_cast<size_t>(RowBytes(dtype, n)));
   PutSaneScales(dtype, n, rng, out);
