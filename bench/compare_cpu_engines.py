@@ -187,7 +187,12 @@ def report(label, results, peers, a):
     baton = results["baton"]
     roofline = baton["decode_roofline_tokens_per_s"]
     print(f"\nmodel {label}, {a.threads} threads, memory read bandwidth "
-          f"{baton['memory_read_gb_per_s']:.1f} GB/s -> decode roofline {roofline:.0f} tokens/s\n")
+          f"{baton['memory_read_gb_per_s']:.1f} GB/s -> decode roofline {roofline:.0f} tokens/s")
+    if "decode_paired_read_fraction" in baton:
+        print(f"baton's decode steps against reads of their weight bytes between them: "
+              f"{baton['decode_paired_read_fraction']:.0%} of the reads' speed "
+              f"({baton['decode_paired_read_gb_per_s']:.1f} GB/s)")
+    print()
     batch_cols = "".join(f"{'x' + str(b) + ' tok/s':>12}" for b in a.batch_sizes)
     print(f"{'engine':<14}{'prefill ' + str(PROMPT_TOKENS):>13}{'decode ' + str(DECODE_TOKENS):>12}"
           f"{'/roofline':>10}{batch_cols}")

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "absl/cleanup/cleanup.h"
@@ -51,6 +52,12 @@ std::vector<engine::TokenId> SyntheticTokens(int32_t n, int32_t n_vocab, uint32_
     ids[i] = 256 + static_cast<engine::TokenId>(x % static_cast<uint32_t>(n_vocab - 256));
   }
   return ids;
+}
+
+// The median of a non-empty sample (the upper one of an even count's middle pair).
+double Median(std::vector<double> values) {
+  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+  return values[values.size() / 2];
 }
 
 engine::TokenId Argmax(const float* row, int32_t n) {
@@ -135,35 +142,48 @@ absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options)
     prefill_best = std::min(prefill_best, Seconds(start));
   }
 
-  // Decode: batches of B sequences, each after a 16-token prompt, `steps` greedy steps.
+  // Decode: B sequences, each after a 16-token prompt, through `steps` greedy steps (each a
+  // decode and the sampling of its tokens); the seconds of the steps. `after_step(seconds)`, if
+  // any, runs untimed after each step.
+  auto decode_run = [&](int32_t batch, int32_t steps,
+                        const std::function<void(double)>& after_step) -> absl::StatusOr<double> {
+    std::vector<engine::BlockTable> tables(batch);
+    absl::Cleanup free_kv = [&] {
+      for (auto& t : tables) (*cache)->Free(t);
+    };
+    std::vector<engine::TokenId> next(batch);
+    for (int32_t b = 0; b < batch; ++b) {
+      if (absl::Status s = (*cache)->Reserve(tables[b], 16 + steps); !s.ok()) return s;
+      const std::vector<engine::TokenId> p = SyntheticTokens(16, config.n_vocab, 100 + b);
+      engine::SequenceInput input{.tokens = p, .kv = &tables[b]};
+      if (absl::Status s = transformer.Prefill({&input, 1}, logits); !s.ok()) return s;
+      next[b] = Argmax(logits.data(), config.n_vocab);
+    }
+    std::vector<engine::SequenceInput> inputs(batch);
+    double total = 0;
+    for (int32_t step = 0; step < steps; ++step) {
+      const auto start = Clock::now();
+      for (int32_t b = 0; b < batch; ++b) inputs[b] = {.tokens = {&next[b], 1}, .kv = &tables[b]};
+      if (absl::Status s = transformer.Decode(inputs, logits); !s.ok()) return s;
+      // On the backend's host threads, as a decode worker samples a step's sequences.
+      backend->ParallelForOnHost(batch, [&](int64_t begin, int64_t end, int) {
+        for (int64_t b = begin; b < end; ++b) {
+          next[b] = Argmax(logits.data() + b * config.n_vocab, config.n_vocab);
+        }
+      });
+      const double seconds = Seconds(start);
+      total += seconds;
+      if (after_step) after_step(seconds);
+    }
+    return total;
+  };
+  // Tokens/s of the best of `repeats` runs.
   auto decode_rate = [&](int32_t batch, int32_t steps) -> absl::StatusOr<double> {
     double best = 1e30;
     for (int r = 0; r < options.repeats; ++r) {
-      std::vector<engine::BlockTable> tables(batch);
-      absl::Cleanup free_kv = [&] {
-        for (auto& t : tables) (*cache)->Free(t);
-      };
-      std::vector<engine::TokenId> next(batch);
-      for (int32_t b = 0; b < batch; ++b) {
-        if (absl::Status s = (*cache)->Reserve(tables[b], 16 + steps); !s.ok()) return s;
-        const std::vector<engine::TokenId> p = SyntheticTokens(16, config.n_vocab, 100 + b);
-        engine::SequenceInput input{.tokens = p, .kv = &tables[b]};
-        if (absl::Status s = transformer.Prefill({&input, 1}, logits); !s.ok()) return s;
-        next[b] = Argmax(logits.data(), config.n_vocab);
-      }
-      std::vector<engine::SequenceInput> inputs(batch);
-      const auto start = Clock::now();
-      for (int32_t step = 0; step < steps; ++step) {
-        for (int32_t b = 0; b < batch; ++b) inputs[b] = {.tokens = {&next[b], 1}, .kv = &tables[b]};
-        if (absl::Status s = transformer.Decode(inputs, logits); !s.ok()) return s;
-        // On the backend's host threads, as a decode worker samples a step's sequences.
-        backend->ParallelForOnHost(batch, [&](int64_t begin, int64_t end, int) {
-          for (int64_t b = begin; b < end; ++b) {
-            next[b] = Argmax(logits.data() + b * config.n_vocab, config.n_vocab);
-          }
-        });
-      }
-      best = std::min(best, Seconds(start));
+      absl::StatusOr<double> seconds = decode_run(batch, steps, nullptr);
+      if (!seconds.ok()) return seconds.status();
+      best = std::min(best, *seconds);
     }
     return batch * steps / best;
   };
@@ -176,12 +196,31 @@ absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options)
     batched[std::to_string(batch)] = *rate;
   }
 
+  const int64_t step_bytes = WeightBytesPerStep((*model)->weights());
+  nlohmann::json paired = nlohmann::json::object();
+  if (!options.device.is_cuda()) {
+    // One sequence's steps, each followed by a read of the step's weight bytes (at most
+    // kMaxProbeBytes of them, scaled up) on the same threads: per pair, read time / step time.
+    constexpr int64_t kMaxProbeBytes = int64_t{512} << 20;
+    ReadProbe probe(static_cast<size_t>(std::min(step_bytes, kMaxProbeBytes)));
+    const double scale = static_cast<double>(step_bytes) / static_cast<double>(probe.bytes());
+    std::vector<double> reads, fractions;
+    absl::StatusOr<double> run =
+        decode_run(1, options.decode_tokens, [&](double step_seconds) {
+          const double read_seconds = probe.TimeRead(*backend) * scale;
+          reads.push_back(read_seconds);
+          fractions.push_back(read_seconds / step_seconds);
+        });
+    if (!run.ok()) return run.status();
+    paired = {{"decode_paired_read_gb_per_s", step_bytes / Median(reads) / 1e9},
+              {"decode_paired_read_fraction", Median(fractions)}};
+  }
+
   absl::StatusOr<double> bandwidth = RooflineBandwidth(options.device, n_threads);
   if (!bandwidth.ok()) return bandwidth.status();
   absl::StatusOr<nlohmann::json> against_cublas = PrefillAgainstCublas(
       options.device, (*model)->weights(), options.prompt_tokens, prefill_best);
   if (!against_cublas.ok()) return against_cublas.status();
-  const int64_t step_bytes = WeightBytesPerStep((*model)->weights());
   const double roofline = *bandwidth / static_cast<double>(step_bytes);
   nlohmann::json result{
       {"model", options.model_path},
@@ -206,6 +245,7 @@ absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options)
     batched_fractions[std::to_string(batch)] = steps_per_s / roofline;
   }
   result["batched_decode_roofline_fraction"] = batched_fractions;
+  result.update(paired);
   result.update(*against_cublas);
   return result;
 }

@@ -32,7 +32,32 @@ __attribute__((target("avx2"))) uint64_t SumSlice(const uint64_t* data, size_t n
   return sum;
 }
 
+constexpr size_t kProbePiece = 4096;
+
 }  // namespace
+
+ReadProbe::ReadProbe(size_t bytes)
+    : bytes_(std::max(kProbePiece, bytes / kProbePiece * kProbePiece)),
+      data_(static_cast<uint64_t*>(std::aligned_alloc(64, bytes_)), &std::free) {
+  std::memset(data_.get(), 1, bytes_);
+}
+
+double ReadProbe::TimeRead(kernels::Backend& backend) {
+  constexpr size_t kWords = kProbePiece / sizeof(uint64_t);
+  std::vector<uint64_t> sums(static_cast<size_t>(backend.host_threads()) * 8);  // a line each
+  const auto start = std::chrono::steady_clock::now();
+  backend.ParallelForOnHost(static_cast<int64_t>(bytes_ / kProbePiece),
+                            [&](int64_t begin, int64_t end, int thread) {
+                              sums[thread * 8] +=
+                                  SumSlice(data_.get() + begin * kWords, (end - begin) * kWords);
+                            });
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // Keep the sums observable so the reads cannot be optimized away.
+  volatile uint64_t sink = 0;
+  for (uint64_t s : sums) sink = sink + s;
+  return seconds;
+}
 
 double MeasureReadBandwidth(int n_threads, size_t bytes, int repeats) {
   n_threads = std::max(1, n_threads);

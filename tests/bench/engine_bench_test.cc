@@ -1,5 +1,6 @@
 // `baton bench engine` (bench/engine_bench.h) on a tiny synthetic model: the figures it reports
-// and the ratios against the roofline, per batch size; a device this machine lacks is an error.
+// and the ratios against the roofline, per batch size, and against reads paired with decode
+// steps; a device this machine lacks is an error.
 #include "bench/engine_bench.h"
 
 #include <string>
@@ -44,6 +45,9 @@ TEST(EngineBenchTest, ReportsSpeedsAndRooflineFractionsPerBatchSize) {
                 rate / std::stoi(batch) / roofline, 1e-9)
         << batch;
   }
+  // Reads paired with decode steps (CPU only): a bandwidth and a fraction of it.
+  EXPECT_GT(r["decode_paired_read_gb_per_s"].get<double>(), 0.0);
+  EXPECT_GT(r["decode_paired_read_fraction"].get<double>(), 0.0);
   // The GPU-only comparison with cuBLAS is absent on a CPU.
   EXPECT_FALSE(r.contains("prefill_fraction_of_cublas"));
 }
