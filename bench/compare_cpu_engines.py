@@ -9,7 +9,9 @@ bindings (whose per-token Python work measures the binding):
                                           sequences of a 16-token prompt, 32 steps each
 baton's figures come from `baton bench engine --json` (the same shapes: a 512-token prefill, 128
 decode steps after a 16-token prompt, 32 batched steps after 16-token prompts), which also
-measures the memory read bandwidth and the decode roofline in the same run.
+measures the memory read bandwidth and the decode roofline in the same run, and baton's decode
+steps against plain reads of their weight bytes, one after each step (the pair sees the machine
+at one moment: on a shared host the bandwidth measured once moves by tens of percent).
 
 Outside CI: build each peer natively (GGML_NATIVE) from its source distribution on PyPI, outside
 the repository:

@@ -32,9 +32,10 @@ struct EngineBenchOptions {
 // prefill_cublas_gemm_s, prefill_s and prefill_fraction_of_cublas (cuBLAS alone on the prefill's
 // GEMM shapes, over the whole prefill); on a CPU also decode_paired_read_fraction and
 // decode_paired_read_gb_per_s: a run of one sequence whose every step is followed by a plain read
-// of as many bytes as the step's weights on the same threads, the median over the pairs of
-// read time / step time, and the reads' median bandwidth (both halves of a pair see the machine
-// at the same moment, which memory_read_gb_per_s, measured once, does not on a shared host).
+// of as many bytes as the step's weights (of at most 512 MiB, its time scaled up) on the same
+// threads, the median over the pairs of read time / step time, and the reads' median bandwidth
+// (both halves of a pair see the machine at the same moment, which memory_read_gb_per_s,
+// measured once, does not on a shared host).
 // UNAVAILABLE / INVALID_ARGUMENT for a device this build or machine cannot use.
 absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options);
 
