@@ -7,6 +7,7 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
+#include "bench/latency_stats.h"
 #include "bench/memory_bandwidth.h"
 #include "engine/kv_cache.h"
 #include "engine/model.h"
@@ -52,12 +53,6 @@ std::vector<engine::TokenId> SyntheticTokens(int32_t n, int32_t n_vocab, uint32_
     ids[i] = 256 + static_cast<engine::TokenId>(x % static_cast<uint32_t>(n_vocab - 256));
   }
   return ids;
-}
-
-// The median of a non-empty sample (the upper one of an even count's middle pair).
-double Median(std::vector<double> values) {
-  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
-  return values[values.size() / 2];
 }
 
 engine::TokenId Argmax(const float* row, int32_t n) {
@@ -212,8 +207,8 @@ absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options)
           fractions.push_back(read_seconds / step_seconds);
         });
     if (!run.ok()) return run.status();
-    paired = {{"decode_paired_read_gb_per_s", step_bytes / Median(reads) / 1e9},
-              {"decode_paired_read_fraction", Median(fractions)}};
+    paired = {{"decode_paired_read_gb_per_s", step_bytes / Summarize(reads).median / 1e9},
+              {"decode_paired_read_fraction", Summarize(fractions).median}};
   }
 
   absl::StatusOr<double> bandwidth = RooflineBandwidth(options.device, n_threads);
