@@ -7,7 +7,8 @@
 // dot product (vpdpbusd) of a lane vector with a broadcast activation dword leaves each row's
 // sums in its own lane: one instruction per 32 products, each group's multipliers applied once
 // for its 8 rows (super_block_tiles.inc). A group streams from memory front to back, in the
-// order the kernels read it (LaneDwordSlot), which the hardware prefetcher follows.
+// order the kernels read it (LaneDwordSlot), and the kernels ask for the super-blocks ahead
+// (PrefetchLaneBlockAhead).
 //
 // Layout: rows in groups of kLaneRows, the last group padded with zero rows. Group g starts at
 // byte g * kLaneRows * row_bytes and holds its super-blocks in order, kLaneRows * block_bytes
