@@ -99,7 +99,7 @@ std::string Name(const ::testing::TestParamInfo<Param>& info) {
 }
 
 // Rows: one, a partial group alone, one group, whole groups and a partial one. Activation rows:
-// decode (1, 3) and the panel (5, 17).
+// the lanes tiles (1, 3, 4: one whole AVX2 tile), the panel (17) and, by level, either (5, 9).
 INSTANTIATE_TEST_SUITE_P(
     Shapes, SuperBlockLanesTest,
     ::testing::Combine(::testing::Values(DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K,
@@ -107,7 +107,8 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(int64_t{1}, int64_t{3}, int64_t{8}, int64_t{37},
                                          int64_t{70}),
                        ::testing::Values(int64_t{256}, int64_t{768}),
-                       ::testing::Values(int64_t{1}, int64_t{3}, int64_t{5}, int64_t{17})),
+                       ::testing::Values(int64_t{1}, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{9},
+                                         int64_t{17})),
     Name);
 
 }  // namespace
