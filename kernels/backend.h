@@ -68,6 +68,25 @@ struct KvLayerView {
     return block_table[t / block_size] * block_stride +
            (static_cast<int64_t>(t % block_size) * n_kv_head + kv_h) * head_dim;
   }
+
+  // RowOffset of tokens [t0, t0 + count) into out[0..count), walking the blocks (one division).
+  void RowOffsets(int32_t t0, int32_t count, int32_t kv_h, int64_t* out) const {
+    if (count <= 0) return;
+    const int64_t row_stride = static_cast<int64_t>(n_kv_head) * head_dim;
+    int32_t block = t0 / block_size;
+    int32_t in_block = t0 % block_size;
+    int64_t row = RowOffset(t0, kv_h);
+    for (int32_t c = 0;;) {
+      out[c] = row;
+      if (++c == count) return;
+      if (++in_block < block_size) {
+        row += row_stride;
+      } else {
+        in_block = 0;
+        row = block_table[++block] * block_stride + static_cast<int64_t>(kv_h) * head_dim;
+      }
+    }
+  }
 };
 
 // One sequence's queries for Backend::AttentionMany: Attention's arguments but n_head and scale.

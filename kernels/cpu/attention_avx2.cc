@@ -2,9 +2,10 @@
 // isa_kernels.h). Attention is FlashAttention-style: one pass over a segment's keys in chunks of
 // kChunk tokens with an online softmax (running max m and sum l; the output accumulator is
 // rescaled by exp(m_old - m_new) when the max grows), computed in f32 and vectorized over
-// head_dim. The query heads that share a kv head are processed together, so each K/V row is
-// converted from f16 once for them, and several queries (a prefill's) share each chunk's
-// converted rows; scores of 8 keys are reduced together (transposed horizontal sums).
+// head_dim. The query heads that share a kv head are processed together, so each K/V vector is
+// converted from f16 once for them: one query (a decode's) reads the cache directly, and
+// several queries (a prefill's) share each chunk's rows converted once to f32. Scores of 8 keys
+// are reduced together (transposed horizontal sums). The rows are asked for a chunk ahead.
 //
 // Batch invariance: segment and chunk boundaries are fixed token indices, and each head's
 // arithmetic does not depend on the other heads or queries.
@@ -44,7 +45,15 @@ inline __m256 LoadF16x8(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
 
-// The 8 dot products of q [d_head] with the rows k[0..8) (`stride` floats apart), in order.
+// The sums of the 8 lanes of each of s[0..8), in order.
+inline __m256 SumEach8(const __m256 s[8]) {
+  const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(s[0], s[1]), _mm256_hadd_ps(s[2], s[3]));
+  const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(s[4], s[5]), _mm256_hadd_ps(s[6], s[7]));
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+// The 8 dot products of q [d_head] with the rows k[0..8) (`stride` floats apart), in order:
+// each lane's FMAs over the head dimension in order, then SumEach8.
 inline __m256 Dot8(const float* q, const float* k, int d_head, int stride) {
   __m256 s[8];
 #pragma GCC unroll 8
@@ -56,9 +65,7 @@ inline __m256 Dot8(const float* q, const float* k, int d_head, int stride) {
       s[i] = _mm256_fmadd_ps(qv, _mm256_load_ps(k + i * stride + d), s[i]);
     }
   }
-  const __m256 u0 = _mm256_hadd_ps(_mm256_hadd_ps(s[0], s[1]), _mm256_hadd_ps(s[2], s[3]));
-  const __m256 u1 = _mm256_hadd_ps(_mm256_hadd_ps(s[4], s[5]), _mm256_hadd_ps(s[6], s[7]));
-  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+  return SumEach8(s);
 }
 
 // Floats per converted row: padded, so that the rows of a chunk do not alias in 4K.
@@ -71,27 +78,142 @@ struct ChunkRows {
   alignas(32) float v[kChunk][kRowStride];
 };
 
-// The calling thread's chunk rows, shared by both entry points below.
+// The calling thread's chunk rows, for a block of queries (AttentionPartialQueriesAvx2).
 ChunkRows& ThreadChunkRows() {
   static thread_local ChunkRows rows;
   return rows;
 }
 
-// Converts the K rows (and the V rows where `with_v`) of tokens [t0, t0 + count) of kv head kv_h.
-void LoadChunk(const KvLayerView& kv, int32_t kv_h, int32_t t0, int count, bool with_v,
+// The row offsets (KvLayerView::RowOffsets) of kv head kv_h's chunks [t0, t0 + kChunk) from
+// t_begin on, up to t_end, in order. While the caller works through one chunk, it asks for the
+// rows of the next one (PrefetchUpcoming); the first chunk's are asked for here.
+class ChunkOffsets {
+ public:
+  ChunkOffsets(const KvLayerView& kv, int32_t kv_h, int32_t t_begin, int32_t t_end)
+      : kv_(kv), kv_h_(kv_h), t_next_(t_begin), t_end_(t_end) {
+    Fill(0);
+    PrefetchKvRows(kv_, offsets_[0], count_[0]);
+  }
+
+  // The next chunk's offsets (min(kChunk, t_end - t0) of them); the chunk after it becomes the
+  // upcoming one.
+  const int64_t* Next() {
+    const int current = upcoming_;
+    upcoming_ ^= 1;
+    Fill(upcoming_);
+    return offsets_[current];
+  }
+
+  // Asks for the upcoming chunk's rows [c_begin, c_end), those it has.
+  void PrefetchUpcoming(int c_begin, int c_end) const {
+    const int end = std::min(c_end, count_[upcoming_]);
+    if (c_begin < end) PrefetchKvRows(kv_, offsets_[upcoming_] + c_begin, end - c_begin);
+  }
+
+ private:
+  void Fill(int slot) {
+    count_[slot] = std::max(0, std::min(kChunk, t_end_ - t_next_));
+    kv_.RowOffsets(t_next_, count_[slot], kv_h_, offsets_[slot]);
+    t_next_ += kChunk;
+  }
+
+  const KvLayerView& kv_;
+  const int32_t kv_h_;
+  int32_t t_next_;  // the first token of the chunk Fill fills
+  const int32_t t_end_;
+  int upcoming_ = 0;
+  int count_[2] = {0, 0};
+  int64_t offsets_[2][kChunk];
+};
+
+// Converts the K rows (and the V rows where `with_v`) at offsets[0..count).
+void LoadChunk(const KvLayerView& kv, const int64_t* offsets, int count, bool with_v,
                ChunkRows* rows) {
   const int d_head = kv.head_dim;
   for (int c = 0; c < count; ++c) {
-    const int64_t offset = kv.RowOffset(t0 + c, kv_h);
     for (int d = 0; d < d_head; d += 8) {
-      _mm256_store_ps(&rows->k[c][d], LoadF16x8(kv.k_base + offset + d));
-      if (with_v) _mm256_store_ps(&rows->v[c][d], LoadF16x8(kv.v_base + offset + d));
+      _mm256_store_ps(&rows->k[c][d], LoadF16x8(kv.k_base + offsets[c] + d));
+      if (with_v) _mm256_store_ps(&rows->v[c][d], LoadF16x8(kv.v_base + offsets[c] + d));
     }
   }
   for (int c = count; c < (count + 7) / 8 * 8; ++c) {
     for (int d = 0; d < d_head; d += 8) _mm256_store_ps(&rows->k[c][d], _mm256_setzero_ps());
   }
 }
+
+// Where a chunk step reads K: Scores<G> writes p[g][c] = scale * (q_g . K_c) for the G heads
+// q [G, d_head] and keys c < count8 (a multiple of 8; past the chunk's keys the scores are
+// overwritten). ConvertedK: the chunk's f32 copy, converted once for the several queries that
+// share it. CacheK: the cache itself, each vector converted as it is read, once for the G
+// heads. Both compute each product as Dot8 does, so they give the same bits.
+struct ConvertedK {
+  const ChunkRows* rows;
+
+  template <int G>
+  void Scores(const float* q, int d_head, int count8, __m256 scale, float (*p)[kChunk]) const {
+#pragma GCC unroll 8
+    for (int g = 0; g < G; ++g) {
+      for (int c = 0; c < count8; c += 8) {
+        const __m256 dots = Dot8(q + g * d_head, &rows->k[c][0], d_head, kRowStride);
+        _mm256_store_ps(&p[g][c], _mm256_mul_ps(dots, scale));
+      }
+    }
+  }
+};
+
+struct CacheK {
+  const uint16_t* k[kChunk];  // past the chunk's keys: its first row, read and not used
+  // Asked for the upcoming chunk's rows 8 at a time, between the passes over 8 keys, so that
+  // the requests overlap the arithmetic instead of stalling it all at once.
+  const ChunkOffsets* chunks;
+
+  CacheK(const KvLayerView& kv, const int64_t* offsets, int count, const ChunkOffsets* chunks)
+      : chunks(chunks) {
+    for (int c = 0; c < count; ++c) k[c] = kv.k_base + offsets[c];
+    for (int c = count; c < kChunk; ++c) k[c] = k[0];
+  }
+
+  // Keys per pass over the head dimension: G x kKeys accumulators, at most 12, beside the K
+  // vector.
+  template <int G>
+  static constexpr int kKeys = G == 1 ? 8 : G <= 3 ? 4 : G <= 5 ? 2 : 1;
+
+  template <int G>
+  void Scores(const float* q, int d_head, int count8, __m256 scale, float (*p)[kChunk]) const {
+    constexpr int kK = kKeys<G>;
+    for (int c = 0; c < count8; c += 8) {
+      chunks->PrefetchUpcoming(c, c + 8);
+      __m256 dots[G][8];
+      for (int i0 = 0; i0 < 8; i0 += kK) {
+        __m256 s[G][kK];
+#pragma GCC unroll 8
+        for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 8
+          for (int i = 0; i < kK; ++i) s[g][i] = _mm256_setzero_ps();
+        }
+        for (int d = 0; d < d_head; d += 8) {
+#pragma GCC unroll 8
+          for (int i = 0; i < kK; ++i) {
+            const __m256 kv = LoadF16x8(k[c + i0 + i] + d);
+#pragma GCC unroll 8
+            for (int g = 0; g < G; ++g) {
+              s[g][i] = _mm256_fmadd_ps(_mm256_loadu_ps(q + g * d_head + d), kv, s[g][i]);
+            }
+          }
+        }
+#pragma GCC unroll 8
+        for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 8
+          for (int i = 0; i < kK; ++i) dots[g][i0 + i] = s[g][i];
+        }
+      }
+#pragma GCC unroll 8
+      for (int g = 0; g < G; ++g) {
+        _mm256_store_ps(&p[g][c], _mm256_mul_ps(SumEach8(dots[g]), scale));
+      }
+    }
+  }
+};
 
 // Where a chunk step reads V: 8 floats of key c's row from dimension d. ConvertedV: the chunk's
 // f32 copy, converted once for the several queries that share it. CacheV: the cache itself, each
@@ -103,8 +225,8 @@ struct ConvertedV {
 
 struct CacheV {
   const uint16_t* v[kChunk];
-  CacheV(const KvLayerView& kv, int32_t kv_h, int32_t t0, int count) {
-    for (int c = 0; c < count; ++c) v[c] = kv.v_base + kv.RowOffset(t0 + c, kv_h);
+  CacheV(const KvLayerView& kv, const int64_t* offsets, int count) {
+    for (int c = 0; c < count; ++c) v[c] = kv.v_base + offsets[c];
   }
   __m256 V(int c, int d) const { return LoadF16x8(v[c] + d); }
 };
@@ -113,8 +235,8 @@ struct CacheV {
 // (m, l, acc as in a partial, isa_kernels.h) over a chunk whose first `count` keys are theirs:
 // scores, then the new max, the rescale factor, the probabilities and their sum, then
 // acc = acc * corr + sum_c p[c] * V[c]. Each head's arithmetic is the same for any G.
-template <int G, class VRows>
-void ChunkStep(const float* q, int d_head, const ChunkRows& rows, const VRows& vrows, int count,
+template <int G, class KRows, class VRows>
+void ChunkStep(const float* q, int d_head, const KRows& krows, const VRows& vrows, int count,
                float scale, float* state) {
   // Accumulators per pass over the head dimension: enough independent FMA chains to hide their
   // latency (8 or more where they fit), few enough to stay in 16 registers with G broadcasts
@@ -125,13 +247,10 @@ void ChunkStep(const float* q, int d_head, const ChunkRows& rows, const VRows& v
   const __m256 scale_v = _mm256_set1_ps(scale);
   alignas(32) float p[G][kChunk];
   float corr[G];
+  krows.template Scores<G>(q, d_head, count8, scale_v, p);
 #pragma GCC unroll 8
   for (int g = 0; g < G; ++g) {
     float* st = state + g * size;
-    for (int c = 0; c < count8; c += 8) {
-      const __m256 dots = Dot8(q + g * d_head, &rows.k[c][0], d_head, kRowStride);
-      _mm256_store_ps(&p[g][c], _mm256_mul_ps(dots, scale_v));
-    }
     for (int c = count; c < kChunk; ++c) p[g][c] = -INFINITY;
     __m256 mx = _mm256_load_ps(&p[g][0]);
     for (int c = 8; c < kChunk; c += 8) mx = _mm256_max_ps(mx, _mm256_load_ps(&p[g][c]));
@@ -192,35 +311,35 @@ void ChunkStep(const float* q, int d_head, const ChunkRows& rows, const VRows& v
 
 // One query's `group` heads, q [group, d_head] and state [group, AttentionPartialSize], through
 // a chunk, kMaxGroup at a time.
-template <class VRows>
-void GroupStep(const float* q, int32_t group, int d_head, const ChunkRows& rows,
+template <class KRows, class VRows>
+void GroupStep(const float* q, int32_t group, int d_head, const KRows& krows,
                const VRows& vrows, int count, float scale, float* state) {
   const int64_t size = AttentionPartialSize(d_head);
   for (int32_t g0 = 0; g0 < group; g0 += kMaxGroup) {
     const float* qg = q + static_cast<int64_t>(g0) * d_head;
     float* sg = state + g0 * size;
     switch (std::min(group - g0, kMaxGroup)) {
-      case 1: ChunkStep<1>(qg, d_head, rows, vrows, count, scale, sg); break;
-      case 2: ChunkStep<2>(qg, d_head, rows, vrows, count, scale, sg); break;
-      case 3: ChunkStep<3>(qg, d_head, rows, vrows, count, scale, sg); break;
-      case 4: ChunkStep<4>(qg, d_head, rows, vrows, count, scale, sg); break;
-      case 5: ChunkStep<5>(qg, d_head, rows, vrows, count, scale, sg); break;
-      case 6: ChunkStep<6>(qg, d_head, rows, vrows, count, scale, sg); break;
-      case 7: ChunkStep<7>(qg, d_head, rows, vrows, count, scale, sg); break;
-      default: ChunkStep<8>(qg, d_head, rows, vrows, count, scale, sg); break;
+      case 1: ChunkStep<1>(qg, d_head, krows, vrows, count, scale, sg); break;
+      case 2: ChunkStep<2>(qg, d_head, krows, vrows, count, scale, sg); break;
+      case 3: ChunkStep<3>(qg, d_head, krows, vrows, count, scale, sg); break;
+      case 4: ChunkStep<4>(qg, d_head, krows, vrows, count, scale, sg); break;
+      case 5: ChunkStep<5>(qg, d_head, krows, vrows, count, scale, sg); break;
+      case 6: ChunkStep<6>(qg, d_head, krows, vrows, count, scale, sg); break;
+      case 7: ChunkStep<7>(qg, d_head, krows, vrows, count, scale, sg); break;
+      default: ChunkStep<8>(qg, d_head, krows, vrows, count, scale, sg); break;
     }
   }
 }
 
 void AttentionPartialAvx2(const float* q, int32_t kv_h, int32_t group, int32_t t_begin,
                           int32_t t_end, const KvLayerView& kv, float scale, float* partial) {
-  ChunkRows& rows = ThreadChunkRows();
   AttentionInitState(group, kv.head_dim, partial);
+  ChunkOffsets chunks(kv, kv_h, t_begin, t_end);
   for (int32_t t0 = t_begin; t0 < t_end; t0 += kChunk) {
     const int count = std::min(kChunk, t_end - t0);
-    PrefetchKvRows(kv, kv_h, t0 + kChunk, std::min(t_end, t0 + 2 * kChunk));  // the next chunk
-    LoadChunk(kv, kv_h, t0, count, /*with_v=*/false, &rows);
-    GroupStep(q, group, kv.head_dim, rows, CacheV(kv, kv_h, t0, count), count, scale, partial);
+    const int64_t* offsets = chunks.Next();
+    GroupStep(q, group, kv.head_dim, CacheK(kv, offsets, count, &chunks),
+              CacheV(kv, offsets, count), count, scale, partial);
   }
 }
 
@@ -242,12 +361,14 @@ void AttentionPartialQueriesAvx2(const float* q, int64_t q_stride, int32_t n_q,
     last = std::max(last, t_end[j]);
     AttentionInitState(group, kv.head_dim, partial + j * partial_stride);
   }
+  ChunkOffsets chunks(kv, kv_h, t_begin, last);
   for (int32_t t0 = t_begin; t0 < last; t0 += kChunk) {
-    PrefetchKvRows(kv, kv_h, t0 + kChunk, std::min(last, t0 + 2 * kChunk));  // the next chunk
-    LoadChunk(kv, kv_h, t0, std::min(kChunk, last - t0), /*with_v=*/true, &rows);
+    const int64_t* offsets = chunks.Next();
+    chunks.PrefetchUpcoming(0, kChunk);
+    LoadChunk(kv, offsets, std::min(kChunk, last - t0), /*with_v=*/true, &rows);
     for (int32_t j = 0; j < n_q; ++j) {
       if (t_end[j] <= t0) continue;
-      GroupStep(q + j * q_stride, group, kv.head_dim, rows, ConvertedV{&rows},
+      GroupStep(q + j * q_stride, group, kv.head_dim, ConvertedK{&rows}, ConvertedV{&rows},
                 std::min(kChunk, t_end[j] - t0), scale, partial + j * partial_stride);
     }
   }

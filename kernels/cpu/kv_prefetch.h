@@ -17,21 +17,28 @@
 
 namespace baton::kernels {
 
-// Asks for the K and V rows of tokens [t_begin, t_end) of kv head kv_h, which must be in the
-// view. Always inlined: GCC finds a function that only prefetches free of effects and drops
-// the calls.
+// Asks for the K and V rows at `offset` (KvLayerView::RowOffset). Always inlined: GCC finds a
+// function that only prefetches free of effects and drops the calls.
+[[gnu::always_inline]] inline void PrefetchKvRow(const KvLayerView& kv, int64_t offset) {
+  const int row_bytes = kv.head_dim * static_cast<int>(sizeof(uint16_t));
+  const char* k_row = reinterpret_cast<const char*>(kv.k_base + offset);
+  const char* v_row = reinterpret_cast<const char*>(kv.v_base + offset);
+  for (int b = 0; b < row_bytes; b += 64) {
+    _mm_prefetch(k_row + b, _MM_HINT_T0);
+    _mm_prefetch(v_row + b, _MM_HINT_T0);
+  }
+}
+
+// The rows of tokens [t_begin, t_end) of kv head kv_h, which must be in the view.
 [[gnu::always_inline]] inline void PrefetchKvRows(const KvLayerView& kv, int32_t kv_h,
                                                   int32_t t_begin, int32_t t_end) {
-  const int row_bytes = kv.head_dim * static_cast<int>(sizeof(uint16_t));
-  for (int32_t t = t_begin; t < t_end; ++t) {
-    const int64_t offset = kv.RowOffset(t, kv_h);
-    const char* k_row = reinterpret_cast<const char*>(kv.k_base + offset);
-    const char* v_row = reinterpret_cast<const char*>(kv.v_base + offset);
-    for (int b = 0; b < row_bytes; b += 64) {
-      _mm_prefetch(k_row + b, _MM_HINT_T0);
-      _mm_prefetch(v_row + b, _MM_HINT_T0);
-    }
-  }
+  for (int32_t t = t_begin; t < t_end; ++t) PrefetchKvRow(kv, kv.RowOffset(t, kv_h));
+}
+
+// The rows at offsets[0..count) (KvLayerView::RowOffsets).
+[[gnu::always_inline]] inline void PrefetchKvRows(const KvLayerView& kv, const int64_t* offsets,
+                                                  int count) {
+  for (int c = 0; c < count; ++c) PrefetchKvRow(kv, offsets[c]);
 }
 
 }  // namespace baton::kernels

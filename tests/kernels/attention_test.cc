@@ -251,12 +251,40 @@ INSTANTIATE_TEST_SUITE_P(
                                          CacheShape{100, 4, 4, 32, 16},  // multi-head, d=32
                                          CacheShape{70, 8, 1, 128, 32},  // multi-query
                                          CacheShape{33, 20, 2, 64, 8},   // group of 10 > 8
+                                         CacheShape{37, 14, 2, 64, 12},  // group of 7, odd blocks
+                                         CacheShape{29, 10, 2, 32, 16},  // group of 5
+                                         CacheShape{21, 6, 1, 32, 16},   // group of 6
                                          CacheShape{19, 6, 3, 12, 16},   // head_dim % 8 != 0
                                          CacheShape{50, 4, 2, 72, 16},   // head_dim % 16 == 8
                                          CacheShape{600, 9, 3, 64, 16},  // 3 segments of keys
                                          CacheShape{300, 8, 2, 256, 32},  // largest SIMD head
                                          CacheShape{40, 4, 2, 320, 16})),  // above: reference
     AttentionName);
+
+// RowOffsets walks the block table: from any token, across block boundaries, the offsets
+// RowOffset gives token by token.
+TEST(KvLayerViewTest, RowOffsetsAreRowOffsetTokenByToken) {
+  const std::vector<int32_t> table = {7, 2, 9, 0, 4, 11, 5, 1};
+  for (int32_t block_size : {1, 5, 16}) {
+    const KvLayerView kv{.block_stride = 1000,
+                         .block_table = table.data(),
+                         .n_tokens = block_size * static_cast<int32_t>(table.size()),
+                         .block_size = block_size,
+                         .n_kv_head = 3,
+                         .head_dim = 8};
+    for (int32_t t0 = 0; t0 < kv.n_tokens; t0 += 3) {
+      for (int32_t kv_h = 0; kv_h < kv.n_kv_head; ++kv_h) {
+        const int32_t count = std::min(kv.n_tokens - t0, 2 * block_size + 1);
+        std::vector<int64_t> offsets(count, -1);
+        kv.RowOffsets(t0, count, kv_h, offsets.data());
+        for (int32_t c = 0; c < count; ++c) {
+          EXPECT_EQ(offsets[c], kv.RowOffset(t0 + c, kv_h))
+              << "block size " << block_size << ", tokens from " << t0 << ", row " << c;
+        }
+      }
+    }
+  }
+}
 
 }  // namespace
 }  // namespace baton::kernels
