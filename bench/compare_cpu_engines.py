@@ -30,6 +30,11 @@ the repository:
 
 Each engine runs in its own processes, one after the other (never at the same time).
 
+--decode-context N adds decode 128 after N tokens of context (a chat's history), where
+attention reads the whole cache each step: llama-bench -p 0 -n 128 -d N for llama.cpp,
+-p 0 -n 0 -gp N,128 for ik_llama.cpp (both time the generation alone), and
+`baton bench engine --decode-context N`.
+
 --types Q4_K_M,Q5_K_M,Q6_K,Q8_0,F16,BF16 runs the comparison on copies of --model requantized by
 llama.cpp's llama-quantize --allow-requantize (the weights of real GGUF files), and ends with one
 line per type.
@@ -89,6 +94,17 @@ def llama_bench(name, bin_dir, model, a):
             "cpu": rows[0].get("cpu_info", "")}
 
 
+def llama_bench_at_context(name, bin_dir, model, a):
+    """Best decode tokens/s of DECODE_TOKENS after a.decode_context tokens, over the flag sets."""
+    n = str(a.decode_context)
+    depth = (["-n", "0", "-gp", f"{n},{DECODE_TOKENS}"] if name == "ik_llama.cpp"
+             else ["-n", str(DECODE_TOKENS), "-d", n])
+    rows = json.loads(run([os.path.join(bin_dir, "llama-bench"), "-m", model, "-t", str(a.threads),
+                           "-p", "0", *depth, "-r", str(a.repeats), "-o", "json",
+                           *BENCH_FLAGS[name]]))
+    return max(row["avg_ts"] for row in rows if row["n_gen"] > 0)
+
+
 def batched_bench(name, bin_dir, model, a):
     """Total generated tokens/s with B sequences decoding together, per B, from the markdown table
     both peers print (| PP | TG | B | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s | T s | S t/s |),
@@ -113,10 +129,16 @@ def batched_bench(name, bin_dir, model, a):
     return {"flags": "none ran"}
 
 
-def baton_bench(model, a):
+def baton_bench(model, a, extra=()):
     return json.loads(run([a.baton, "bench", "engine", "--model", model, "--threads",
                            str(a.threads), "--json", "--repeats", str(a.repeats), "--batch-sizes",
-                           ",".join(map(str, a.batch_sizes))]))
+                           ",".join(map(str, a.batch_sizes)), *extra]))
+
+
+def baton_at_context(model, a):
+    """baton's decode tokens/s of DECODE_TOKENS after a.decode_context tokens."""
+    r = baton_bench(model, a, ["--decode-context", str(a.decode_context), "--prompt-tokens", "1"])
+    return r["decode_tokens_per_s"]
 
 
 def main():
@@ -136,6 +158,8 @@ def main():
                         "(e.g. Q4_K_M,Q5_K_M,Q6_K,Q8_0,F16,BF16), with --llama-bin's llama-quantize")
     p.add_argument("--work", default=os.path.join(root, "build/bench-results/quantized"),
                    help="where the requantized copies are kept")
+    p.add_argument("--decode-context", type=int, default=0,
+                   help="also decode after this many tokens of context (0: not)")
     p.add_argument("--json", help="also write the results here")
     a = p.parse_args()
     a.model, a.baton, a.work = map(os.path.abspath, (a.model, a.baton, a.work))
@@ -178,10 +202,15 @@ def compare(model, peers, a):
     """Every engine on one model, one after the other."""
     print(f"{os.path.basename(model)}: running baton ...", file=sys.stderr)
     results = {"baton": baton_bench(model, a)}
+    if a.decode_context:
+        results["baton"]["decode_at_context_tokens_per_s"] = baton_at_context(model, a)
     for name, bin_dir in peers.items():
         print(f"{os.path.basename(model)}: running {name} ...", file=sys.stderr)
         results[name] = llama_bench(name, bin_dir, model, a)
         results[name]["batched_decode_tokens_per_s"] = batched_bench(name, bin_dir, model, a)
+        if a.decode_context:
+            results[name]["decode_at_context_tokens_per_s"] = llama_bench_at_context(
+                name, bin_dir, model, a)
     return results
 
 
@@ -215,6 +244,11 @@ def report(label, results, peers, a):
                 ratios.append(f"x{b} {baton['batched_decode_tokens_per_s'][str(b)] / theirs:.2f}x")
         print(f"baton / {name}: {', '.join(ratios)}   (its fastest flags: {r['flags']}; batched: "
               f"{r['batched_decode_tokens_per_s']['flags']})")
+    if a.decode_context:
+        key = "decode_at_context_tokens_per_s"
+        print(f"\ndecode {DECODE_TOKENS} after {a.decode_context} tokens: " + ", ".join(
+            f"{name} {results[name][key]:.1f}" for name in ("baton", *peers)) + "; baton / " +
+            ", ".join(f"{name} {baton[key] / results[name][key]:.2f}x" for name in peers))
 
 
 def summary(results, peers):

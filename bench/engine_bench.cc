@@ -111,9 +111,10 @@ absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options)
 
   const int32_t max_batch =
       *std::max_element(options.batch_sizes.begin(), options.batch_sizes.end());
+  constexpr int32_t kBatchContext = 16;  // tokens before each batched sequence's first step
   const int32_t tokens_needed =
-      std::max(options.prompt_tokens + 1,
-               std::max(options.decode_tokens + 16, options.batch_decode_steps + 16) * max_batch);
+      std::max({options.prompt_tokens + 1, options.decode_context + options.decode_tokens,
+                (kBatchContext + options.batch_decode_steps) * max_batch});
   constexpr int32_t kBlockSize = 16;
   absl::StatusOr<std::unique_ptr<engine::KvCache>> cache = engine::KvCache::Create(
       config, {.block_size = kBlockSize,
@@ -137,10 +138,10 @@ absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options)
     prefill_best = std::min(prefill_best, Seconds(start));
   }
 
-  // Decode: B sequences, each after a 16-token prompt, through `steps` greedy steps (each a
-  // decode and the sampling of its tokens); the seconds of the steps. `after_step(seconds)`, if
-  // any, runs untimed after each step.
-  auto decode_run = [&](int32_t batch, int32_t steps,
+  // Decode: B sequences, each after a prompt of `context` tokens, through `steps` greedy steps
+  // (each a decode and the sampling of its tokens); the seconds of the steps.
+  // `after_step(seconds)`, if any, runs untimed after each step.
+  auto decode_run = [&](int32_t batch, int32_t context, int32_t steps,
                         const std::function<void(double)>& after_step) -> absl::StatusOr<double> {
     std::vector<engine::BlockTable> tables(batch);
     absl::Cleanup free_kv = [&] {
@@ -148,8 +149,8 @@ absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options)
     };
     std::vector<engine::TokenId> next(batch);
     for (int32_t b = 0; b < batch; ++b) {
-      if (absl::Status s = (*cache)->Reserve(tables[b], 16 + steps); !s.ok()) return s;
-      const std::vector<engine::TokenId> p = SyntheticTokens(16, config.n_vocab, 100 + b);
+      if (absl::Status s = (*cache)->Reserve(tables[b], context + steps); !s.ok()) return s;
+      const std::vector<engine::TokenId> p = SyntheticTokens(context, config.n_vocab, 100 + b);
       engine::SequenceInput input{.tokens = p, .kv = &tables[b]};
       if (absl::Status s = transformer.Prefill({&input, 1}, logits); !s.ok()) return s;
       next[b] = Argmax(logits.data(), config.n_vocab);
@@ -173,20 +174,21 @@ absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options)
     return total;
   };
   // Tokens/s of the best of `repeats` runs.
-  auto decode_rate = [&](int32_t batch, int32_t steps) -> absl::StatusOr<double> {
+  auto decode_rate = [&](int32_t batch, int32_t context,
+                         int32_t steps) -> absl::StatusOr<double> {
     double best = 1e30;
     for (int r = 0; r < options.repeats; ++r) {
-      absl::StatusOr<double> seconds = decode_run(batch, steps, nullptr);
+      absl::StatusOr<double> seconds = decode_run(batch, context, steps, nullptr);
       if (!seconds.ok()) return seconds.status();
       best = std::min(best, *seconds);
     }
     return batch * steps / best;
   };
-  absl::StatusOr<double> decode = decode_rate(1, options.decode_tokens);
+  absl::StatusOr<double> decode = decode_rate(1, options.decode_context, options.decode_tokens);
   if (!decode.ok()) return decode.status();
   nlohmann::json batched = nlohmann::json::object();
   for (int32_t batch : options.batch_sizes) {
-    absl::StatusOr<double> rate = decode_rate(batch, options.batch_decode_steps);
+    absl::StatusOr<double> rate = decode_rate(batch, kBatchContext, options.batch_decode_steps);
     if (!rate.ok()) return rate.status();
     batched[std::to_string(batch)] = *rate;
   }
@@ -201,7 +203,7 @@ absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options)
     const double scale = static_cast<double>(step_bytes) / static_cast<double>(probe.bytes());
     std::vector<double> reads, fractions;
     absl::StatusOr<double> run =
-        decode_run(1, options.decode_tokens, [&](double step_seconds) {
+        decode_run(1, options.decode_context, options.decode_tokens, [&](double step_seconds) {
           const double read_seconds = probe.TimeRead(*backend) * scale;
           reads.push_back(read_seconds);
           fractions.push_back(read_seconds / step_seconds);
@@ -226,6 +228,7 @@ absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options)
       {"prompt_tokens", options.prompt_tokens},
       {"prefill_tokens_per_s", options.prompt_tokens / prefill_best},
       {"decode_tokens", options.decode_tokens},
+      {"decode_context", options.decode_context},
       {"decode_tokens_per_s", *decode},
       {"batched_decode_tokens_per_s", batched},
       {"memory_read_gb_per_s", *bandwidth / 1e9},

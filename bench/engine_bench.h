@@ -20,12 +20,14 @@ struct EngineBenchOptions {
   int n_threads = 0;                 // 0: every core (the CPU backend's pool)
   int32_t prompt_tokens = 512;       // prefill benchmark prompt length
   int32_t decode_tokens = 128;       // decode benchmark length (one sequence)
+  int32_t decode_context = 16;       // tokens in the cache before one sequence's first decode step
   std::vector<int32_t> batch_sizes = {1, 8, 32};  // batched decode
   int32_t batch_decode_steps = 32;
   int repeats = 3;                   // best of
 };
 
-// One JSON object: prefill_tokens_per_s, decode_tokens_per_s, threads, memory_read_gb_per_s
+// One JSON object: prefill_tokens_per_s, decode_tokens_per_s (after decode_context tokens; the
+// batched runs after 16 each), decode_context, threads, memory_read_gb_per_s
 // (on a GPU: its device-to-device copy rate), weight_bytes_per_decode_step,
 // decode_roofline_tokens_per_s, decode_roofline_fraction, batched_decode_tokens_per_s and
 // batched_decode_roofline_fraction (per batch size), model, device, backend, isa; on a GPU also

@@ -32,6 +32,7 @@ int RunBenchEngine(const Args& args) {
       {"threads", "N", "CPU threads (default: all cores)"},
       {"prompt-tokens", "N", "prefill prompt length (default 512)"},
       {"decode-tokens", "N", "decode length, one sequence (default 128)"},
+      {"decode-context", "N", "tokens in its cache before the first decode step (default 16)"},
       {"batch-sizes", "LIST",
        "batched decode sizes, comma-separated (default 1,8,32; on a GPU 1,8,32,128)"},
       {"repeats", "N", "best of N runs (default 3)"},
@@ -59,6 +60,8 @@ int RunBenchEngine(const Args& args) {
   options.prompt_tokens = static_cast<int32_t>(*v);
   if (!(v = flags->GetInt("decode-tokens", 128, 1, 4096)).ok()) return UsageError("bench engine", v.status(), usage);
   options.decode_tokens = static_cast<int32_t>(*v);
+  if (!(v = flags->GetInt("decode-context", 16, 1, 8192)).ok()) return UsageError("bench engine", v.status(), usage);
+  options.decode_context = static_cast<int32_t>(*v);
   if (!(v = flags->GetInt("repeats", 3, 1, 100)).ok()) return UsageError("bench engine", v.status(), usage);
   options.repeats = static_cast<int>(*v);
   if (auto list = flags->Get("batch-sizes")) {

@@ -52,6 +52,29 @@ TEST(EngineBenchTest, ReportsSpeedsAndRooflineFractionsPerBatchSize) {
   EXPECT_FALSE(r.contains("prefill_fraction_of_cublas"));
 }
 
+TEST(EngineBenchTest, DecodesAfterTheContextAskedForWithinTheModels) {
+  EngineBenchOptions options{.model_path = TinyModel(),
+                             .n_threads = 1,
+                             .prompt_tokens = 8,
+                             .decode_tokens = 4,
+                             .decode_context = 500,
+                             .batch_sizes = {1},
+                             .batch_decode_steps = 2,
+                             .repeats = 1};
+  absl::StatusOr<nlohmann::json> result = RunEngineBench(options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ((*result)["decode_context"], 500);
+  EXPECT_GT((*result)["decode_tokens_per_s"].get<double>(), 0.0);
+
+  // 509 + 4 tokens: past the model's context of 512.
+  options.decode_context = 509;
+  result = RunEngineBench(options);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(result.status().message().find("past the model's context of 512"), std::string::npos)
+      << result.status();
+}
+
 TEST(EngineBenchTest, AGpuThisMachineLacksIsUnavailable) {
   if (kernels::DescribeGpus().ok()) GTEST_SKIP() << "this machine has a GPU";
   EngineBenchOptions options{.model_path = TinyModel()};
