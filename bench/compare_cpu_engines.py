@@ -129,15 +129,16 @@ def batched_bench(name, bin_dir, model, a):
     return {"flags": "none ran"}
 
 
-def baton_bench(model, a, extra=()):
+def baton_bench(model, a, *flags):
     return json.loads(run([a.baton, "bench", "engine", "--model", model, "--threads",
-                           str(a.threads), "--json", "--repeats", str(a.repeats), "--batch-sizes",
-                           ",".join(map(str, a.batch_sizes)), *extra]))
+                           str(a.threads), "--json", "--repeats", str(a.repeats), *flags]))
 
 
 def baton_at_context(model, a):
-    """baton's decode tokens/s of DECODE_TOKENS after a.decode_context tokens."""
-    r = baton_bench(model, a, ["--decode-context", str(a.decode_context), "--prompt-tokens", "1"])
+    """baton's decode tokens/s of DECODE_TOKENS after a.decode_context tokens (its prefill and
+    batched runs kept to the least)."""
+    r = baton_bench(model, a, "--decode-context", str(a.decode_context), "--prompt-tokens", "1",
+                    "--batch-sizes", "1")
     return r["decode_tokens_per_s"]
 
 
@@ -201,7 +202,8 @@ def quantized_copies(a):
 def compare(model, peers, a):
     """Every engine on one model, one after the other."""
     print(f"{os.path.basename(model)}: running baton ...", file=sys.stderr)
-    results = {"baton": baton_bench(model, a)}
+    batch_sizes = ",".join(map(str, a.batch_sizes))
+    results = {"baton": baton_bench(model, a, "--batch-sizes", batch_sizes)}
     if a.decode_context:
         results["baton"]["decode_at_context_tokens_per_s"] = baton_at_context(model, a)
     for name, bin_dir in peers.items():
