@@ -104,8 +104,9 @@ class ChunkOffsets {
     return offsets_[current];
   }
 
-  // Asks for the upcoming chunk's rows [c_begin, c_end), those it has.
-  void PrefetchUpcoming(int c_begin, int c_end) const {
+  // Asks for the upcoming chunk's rows [c_begin, c_end), those it has. Always inlined: GCC
+  // finds a function that only prefetches free of effects and drops the calls (it did here).
+  [[gnu::always_inline]] void PrefetchUpcoming(int c_begin, int c_end) const {
     const int end = std::min(c_end, count_[upcoming_]);
     if (c_begin < end) PrefetchKvRows(kv_, offsets_[upcoming_] + c_begin, end - c_begin);
   }
