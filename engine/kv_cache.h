@@ -67,7 +67,8 @@ class KvCache {
   // returns to the pool every block past the first max(keep_blocks, blocks n_tokens needs).
   void Truncate(BlockTable& table, int32_t n_tokens, int32_t keep_blocks);
 
-  // f16 [2][block_size][kv_dim]: K then V of block `id` in `layer`, in the backend's memory.
+  // f16 [2][n_kv_head][block_size][head_dim]: K then V of block `id` in `layer`, in the
+  // backend's memory (kernels/kv_block_layout.h).
   uint16_t* LayerBlock(int32_t layer, BlockId id);
   const uint16_t* LayerBlock(int32_t layer, BlockId id) const;
 
@@ -87,7 +88,7 @@ class KvCache {
   const int64_t block_elements_;  // block_size * kv_dim: one of K or V
   BlockPool pool_;
   kernels::Backend& backend_;
-  kernels::BackendBuffer memory_;  // f16 [n_layer, n_blocks, 2, block_size, kv_dim]
+  kernels::BackendBuffer memory_;  // f16 [n_layer, n_blocks, 2, n_kv_head, block_size, head_dim]
 };
 
 }  // namespace baton::engine

@@ -28,6 +28,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "kernels/dtype.h"
+#include "kernels/kv_block_layout.h"
 #include "kernels/host_copy.h"
 
 namespace baton::kernels {
@@ -50,9 +51,9 @@ struct RopeParams {
 
 // One layer of one sequence's paged KV cache, in the backend's memory (Attention reads it, WriteKv
 // writes it). Block b (a physical block id from block_table) holds K at k_base + b * block_stride
-// and V at v_base + b * block_stride, each f16 [block_size, n_kv_head, head_dim]. Token t of the
-// sequence is slot t % block_size of block block_table[t / block_size] (block_table in host
-// memory).
+// and V at v_base + b * block_stride, each f16 [n_kv_head, block_size, head_dim]
+// (kv_block_layout.h). Token t of the sequence is slot t % block_size of block
+// block_table[t / block_size] (block_table in host memory).
 struct KvLayerView {
   uint16_t* k_base = nullptr;
   uint16_t* v_base = nullptr;
@@ -66,13 +67,14 @@ struct KvLayerView {
   // Elements from k_base (or v_base) to the row of token t, kv head kv_h.
   int64_t RowOffset(int32_t t, int32_t kv_h) const {
     return block_table[t / block_size] * block_stride +
-           (static_cast<int64_t>(t % block_size) * n_kv_head + kv_h) * head_dim;
+           KvRowInBlock(t % block_size, kv_h, block_size, head_dim);
   }
 
   // RowOffset of tokens [t0, t0 + count) into out[0..count), walking the blocks (one division).
   void RowOffsets(int32_t t0, int32_t count, int32_t kv_h, int64_t* out) const {
     if (count <= 0) return;
-    const int64_t row_stride = static_cast<int64_t>(n_kv_head) * head_dim;
+    const int64_t row_stride = KvRowInBlock(1, kv_h, block_size, head_dim) -
+                               KvRowInBlock(0, kv_h, block_size, head_dim);
     int32_t block = t0 / block_size;
     int32_t in_block = t0 % block_size;
     int64_t row = RowOffset(t0, kv_h);
@@ -83,7 +85,7 @@ struct KvLayerView {
         row += row_stride;
       } else {
         in_block = 0;
-        row = block_table[++block] * block_stride + static_cast<int64_t>(kv_h) * head_dim;
+        row = block_table[++block] * block_stride + KvRowInBlock(0, kv_h, block_size, head_dim);
       }
     }
   }

@@ -2,8 +2,8 @@
 // reservation on a decode worker.
 //
 // Layout of the data: each block of one layer is `layer_block_bytes()` bytes: `dtype`
-// [K|V][block_size][kv_dim] (engine/kv_cache.h's layout; the sender's cache type, kv_dtype.h),
-// blocks indexed in block-table order.
+// [K|V][n_kv_head][block_size][head_dim] (engine/kv_cache.h's layout, kernels/kv_block_layout.h;
+// the sender's cache type, kv_dtype.h), blocks indexed in block-table order.
 //
 // What is sent: blocks [first_block, n_blocks()) of the prompt. The receiver already holds blocks
 // [0, first_block) (a prefix it had cached, engine/prefix_cache.h); they do not travel.
@@ -27,6 +27,9 @@
 #include "kvtransfer/kv_dtype.h"
 
 namespace baton::kvtransfer {
+
+// KvPushHeader.block_layout of the layout above, the only one a receiver accepts.
+inline constexpr char kKvBlockLayout[] = "head_major";
 
 struct KvPushSpec {
   std::string reservation_id;

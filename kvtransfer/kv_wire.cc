@@ -105,6 +105,7 @@ v1::KvPushHeader HeaderFromSpec(const KvPushSpec& spec, int32_t stream_index, in
   header.set_n_streams(n_streams);
   header.set_chunk_blocks(spec.chunk_blocks);
   header.set_first_block(spec.first_block);
+  header.set_block_layout(kKvBlockLayout);
   return header;
 }
 
@@ -124,6 +125,12 @@ absl::StatusOr<PushHeaderInfo> ParseHeader(const v1::KvPushHeader& header) {
         "header dtype: '", header.dtype(), "' is not one of f16, bf16, f32"));
   }
   info.spec.dtype = *dtype;
+  if (header.block_layout() != kKvBlockLayout) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "header block_layout: '", header.block_layout(), "' is not '", kKvBlockLayout,
+        "' ([K|V][n_kv_head][block_size][head_dim]; a sender from before the field sends "
+        "[K|V][block_size][n_kv_head][head_dim] blocks and must be upgraded)"));
+  }
   if (absl::Status status = ValidateSpec(info.spec); !status.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("header: ", status.message()));
   }

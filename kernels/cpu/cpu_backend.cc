@@ -106,9 +106,12 @@ class HostBackend : public Backend {
       CHECK(positions[i] >= 0 && positions[i] < kv.n_tokens)
           << "WriteKv: position " << positions[i] << " outside the view's " << kv.n_tokens
           << " tokens";
-      const int64_t offset = kv.RowOffset(positions[i], 0);
-      ToF16Row(k + i * kv_dim, kv_dim, kv.k_base + offset);
-      ToF16Row(v + i * kv_dim, kv_dim, kv.v_base + offset);
+      for (int32_t kv_h = 0; kv_h < kv.n_kv_head; ++kv_h) {
+        const int64_t offset = kv.RowOffset(positions[i], kv_h);
+        const int64_t from = i * kv_dim + int64_t{kv_h} * kv.head_dim;
+        ToF16Row(k + from, kv.head_dim, kv.k_base + offset);
+        ToF16Row(v + from, kv.head_dim, kv.v_base + offset);
+      }
     }
   }
   void GatherRows(const float* x, const int64_t* rows, int64_t n, int64_t dim,

@@ -15,8 +15,7 @@ constexpr int kWarps = 4;
 __device__ __forceinline__ int64_t KvRowOffset(const KvLayout& layout, const int32_t* table,
                                                int32_t t, int32_t kv_h) {
   return table[t / layout.block_size] * layout.block_stride +
-         (static_cast<int64_t>(t % layout.block_size) * layout.n_kv_head + kv_h) *
-             layout.head_dim;
+         KvRowInBlock(t % layout.block_size, kv_h, layout.block_size, layout.head_dim);
 }
 
 __global__ void WriteKvKernel(__half* k_base, __half* v_base, KvLayout layout,

@@ -1,7 +1,7 @@
 // The CUDA backend's paged KV cache operations: storing K/V rows into their blocks, and causal
 // attention of a batch of sequences' queries over their own blocks (kernels/backend.h's
-// KvLayerView layout: block b's K at k_base + b * block_stride, f16 [block_size, n_kv_head,
-// head_dim]). Every pointer is device memory.
+// KvLayerView layout: block b's K at k_base + b * block_stride, f16 [n_kv_head, block_size,
+// head_dim], kernels/kv_block_layout.h). Every pointer is device memory.
 //
 // Attention: for decode, one thread block per (query, head), four warps taking every fourth key
 // with an online softmax each, merged at the end; lane l holds dims l, l + 32, ... (head_dim <=
@@ -13,6 +13,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "kernels/kv_block_layout.h"
 
 namespace baton::kernels::cuda {
 

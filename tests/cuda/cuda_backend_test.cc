@@ -395,9 +395,12 @@ TEST_P(CudaKvTest, WriteKvAndAttentionMatchTheReference) {
     gpu_->CopyToHost(got.data(), gpu_pool->as<uint16_t>(), pool_bytes);
     for (int s = 0; s < 2; ++s) {
       for (int32_t t = 0; t < lengths[s]; ++t) {
-        const int64_t row = tables[s][t / kBlockSize] * stride + (t % kBlockSize) * kv_dim;
-        ASSERT_EQ(std::memcmp(&want[row], &got[row], kv_dim * sizeof(uint16_t)), 0)
-            << "sequence " << s << " token " << t;
+        for (int32_t kv_h = 0; kv_h < c.n_kv_head; ++kv_h) {
+          const int64_t row = tables[s][t / kBlockSize] * stride +
+                              KvRowInBlock(t % kBlockSize, kv_h, kBlockSize, c.head_dim);
+          ASSERT_EQ(std::memcmp(&want[row], &got[row], c.head_dim * sizeof(uint16_t)), 0)
+              << "sequence " << s << " token " << t << " kv head " << kv_h;
+        }
       }
     }
   }

@@ -70,11 +70,12 @@ TEST(KvCacheTest, TheLayerViewWritesIntoTheLayerBlockKThenV) {
   const kernels::KvLayerView view = (*cache)->LayerView(2, t, 6);
   const int32_t position = 5;
   HostBackend().WriteKv(view, &position, 1, k.data(), v.data());
-  // Position 5 is slot 1 of the table's second block.
+  // Position 5 is slot 1 of the table's second block; each kv head's 4 slots are contiguous.
   const uint16_t* block = (*cache)->LayerBlock(2, t.blocks[1]);
   for (int i = 0; i < c.kv_dim(); ++i) {
-    EXPECT_EQ(kernels::F16ToF32(block[c.kv_dim() + i]), k[i]);
-    EXPECT_EQ(kernels::F16ToF32(block[block_elements + c.kv_dim() + i]), v[i]);
+    const int64_t at = (i / c.head_dim * 4 + 1) * c.head_dim + i % c.head_dim;
+    EXPECT_EQ(kernels::F16ToF32(block[at]), k[i]) << i;
+    EXPECT_EQ(kernels::F16ToF32(block[block_elements + at]), v[i]) << i;
   }
   EXPECT_EQ(view.k_base + t.blocks[1] * view.block_stride, block);
   EXPECT_EQ(view.v_base + t.blocks[1] * view.block_stride, block + block_elements);

@@ -39,7 +39,7 @@ struct CacheShape {
 };
 
 // A sequence's K/V, dense [n_tokens, n_kv_head, head_dim] (as f16 values), and the same data in a
-// paged cache whose blocks are a random subset of a larger pool, in random order.
+// paged cache (kv_block_layout.h) whose blocks are a random subset of a larger pool, in random order.
 class PagedKv {
  public:
   PagedKv(const CacheShape& s, uint64_t seed) : s_(s) {
@@ -62,10 +62,14 @@ class PagedKv {
     k_pool_.assign(pool_blocks * block_stride_, F32ToF16(NAN));
     v_pool_.assign(pool_blocks * block_stride_, F32ToF16(NAN));
     for (int32_t t = 0; t < s.n_tokens; ++t) {
-      const int64_t dst = table_[t / s.block_size] * block_stride_ + (t % s.block_size) * per_token;
-      for (int64_t e = 0; e < per_token; ++e) {
-        k_pool_[dst + e] = F32ToF16(k_dense_[t * per_token + e]);
-        v_pool_[dst + e] = F32ToF16(v_dense_[t * per_token + e]);
+      for (int32_t kv_h = 0; kv_h < s.n_kv_head; ++kv_h) {
+        const int64_t dst = table_[t / s.block_size] * block_stride_ +
+                            KvRowInBlock(t % s.block_size, kv_h, s.block_size, s.head_dim);
+        const int64_t src = t * per_token + int64_t{kv_h} * s.head_dim;
+        for (int64_t e = 0; e < s.head_dim; ++e) {
+          k_pool_[dst + e] = F32ToF16(k_dense_[src + e]);
+          v_pool_[dst + e] = F32ToF16(v_dense_[src + e]);
+        }
       }
     }
   }
@@ -260,6 +264,18 @@ INSTANTIATE_TEST_SUITE_P(
                                          CacheShape{300, 8, 2, 256, 32},  // largest SIMD head
                                          CacheShape{40, 4, 2, 320, 16})),  // above: reference
     AttentionName);
+
+// Within a block, each kv head's rows are contiguous: [n_kv_head, block_size, head_dim].
+TEST(KvLayerViewTest, EachKvHeadsRowsAreContiguousWithinABlock) {
+  const std::vector<int32_t> table = {3, 0};
+  const KvLayerView kv{.block_stride = 2 * 4 * 3 * 8, .block_table = table.data(),
+                       .n_tokens = 8, .block_size = 4, .n_kv_head = 3, .head_dim = 8};
+  EXPECT_EQ(kv.RowOffset(0, 0), 3 * kv.block_stride);
+  EXPECT_EQ(kv.RowOffset(1, 0), 3 * kv.block_stride + 8);
+  EXPECT_EQ(kv.RowOffset(0, 1), 3 * kv.block_stride + 4 * 8);
+  EXPECT_EQ(kv.RowOffset(3, 2), 3 * kv.block_stride + (2 * 4 + 3) * 8);
+  EXPECT_EQ(kv.RowOffset(5, 2), (2 * 4 + 1) * 8);
+}
 
 // RowOffsets walks the block table: from any token, across block boundaries, the offsets
 // RowOffset gives token by token.

@@ -181,10 +181,10 @@ TEST_P(BackendMemoryTest, WriteKvStoresEachTokenInItsSlotInF16) {
   const KvLayerView view = kv.View(6);
   int written = 0;
   for (int i = 0; i < 2; ++i) {
-    const int64_t offset = view.RowOffset(positions[i], 0);
     for (int e = 0; e < SmallKv::kRow; ++e) {
-      EXPECT_EQ(view.k_base[offset + e], F32ToF16(k[i * SmallKv::kRow + e])) << i << "," << e;
-      EXPECT_EQ(view.v_base[offset + e], F32ToF16(v[i * SmallKv::kRow + e])) << i << "," << e;
+      const int64_t at = view.RowOffset(positions[i], e / SmallKv::kDim) + e % SmallKv::kDim;
+      EXPECT_EQ(view.k_base[at], F32ToF16(k[i * SmallKv::kRow + e])) << i << "," << e;
+      EXPECT_EQ(view.v_base[at], F32ToF16(v[i * SmallKv::kRow + e])) << i << "," << e;
       written += 2;
     }
   }
@@ -205,10 +205,10 @@ TEST_P(BackendMemoryTest, WriteKvRoundsEdgeValuesAsF32ToF16) {
   const int32_t position = 3;
   backend_->WriteKv(kv.View(6), &position, 1, k.data(), v.data());
   const KvLayerView view = kv.View(6);
-  const int64_t offset = view.RowOffset(position, 0);
   for (int e = 0; e < SmallKv::kRow; ++e) {
-    EXPECT_EQ(view.k_base[offset + e], F32ToF16(k[e])) << "k " << k[e];
-    EXPECT_EQ(view.v_base[offset + e], F32ToF16(v[e])) << "v " << v[e];
+    const int64_t at = view.RowOffset(position, e / SmallKv::kDim) + e % SmallKv::kDim;
+    EXPECT_EQ(view.k_base[at], F32ToF16(k[e])) << "k " << k[e];
+    EXPECT_EQ(view.v_base[at], F32ToF16(v[e])) << "v " << v[e];
   }
 }
 

@@ -129,6 +129,21 @@ TEST(KvWireTest, HeaderWithoutStreamFieldsIsOneStream) {
   EXPECT_EQ(info->n_streams, 1);
 }
 
+// Blocks of another element order would be read wrong: a sender from before the field (no
+// block_layout) or of a layout this build does not know is refused, by name.
+TEST(KvWireTest, RejectsAHeaderOfAnotherBlockLayout) {
+  v1::KvPushHeader header = HeaderFromSpec(MakeSpec("r1"), 0, 1);
+  EXPECT_EQ(header.block_layout(), "head_major");
+  header.clear_block_layout();
+  const absl::Status status = ParseHeader(header).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()),
+              ::testing::StartsWith("header block_layout: '' is not 'head_major'"));
+  header.set_block_layout("token_major");
+  EXPECT_THAT(std::string(ParseHeader(header).status().message()),
+              ::testing::HasSubstr("'token_major'"));
+}
+
 TEST(KvWireTest, RejectsBadHeaders) {
   const KvPushSpec spec = MakeSpec("r1", 4);
   v1::KvPushHeader bad_dtype = HeaderFromSpec(spec, 0, 1);

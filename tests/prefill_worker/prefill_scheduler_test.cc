@@ -182,14 +182,15 @@ class PrefillSchedulerTest : public testing::Test {
         reservations_->Claim(reservation_id, n_prompt);
     EXPECT_TRUE(claimed.ok()) << claimed.status();
     if (!claimed.ok()) return {};
-    const int32_t kv_dim = decode_cache_->kv_dim();
     std::vector<uint16_t> kv;
     for (int32_t layer = 0; layer < decode_cache_->n_layer(); ++layer) {
+      const kernels::KvLayerView view = decode_cache_->LayerView(layer, claimed->table, n_prompt);
       for (int32_t t = 0; t < n_prompt; ++t) {
-        const uint16_t* block = decode_cache_->LayerBlock(layer, claimed->table.blocks[t / kBlockSize]);
-        for (int kv_half = 0; kv_half < 2; ++kv_half) {
-          const uint16_t* row = block + (kv_half * kBlockSize + t % kBlockSize) * kv_dim;
-          kv.insert(kv.end(), row, row + kv_dim);
+        for (const uint16_t* base : {view.k_base, view.v_base}) {
+          for (int32_t kv_h = 0; kv_h < view.n_kv_head; ++kv_h) {
+            const uint16_t* row = base + view.RowOffset(t, kv_h);
+            kv.insert(kv.end(), row, row + view.head_dim);
+          }
         }
       }
     }
