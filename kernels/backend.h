@@ -28,8 +28,8 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "kernels/dtype.h"
-#include "kernels/kv_block_layout.h"
 #include "kernels/host_copy.h"
+#include "kernels/kv_block_layout.h"
 
 namespace baton::kernels {
 

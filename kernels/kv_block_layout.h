@@ -5,8 +5,8 @@
 // A block's K (and, apart, its V) is f16 [n_kv_head, block_size, head_dim]: each kv head's rows
 // are contiguous within the block. A decode's attention reads one kv head's rows token after
 // token, so they stream from memory as one run per block (with every head's row of a token side
-// by side, [block_size, n_kv_head, head_dim], a head read one row in n_kv_head: 2.3x slower over
-// 65,536 tokens on a 2-core AMD EPYC).
+// by side, [block_size, n_kv_head, head_dim], a head read one row in n_kv_head: about 2x slower
+// over 65,536 tokens on a 2-core AMD EPYC).
 //
 // Thread-safety: pure functions.
 #ifndef BATON_KERNELS_KV_BLOCK_LAYOUT_H_

@@ -39,7 +39,8 @@ struct CacheShape {
 };
 
 // A sequence's K/V, dense [n_tokens, n_kv_head, head_dim] (as f16 values), and the same data in a
-// paged cache (kv_block_layout.h) whose blocks are a random subset of a larger pool, in random order.
+// paged cache (kv_block_layout.h) whose blocks are a random subset of a larger pool, in random
+// order.
 class PagedKv {
  public:
   PagedKv(const CacheShape& s, uint64_t seed) : s_(s) {
