@@ -1,7 +1,7 @@
 // The paged KV cache: memory for every layer's K and V, in fixed-size blocks of tokens, and the
 // block tables through which sequences own blocks.
 //
-// Memory layout (f16): [n_layer][n_blocks][K|V][block_size][n_kv_head][head_dim], in the backend's
+// Memory layout (f16): [n_layer][n_blocks][K|V][n_kv_head][block_size][head_dim], in the backend's
 // memory (Backend::Allocate; what a block holds before it is written is undefined). One layer's
 // block of one sequence — its K then its V — is contiguous: the unit the KV hand-off sends.
 //

@@ -6,14 +6,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "kernels/kv_block_layout.h"
 
 namespace baton::engine {
 namespace {
 
 std::string Fingerprint(const GgufFile& file, const ModelConfig& config) {
   // A 128-bit hash of the directory, stable across processes and machines; no tensor byte is read.
+  // The KV blocks' layout is part of it: a build that lays blocks out otherwise serves another
+  // fingerprint, so the router and the decode workers refuse to mix the two.
   std::string directory = absl::StrCat(file.file_size(), "|", config.architecture, "|",
-                                       config.n_layer, "|", config.n_embd, "|", config.n_vocab);
+                                       config.n_layer, "|", config.n_embd, "|", config.n_vocab,
+                                       "|kv:", kernels::kKvBlockLayoutName);
   for (const GgufTensorInfo& t : file.tensors()) {
     absl::StrAppend(&directory, "|", t.name, ":", static_cast<int>(t.dtype), ":",
                     t.offset_in_data, ":", t.n_bytes);

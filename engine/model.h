@@ -24,8 +24,9 @@ class Model {
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
-  // Identifies the exact weights: a 128-bit hash (hex) of the file's size, config and tensor
-  // directory (cheap: reads no tensor data). Workers compare it before exchanging KV.
+  // Identifies the exact weights and the KV blocks' layout: a 128-bit hash (hex) of the file's
+  // size, config and tensor directory and of kernels::kKvBlockLayoutName (cheap: reads no tensor
+  // data). Workers compare it before exchanging KV.
   const std::string& fingerprint() const { return fingerprint_; }
   // What clients and metrics call the model: the file's name without ".gguf" (general.name when
   // that is empty). The router and the workers name it alike.

@@ -22,6 +22,10 @@
 
 namespace baton::kernels {
 
+// The layout's name: what a KV push header carries (kvtransfer) and the model fingerprint
+// includes, so that processes of another layout refuse each other's blocks.
+inline constexpr char kKvBlockLayoutName[] = "head_major";
+
 // Elements from a block's first K (or V) element to the row of its slot `slot` (token
 // t % block_size), kv head kv_h.
 BATON_HOST_DEVICE inline int64_t KvRowInBlock(int32_t slot, int32_t kv_h, int32_t block_size,

@@ -28,9 +28,6 @@
 
 namespace baton::kvtransfer {
 
-// KvPushHeader.block_layout of the layout above, the only one a receiver accepts.
-inline constexpr char kKvBlockLayout[] = "head_major";
-
 struct KvPushSpec {
   std::string reservation_id;
   std::string model_fingerprint;

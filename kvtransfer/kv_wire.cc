@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/cpu_isa.h"
+#include "kernels/kv_block_layout.h"
 #include "kvtransfer/kv_link.h"
 #include "kvtransfer/xxh3_avx2.h"
 #include "xxhash.h"
@@ -105,7 +106,7 @@ v1::KvPushHeader HeaderFromSpec(const KvPushSpec& spec, int32_t stream_index, in
   header.set_n_streams(n_streams);
   header.set_chunk_blocks(spec.chunk_blocks);
   header.set_first_block(spec.first_block);
-  header.set_block_layout(kKvBlockLayout);
+  header.set_block_layout(kernels::kKvBlockLayoutName);
   return header;
 }
 
@@ -125,9 +126,9 @@ absl::StatusOr<PushHeaderInfo> ParseHeader(const v1::KvPushHeader& header) {
         "header dtype: '", header.dtype(), "' is not one of f16, bf16, f32"));
   }
   info.spec.dtype = *dtype;
-  if (header.block_layout() != kKvBlockLayout) {
+  if (header.block_layout() != kernels::kKvBlockLayoutName) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "header block_layout: '", header.block_layout(), "' is not '", kKvBlockLayout,
+        "header block_layout: '", header.block_layout(), "' is not '", kernels::kKvBlockLayoutName,
         "' ([K|V][n_kv_head][block_size][head_dim]; a sender from before the field sends "
         "[K|V][block_size][n_kv_head][head_dim] blocks and must be upgraded)"));
   }
