@@ -52,27 +52,57 @@ inline __m256 SumEach8(const __m256 s[8]) {
   return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
-// The 8 dot products of q [d_head] with the rows k[0..8) (`stride` floats apart), in order:
-// each lane's FMAs over the head dimension in order, then SumEach8.
-inline __m256 Dot8(const float* q, const float* k, int d_head, int stride) {
-  __m256 s[8];
+// Scores of G query heads q [G, d_head] against a chunk's keys c < count8 (a multiple of 8):
+// p[g][c] = scale * (q_g . K_c), where rows.K(c, d) gives 8 floats of key c's row from dimension
+// d, and before8(c) runs before each 8 keys. Each product is the same arithmetic for any G and
+// any row source: lane l's FMAs over dimensions l, l + 8, ... in order, then SumEach8 over the 8
+// keys. A K vector serves all G heads; kKeys<G> keys a pass over the head dimension keep G x
+// kKeys accumulators (at most 12) beside it.
+template <int G>
+constexpr int kKeys = G == 1 ? 8 : G <= 3 ? 4 : G <= 5 ? 2 : 1;
+
+template <int G, class KRows, class Before8>
+void KeyScores(const float* q, int d_head, const KRows& rows, int count8, __m256 scale,
+               float (*p)[kChunk], const Before8& before8) {
+  constexpr int kK = kKeys<G>;
+  for (int c = 0; c < count8; c += 8) {
+    before8(c);
+    __m256 dots[G][8];
+    for (int i0 = 0; i0 < 8; i0 += kK) {
+      __m256 s[G][kK];
 #pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) s[i] = _mm256_setzero_ps();
-  for (int d = 0; d < d_head; d += 8) {
-    const __m256 qv = _mm256_loadu_ps(q + d);
+      for (int g = 0; g < G; ++g) {
 #pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i) {
-      s[i] = _mm256_fmadd_ps(qv, _mm256_load_ps(k + i * stride + d), s[i]);
+        for (int i = 0; i < kK; ++i) s[g][i] = _mm256_setzero_ps();
+      }
+      for (int d = 0; d < d_head; d += 8) {
+#pragma GCC unroll 8
+        for (int i = 0; i < kK; ++i) {
+          const __m256 kv = rows.K(c + i0 + i, d);
+#pragma GCC unroll 8
+          for (int g = 0; g < G; ++g) {
+            s[g][i] = _mm256_fmadd_ps(_mm256_loadu_ps(q + g * d_head + d), kv, s[g][i]);
+          }
+        }
+      }
+#pragma GCC unroll 8
+      for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 8
+        for (int i = 0; i < kK; ++i) dots[g][i0 + i] = s[g][i];
+      }
+    }
+#pragma GCC unroll 8
+    for (int g = 0; g < G; ++g) {
+      _mm256_store_ps(&p[g][c], _mm256_mul_ps(SumEach8(dots[g]), scale));
     }
   }
-  return SumEach8(s);
 }
 
 // Floats per converted row: padded, so that the rows of a chunk do not alias in 4K.
 constexpr int kRowStride = kMaxHeadDim + 8;
 
 // A chunk's K rows, and V rows where several queries share them, converted from f16 (exact).
-// k's rows past the chunk's last key are zero up to the next multiple of 8 (Dot8 reads 8).
+// k's rows past the chunk's last key are zero up to the next multiple of 8 (KeyScores reads 8).
 struct ChunkRows {
   alignas(32) float k[kChunk][kRowStride];
   alignas(32) float v[kChunk][kRowStride];
@@ -144,21 +174,17 @@ void LoadChunk(const KvLayerView& kv, const int64_t* offsets, int count, bool wi
 
 // Where a chunk step reads K: Scores<G> writes p[g][c] = scale * (q_g . K_c) for the G heads
 // q [G, d_head] and keys c < count8 (a multiple of 8; past the chunk's keys the scores are
-// overwritten). ConvertedK: the chunk's f32 copy, converted once for the several queries that
-// share it. CacheK: the cache itself, each vector converted as it is read, once for the G
-// heads. Both compute each product as Dot8 does, so they give the same bits.
+// overwritten), by KeyScores. ConvertedK: the chunk's f32 copy, converted once for the several
+// queries that share it. CacheK: the cache itself, each vector converted as it is read, once
+// for the G heads. The same values, so the same bits.
 struct ConvertedK {
   const ChunkRows* rows;
 
+  __m256 K(int c, int d) const { return _mm256_load_ps(&rows->k[c][d]); }
+
   template <int G>
   void Scores(const float* q, int d_head, int count8, __m256 scale, float (*p)[kChunk]) const {
-#pragma GCC unroll 8
-    for (int g = 0; g < G; ++g) {
-      for (int c = 0; c < count8; c += 8) {
-        const __m256 dots = Dot8(q + g * d_head, &rows->k[c][0], d_head, kRowStride);
-        _mm256_store_ps(&p[g][c], _mm256_mul_ps(dots, scale));
-      }
-    }
+    KeyScores<G>(q, d_head, *this, count8, scale, p, [](int) {});
   }
 };
 
@@ -174,45 +200,14 @@ struct CacheK {
     for (int c = count; c < kChunk; ++c) k[c] = k[0];
   }
 
-  // Keys per pass over the head dimension: G x kKeys accumulators, at most 12, beside the K
-  // vector.
-  template <int G>
-  static constexpr int kKeys = G == 1 ? 8 : G <= 3 ? 4 : G <= 5 ? 2 : 1;
+  __m256 K(int c, int d) const { return LoadF16x8(k[c] + d); }
 
   template <int G>
   void Scores(const float* q, int d_head, int count8, __m256 scale, float (*p)[kChunk]) const {
-    constexpr int kK = kKeys<G>;
-    for (int c = 0; c < count8; c += 8) {
+    // Always inlined, as PrefetchUpcoming is: a call that only prefetches can be dropped.
+    KeyScores<G>(q, d_head, *this, count8, scale, p, [this](int c) [[gnu::always_inline]] {
       chunks->PrefetchUpcoming(c, c + 8);
-      __m256 dots[G][8];
-      for (int i0 = 0; i0 < 8; i0 += kK) {
-        __m256 s[G][kK];
-#pragma GCC unroll 8
-        for (int g = 0; g < G; ++g) {
-#pragma GCC unroll 8
-          for (int i = 0; i < kK; ++i) s[g][i] = _mm256_setzero_ps();
-        }
-        for (int d = 0; d < d_head; d += 8) {
-#pragma GCC unroll 8
-          for (int i = 0; i < kK; ++i) {
-            const __m256 kv = LoadF16x8(k[c + i0 + i] + d);
-#pragma GCC unroll 8
-            for (int g = 0; g < G; ++g) {
-              s[g][i] = _mm256_fmadd_ps(_mm256_loadu_ps(q + g * d_head + d), kv, s[g][i]);
-            }
-          }
-        }
-#pragma GCC unroll 8
-        for (int g = 0; g < G; ++g) {
-#pragma GCC unroll 8
-          for (int i = 0; i < kK; ++i) dots[g][i0 + i] = s[g][i];
-        }
-      }
-#pragma GCC unroll 8
-      for (int g = 0; g < G; ++g) {
-        _mm256_store_ps(&p[g][c], _mm256_mul_ps(SumEach8(dots[g]), scale));
-      }
-    }
+    });
   }
 };
 
