@@ -101,6 +101,9 @@ void MatMulArgs(benchmark::internal::Benchmark* b) {
   const int64_t best = FastImpls().back();
   for (int64_t n : {1, 512}) b->Args({q4_1, 1536, 576, n, best, 1, 0});
   b->Args({q8_0, 49152, 576, 1, best, 1, 0});
+  // ... and registered: the packed kernels' speed per core (batched decode, prefill).
+  for (int64_t n : {32, 512}) b->Args({q4_1, 1536, 576, n, best, 1, 1});
+  b->Args({q8_0, 49152, 576, 32, best, 1, 1});
   // Registered (packed) against original rows, best level: decode, speculative verification
   // (2..4 rows), batched decode, prefill.
   for (int64_t n : {1, 2, 4, 8, 32, 512}) {
