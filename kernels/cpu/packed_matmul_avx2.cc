@@ -24,8 +24,10 @@
 // each activation dword broadcast serves 16 weight rows. (The tile's 16 accumulators and sums
 // then spill, and still it is 1.14-1.16x faster for Q4_0 and Q4_1 and 1.05-1.08x for Q8_0 than
 // tiles of 4 rows against one half; 3 or 5 rows against both did less well.)
-// Q5_0 and Q5_1 unpack each half group once per pass into a panel of bytes that the pass's
-// tiles read (PassHalf), where a tile of 3 rows spent as much on the fifth bits as on products.
+// Q5_0 and Q5_1 with more rows than one tile unpack each group once per pass into a panel of
+// bytes that the pass's tiles of 2 rows against both halves read (PassQ5Panel; a tile of 3 rows
+// spent as much on the fifth bits as on products; from the panel, 2 rows against both halves are
+// 1.06-1.23x faster than 4 rows against one half at 5-32 rows, 1.03-1.05x at 512).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -54,9 +56,9 @@ constexpr int kHalfRows = kRows / 2;  // one ymm lane per row
 template <DType kDType>
 using Packed = PackedGroupBlock<kDType>;
 
-// Activation rows per tile beyond one, and the halves of a group a tile takes (the Q5 types:
-// one, where their accumulators, two int16 sums each and the unpacked weights fill the 16 ymm
-// registers; the others: both).
+// Activation rows per tile beyond one, and the halves of a group a tile takes (the Q5 types
+// unpacking their values: one, where their accumulators, two int16 sums each and the unpacked
+// weights fill the 16 ymm registers; the others: both).
 template <DType kDType>
 constexpr int kTileRows = Packed<kDType>::kFifthBit ? 3 : 4;
 template <DType kDType>
@@ -141,13 +143,13 @@ inline void UnpackHalfBlock(const uint8_t* blk, int h, uint8_t* out) {
 }
 
 // Block sums of the nibble types (unsigned values; Q4_0's and Q5_0's offsets come later), the
-// values unpacked from the packed block, or (kFromPanel, one half) read from `panel`, the block's
-// UnpackHalfBlock: the same values, so the same sums.
+// values unpacked from the packed block, or (kFromPanel, both halves) read from `panel`, the
+// block's UnpackHalfBlock of half 0 and then of half 1: the same values, so the same sums.
 template <DType kDType, int R, int kHalves, bool kFromPanel = false>
 inline void BlockSumsNibbles(const uint8_t* blk, const uint8_t* panel, int h0, const int8_t* x,
                              int64_t x_stride, __m256i (&p)[R][kHalves]) {
   using P = Packed<kDType>;
-  static_assert(!kFromPanel || kHalves == 1);
+  static_assert(!kFromPanel || kHalves == 2);
   const __m256i ones16 = _mm256_set1_epi16(1);
   // int16 sums; Q4 keeps all in lo_sum.
   __m256i lo_sum[R][kHalves], hi_sum[R][kHalves];
@@ -158,8 +160,8 @@ inline void BlockSumsNibbles(const uint8_t* blk, const uint8_t* panel, int h0, c
       const int h = h0 + hh;
       __m256i lo, hi;  // values 4v + t, values 16 + 4v + t
       if constexpr (kFromPanel) {
-        lo = Load256(panel + 32 * v);
-        hi = Load256(panel + 32 * (4 + v));
+        lo = Load256(panel + kUnpackedHalfBytes * hh + 32 * v);
+        hi = Load256(panel + kUnpackedHalfBytes * hh + 32 * (4 + v));
       } else {
         UnpackVector<kDType>(blk, h, v, &lo, &hi);
       }
@@ -246,8 +248,8 @@ inline void StoreTile(const MatMulArgs& a, int64_t g, int h0, int64_t i0, int va
 // y of activation rows [i0, i0 + R) and rows [8 h0, 8 (h0 + kHalves)) of group g, of which the
 // first `valid` (counted from the group's first row) exist. `stream`: this pass is the first
 // over the group, so it prefetches.
-// kFromPanel (Q5, one half): the values come from `panel`, the group half's blocks unpacked by
-// UnpackHalfBlock one after another.
+// kFromPanel (Q5, both halves): the values come from `panel`, the group's blocks unpacked by
+// UnpackHalfBlock one after another, half 0 and then half 1 of each.
 template <DType kDType, int R, int kHalves, bool kFromPanel = false>
 void Tile(const MatMulArgs& a, const int32_t* offsets, int64_t g, int h0, int64_t i0, int valid,
           bool stream, const uint8_t* panel = nullptr) {
@@ -267,7 +269,7 @@ void Tile(const MatMulArgs& a, const int32_t* offsets, int64_t g, int h0, int64_
     if constexpr (P::kQ8) {
       BlockSumsQ8<R, kHalves>(blk, h0, xq + 32 * b, a.n_cols, p);
     } else {
-      const uint8_t* unpacked = kFromPanel ? panel + b * kUnpackedHalfBytes : nullptr;
+      const uint8_t* unpacked = kFromPanel ? panel + 2 * b * kUnpackedHalfBytes : nullptr;
       BlockSumsNibbles<kDType, R, kHalves, kFromPanel>(blk, unpacked, h0, xq + 32 * b, a.n_cols,
                                                        p);
     }
@@ -317,31 +319,29 @@ void Tiles(const MatMulArgs& a, const int32_t* offsets, int64_t g, int h0, int v
 // each group comes from L2 (or memory, on the first pass) once per pass.
 constexpr int64_t kRowsPerPass = 32;
 
-// Tiles from a panel: no unpacking in the tile leaves registers for 4 rows.
-constexpr int kPanelTileRows = 4;
+// Rows of a tile from a panel: 2 against both halves (two int16 sums and an accumulator for
+// each of 4 row-halves) did better than 3 or 4 (which spill more) or 4 against one half.
+constexpr int kPanelTileRows = 2;
 
-// A pass's activation rows [i0, i_end) against half h of group g, for the Q5 types. With more
-// rows than one tile, the half's values are unpacked once into a panel that the pass's tiles
-// read (unpacking the fifth bits in every tile cost as much as the products of 3 rows).
+// A Q5 type's pass over group g with more rows than one tile: the group's values are unpacked
+// once into a panel that the pass's tiles read (unpacking the fifth bits in every tile cost as
+// much as the products of 3 rows).
 template <DType kDType>
-void PassHalf(const MatMulArgs& a, const int32_t* offsets, int64_t g, int h, int valid,
-              int64_t i0, int64_t i_end, bool stream) {
+void PassQ5Panel(const MatMulArgs& a, const int32_t* offsets, int64_t g, int valid, int64_t i0,
+                 int64_t i_end, bool stream) {
   using P = Packed<kDType>;
   static_assert(P::kFifthBit);
-  if (i_end - i0 <= kTileRows<kDType>) {
-    Tiles<kDType, kTileRows<kDType>, 1>(a, offsets, g, h, valid, i0, i_end, stream);
-    return;
-  }
   const int64_t nb = a.n_cols / 32;
   static thread_local std::vector<uint8_t> panel;
-  panel.resize(static_cast<size_t>(nb * kUnpackedHalfBytes));
+  panel.resize(static_cast<size_t>(nb * 2 * kUnpackedHalfBytes));
   const uint8_t* group = a.w + g * nb * P::kBlockBytes;
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* blk = group + b * P::kBlockBytes;
     if (stream) PrefetchBlockAhead<kDType>(blk);
-    UnpackHalfBlock<kDType>(blk, h, panel.data() + b * kUnpackedHalfBytes);
+    UnpackHalfBlock<kDType>(blk, 0, panel.data() + 2 * b * kUnpackedHalfBytes);
+    UnpackHalfBlock<kDType>(blk, 1, panel.data() + (2 * b + 1) * kUnpackedHalfBytes);
   }
-  Tiles<kDType, kPanelTileRows, 1, true>(a, offsets, g, h, valid, i0, i_end, false,
+  Tiles<kDType, kPanelTileRows, 2, true>(a, offsets, g, 0, valid, i0, i_end, false,
                                          panel.data());
 }
 
@@ -351,9 +351,11 @@ void PassGroup(const MatMulArgs& a, const int32_t* offsets, int64_t g, int valid
                int64_t i_end, bool stream) {
   if constexpr (kTileHalves<kDType> == 2) {
     Tiles<kDType, kTileRows<kDType>, 2>(a, offsets, g, 0, valid, i0, i_end, stream);
+  } else if (i_end - i0 > kTileRows<kDType>) {
+    PassQ5Panel<kDType>(a, offsets, g, valid, i0, i_end, stream);
   } else {
     for (int h = 0; kHalfRows * h < valid; ++h) {
-      PassHalf<kDType>(a, offsets, g, h, valid, i0, i_end, stream && h == 0);
+      Tiles<kDType, kTileRows<kDType>, 1>(a, offsets, g, h, valid, i0, i_end, stream && h == 0);
     }
   }
 }
