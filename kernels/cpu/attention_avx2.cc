@@ -205,7 +205,7 @@ struct CacheK {
   template <int G>
   void Scores(const float* q, int d_head, int count8, __m256 scale, float (*p)[kChunk]) const {
     // Always inlined, as PrefetchUpcoming is: a call that only prefetches can be dropped.
-    KeyScores<G>(q, d_head, *this, count8, scale, p, [this](int c) [[gnu::always_inline]] {
+    KeyScores<G>(q, d_head, *this, count8, scale, p, [this](int c) __attribute__((always_inline)) {
       chunks->PrefetchUpcoming(c, c + 8);
     });
   }
