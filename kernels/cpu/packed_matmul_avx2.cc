@@ -56,13 +56,11 @@ constexpr int kHalfRows = kRows / 2;  // one ymm lane per row
 template <DType kDType>
 using Packed = PackedGroupBlock<kDType>;
 
-// Activation rows per tile beyond one, and the halves of a group a tile takes (the Q5 types
-// unpacking their values: one, where their accumulators, two int16 sums each and the unpacked
-// weights fill the 16 ymm registers; the others: both).
+// Activation rows per tile beyond one: 4 against both halves of a group; 3 against one half for
+// the Q5 types unpacking their values (their accumulators, two int16 sums each and the unpacked
+// weights fill the 16 ymm registers).
 template <DType kDType>
 constexpr int kTileRows = Packed<kDType>::kFifthBit ? 3 : 4;
-template <DType kDType>
-constexpr int kTileHalves = Packed<kDType>::kFifthBit ? 1 : 2;
 
 inline __m256 LoadHalf8(const uint8_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
@@ -349,7 +347,7 @@ void PassQ5Panel(const MatMulArgs& a, const int32_t* offsets, int64_t g, int val
 template <DType kDType>
 void PassGroup(const MatMulArgs& a, const int32_t* offsets, int64_t g, int valid, int64_t i0,
                int64_t i_end, bool stream) {
-  if constexpr (kTileHalves<kDType> == 2) {
+  if constexpr (!Packed<kDType>::kFifthBit) {
     Tiles<kDType, kTileRows<kDType>, 2>(a, offsets, g, 0, valid, i0, i_end, stream);
   } else if (i_end - i0 > kTileRows<kDType>) {
     PassQ5Panel<kDType>(a, offsets, g, valid, i0, i_end, stream);
