@@ -588,6 +588,11 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::FromBytes(std::string_view b
   return file;
 }
 
+void GgufFile::ReleaseMetadata() {
+  std::vector<std::pair<std::string, GgufValue>>().swap(metadata_);
+  absl::flat_hash_map<std::string, size_t>().swap(metadata_index_);
+}
+
 void GgufFile::DropResidentPages(const void* data, uint64_t bytes) const {
   const auto begin = reinterpret_cast<uintptr_t>(data);
   const auto base = reinterpret_cast<uintptr_t>(base_);

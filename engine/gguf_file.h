@@ -88,6 +88,11 @@ class GgufFile {
   // nullptr when absent.
   const GgufTensorInfo* FindTensor(std::string_view name) const;
 
+  // Frees the parsed metadata: afterwards metadata() is empty and Find() and the getters find
+  // nothing. The tensors and the mapping stay. For an owner that has read what it needs (Model,
+  // once it has its config and vocabulary): a vocabulary's arrays parse into several MB.
+  void ReleaseMetadata();
+
   // Lets the pages that lie wholly inside [data, data + bytes) (a part of the file's bytes) go
   // from this process's memory: a later read faults them back in from the file, so the bytes
   // stay valid. For data nobody reads on the hot path any more (weights a backend copied). A

@@ -45,6 +45,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   if (!tokenizer.ok()) return tokenizer.status();
   model->tokenizer_ = std::move(*tokenizer);
   model->fingerprint_ = Fingerprint(*model->file_, model->config_);
+  model->file_->ReleaseMetadata();
   const std::filesystem::path file_path(path);
   model->id_ = file_path.extension() == ".gguf" ? file_path.stem().string()
                                                 : file_path.filename().string();

@@ -20,6 +20,8 @@ class Model {
   // Opens and validates the file, its hyperparameters, every weight and the tokenizer.
   static absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& path);
 
+  // The mapping and its tensors; the parsed metadata is already released (config() and
+  // tokenizer() hold what was read from it).
   const GgufFile& file() const { return *file_; }
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }

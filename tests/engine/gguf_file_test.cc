@@ -305,6 +305,25 @@ TEST(GgufFileTest, TensorDirectory) {
   EXPECT_THAT(f.GetString("general.architecture"), IsOkAndHolds("llama"));
 }
 
+TEST(GgufFileTest, ReleasedMetadataLeavesTheTensors) {
+  GgufWriter w;
+  w.AddString("general.architecture", "llama");
+  w.AddStringArray("tokenizer.ggml.tokens", {"a", "b", "c"});
+  ASSERT_TRUE(w.AddTensorF32("x", {3}, {1, 2, 3}).ok());
+  const std::string bytes = w.Build();
+  auto file = Parse(bytes);
+  ASSERT_TRUE(file.ok()) << file.status();
+  (*file)->ReleaseMetadata();
+  const GgufFile& f = **file;
+  EXPECT_TRUE(f.metadata().empty());
+  EXPECT_EQ(f.Find("general.architecture"), nullptr);
+  EXPECT_EQ(f.GetArray("tokenizer.ggml.tokens").status().code(), absl::StatusCode::kNotFound);
+  ASSERT_NE(f.FindTensor("x"), nullptr);
+  const float expected[3] = {1, 2, 3};
+  EXPECT_EQ(std::memcmp(f.FindTensor("x")->data, expected, sizeof expected), 0);
+  EXPECT_EQ(f.file_size(), bytes.size());
+}
+
 TEST(GgufFileTest, CustomAlignment) {
   GgufWriter w(GgufWriter::Options{.alignment = 64});
   ASSERT_TRUE(w.AddTensorF32("x", {3}, {1, 2, 3}).ok());
