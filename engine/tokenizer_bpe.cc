@@ -33,21 +33,13 @@ absl::StatusOr<std::unique_ptr<BpeEncoder>> BpeEncoder::Create(const Vocab& voca
   encoder->pre_ = std::move(*pre);
 
   // As llama.cpp: split at the first space after the first byte; the first rank of a pair wins.
-  encoder->merge_storage_.reserve(vocab.merges.size());  // keys view into it: no reallocation
-  for (const std::string& merge : vocab.merges) {
+  encoder->ranks_.reserve(vocab.merges.size());
+  for (size_t rank = 0; rank < vocab.merges.size(); ++rank) {
+    const std::string_view merge = vocab.merges[rank];
     const size_t space = merge.find(' ', 1);
-    if (space == std::string::npos) continue;
-    encoder->merge_storage_.emplace_back(merge.substr(0, space), merge.substr(space + 1));
-  }
-  encoder->ranks_.reserve(encoder->merge_storage_.size());
-  int32_t rank = 0;
-  size_t stored = 0;
-  for (const std::string& merge : vocab.merges) {
-    if (merge.find(' ', 1) != std::string::npos) {
-      const auto& [left, right] = encoder->merge_storage_[stored++];
-      encoder->ranks_.emplace(MergeKey(left, right), rank);
-    }
-    ++rank;
+    if (space == std::string_view::npos) continue;
+    encoder->ranks_.emplace(MergeKey(merge.substr(0, space), merge.substr(space + 1)),
+                            static_cast<int32_t>(rank));
   }
   return encoder;
 }

@@ -27,7 +27,7 @@ namespace baton::engine {
 
 class BpeEncoder {
  public:
-  // `index` must outlive the encoder.
+  // `vocab` and `index` must outlive the encoder (its merge ranks view into vocab.merges).
   static absl::StatusOr<std::unique_ptr<BpeEncoder>> Create(const Vocab& vocab,
                                                             const VocabIndex* index);
 
@@ -53,8 +53,7 @@ class BpeEncoder {
   const VocabIndex* index_ = nullptr;
   std::unique_ptr<PreTokenizer> pre_;
   bool ignore_merges_ = false;
-  // (left, right) -> rank; the strings live in merge_storage_.
-  std::vector<std::pair<std::string, std::string>> merge_storage_;
+  // (left, right) -> rank; the strings are the halves of the vocabulary's merges.
   absl::flat_hash_map<MergeKey, int32_t, MergeHash, MergeEq> ranks_;
 };
 
