@@ -35,6 +35,10 @@ attention reads the whole cache each step: llama-bench -p 0 -n 128 -d N for llam
 -p 0 -n 0 -gp N,128 for ik_llama.cpp (both time the generation alone), and
 `baton bench engine --decode-context N`.
 
+--long-prompt N adds prefill of an N-token prompt (a long document or chat history), where
+attention over the prompt grows with its square: llama-bench -p N -n 0 for both peers (the best
+of their flag sets) and `baton bench engine --prompt-tokens N`.
+
 --types Q4_K_M,Q5_K_M,Q6_K,Q8_0,F16,BF16 runs the comparison on copies of --model requantized by
 llama.cpp's llama-quantize --allow-requantize (the weights of real GGUF files), and ends with one
 line per type.
@@ -105,6 +109,14 @@ def llama_bench_at_context(name, bin_dir, model, a):
     return max(row["avg_ts"] for row in rows if row["n_gen"] > 0)
 
 
+def llama_bench_long_prompt(name, bin_dir, model, a):
+    """Best prefill tokens/s of an a.long_prompt-token prompt, over the flag sets."""
+    rows = json.loads(run([os.path.join(bin_dir, "llama-bench"), "-m", model, "-t", str(a.threads),
+                           "-p", str(a.long_prompt), "-n", "0", "-r", str(a.repeats), "-o", "json",
+                           *BENCH_FLAGS[name]]))
+    return max(row["avg_ts"] for row in rows if row["n_prompt"] > 0)
+
+
 def batched_bench(name, bin_dir, model, a):
     """Total generated tokens/s with B sequences decoding together, per B, from the markdown table
     both peers print (| PP | TG | B | N_KV | T_PP s | S_PP t/s | T_TG s | S_TG t/s | T s | S t/s |),
@@ -142,6 +154,13 @@ def baton_at_context(model, a):
     return r["decode_tokens_per_s"]
 
 
+def baton_long_prompt(model, a):
+    """baton's prefill tokens/s of an a.long_prompt-token prompt (its decode runs kept short)."""
+    r = baton_bench(model, a, "--prompt-tokens", str(a.long_prompt), "--decode-tokens", "1",
+                    "--batch-sizes", "1")
+    return r["prefill_tokens_per_s"]
+
+
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     p = argparse.ArgumentParser(description=__doc__,
@@ -161,6 +180,8 @@ def main():
                    help="where the requantized copies are kept")
     p.add_argument("--decode-context", type=int, default=0,
                    help="also decode after this many tokens of context (0: not)")
+    p.add_argument("--long-prompt", type=int, default=0,
+                   help="also prefill a prompt of this many tokens (0: not)")
     p.add_argument("--json", help="also write the results here")
     a = p.parse_args()
     a.model, a.baton, a.work = map(os.path.abspath, (a.model, a.baton, a.work))
@@ -206,12 +227,17 @@ def compare(model, peers, a):
     results = {"baton": baton_bench(model, a, "--batch-sizes", batch_sizes)}
     if a.decode_context:
         results["baton"]["decode_at_context_tokens_per_s"] = baton_at_context(model, a)
+    if a.long_prompt:
+        results["baton"]["long_prompt_prefill_tokens_per_s"] = baton_long_prompt(model, a)
     for name, bin_dir in peers.items():
         print(f"{os.path.basename(model)}: running {name} ...", file=sys.stderr)
         results[name] = llama_bench(name, bin_dir, model, a)
         results[name]["batched_decode_tokens_per_s"] = batched_bench(name, bin_dir, model, a)
         if a.decode_context:
             results[name]["decode_at_context_tokens_per_s"] = llama_bench_at_context(
+                name, bin_dir, model, a)
+        if a.long_prompt:
+            results[name]["long_prompt_prefill_tokens_per_s"] = llama_bench_long_prompt(
                 name, bin_dir, model, a)
     return results
 
@@ -247,10 +273,19 @@ def report(label, results, peers, a):
         print(f"baton / {name}: {', '.join(ratios)}   (its fastest flags: {r['flags']}; batched: "
               f"{r['batched_decode_tokens_per_s']['flags']})")
     if a.decode_context:
-        key = "decode_at_context_tokens_per_s"
-        print(f"\ndecode {DECODE_TOKENS} after {a.decode_context} tokens: " + ", ".join(
-            f"{name} {results[name][key]:.1f}" for name in ("baton", *peers)) + "; baton / " +
-            ", ".join(f"{name} {baton[key] / results[name][key]:.2f}x" for name in peers))
+        print_extra(f"decode {DECODE_TOKENS} after {a.decode_context} tokens",
+                    "decode_at_context_tokens_per_s", results, peers)
+    if a.long_prompt:
+        print_extra(f"prefill of {a.long_prompt} tokens", "long_prompt_prefill_tokens_per_s",
+                    results, peers)
+
+
+def print_extra(title, key, results, peers):
+    """One line of an extra test: each engine's tokens/s, then baton's over each peer's."""
+    baton = results["baton"][key]
+    print(f"\n{title}: " + ", ".join(f"{name} {results[name][key]:.1f}"
+                                     for name in ("baton", *peers)) +
+          "; baton / " + ", ".join(f"{name} {baton / results[name][key]:.2f}x" for name in peers))
 
 
 def summary(results, peers):
