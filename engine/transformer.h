@@ -77,12 +77,17 @@ class Transformer {
   // Calls fn(matrix) for every weight matrix that MatMul multiplies.
   template <typename Fn>
   void ForEachMatrix(const Fn& fn) const;
+  // Lets the file's pages of backend_copies_ go from memory (a later read faults them back).
+  void DropCopiedMatrixPages() const;
 
   const ModelConfig& config_;
   const ModelWeights& weights_;
   kernels::Backend& backend_;
   KvCache& cache_;
   kernels::RopeParams rope_;
+  // The matrices the backend keeps its own copy of (RegisterWeights): the operations never read
+  // their bytes in the file.
+  std::vector<const kernels::WeightMatrix*> backend_copies_;
 
   // The model's f32 vectors (norm weights, biases, RoPE frequency factors) in the backend's
   // memory, where the operations read them; null where the model has none.
