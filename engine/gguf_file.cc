@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -591,6 +592,10 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::FromBytes(std::string_view b
 void GgufFile::ReleaseMetadata() {
   std::vector<std::pair<std::string, GgufValue>>().swap(metadata_);
   absl::flat_hash_map<std::string, size_t>().swap(metadata_index_);
+  // Nothing refers into the header once parsed (tensor names are copies): its pages go too.
+  uint64_t header_bytes = size_;
+  for (const GgufTensorInfo& t : tensors_) header_bytes = std::min(header_bytes, t.offset_in_file);
+  DropResidentPages(base_, header_bytes);
 }
 
 void GgufFile::DropResidentPages(const void* data, uint64_t bytes) const {

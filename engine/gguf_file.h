@@ -88,9 +88,10 @@ class GgufFile {
   // nullptr when absent.
   const GgufTensorInfo* FindTensor(std::string_view name) const;
 
-  // Frees the parsed metadata: afterwards metadata() is empty and Find() and the getters find
-  // nothing. The tensors and the mapping stay. For an owner that has read what it needs (Model,
-  // once it has its config and vocabulary): a vocabulary's arrays parse into several MB.
+  // Frees the parsed metadata and lets the header's pages go (DropResidentPages): afterwards
+  // metadata() is empty and Find() and the getters find nothing. The tensors and the mapping
+  // stay. For an owner that has read what it needs (Model, once it has its config and
+  // vocabulary): a vocabulary's arrays parse into several MB.
   void ReleaseMetadata();
 
   // Lets the pages that lie wholly inside [data, data + bytes) (a part of the file's bytes) go
