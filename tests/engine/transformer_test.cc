@@ -1,6 +1,10 @@
 #include "engine/transformer.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -13,6 +17,7 @@
 #include "engine/synthetic_model.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/dequantize.h"
 #include "tests/support/own_memory_backend.h"
 #include "tests/support/temp_path.h"
 
@@ -164,8 +169,6 @@ TEST_P(TransformerTest, FastKernelsAgreeWithReference) {
 
 INSTANTIATE_TEST_SUITE_P(Architectures, TransformerTest, testing::Values("llama", "qwen2"));
 
-// Every weight type a synthetic model can have (rows of 256 and 512, so the K-quants apply): the
-// fast kernels' logits stay near the scalar reference's on the same file.
 // A backend whose memory is not the host's (a GPU's) gets the same operations in the same order:
 // the logits are the same bits, and they come back through one CopyToHost per forward pass.
 TEST(TransformerMemoryTest, ABackendWithMemoryOfItsOwnGivesTheSameLogits) {
@@ -196,6 +199,61 @@ TEST(TransformerMemoryTest, ABackendWithMemoryOfItsOwnGivesTheSameLogits) {
   EXPECT_EQ(backend.bytes_to_host(), host_logits.size() * sizeof(float));
 }
 
+// Whether the page holding `p` is mapped into this process (/proc/self/pagemap's present bit).
+bool PageMapped(const void* p) {
+  const int fd = ::open("/proc/self/pagemap", O_RDONLY);
+  if (fd < 0) return true;
+  const auto page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  uint64_t entry = 0;
+  const off_t at = static_cast<off_t>(reinterpret_cast<uintptr_t>(p) / page * sizeof entry);
+  const bool read = ::pread(fd, &entry, sizeof entry, at) == sizeof entry;
+  ::close(fd);
+  return !read || (entry >> 63) != 0;
+}
+
+// A matrix the backend keeps its own copy of is not held twice: its pages in the file are not
+// mapped after a forward pass either, which reads the norm vectors lying between the matrices
+// (where the page cache holds a large folio, that read maps all of it: the Transformer lets the
+// copied matrices' pages go again afterwards).
+TEST(TransformerMemoryTest, CopiedMatricesPagesStayUnmappedAfterAForward) {
+  SyntheticModelOptions options{.n_embd = 256, .n_head = 4, .n_head_kv = 2, .n_ff = 512,
+                                .weight_dtype = kernels::DType::kQ8_0, .tied_output = false};
+  absl::StatusOr<Engine> made = MakeEngine(options);
+  ASSERT_TRUE(made.ok()) << made.status();
+  Engine& e = *made;
+  BlockTable table;
+  ASSERT_TRUE(e.cache->Reserve(table, 5).ok());
+  const std::vector<TokenId> tokens = Tokens(5, 1);
+  const SequenceInput in{.tokens = tokens, .kv = &table};
+  std::vector<float> logits;
+  ASSERT_TRUE(e.transformer->Prefill({&in, 1}, logits).ok());
+
+  const ModelWeights& w = e.model->weights();
+  std::vector<const kernels::WeightMatrix*> matrices = {&w.output};
+  for (const LayerWeights& l : w.layers) {
+    for (const kernels::WeightMatrix* m :
+         {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      matrices.push_back(m);
+    }
+  }
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  int64_t pages_checked = 0;
+  for (const kernels::WeightMatrix* m : matrices) {
+    // Asking again says whether the backend keeps a copy; the release undoes the ask.
+    if (!e.backend->RegisterWeights(*m)) continue;
+    e.backend->ReleaseWeights(*m);
+    const auto begin = reinterpret_cast<uintptr_t>(m->data);
+    const uintptr_t end = begin + m->n_rows * kernels::RowBytes(m->dtype, m->n_cols);
+    for (uintptr_t p = (begin + page - 1) / page * page; p + page <= end; p += page) {
+      EXPECT_FALSE(PageMapped(reinterpret_cast<const void*>(p))) << "a page of a copied matrix";
+      ++pages_checked;
+    }
+  }
+  EXPECT_GT(pages_checked, 100);
+}
+
+// Every weight type a synthetic model can have (rows of 256 and 512, so the K-quants apply): the
+// fast kernels' logits stay near the scalar reference's on the same file.
 TEST(TransformerWeightTypesTest, EveryWeightTypeAgreesWithTheReference) {
   for (kernels::DType dtype :
        {kernels::DType::kF16, kernels::DType::kBF16, kernels::DType::kQ8_0, kernels::DType::kQ4_0,
