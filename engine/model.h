@@ -20,7 +20,7 @@ class Model {
   // Opens and validates the file, its hyperparameters, every weight and the tokenizer.
   static absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& path);
 
-  // The mapping and its tensors; the parsed metadata is already released (config() and
+  // The mapping and its tensors; the parsed metadata has been released (config() and
   // tokenizer() hold what was read from it).
   const GgufFile& file() const { return *file_; }
   const ModelConfig& config() const { return config_; }

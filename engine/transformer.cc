@@ -28,17 +28,13 @@ Transformer::Transformer(const ModelConfig* config, const ModelWeights* weights,
   ForEachMatrix([this](const kernels::WeightMatrix& m) {
     if (!backend_.RegisterWeights(m)) return;
     backend_copies_.push_back(&m);
-    if (weights_.file != nullptr) {
-      weights_.file->DropResidentPages(m.data, m.n_rows * kernels::RowBytes(m.dtype, m.n_cols));
-    }
+    DropFilePages(m);
   });
 }
 
-void Transformer::DropCopiedMatrixPages() const {
+void Transformer::DropFilePages(const kernels::WeightMatrix& m) const {
   if (weights_.file == nullptr) return;
-  for (const kernels::WeightMatrix* m : backend_copies_) {
-    weights_.file->DropResidentPages(m->data, m->n_rows * kernels::RowBytes(m->dtype, m->n_cols));
-  }
+  weights_.file->DropResidentPages(m.data, m.n_rows * kernels::RowBytes(m.dtype, m.n_cols));
 }
 
 Transformer::~Transformer() {
@@ -184,8 +180,8 @@ absl::Status Transformer::Forward(std::span<const SequenceInput> sequences,
     if (absl::Status s = UploadVectors(); !s.ok()) return s;
     // Reading the vectors, which lie between the matrices in the file, mapped their pages and
     // (the kernel's fault-around, or a large page-cache folio) up to megabytes of the copied
-    // matrices' pages around them: 6-9 MB on the default model.
-    DropCopiedMatrixPages();
+    // matrices' pages around them: 6 MB on the default model.
+    for (const kernels::WeightMatrix* m : backend_copies_) DropFilePages(*m);
   }
   if (absl::Status s = ReserveScratch(n, n_out); !s.ok()) return s;
   {

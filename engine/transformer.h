@@ -77,8 +77,8 @@ class Transformer {
   // Calls fn(matrix) for every weight matrix that MatMul multiplies.
   template <typename Fn>
   void ForEachMatrix(const Fn& fn) const;
-  // Lets the file's pages of backend_copies_ go from memory (a later read faults them back).
-  void DropCopiedMatrixPages() const;
+  // Lets the file's pages of m go from this process's memory (a later read faults them back).
+  void DropFilePages(const kernels::WeightMatrix& m) const;
 
   const ModelConfig& config_;
   const ModelWeights& weights_;
