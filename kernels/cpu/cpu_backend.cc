@@ -256,9 +256,24 @@ class FastCpuBackend final : public HostBackend {
     if (--it->second.count == 0) registered_.erase(it);
   }
 
+  // A registered matrix's rows come from the backend's copy (the tied output's are the
+  // embeddings): the file's pages of it, let go once copied, stay so.
   void GetRows(const WeightMatrix& w, const int32_t* ids, int64_t n, float* out) override {
+    auto it = registered_.find(w.data);
+    if (it == registered_.end()) {
+      ForRows(n, w.n_cols, [&](int64_t begin, int64_t end) {
+        reference::GetRows(w, ids + begin, end - begin, out + begin * w.n_cols);
+      });
+      return;
+    }
+    const Registered& copy = it->second;
     ForRows(n, w.n_cols, [&](int64_t begin, int64_t end) {
-      reference::GetRows(w, ids + begin, end - begin, out + begin * w.n_cols);
+      std::vector<uint8_t> row(static_cast<size_t>(RowBytes(w.dtype, w.n_cols)));
+      for (int64_t i = begin; i < end; ++i) {
+        CHECK(ids[i] >= 0 && ids[i] < w.n_rows) << "GetRows: id " << ids[i] << " out of range";
+        CopyRegisteredRow(w, copy, ids[i], row.data());
+        DequantizeRow(w.dtype, row.data(), out + i * w.n_cols, w.n_cols);
+      }
     });
   }
 
@@ -582,6 +597,18 @@ class FastCpuBackend final : public HostBackend {
     bool super_block_lanes = false;
     int64_t interleave = 1;
   };
+
+  // Row r of w as w.data stores it, from its registered copy.
+  static void CopyRegisteredRow(const WeightMatrix& w, const Registered& copy, int64_t r,
+                                uint8_t* row) {
+    if (copy.super_block_lanes) {
+      CopyLanesRow(w, copy.packed.data(), r, row);
+    } else if (copy.interleave > 1) {
+      CopyInterleavedRow(w, copy.packed.data(), r, row);
+    } else {
+      CopyPackedRow(w, copy.packed.data(), r, row);
+    }
+  }
 
   void Pack(const WeightMatrix& w, uint8_t* packed) {
     const int64_t groups = (w.n_rows + kPackedGroupRows - 1) / kPackedGroupRows;

@@ -40,4 +40,19 @@ void InterleaveGroups(const WeightMatrix& w, int64_t g_begin, int64_t g_end, uin
   }
 }
 
+void CopyInterleavedRow(const WeightMatrix& w, const uint8_t* interleaved, int64_t r,
+                        uint8_t* row) {
+  const int64_t unit_bytes = InterleaveUnitBytes(w.dtype, w.n_cols);
+  CHECK_GT(unit_bytes, 0) << DTypeName(w.dtype) << " rows of " << w.n_cols
+                          << " values have no interleaved layout";
+  const int64_t row_bytes = RowBytes(w.dtype, w.n_cols);
+  const int64_t first_row = r / kInterleaveRows * kInterleaveRows;
+  const int64_t rows = std::min<int64_t>(kInterleaveRows, w.n_rows - first_row);
+  const uint8_t* group = interleaved + first_row * row_bytes;
+  for (int64_t b = 0; b < row_bytes / unit_bytes; ++b) {
+    std::memcpy(row + b * unit_bytes, group + (b * rows + r - first_row) * unit_bytes,
+                static_cast<size_t>(unit_bytes));
+  }
+}
+
 }  // namespace baton::kernels

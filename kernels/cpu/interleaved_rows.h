@@ -54,6 +54,11 @@ inline int64_t InterleavedGroups(const WeightMatrix& w) {
 // many bytes as w's).
 void InterleaveGroups(const WeightMatrix& w, int64_t g_begin, int64_t g_end, uint8_t* out);
 
+// Writes row r of w as w.data stores it (RowBytes(w.dtype, w.n_cols) bytes) into row, from
+// interleaved, w's interleaved form (w.data is not read).
+void CopyInterleavedRow(const WeightMatrix& w, const uint8_t* interleaved, int64_t r,
+                        uint8_t* row);
+
 // Where row r's units of unit_bytes are: unit b at first + b * stride. args.interleave says the
 // layout (1: rows as stored, row_bytes apart; kInterleaveRows: interleaved). The super-block
 // kernels use it with interleave 1 and the block as the unit.

@@ -105,6 +105,37 @@ void PackGroups(const WeightMatrix& w, int64_t g_begin, int64_t g_end, uint8_t* 
   }
 }
 
+void CopyPackedRow(const WeightMatrix& w, const uint8_t* packed, int64_t r, uint8_t* row) {
+  CHECK(HasPackedLayout(w.dtype));
+  const SourceLayout source = Source(w.dtype);
+  const GroupLayout layout = Group(w.dtype);
+  const int64_t nb = w.n_cols / 32;
+  const int64_t dwords = layout.value_bytes / 64;
+  const int64_t g = r / kPackedGroupRows;
+  const int j = static_cast<int>(r % kPackedGroupRows);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* in = packed + (g * nb + b) * layout.block_bytes;
+    uint8_t* block = row + b * source.block_bytes;
+    for (int64_t v = 0; v < dwords; ++v) {
+      std::memcpy(block + source.values + 4 * v, in + 64 * v + 4 * j, 4);
+    }
+    if (source.fifth_bits >= 0) {
+      uint64_t fifth[8];
+      std::memcpy(fifth, in + layout.value_bytes, sizeof fifth);
+      uint32_t qh = 0;
+      for (int v = 0; v < 4; ++v) {
+        for (int t = 0; t < 4; ++t) {
+          qh |= static_cast<uint32_t>((fifth[2 * v] >> (4 * j + t)) & 1) << (4 * v + t);
+          qh |= static_cast<uint32_t>((fifth[2 * v + 1] >> (4 * j + t)) & 1) << (16 + 4 * v + t);
+        }
+      }
+      std::memcpy(block + source.fifth_bits, &qh, sizeof qh);
+    }
+    std::memcpy(block, in + layout.scale_offset + 2 * j, 2);  // d
+    if (source.min >= 0) std::memcpy(block + source.min, in + layout.scale_offset + 32 + 2 * j, 2);
+  }
+}
+
 namespace {
 
 // Weight k (0..31) of row j of a packed group block, signed (packed_block32.h).

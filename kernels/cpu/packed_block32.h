@@ -72,6 +72,10 @@ int64_t PackedBytes(DType dtype, int64_t n_rows, int64_t n_cols);
 // Writes groups [g_begin, g_end) of w's packed form into packed (the whole matrix's buffer).
 void PackGroups(const WeightMatrix& w, int64_t g_begin, int64_t g_end, uint8_t* packed);
 
+// Writes row r of w as w.data stores it (RowBytes(w.dtype, w.n_cols) bytes) into row, from
+// packed, w's packed form (w.data is not read).
+void CopyPackedRow(const WeightMatrix& w, const uint8_t* packed, int64_t r, uint8_t* row);
+
 // The arithmetic above, y[i, r] for i < args.n and r in [row_begin, row_end) (a
 // MatMulRowsFn): args.w is the packed matrix, args.x kQ8_1 activations; args.row_bytes unused.
 template <DType kDType>

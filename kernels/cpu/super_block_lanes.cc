@@ -24,6 +24,15 @@ int64_t SuperBlockLanesBytes(const WeightMatrix& w) {
   return LaneGroups(w.n_rows) * kLaneRows * RowBytes(w.dtype, w.n_cols);
 }
 
+namespace {
+
+// Where dword q of row j's block lies in the block's lanes (the layout above).
+int64_t LaneDwordOffset(DType dtype, int64_t q, int64_t j) {
+  return (kLaneRows * LaneDwordSlot(dtype, static_cast<int>(q)) + j) * 4;
+}
+
+}  // namespace
+
 void LayOutLaneGroups(const WeightMatrix& w, int64_t g_begin, int64_t g_end, uint8_t* out) {
   CHECK(HasSuperBlockLanes(w.dtype)) << DTypeName(w.dtype) << " has no lanes layout";
   const int64_t block_bytes = Traits(w.dtype).block_bytes;
@@ -32,7 +41,7 @@ void LayOutLaneGroups(const WeightMatrix& w, int64_t g_begin, int64_t g_end, uin
   const int64_t dwords = block_bytes / 4, tail = block_bytes % 4;
   const auto* src = static_cast<const uint8_t*>(w.data);
   const auto DwordAt = [&](uint8_t* lanes, int64_t q, int64_t j) {
-    return lanes + (kLaneRows * LaneDwordSlot(w.dtype, static_cast<int>(q)) + j) * 4;
+    return lanes + LaneDwordOffset(w.dtype, q, j);
   };
   for (int64_t g = g_begin; g < g_end; ++g) {
     uint8_t* group = out + g * kLaneRows * row_bytes;
@@ -53,6 +62,24 @@ void LayOutLaneGroups(const WeightMatrix& w, int64_t g_begin, int64_t g_end, uin
         std::memcpy(row_tail, block + 4 * dwords, static_cast<size_t>(tail));
       }
     }
+  }
+}
+
+void CopyLanesRow(const WeightMatrix& w, const uint8_t* lanes, int64_t r, uint8_t* row) {
+  CHECK(HasSuperBlockLanes(w.dtype)) << DTypeName(w.dtype) << " has no lanes layout";
+  const int64_t block_bytes = Traits(w.dtype).block_bytes;
+  const int64_t row_bytes = RowBytes(w.dtype, w.n_cols);
+  const int64_t dwords = block_bytes / 4, tail = block_bytes % 4;
+  const int64_t j = r % kLaneRows;
+  const uint8_t* group = lanes + r / kLaneRows * kLaneRows * row_bytes;
+  for (int64_t b = 0; b < row_bytes / block_bytes; ++b) {
+    const uint8_t* in = group + b * kLaneRows * block_bytes;
+    uint8_t* block = row + b * block_bytes;
+    for (int64_t q = 0; q < dwords; ++q) {
+      std::memcpy(block + 4 * q, in + LaneDwordOffset(w.dtype, q, j), 4);
+    }
+    std::memcpy(block + 4 * dwords, in + kLaneRows * 4 * dwords + j * tail,
+                static_cast<size_t>(tail));
   }
 }
 

@@ -58,6 +58,10 @@ int64_t SuperBlockLanesBytes(const WeightMatrix& w);
 // the whole matrix).
 void LayOutLaneGroups(const WeightMatrix& w, int64_t g_begin, int64_t g_end, uint8_t* out);
 
+// Writes row r of w as w.data stores it (RowBytes(w.dtype, w.n_cols) bytes) into row, from lanes,
+// w's lanes layout (w.data is not read).
+void CopyLanesRow(const WeightMatrix& w, const uint8_t* lanes, int64_t r, uint8_t* row);
+
 }  // namespace baton::kernels
 
 #endif  // BATON_KERNELS_CPU_SUPER_BLOCK_LANES_H_

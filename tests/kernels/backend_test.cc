@@ -1,9 +1,11 @@
 // MatMul and GetRows of every CPU backend variant (reference, fast at each ISA level) over every
 // supported weight dtype and a range of shapes, against a dense double-precision computation on
 // the dequantized weights; plus batch invariance of the fast backends.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <tuple>
@@ -326,6 +328,34 @@ TEST_P(GetRowsTest, EqualsDequantizedRows) {
                              kCols * sizeof(float)))
         << "row " << i << " (id " << ids[i] << ")";
   }
+}
+
+// A matrix the backend keeps a copy of (RegisterWeights) gives its rows from the copy: the same
+// bits with its original bytes overwritten.
+TEST_P(GetRowsTest, OfARegisteredMatrixComeFromTheCopy) {
+  const auto [impl, dtype] = GetParam();
+  if (!ImplSupported(impl)) GTEST_SKIP() << ImplName(impl) << " not supported by this CPU";
+  constexpr int64_t kRows = 50, kCols = 512;  // partial groups of 16, 8 and 4 rows
+  const TestWeights w = MakeWeights(dtype, kRows, kCols, 9);
+  const std::vector<float> dense = w.Dequantized();
+  WeightMatrix m = w.matrix();
+  std::vector<uint8_t> bytes(static_cast<const uint8_t*>(m.data),
+                             static_cast<const uint8_t*>(m.data) + kRows * RowBytes(dtype, kCols));
+  m.data = bytes.data();
+  std::unique_ptr<Backend> backend = MakeBackend(impl);
+  const bool copied = backend->RegisterWeights(m);
+  if (copied) std::fill(bytes.begin(), bytes.end(), uint8_t{0xA5});
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 70; ++i) ids.push_back((i * 37 + 11) % kRows);
+  GuardedBuffer out(static_cast<int64_t>(ids.size()) * kCols, NAN);
+  backend->GetRows(m, ids.data(), ids.size(), out.data());
+  EXPECT_TRUE(out.CanariesIntact());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ASSERT_EQ(0, std::memcmp(out.data() + i * kCols, dense.data() + ids[i] * kCols,
+                             kCols * sizeof(float)))
+        << "row " << i << " (id " << ids[i] << "), " << (copied ? "from the copy" : "as stored");
+  }
+  if (copied) backend->ReleaseWeights(m);
 }
 
 INSTANTIATE_TEST_SUITE_P(All, GetRowsTest,
