@@ -22,9 +22,9 @@ Transformer::Transformer(const ModelConfig* config, const ModelWeights* weights,
       .neox = config_.rope_neox,
       .freq_factors = weights_.rope_freq_factors,
   };
-  // A backend with its own copy reads the file's pages no more (the embedding rows GetRows
-  // reads come back one page at a time): the process need not hold the matrix twice. Each goes
-  // as soon as its copy is made.
+  // A backend with its own copy reads the file's pages no more (where its GetRows reads the
+  // embedding rows there, they come back a page at a time): the process need not hold the matrix
+  // twice. Each goes as soon as its copy is made.
   ForEachMatrix([this](const kernels::WeightMatrix& m) {
     if (!backend_.RegisterWeights(m)) return;
     backend_copies_.push_back(&m);
