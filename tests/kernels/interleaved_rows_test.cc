@@ -1,6 +1,7 @@
 // The interleaved layout of float weights (interleaved_rows.h): every row's units
-// where LocateRow says, and the same kernel giving the same bits on it as on the original rows,
-// through the backend (registered weights) and called directly on row ranges that cut groups.
+// where LocateRow says and copied back out as stored (CopyInterleavedRow), and the same kernel
+// giving the same bits on it as on the original rows, through the backend (registered weights)
+// and called directly on row ranges that cut groups.
 #include "kernels/cpu/interleaved_rows.h"
 
 #include <algorithm>
@@ -52,6 +53,29 @@ TEST_P(InterleavedRowsTest, LocateRowFindsEveryBlockOfEveryRow) {
                                w.bytes.data() + r * args.row_bytes + b * unit_bytes,
                                static_cast<size_t>(unit_bytes)))
           << "row " << r << " unit " << b;
+    }
+  }
+}
+
+// Partial groups of 4 rows, one unit and many.
+TEST(InterleavedRowCopyTest, EveryRowCopiesBackAsStored) {
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    for (int64_t rows : {1, 3, 4, 9}) {
+      for (int64_t cols : {32, 512}) {
+        SCOPED_TRACE(std::string(DTypeName(dtype)) + " " + std::to_string(rows) + "x" +
+                     std::to_string(cols));
+        const TestWeights w = MakeWeights(dtype, rows, cols, 4 + rows, /*random_bits=*/true);
+        ASSERT_GT(InterleaveUnitBytes(dtype, cols), 0);
+        std::vector<uint8_t> interleaved(w.bytes.size());
+        InterleaveGroups(w.matrix(), 0, InterleavedGroups(w.matrix()), interleaved.data());
+        const int64_t row_bytes = RowBytes(dtype, cols);
+        std::vector<uint8_t> row(static_cast<size_t>(row_bytes));
+        for (int64_t r = 0; r < rows; ++r) {
+          CopyInterleavedRow(w.matrix(), interleaved.data(), r, row.data());
+          ASSERT_EQ(0, std::memcmp(row.data(), w.bytes.data() + r * row_bytes, row.size()))
+              << "row " << r;
+        }
+      }
     }
   }
 }

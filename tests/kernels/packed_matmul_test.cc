@@ -3,7 +3,7 @@
 // (MatMulPackedScalar) and against the level's kernels on the original rows (matmul_tiles.inc):
 // odd row counts (a partial last group, a partial half of 8 rows), single rows, small batches,
 // batches of every tile remainder and of more than one 32-row pass, canaries around the outputs. And the backend: registering a matrix
-// changes no bits.
+// changes no bits. Every row copies back out of the packed form as stored (CopyPackedRow).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/dequantize.h"
 #include "kernels/cpu/isa_kernels.h"
 #include "kernels/cpu/packed_block32.h"
 #include "kernels/dtype.h"
@@ -130,6 +131,28 @@ TEST_P(PackedMatMulTest, EqualsScalarDefinitionBitForBit) {
     EXPECT_TRUE(original_y.CanariesIntact()) << CpuIsaName(isa);
     ASSERT_EQ(0, std::memcmp(original_y.data(), want.data(), n * rows * sizeof(float)))
         << CpuIsaName(isa);
+  }
+}
+
+// Partial groups of 16 rows and of a half of 8, one block and many.
+TEST(PackedRowsTest, EveryRowCopiesBackAsStored) {
+  for (DType dtype : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0}) {
+    for (int64_t rows : {1, 9, 16, 37}) {
+      for (int64_t cols : {32, 512}) {
+        SCOPED_TRACE(std::string(DTypeName(dtype)) + " " + std::to_string(rows) + "x" +
+                     std::to_string(cols));
+        const TestWeights w = MakeWeights(dtype, rows, cols, 13 + rows, /*random_bits=*/true);
+        std::vector<uint8_t> packed(static_cast<size_t>(PackedBytes(dtype, rows, cols)));
+        PackGroups(w.matrix(), 0, (rows + 15) / 16, packed.data());
+        const int64_t row_bytes = RowBytes(dtype, cols);
+        std::vector<uint8_t> row(static_cast<size_t>(row_bytes));
+        for (int64_t r = 0; r < rows; ++r) {
+          CopyPackedRow(w.matrix(), packed.data(), r, row.data());
+          ASSERT_EQ(0, std::memcmp(row.data(), w.bytes.data() + r * row_bytes, row.size()))
+              << "row " << r;
+        }
+      }
+    }
   }
 }
 

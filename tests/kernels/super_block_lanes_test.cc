@@ -1,10 +1,12 @@
 // The lanes layout of the super-block types (super_block_lanes.h): every byte of every row where
-// the layout says, zero rows padding the last group, and the kernels giving the same bits on it
-// as on the rows as stored (decode and panel paths, ranges that cut groups, every level).
+// the layout says and copied back out as stored (CopyLanesRow), zero rows padding the last group,
+// and the kernels giving the same bits on it as on the rows as stored (decode and panel paths,
+// ranges that cut groups, every level).
 #include "kernels/cpu/super_block_lanes.h"
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -49,6 +51,28 @@ TEST_P(SuperBlockLanesTest, EveryByteWhereTheLayoutSays) {
                 : kLaneRows * 4 * dwords + j * tail + (k - 4 * dwords);
         const uint8_t expected = r < rows ? w.bytes[r * row_bytes + b * block_bytes + k] : 0;
         ASSERT_EQ(group_block[at], expected) << "row " << r << " block " << b << " byte " << k;
+      }
+    }
+  }
+}
+
+// Partial groups of 8 rows, one super-block and two.
+TEST(SuperBlockLanesRowCopyTest, EveryRowCopiesBackAsStored) {
+  for (DType dtype : {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    for (int64_t rows : {1, 7, 8, 19}) {
+      for (int64_t cols : {256, 512}) {
+        SCOPED_TRACE(std::string(DTypeName(dtype)) + " " + std::to_string(rows) + "x" +
+                     std::to_string(cols));
+        const TestWeights w = MakeWeights(dtype, rows, cols, 4 + rows, /*random_bits=*/true);
+        std::vector<uint8_t> lanes(SuperBlockLanesBytes(w.matrix()));
+        LayOutLaneGroups(w.matrix(), 0, LaneGroups(rows), lanes.data());
+        const int64_t row_bytes = RowBytes(dtype, cols);
+        std::vector<uint8_t> row(static_cast<size_t>(row_bytes));
+        for (int64_t r = 0; r < rows; ++r) {
+          CopyLanesRow(w.matrix(), lanes.data(), r, row.data());
+          ASSERT_EQ(0, std::memcmp(row.data(), w.bytes.data() + r * row_bytes, row.size()))
+              << "row " << r;
+        }
       }
     }
   }
