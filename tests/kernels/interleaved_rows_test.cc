@@ -59,25 +59,14 @@ TEST_P(InterleavedRowsTest, LocateRowFindsEveryBlockOfEveryRow) {
 
 // Partial groups of 4 rows, one unit and many.
 TEST(InterleavedRowCopyTest, EveryRowCopiesBackAsStored) {
-  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
-    for (int64_t rows : {1, 3, 4, 9}) {
-      for (int64_t cols : {32, 512}) {
-        SCOPED_TRACE(std::string(DTypeName(dtype)) + " " + std::to_string(rows) + "x" +
-                     std::to_string(cols));
-        const TestWeights w = MakeWeights(dtype, rows, cols, 4 + rows, /*random_bits=*/true);
-        ASSERT_GT(InterleaveUnitBytes(dtype, cols), 0);
+  testing::ExpectEveryRowCopiesBack(
+      {DType::kF32, DType::kF16, DType::kBF16}, {1, 3, 4, 9}, {32, 512},
+      [](const TestWeights& w) {
         std::vector<uint8_t> interleaved(w.bytes.size());
         InterleaveGroups(w.matrix(), 0, InterleavedGroups(w.matrix()), interleaved.data());
-        const int64_t row_bytes = RowBytes(dtype, cols);
-        std::vector<uint8_t> row(static_cast<size_t>(row_bytes));
-        for (int64_t r = 0; r < rows; ++r) {
-          CopyInterleavedRow(w.matrix(), interleaved.data(), r, row.data());
-          ASSERT_EQ(0, std::memcmp(row.data(), w.bytes.data() + r * row_bytes, row.size()))
-              << "row " << r;
-        }
-      }
-    }
-  }
+        return interleaved;
+      },
+      CopyInterleavedRow);
 }
 
 TEST_P(InterleavedRowsTest, KernelsGiveTheSameBitsOnBothLayouts) {

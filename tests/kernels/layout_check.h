@@ -1,6 +1,6 @@
-// Test-only check shared by the tests of the CPU backend's re-laid-out weight copies
-// (interleaved_rows.h, super_block_lanes.h): the same bits from a copy as from the rows as stored.
-// Header-only.
+// Test-only checks shared by the tests of the CPU backend's re-laid-out weight copies
+// (packed_block32.h, interleaved_rows.h, super_block_lanes.h): the same bits from a copy as from
+// the rows as stored, and every row copied back out of a copy as stored. Header-only.
 #ifndef BATON_TESTS_KERNELS_LAYOUT_CHECK_H_
 #define BATON_TESTS_KERNELS_LAYOUT_CHECK_H_
 
@@ -8,12 +8,16 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/dequantize.h"
 #include "kernels/cpu/isa_kernels.h"
+#include "kernels/dtype.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace baton::kernels::testing {
@@ -54,6 +58,32 @@ inline void ExpectSameBitsOnLayout(const TestWeights& w, const std::vector<float
     EXPECT_TRUE(direct.CanariesIntact()) << CpuIsaName(isa);
     ASSERT_EQ(0, std::memcmp(direct.data(), plain.data(), n * rows * sizeof(float)))
         << CpuIsaName(isa);
+  }
+}
+
+// For each dtype x rows x cols, weights of random bits re-laid out by lay_out(w) (which returns
+// the copy's bytes): copy_row(w, copy, r, row) writes each row r back as w.bytes stores it.
+template <typename LayOut, typename CopyRow>
+void ExpectEveryRowCopiesBack(std::initializer_list<DType> dtypes,
+                              std::initializer_list<int64_t> row_counts,
+                              std::initializer_list<int64_t> col_counts, const LayOut& lay_out,
+                              const CopyRow& copy_row) {
+  for (DType dtype : dtypes) {
+    for (int64_t rows : row_counts) {
+      for (int64_t cols : col_counts) {
+        SCOPED_TRACE(std::string(DTypeName(dtype)) + " " + std::to_string(rows) + "x" +
+                     std::to_string(cols));
+        const TestWeights w = MakeWeights(dtype, rows, cols, 4 + rows, /*random_bits=*/true);
+        const std::vector<uint8_t> copy = lay_out(w);
+        const int64_t row_bytes = RowBytes(dtype, cols);
+        std::vector<uint8_t> row(static_cast<size_t>(row_bytes));
+        for (int64_t r = 0; r < rows; ++r) {
+          copy_row(w.matrix(), copy.data(), r, row.data());
+          ASSERT_EQ(0, std::memcmp(row.data(), w.bytes.data() + r * row_bytes, row.size()))
+              << "row " << r;
+        }
+      }
+    }
   }
 }
 

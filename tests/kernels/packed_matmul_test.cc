@@ -21,6 +21,7 @@
 #include "kernels/dtype.h"
 #include "kernels/half.h"
 #include "tests/kernels/kernel_test_util.h"
+#include "tests/kernels/layout_check.h"
 
 namespace baton::kernels {
 namespace {
@@ -136,24 +137,15 @@ TEST_P(PackedMatMulTest, EqualsScalarDefinitionBitForBit) {
 
 // Partial groups of 16 rows and of a half of 8, one block and many.
 TEST(PackedRowsTest, EveryRowCopiesBackAsStored) {
-  for (DType dtype : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0}) {
-    for (int64_t rows : {1, 9, 16, 37}) {
-      for (int64_t cols : {32, 512}) {
-        SCOPED_TRACE(std::string(DTypeName(dtype)) + " " + std::to_string(rows) + "x" +
-                     std::to_string(cols));
-        const TestWeights w = MakeWeights(dtype, rows, cols, 13 + rows, /*random_bits=*/true);
-        std::vector<uint8_t> packed(static_cast<size_t>(PackedBytes(dtype, rows, cols)));
-        PackGroups(w.matrix(), 0, (rows + 15) / 16, packed.data());
-        const int64_t row_bytes = RowBytes(dtype, cols);
-        std::vector<uint8_t> row(static_cast<size_t>(row_bytes));
-        for (int64_t r = 0; r < rows; ++r) {
-          CopyPackedRow(w.matrix(), packed.data(), r, row.data());
-          ASSERT_EQ(0, std::memcmp(row.data(), w.bytes.data() + r * row_bytes, row.size()))
-              << "row " << r;
-        }
-      }
-    }
-  }
+  testing::ExpectEveryRowCopiesBack(
+      {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0}, {1, 9, 16, 37},
+      {32, 512},
+      [](const TestWeights& w) {
+        std::vector<uint8_t> packed(static_cast<size_t>(PackedBytes(w.dtype, w.n_rows, w.n_cols)));
+        PackGroups(w.matrix(), 0, (w.n_rows + 15) / 16, packed.data());
+        return packed;
+      },
+      CopyPackedRow);
 }
 
 TEST_P(PackedMatMulTest, RegisteringWeightsChangesNoBits) {

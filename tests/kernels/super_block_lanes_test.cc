@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -58,24 +57,15 @@ TEST_P(SuperBlockLanesTest, EveryByteWhereTheLayoutSays) {
 
 // Partial groups of 8 rows, one super-block and two.
 TEST(SuperBlockLanesRowCopyTest, EveryRowCopiesBackAsStored) {
-  for (DType dtype : {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
-    for (int64_t rows : {1, 7, 8, 19}) {
-      for (int64_t cols : {256, 512}) {
-        SCOPED_TRACE(std::string(DTypeName(dtype)) + " " + std::to_string(rows) + "x" +
-                     std::to_string(cols));
-        const TestWeights w = MakeWeights(dtype, rows, cols, 4 + rows, /*random_bits=*/true);
+  testing::ExpectEveryRowCopiesBack(
+      {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}, {1, 7, 8, 19},
+      {256, 512},
+      [](const TestWeights& w) {
         std::vector<uint8_t> lanes(SuperBlockLanesBytes(w.matrix()));
-        LayOutLaneGroups(w.matrix(), 0, LaneGroups(rows), lanes.data());
-        const int64_t row_bytes = RowBytes(dtype, cols);
-        std::vector<uint8_t> row(static_cast<size_t>(row_bytes));
-        for (int64_t r = 0; r < rows; ++r) {
-          CopyLanesRow(w.matrix(), lanes.data(), r, row.data());
-          ASSERT_EQ(0, std::memcmp(row.data(), w.bytes.data() + r * row_bytes, row.size()))
-              << "row " << r;
-        }
-      }
-    }
-  }
+        LayOutLaneGroups(w.matrix(), 0, LaneGroups(w.n_rows), lanes.data());
+        return lanes;
+      },
+      CopyLanesRow);
 }
 
 TEST_P(SuperBlockLanesTest, KernelsGiveTheSameBitsAsOnStoredRows) {
