@@ -23,6 +23,7 @@
 #include "kernels/cpu/packed_block32.h"
 #include "kernels/cpu/reference_kernels.h"
 #include "kernels/cpu/thread_pool.h"
+#include "kernels/cpu/weight_arena.h"
 #include "kernels/dtype.h"
 #include "kernels/half.h"
 
@@ -229,19 +230,26 @@ class FastCpuBackend final : public HostBackend {
     const bool lanes = HasSuperBlockLanes(w.dtype) && has_kernel;
     const bool interleaved = HasInterleavedLayout(w.dtype, w.n_cols) && has_kernel;
     if (!packed && !lanes && !interleaved) return false;
+    if (auto it = registered_.find(w.data); it != registered_.end()) {
+      ++it->second.count;
+      return true;
+    }
+    const int64_t bytes = packed  ? PackedBytes(w.dtype, w.n_rows, w.n_cols)
+                          : lanes ? SuperBlockLanesBytes(w)
+                                  : w.n_rows * RowBytes(w.dtype, w.n_cols);
+    absl::StatusOr<std::span<uint8_t>> copy = weight_arena_.Allocate(static_cast<size_t>(bytes));
+    if (!copy.ok()) return false;  // the kernels on the original rows serve it
     Registered& r = registered_[w.data];
-    if (r.count++ > 0) return true;
+    r.count = 1;
+    r.packed = *copy;
     if (packed) {
-      r.packed.resize(static_cast<size_t>(PackedBytes(w.dtype, w.n_rows, w.n_cols)));
       Pack(w, r.packed.data());
     } else if (lanes) {
-      r.packed.resize(static_cast<size_t>(SuperBlockLanesBytes(w)));
       r.super_block_lanes = true;
       pool_.ParallelFor(LaneGroups(w.n_rows), [&](int64_t begin, int64_t end, int) {
         LayOutLaneGroups(w, begin, end, r.packed.data());
       });
     } else {
-      r.packed.resize(static_cast<size_t>(w.n_rows * RowBytes(w.dtype, w.n_cols)));
       r.interleave = kInterleaveRows;
       pool_.ParallelFor(InterleavedGroups(w), [&](int64_t begin, int64_t end, int) {
         InterleaveGroups(w, begin, end, r.packed.data());
@@ -253,7 +261,9 @@ class FastCpuBackend final : public HostBackend {
   void ReleaseWeights(const WeightMatrix& w) override {
     auto it = registered_.find(w.data);
     if (it == registered_.end()) return;
-    if (--it->second.count == 0) registered_.erase(it);
+    if (--it->second.count > 0) return;
+    weight_arena_.Release(it->second.packed);
+    registered_.erase(it);
   }
 
   // A registered matrix's rows come from the backend's copy (the tied output's are the
@@ -593,7 +603,7 @@ class FastCpuBackend final : public HostBackend {
   // (interleaved_rows.h).
   struct Registered {
     int count = 0;
-    std::vector<uint8_t> packed;
+    std::span<uint8_t> packed;  // in weight_arena_
     bool super_block_lanes = false;
     int64_t interleave = 1;
   };
@@ -708,6 +718,7 @@ class FastCpuBackend final : public HostBackend {
   std::vector<uint16_t> x_bf16_;
   std::vector<int16_t> x_bsums_;
   std::vector<float> attention_scratch_;  // partial results of attention segments
+  WeightArena weight_arena_;  // the registered copies, on huge pages where the kernel gives them
   std::map<const void*, Registered> registered_;  // by w.data
 };
 
