@@ -17,6 +17,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/dequantize.h"
+#include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/interleaved_rows.h"
 #include "kernels/cpu/super_block_lanes.h"
 #include "kernels/cpu/isa_kernels.h"
@@ -36,21 +37,6 @@ constexpr int64_t kRowGrain = 16;
 constexpr int64_t kMinParallelElements = 16384;
 // Most queries that go through an attention segment together (their K and V rows read once).
 constexpr int64_t kAttentionQueryBlock = 16;
-
-// GGML's rms_norm followed by its mul with the weight: the sum of squares in double over f32
-// squares, mean and scale in f32, then (x * scale) * weight.
-void RmsNormRows(const float* x, const float* weight, int64_t n, int64_t dim, float eps,
-                 float* y) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float* xi = x + i * dim;
-    float* yi = y + i * dim;
-    double sum = 0.0;
-    for (int64_t j = 0; j < dim; ++j) sum += static_cast<double>(xi[j] * xi[j]);
-    const float mean = static_cast<float>(sum / static_cast<double>(dim));
-    const float scale = 1.0f / std::sqrt(mean + eps);
-    for (int64_t j = 0; j < dim; ++j) yi[j] = (xi[j] * scale) * weight[j];
-  }
-}
 
 void RoundToF16Scalar(float* v, int64_t n) {
   for (int64_t i = 0; i < n; ++i) v[i] = F16ToF32(F32ToF16(v[i]));
@@ -79,27 +65,11 @@ class HostBackend : public Backend {
     std::memcpy(host_dst, device_src, bytes);
   }
 
-  void Add(float* x, const float* y, int64_t n) override {
-    for (int64_t i = 0; i < n; ++i) x[i] += y[i];
-  }
+  void Add(float* x, const float* y, int64_t n) override { AddScalar(x, y, n); }
   void AddRowBias(float* x, const float* bias, int64_t n_rows, int64_t dim) override {
     for (int64_t r = 0; r < n_rows; ++r) Add(x + r * dim, bias, dim);
   }
-  // Adding and subtracting 1.5 * 2^(e + 13), where 2^e is the value's binade (at least f16's
-  // smallest normal binade, 2^-14), leaves it rounded by the f32 addition to a multiple of
-  // 2^(e - 10), f16's spacing there.
-  void RoundToF16(float* x, int64_t n) override {
-    for (int64_t i = 0; i < n; ++i) {
-      uint32_t bits;
-      std::memcpy(&bits, &x[i], sizeof bits);
-      uint32_t biased = (bits >> 23) & 0xffu;
-      biased = biased < 113u ? 113u : biased;  // 113 = 127 - 14
-      const uint32_t magic_bits = ((biased + 13u) << 23) | 0x400000u;
-      float magic;
-      std::memcpy(&magic, &magic_bits, sizeof magic);
-      x[i] = (x[i] + magic) - magic;
-    }
-  }
+  void RoundToF16(float* x, int64_t n) override { RoundToF16UnboundedScalar(x, n); }
   void WriteKv(const KvLayerView& kv, const int32_t* positions, int64_t n, const float* k,
                const float* v) override {
     const int64_t kv_dim = int64_t{kv.n_kv_head} * kv.head_dim;
@@ -289,10 +259,17 @@ class FastCpuBackend final : public HostBackend {
 
   void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps,
                float* y) override {
+    // GGML's rms_norm followed by its mul with the weight, the sum of squares in 8 lanes
+    // (elementwise.h).
     ForRows(n, dim, [&](int64_t begin, int64_t end) {
-      RmsNormRows(x + begin * dim, weight, end - begin, dim, eps, y + begin * dim);
+      for (int64_t i = begin; i < end; ++i) {
+        kernels_.rms_norm_row(x + i * dim, weight, dim, eps, y + i * dim);
+      }
     });
   }
+
+  void Add(float* x, const float* y, int64_t n) override { kernels_.add(x, y, n); }
+  void RoundToF16(float* x, int64_t n) override { kernels_.round_to_f16_unbounded(x, n); }
 
   void Rope(float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* positions,
             const RopeParams& params) override {

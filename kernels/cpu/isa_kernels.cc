@@ -37,6 +37,9 @@ IsaKernels MakeScalar() {
   k.isa = CpuIsa::kScalar;
   k.quantize_q8_1 = QuantizeRowQ8_1Scalar;
   k.quantize_q8_k = QuantizeRowQ8_KScalar;
+  k.add = AddScalar;
+  k.round_to_f16_unbounded = RoundToF16UnboundedScalar;
+  k.rms_norm_row = RmsNormRowScalar;
   return k;
 }
 

@@ -70,6 +70,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/elementwise.h"
 #include "kernels/dtype.h"
 
 namespace baton::kernels {
@@ -224,6 +225,9 @@ struct IsaKernels {
   RopeRotateFn rope_rotate = nullptr;  // null: reference::RopeRotate
   RoundToF16Fn round_to_f16 = nullptr;  // null: the scalar conversions of kernels/half.h
   ToF16RowFn to_f16_row = nullptr;       // null: F32ToF16 element by element
+  AddFn add = nullptr;                                       // never null
+  RoundToF16UnboundedFn round_to_f16_unbounded = nullptr;  // never null
+  RmsNormRowFn rms_norm_row = nullptr;                       // never null
   // Set with a matmul_bf16 that takes kBF16 activations (null: it takes kF32).
   ToBf16RowFn to_bf16_row = nullptr;
 };
@@ -248,6 +252,7 @@ void Q8_1BlockSums(const int8_t* qs, int64_t n_cols, int32_t* sums);
 void FillAvx2Kernels(IsaKernels* kernels);
 void FillAvx2AttentionKernels(IsaKernels* kernels);  // attention_*, silu_mul, rope_rotate
 void FillPackedAvx2Kernels(IsaKernels* kernels);     // matmul_packed_*
+void FillAvx2ElementwiseKernels(IsaKernels* kernels);  // add, round_to_f16_unbounded, rms_norm_row
 void FillAvx512VnniKernels(IsaKernels* kernels);
 void FillAvx512AttentionKernels(IsaKernels* kernels);  // attention_partial*, silu_mul
 void FillAmxKernels(IsaKernels* kernels);

@@ -172,6 +172,7 @@ void FillAvx2Kernels(IsaKernels* k) {
   k->to_f16_row = ToF16RowAvx2;
   FillPackedAvx2Kernels(k);
   FillAvx2AttentionKernels(k);
+  FillAvx2ElementwiseKernels(k);
 }
 
 }  // namespace baton::kernels

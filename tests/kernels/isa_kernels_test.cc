@@ -5,10 +5,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
+#include <limits>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/elementwise.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace baton::kernels {
@@ -94,11 +97,87 @@ TEST(IsaKernelsTest, EveryLevelHasQuantizersAndTheFastLevelsHaveMatMuls) {
     const IsaKernels& k = KernelsFor(isa);
     EXPECT_NE(k.quantize_q8_1, nullptr);
     EXPECT_NE(k.quantize_q8_k, nullptr);
+    EXPECT_NE(k.add, nullptr);
+    EXPECT_NE(k.round_to_f16_unbounded, nullptr);
+    EXPECT_NE(k.rms_norm_row, nullptr);
     for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
                         DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ2_K, DType::kQ3_K,
                         DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
       EXPECT_EQ(MatMulKernelFor(k, dtype) != nullptr, isa != CpuIsa::kScalar)
           << CpuIsaName(isa) << " " << DTypeName(dtype);
+    }
+  }
+}
+
+// Lengths around the vector widths, and the default model's and larger rows.
+constexpr int64_t kElementwiseLengths[] = {0, 1, 7, 8, 9, 15, 17, 576, 1001, 2048};
+
+// TestRow's values (the element-wise tests' inputs), with f16's edges and non-finite values in
+// the rows long enough to hold them.
+std::vector<float> EdgeRow(int64_t n, uint64_t seed) {
+  std::vector<float> x = TestRow(n, seed);
+  const float edges[] = {65504.0f, 65520.0f, 1.0e6f, -3.0e7f, std::ldexp(1.0f, -20), -0.0f,
+                         1.0f + std::ldexp(1.0f, -11), std::numeric_limits<float>::infinity(),
+                         std::nanf(""), 3.4e38f};
+  for (size_t k = 0; k < std::size(edges) && 400 + k < static_cast<size_t>(n); ++k) {
+    x[400 + k] = edges[k];
+  }
+  return x;
+}
+
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(ElementwiseTest, EveryLevelAddsAndRoundsAsTheDefinition) {
+  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512Vnni, CpuIsa::kAmx}) {
+    if (isa > DetectCpuIsaUncapped()) continue;
+    const IsaKernels& k = KernelsFor(isa);
+    for (int64_t n : kElementwiseLengths) {
+      const std::vector<float> x = EdgeRow(n, 3 + n);
+      const std::vector<float> y = TestRow(n, 4 + n);
+      std::vector<float> sum_ref = x, sum = x;
+      AddScalar(sum_ref.data(), y.data(), n);
+      k.add(sum.data(), y.data(), n);
+      EXPECT_TRUE(SameBits(sum, sum_ref)) << CpuIsaName(isa) << " add, n " << n;
+      std::vector<float> rounded_ref = x, rounded = x;
+      RoundToF16UnboundedScalar(rounded_ref.data(), n);
+      k.round_to_f16_unbounded(rounded.data(), n);
+      EXPECT_TRUE(SameBits(rounded, rounded_ref)) << CpuIsaName(isa) << " round, n " << n;
+    }
+  }
+}
+
+TEST(ElementwiseTest, EveryLevelNormalizesAsTheDefinition) {
+  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512Vnni, CpuIsa::kAmx}) {
+    if (isa > DetectCpuIsaUncapped()) continue;
+    for (int64_t dim : kElementwiseLengths) {
+      if (dim == 0) continue;
+      // Ordinary rows, and rows with huge and non-finite values (whose scale is 0 or NaN).
+      for (const std::vector<float>& x : {TestRow(dim, 5 + dim), EdgeRow(dim, 6 + dim)}) {
+        const std::vector<float> weight = testing::RandomFloats(dim, 7, 1.5f);
+        std::vector<float> y_ref(dim), y(dim);
+        RmsNormRowScalar(x.data(), weight.data(), dim, 1e-5f, y_ref.data());
+        KernelsFor(isa).rms_norm_row(x.data(), weight.data(), dim, 1e-5f, y.data());
+        EXPECT_TRUE(SameBits(y, y_ref)) << CpuIsaName(isa) << " dim " << dim;
+      }
+    }
+  }
+}
+
+// The 8 lanes' sum is the sum of squares: near the formula in double.
+TEST(ElementwiseTest, RmsNormRowIsTheFormula) {
+  for (int64_t dim : {1, 9, 576, 2048}) {
+    const std::vector<float> x = testing::RandomFloats(dim, 8 + dim, 3.0f);
+    const std::vector<float> weight = testing::RandomFloats(dim, 9, 1.5f);
+    std::vector<float> y(dim);
+    RmsNormRowScalar(x.data(), weight.data(), dim, 1e-5f, y.data());
+    double squares = 0.0;
+    for (float v : x) squares += static_cast<double>(v) * v;
+    const double inverse = 1.0 / std::sqrt(squares / dim + 1e-5);
+    for (int64_t j = 0; j < dim; ++j) {
+      const double want = x[j] * inverse * weight[j];
+      ASSERT_NEAR(y[j], want, 1e-6 * (1.0 + std::fabs(want))) << "dim " << dim << " at " << j;
     }
   }
 }
