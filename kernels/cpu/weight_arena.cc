@@ -34,7 +34,9 @@ absl::StatusOr<WeightArena::Slab> WeightArena::MapSlab(size_t bytes) {
   const uintptr_t aligned = RoundUp(start, kHugePageBytes);
   if (aligned > start) ::munmap(p, aligned - start);
   const uintptr_t end = start + mapped;
-  if (end > aligned + bytes) ::munmap(reinterpret_cast<void*>(aligned + bytes), end - aligned - bytes);
+  if (end > aligned + bytes) {
+    ::munmap(reinterpret_cast<void*>(aligned + bytes), end - aligned - bytes);
+  }
   auto* base = reinterpret_cast<uint8_t*>(aligned);
   // Advice only: where transparent huge pages are off, the slab stays on small pages.
   ::madvise(base, bytes, MADV_HUGEPAGE);
@@ -42,7 +44,12 @@ absl::StatusOr<WeightArena::Slab> WeightArena::MapSlab(size_t bytes) {
 }
 
 absl::StatusOr<std::span<uint8_t>> WeightArena::Allocate(size_t bytes) {
-  CHECK_GT(bytes, 0u) << "WeightArena::Allocate: empty piece";
+  if (bytes == 0) return absl::InvalidArgumentError("WeightArena: a piece of 0 bytes");
+  if (bytes > kMaxPieceBytes) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("WeightArena: a piece of ", bytes, " bytes is past the limit of ",
+                     kMaxPieceBytes));
+  }
   const size_t size = RoundUp(bytes, kPieceAlignment);
   if (slabs_.empty() || slabs_.back().bytes - slabs_.back().used < size) {
     absl::StatusOr<Slab> slab = MapSlab(std::max(slab_bytes_, RoundUp(size, kHugePageBytes)));

@@ -28,6 +28,7 @@ class WeightArena {
  public:
   static constexpr size_t kHugePageBytes = size_t{2} << 20;
   static constexpr size_t kPieceAlignment = 64;
+  static constexpr size_t kMaxPieceBytes = size_t{1} << 48;  // keeps the rounding from wrapping
 
   // Slabs of `slab_bytes` (rounded up to whole huge pages); a larger piece gets a slab of its own.
   explicit WeightArena(size_t slab_bytes = size_t{32} << 20);
@@ -35,8 +36,9 @@ class WeightArena {
   WeightArena(const WeightArena&) = delete;
   WeightArena& operator=(const WeightArena&) = delete;
 
-  // A piece of `bytes` (> 0), 64-byte aligned, zero-filled (pieces come from fresh mappings and
-  // are never reused). RESOURCE_EXHAUSTED, naming the size, when no memory can be mapped.
+  // A piece of `bytes`, 64-byte aligned, zero-filled (pieces come from fresh mappings and are
+  // never reused). INVALID_ARGUMENT for 0 bytes; RESOURCE_EXHAUSTED, naming the size, past
+  // kMaxPieceBytes or when no memory can be mapped.
   absl::StatusOr<std::span<uint8_t>> Allocate(size_t bytes);
   // Gives back a piece from Allocate (each once); its slab is unmapped when it held the last one.
   void Release(std::span<uint8_t> piece);

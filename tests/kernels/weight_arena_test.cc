@@ -74,6 +74,17 @@ TEST(WeightArenaTest, ASlabIsUnmappedWithItsLastPiece) {
   arena.Release(d);
 }
 
+TEST(WeightArenaTest, EmptyAndImpossiblePiecesAreErrors) {
+  WeightArena arena;
+  EXPECT_EQ(arena.Allocate(0).status().code(), absl::StatusCode::kInvalidArgument);
+  const absl::Status huge = arena.Allocate(~size_t{0}).status();
+  EXPECT_EQ(huge.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(huge.message().find("past the limit"), std::string::npos) << huge;
+  const absl::Status unmappable = arena.Allocate(WeightArena::kMaxPieceBytes).status();
+  EXPECT_EQ(unmappable.code(), absl::StatusCode::kResourceExhausted) << unmappable;
+  EXPECT_EQ(arena.mapped_bytes(), 0u);
+}
+
 TEST(WeightArenaDeathTest, ReleasingAForeignPieceDies) {
   WeightArena arena;
   std::vector<uint8_t> elsewhere(64);
