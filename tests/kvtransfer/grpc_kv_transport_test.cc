@@ -1,13 +1,16 @@
 // The gRPC transport against a real KvTransfer server on 127.0.0.1.
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
@@ -132,10 +135,27 @@ TEST(GrpcKvTransportTest, ConcurrentPushesShareTheTransport) {
   }
 }
 
-// Established TCP connections on this machine whose far end is `port`: the client sides of the
+// The inodes of this process's sockets, read from the links in /proc/self/fd ("socket:[N]").
+absl::flat_hash_set<std::string> OwnSocketInodes() {
+  absl::flat_hash_set<std::string> inodes;
+  for (const std::filesystem::directory_entry& fd :
+       std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code error;
+    const std::string target = std::filesystem::read_symlink(fd.path(), error).string();
+    constexpr std::string_view kSocket = "socket:[";
+    if (!error && target.starts_with(kSocket)) {
+      inodes.insert(target.substr(kSocket.size(), target.size() - kSocket.size() - 1));
+    }
+  }
+  return inodes;
+}
+
+// This process's established TCP connections whose far end is `port`: the client sides of its
 // connections to a server listening there (/proc/net/tcp and tcp6: gRPC's sockets are often IPv6
-// ones that carry IPv4).
+// ones that carry IPv4). Sockets of other processes are left out: a test running beside this one
+// may hold a connection whose far end has the same port number on another address.
 int ConnectionsTo(int port) {
+  const absl::flat_hash_set<std::string> own = OwnSocketInodes();
   int n = 0;
   for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
     std::ifstream tcp(table);
@@ -143,10 +163,12 @@ int ConnectionsTo(int port) {
     std::getline(tcp, line);  // the header
     while (std::getline(tcp, line)) {
       std::istringstream fields(line);
-      std::string slot, local, remote, state;
-      fields >> slot >> local >> remote >> state;
+      std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+      fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >>
+          timeout >> inode;
       const int remote_port = std::stoi(remote.substr(remote.find(':') + 1), nullptr, 16);
-      if (remote_port == port && state == "01") ++n;  // 01: ESTABLISHED
+      // 01: ESTABLISHED
+      if (remote_port == port && state == "01" && own.contains(inode)) ++n;
     }
   }
   return n;
