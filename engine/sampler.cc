@@ -379,36 +379,62 @@ int32_t Sample(const SamplingParams& params, std::span<const float> logits,
   return sampler.Sample(params, logits, previous_tokens, position);
 }
 
-std::vector<TokenLogprob> TopLogprobs(std::span<const float> logits, int32_t k) {
-  const int32_t n_vocab = static_cast<int32_t>(logits.size());
-  k = std::clamp(k, 0, n_vocab);
-  if (k == 0) return {};
+namespace {
 
-  std::vector<TokenLogprob> all(n_vocab);
-  double max = kNegInf;
-  for (int32_t i = 0; i < n_vocab; ++i) {
-    // `logprob` holds the sanitized logit until the normalizer is known.
-    all[i] = {i, SanitizeLogit(logits[i])};
-    max = std::max(max, static_cast<double>(all[i].logprob));
-  }
-  double log_normalizer = std::numeric_limits<double>::infinity();  // everything masked
-  if (max != kNegInf) {
-    double sum = 0.0;
-    for (const TokenLogprob& t : all) sum += std::exp(static_cast<double>(t.logprob) - max);
-    log_normalizer = max + std::log(sum);
-  }
+// log(sum(exp(logit))) over the sanitized logits: what log-softmax subtracts. +inf when every
+// logit is masked (then every log-probability is -inf).
+double LogNormalizer(std::span<const float> logits) {
+  const float max = SanitizedMax(logits);
+  if (max == kNegInf) return std::numeric_limits<double>::infinity();
+  double sum = 0.0;  // float exponentials (the sampler's), summed without float's rounding
+  for (const float logit : logits) sum += DrawWeight(SanitizeLogit(logit), max, 1.0f);
+  return static_cast<double>(max) + std::log(sum);
+}
 
-  struct ByLogit {
-    bool operator()(const TokenLogprob& a, const TokenLogprob& b) const {
-      return a.logprob > b.logprob || (a.logprob == b.logprob && a.id < b.id);
+// Better: the higher logit, the lower id among equals.
+bool MoreLikely(const TokenLogprob& a, const TokenLogprob& b) {
+  return a.logprob > b.logprob || (a.logprob == b.logprob && a.id < b.id);
+}
+
+// The `k` (in [0, logits.size()]) highest sanitized logits, highest first, lower id first among
+// equals, as log-probabilities. One pass keeps the best k in a heap whose top is the worst kept.
+std::vector<TokenLogprob> MostLikely(std::span<const float> logits, int32_t k,
+                                     double log_normalizer) {
+  std::vector<TokenLogprob> best;  // `logprob` holds the sanitized logit until the end
+  if (k == 0) return best;
+  best.reserve(static_cast<size_t>(k));
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const TokenLogprob t = {static_cast<int32_t>(i), SanitizeLogit(logits[i])};
+    if (best.size() < static_cast<size_t>(k)) {
+      best.push_back(t);
+      std::push_heap(best.begin(), best.end(), MoreLikely);
+    } else if (MoreLikely(t, best.front())) {
+      std::pop_heap(best.begin(), best.end(), MoreLikely);
+      best.back() = t;
+      std::push_heap(best.begin(), best.end(), MoreLikely);
     }
-  };
-  std::partial_sort(all.begin(), all.begin() + k, all.end(), ByLogit());
-  all.resize(k);
-  for (TokenLogprob& t : all) {
+  }
+  std::sort_heap(best.begin(), best.end(), MoreLikely);
+  for (TokenLogprob& t : best) {
     t.logprob = static_cast<float>(static_cast<double>(t.logprob) - log_normalizer);
   }
-  return all;
+  return best;
+}
+
+}  // namespace
+
+std::vector<TokenLogprob> TopLogprobs(std::span<const float> logits, int32_t k) {
+  k = std::clamp(k, 0, static_cast<int32_t>(logits.size()));
+  if (k == 0) return {};
+  return MostLikely(logits, k, LogNormalizer(logits));
+}
+
+TokenLogprobs LogprobsOf(std::span<const float> logits, int32_t token, int32_t k) {
+  const double log_normalizer = LogNormalizer(logits);
+  return {.logprob = static_cast<float>(static_cast<double>(SanitizeLogit(logits[token])) -
+                                        log_normalizer),
+          .top = MostLikely(logits, std::clamp(k, 0, static_cast<int32_t>(logits.size())),
+                            log_normalizer)};
 }
 
 }  // namespace baton::engine

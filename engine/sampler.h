@@ -103,6 +103,18 @@ struct TokenLogprob {
 // most likely first, lower id first among equals. k is clamped to [0, logits.size()].
 std::vector<TokenLogprob> TopLogprobs(std::span<const float> logits, int32_t k);
 
+// What a request's `logprobs` report for one generated token (OpenAI's logprobs, computed as vLLM's
+// default "raw" ones: log-softmax of the model's logits at the token's position, before penalties,
+// temperature and filters).
+struct TokenLogprobs {
+  float logprob = 0;              // the generated token's (-inf when the logits mask it)
+  std::vector<TokenLogprob> top;  // the k most likely tokens', as TopLogprobs
+};
+
+// `token`'s log-probability and the `k` most likely tokens' under log-softmax of the raw
+// `logits`; one pass for the normalizer serves both. `token` in [0, logits.size()).
+TokenLogprobs LogprobsOf(std::span<const float> logits, int32_t token, int32_t k);
+
 }  // namespace baton::engine
 
 #endif  // BATON_ENGINE_SAMPLER_H_

@@ -71,6 +71,11 @@ absl::Status ValidateSamplingParams(const SamplingParams& params, int32_t n_voca
           " bytes, at most ", kMaxStopStringBytes, " are allowed"));
     }
   }
+  if (params.logprobs < -1 || params.logprobs > kMaxLogprobs) {
+    return absl::InvalidArgumentError(absl::StrCat("sampling parameter logprobs must be in [0, ",
+                                                   kMaxLogprobs, "] (or -1 = off), got ",
+                                                   params.logprobs));
+  }
   return absl::OkStatus();
 }
 

@@ -29,6 +29,9 @@ inline constexpr float kMaxPenalty = 2.0f;
 inline constexpr uint64_t kDefaultSamplingSeed = 0xBA70;
 // Generated tokens at most when a request sets none (OpenAI's API leaves it to the server).
 inline constexpr int32_t kDefaultMaxTokens = 256;
+// Most likely tokens a request may ask to see at each position (OpenAI's top_logprobs; vLLM's
+// default max_logprobs).
+inline constexpr int32_t kMaxLogprobs = 20;
 
 struct SamplingParams {
   // Divides the logits after filtering. 0 = greedy (argmax, lowest id wins ties).
@@ -67,6 +70,9 @@ struct SamplingParams {
   // May the decode worker speculate for this request (when it is set up to)? The output is the
   // same either way; false opts out, e.g. to measure plain decoding beside speculative.
   bool speculative = true;
+  // Report each generated token's log-probability and those of the `logprobs` most likely tokens
+  // at its position (engine::LogprobsOf). -1 = off; else in [0, kMaxLogprobs].
+  int32_t logprobs = -1;
 };
 
 // OK when `params` is usable with a model of `n_vocab` tokens; otherwise INVALID_ARGUMENT whose

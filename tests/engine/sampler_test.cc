@@ -728,6 +728,45 @@ TEST(TopLogprobsTest, TiesAndEdgeCases) {
   EXPECT_TRUE(TopLogprobs(logits, -3).empty());
 }
 
+TEST(LogprobsOfTest, TheGeneratedTokenAndTheMostLikely) {
+  // Probabilities 0.1, 0.2, 0.3, 0.4.
+  const std::vector<float> logits = {std::log(1.0f) - 3, std::log(2.0f) - 3, std::log(3.0f) - 3,
+                                     std::log(4.0f) - 3};
+  const TokenLogprobs lp = LogprobsOf(logits, 0, 2);
+  EXPECT_NEAR(lp.logprob, std::log(0.1), 1e-5);
+  ASSERT_EQ(lp.top.size(), 2u);
+  EXPECT_EQ(lp.top[0].id, 3);
+  EXPECT_NEAR(lp.top[0].logprob, std::log(0.4), 1e-5);
+  EXPECT_EQ(lp.top[1].id, 2);
+  EXPECT_NEAR(lp.top[1].logprob, std::log(0.3), 1e-5);
+  EXPECT_TRUE(LogprobsOf(logits, 3, 0).top.empty());
+}
+
+TEST(LogprobsOfTest, AgreesWithTopLogprobsOnLargeVocabularies) {
+  const std::vector<float> logits = MakeLogits(49152, 7);
+  const std::vector<TokenLogprob> top = TopLogprobs(logits, 20);
+  const TokenLogprobs lp = LogprobsOf(logits, top[4].id, 20);
+  EXPECT_FLOAT_EQ(lp.logprob, top[4].logprob);
+  ASSERT_EQ(lp.top.size(), top.size());
+  for (size_t i = 0; i < top.size(); ++i) {
+    EXPECT_EQ(lp.top[i].id, top[i].id);
+    EXPECT_FLOAT_EQ(lp.top[i].logprob, top[i].logprob);
+  }
+}
+
+TEST(LogprobsOfTest, MaskedAndNanLogitsHaveNoProbability) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> logits = {nan, 0.0f, -kInf, 0.0f};
+  EXPECT_EQ(LogprobsOf(logits, 0, 0).logprob, -kInf);
+  EXPECT_EQ(LogprobsOf(logits, 2, 0).logprob, -kInf);
+  EXPECT_NEAR(LogprobsOf(logits, 1, 0).logprob, std::log(0.5), 1e-6);
+  const std::vector<float> masked = {-kInf, -kInf};
+  const TokenLogprobs none = LogprobsOf(masked, 1, 2);
+  EXPECT_EQ(none.logprob, -kInf);
+  ASSERT_EQ(none.top.size(), 2u);
+  EXPECT_EQ(none.top[0].logprob, -kInf);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Validation.
 
@@ -754,8 +793,10 @@ TEST(ValidateSamplingParamsTest, DefaultsAndBoundaryValuesAreValid) {
                         .penalty_last_n = -1,
                         .max_tokens = 1,
                         .stop_token_ids = {0, 99},
-                        .stop_strings = std::vector<std::string>(16, "x")})
+                        .stop_strings = std::vector<std::string>(16, "x"),
+                        .logprobs = kMaxLogprobs})
                   .ok());
+  EXPECT_TRUE(Validate({.logprobs = 0}).ok());
 }
 
 TEST(ValidateSamplingParamsTest, RejectsEachBadFieldByName) {
@@ -787,6 +828,8 @@ TEST(ValidateSamplingParamsTest, RejectsEachBadFieldByName) {
   EXPECT_THAT(Validate({.stop_strings = {std::string(kMaxStopStringBytes + 1, 'x')}}),
               InvalidNaming("stop_strings[0]"));
   EXPECT_TRUE(Validate({.stop_strings = {std::string(kMaxStopStringBytes, 'x')}}).ok());
+  EXPECT_THAT(Validate({.logprobs = -2}), InvalidNaming("logprobs"));
+  EXPECT_THAT(Validate({.logprobs = kMaxLogprobs + 1}), InvalidNaming("logprobs"));
 }
 
 TEST(ValidateSamplingParamsTest, MessageCarriesTheValue) {
