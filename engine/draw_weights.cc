@@ -19,4 +19,22 @@ void FillDrawWeights(std::span<const float> logits, float max, float inv_tempera
   }
 }
 
+double SumDrawWeights(std::span<const float> logits, float max, float inv_temperature) {
+  constexpr size_t kLanes = 16;
+  constexpr size_t kBlock = 256;
+  double sum = 0.0;
+  size_t i = 0;
+  for (; i + kBlock <= logits.size(); i += kBlock) {
+    float lanes[kLanes] = {};
+    for (size_t b = i; b < i + kBlock; b += kLanes) {
+      for (size_t j = 0; j < kLanes; ++j) {
+        lanes[j] += DrawWeight(SanitizeLogit(logits[b + j]), max, inv_temperature);
+      }
+    }
+    for (const float lane : lanes) sum += lane;
+  }
+  for (; i < logits.size(); ++i) sum += DrawWeight(SanitizeLogit(logits[i]), max, inv_temperature);
+  return sum;
+}
+
 }  // namespace baton::engine

@@ -59,6 +59,10 @@ inline float DrawWeight(float logit, float max, float inv_temperature) {
 void FillDrawWeights(std::span<const float> logits, float max, float inv_temperature,
                      std::span<float> weights);
 
+// The sum of the weights FillDrawWeights would write, without writing them: float lanes summed
+// over blocks of 256, the blocks' sums added in double.
+double SumDrawWeights(std::span<const float> logits, float max, float inv_temperature);
+
 }  // namespace baton::engine
 
 #endif  // BATON_ENGINE_DRAW_WEIGHTS_H_

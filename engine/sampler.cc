@@ -386,9 +386,7 @@ namespace {
 double LogNormalizer(std::span<const float> logits) {
   const float max = SanitizedMax(logits);
   if (max == kNegInf) return std::numeric_limits<double>::infinity();
-  double sum = 0.0;  // float exponentials (the sampler's), summed without float's rounding
-  for (const float logit : logits) sum += DrawWeight(SanitizeLogit(logit), max, 1.0f);
-  return static_cast<double>(max) + std::log(sum);
+  return static_cast<double>(max) + std::log(SumDrawWeights(logits, max, 1.0f));
 }
 
 // Better: the higher logit, the lower id among equals.
@@ -397,21 +395,29 @@ bool MoreLikely(const TokenLogprob& a, const TokenLogprob& b) {
 }
 
 // The `k` (in [0, logits.size()]) highest sanitized logits, highest first, lower id first among
-// equals, as log-probabilities. One pass keeps the best k in a heap whose top is the worst kept.
+// equals, as log-probabilities. One pass keeps the best k in a heap whose top is the worst kept;
+// a block of logits none above that worst one (later ids lose ties) is skipped whole.
 std::vector<TokenLogprob> MostLikely(std::span<const float> logits, int32_t k,
                                      double log_normalizer) {
+  constexpr size_t kBlock = 256;
   std::vector<TokenLogprob> best;  // `logprob` holds the sanitized logit until the end
   if (k == 0) return best;
   best.reserve(static_cast<size_t>(k));
-  for (size_t i = 0; i < logits.size(); ++i) {
-    const TokenLogprob t = {static_cast<int32_t>(i), SanitizeLogit(logits[i])};
-    if (best.size() < static_cast<size_t>(k)) {
-      best.push_back(t);
-      std::push_heap(best.begin(), best.end(), MoreLikely);
-    } else if (MoreLikely(t, best.front())) {
-      std::pop_heap(best.begin(), best.end(), MoreLikely);
-      best.back() = t;
-      std::push_heap(best.begin(), best.end(), MoreLikely);
+  for (size_t start = 0; start < logits.size(); start += kBlock) {
+    const std::span<const float> block = logits.subspan(start, std::min(kBlock, logits.size() - start));
+    if (best.size() == static_cast<size_t>(k) && SanitizedMax(block) <= best.front().logprob) {
+      continue;
+    }
+    for (size_t i = start; i < start + block.size(); ++i) {
+      const TokenLogprob t = {static_cast<int32_t>(i), SanitizeLogit(logits[i])};
+      if (best.size() < static_cast<size_t>(k)) {
+        best.push_back(t);
+        std::push_heap(best.begin(), best.end(), MoreLikely);
+      } else if (MoreLikely(t, best.front())) {
+        std::pop_heap(best.begin(), best.end(), MoreLikely);
+        best.back() = t;
+        std::push_heap(best.begin(), best.end(), MoreLikely);
+      }
     }
   }
   std::sort_heap(best.begin(), best.end(), MoreLikely);
