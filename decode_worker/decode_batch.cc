@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <span>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "metrics/metrics.h"
@@ -271,7 +273,17 @@ double DecodeBatch::TokenCost() const {
   return spec.token_cost >= 0 ? spec.token_cost : step_cost_.RowCost() + spec.proposer_cost;
 }
 
-std::vector<engine::TokenId> DecodeBatch::DrawFirstTokens(const std::vector<StepEntry>& entries) {
+DecodeBatch::Draw DecodeBatch::DrawToken(engine::Sampler& sampler, const DecodeSequence& seq,
+                                         std::span<const float> logits) {
+  Draw draw{.token = sampler.Sample(seq.params, logits, seq.tokens,
+                                    static_cast<int64_t>(seq.tokens.size()))};
+  if (seq.params.logprobs >= 0) {
+    draw.logprobs = engine::LogprobsOf(logits, draw.token, seq.params.logprobs);
+  }
+  return draw;
+}
+
+std::vector<DecodeBatch::Draw> DecodeBatch::DrawFirstTokens(const std::vector<StepEntry>& entries) {
   const int32_t n_vocab = transformer_.config().n_vocab;
   std::vector<size_t> rows(entries.size());  // each entry's first logits row
   size_t row = 0;
@@ -279,41 +291,41 @@ std::vector<engine::TokenId> DecodeBatch::DrawFirstTokens(const std::vector<Step
     rows[i] = row;
     row += entries[i].fed.size();
   }
-  std::vector<engine::TokenId> drawn(entries.size(), -1);
+  std::vector<Draw> drawn(entries.size());
   cache_.backend().ParallelForOnHost(
       static_cast<int64_t>(entries.size()), [&](int64_t begin, int64_t end, int thread) {
         for (int64_t i = begin; i < end; ++i) {
           if (entries[i].fed.size() != 1) continue;
-          const DecodeSequence& seq = running_[i];
-          drawn[i] = samplers_[thread].Sample(
-              seq.params, {logits_.data() + rows[i] * n_vocab, static_cast<size_t>(n_vocab)},
-              seq.tokens, static_cast<int64_t>(seq.tokens.size()));
+          drawn[i] = DrawToken(samplers_[thread], running_[i],
+                               {logits_.data() + rows[i] * n_vocab, static_cast<size_t>(n_vocab)});
         }
       });
   return drawn;
 }
 
 engine::FinishReason DecodeBatch::AcceptTokens(DecodeSequence& seq, const StepEntry& entry,
-                                               size_t first_row, engine::TokenId drawn) {
+                                               size_t first_row, Draw drawn) {
   const int32_t n_vocab = transformer_.config().n_vocab;
   const int32_t proposed = static_cast<int32_t>(entry.fed.size()) - 1;
   seq.speculation.proposed += proposed;
   int32_t accepted = 0;
   engine::FinishReason finish = engine::FinishReason::kNone;
   for (size_t j = 0; j < entry.fed.size(); ++j) {
-    const engine::TokenId token =
-        j == 0 && drawn >= 0
-            ? drawn
-            : samplers_[0].Sample(
-                  seq.params,
-                  {logits_.data() + (first_row + j) * n_vocab, static_cast<size_t>(n_vocab)},
-                  seq.tokens, static_cast<int64_t>(seq.tokens.size()));
+    const Draw draw =
+        j == 0 && drawn.token >= 0
+            ? std::move(drawn)
+            : DrawToken(samplers_[0], seq,
+                        {logits_.data() + (first_row + j) * n_vocab, static_cast<size_t>(n_vocab)});
+    const engine::TokenId token = draw.token;
     seq.tokens.push_back(token);
     const int32_t n_generated = static_cast<int32_t>(seq.tokens.size()) - seq.n_prompt;
     finish = engine::FinishReasonAfterToken(tokenizer_, seq.params, token, n_generated,
                                             static_cast<int32_t>(seq.tokens.size()),
                                             transformer_.config().n_ctx_train);
-    if (seq.sink) seq.sink->OnToken(token, n_generated, seq.speculation);
+    if (seq.sink) {
+      seq.sink->OnToken(token, draw.logprobs ? &*draw.logprobs : nullptr, n_generated,
+                        seq.speculation);
+    }
     if (finish != engine::FinishReason::kNone) break;
     if (j + 1 == entry.fed.size() || token != entry.fed[j + 1]) break;
     // The proposal fed after this position was drawn: kept, and its logits row is valid.
@@ -359,8 +371,7 @@ bool DecodeBatch::Step() {
   ++n_steps_;
   BatchSizeHistogram().Observe(static_cast<double>(n));
   std::vector<bool> done(running_.size(), false);
-  const std::vector<engine::TokenId> drawn =
-      status.ok() ? DrawFirstTokens(entries) : std::vector<engine::TokenId>(n, -1);
+  std::vector<Draw> drawn = status.ok() ? DrawFirstTokens(entries) : std::vector<Draw>(n);
   size_t row = 0;
   for (size_t i = 0; i < n; ++i) {
     DecodeSequence& seq = running_[i];
@@ -369,7 +380,7 @@ bool DecodeBatch::Step() {
       done[i] = true;
       continue;
     }
-    const engine::FinishReason finish = AcceptTokens(seq, entries[i], row, drawn[i]);
+    const engine::FinishReason finish = AcceptTokens(seq, entries[i], row, std::move(drawn[i]));
     row += entries[i].fed.size();
     if (finish != engine::FinishReason::kNone) {
       Finish(seq, finish, absl::OkStatus());

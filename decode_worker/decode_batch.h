@@ -30,6 +30,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -61,9 +62,10 @@ struct SpeculationCounts {
 class TokenSink {
  public:
   virtual ~TokenSink() = default;
-  // A generated token: the n_generated-th (the prefill worker's first token counts as 1), and
-  // the sequence's speculation so far.
-  virtual void OnToken(int32_t token, int32_t n_generated,
+  // A generated token: the n_generated-th (the prefill worker's first token counts as 1), its
+  // log-probabilities (null unless the request's sampling asked for them) and the sequence's
+  // speculation so far.
+  virtual void OnToken(int32_t token, const engine::TokenLogprobs* logprobs, int32_t n_generated,
                        const SpeculationCounts& speculation) = 0;
   // The sequence's last call: it ended by the token stop rules (`finish` != kNone,
   // engine::FinishReasonAfterToken), or `error` says why it did not (CANCELLED when cancelled).
@@ -153,13 +155,21 @@ class DecodeBatch {
   // Samples the sequence's next tokens from its logits rows (one per fed token, from
   // `first_row`), keeping proposals while they equal what was drawn, and forgets the KV of the
   // rest. Returns how the sequence ended (kNone: it goes on).
-  // `drawn`: the token already sampled from the first row (DrawFirstTokens), or -1.
+  // A token drawn from a logits row, with its log-probabilities when the sequence asks for them.
+  struct Draw {
+    engine::TokenId token = -1;
+    std::optional<engine::TokenLogprobs> logprobs;
+  };
+  // `drawn`: the first row's draw (DrawFirstTokens), token -1 when it was not drawn.
   engine::FinishReason AcceptTokens(DecodeSequence& seq, const StepEntry& entry, size_t first_row,
-                                    engine::TokenId drawn);
-  // Samples the first row of each of the step's n entries at once, spread over the backend's
-  // host threads (each sequence's draw depends on nothing but its own row, tokens and seed);
-  // -1 where an entry proposed tokens (speculation), whose rows are drawn one after another.
-  std::vector<engine::TokenId> DrawFirstTokens(const std::vector<StepEntry>& entries);
+                                    Draw drawn);
+  // Samples one row (the token, and its log-probabilities when the sequence asks).
+  Draw DrawToken(engine::Sampler& sampler, const DecodeSequence& seq,
+                 std::span<const float> logits);
+  // Draws the first row of each of the step's n entries at once, spread over the backend's host
+  // threads (each sequence's draw depends on nothing but its own row, tokens and seed); token -1
+  // where an entry proposed tokens (speculation), whose rows are drawn one after another.
+  std::vector<Draw> DrawFirstTokens(const std::vector<StepEntry>& entries);
   // Moves admitted sequences in and applies cancellations (running and preempted).
   void TakeArrivalsAndCancellations();
   // Resumes preempted sequences, oldest first, while the pool has room for them.

@@ -7,6 +7,7 @@
 #include "rpc/finish_reason_proto.h"
 #include "rpc/sampling_params_proto.h"
 #include "rpc/status.h"
+#include "rpc/token_logprobs_proto.h"
 #include "rpc/worker_status.h"
 
 namespace baton::decode_worker {
@@ -36,13 +37,14 @@ class DecodeStream final : public TokenSink,
     Pump();
   }
 
-  void OnToken(int32_t token, int32_t n_generated,
+  void OnToken(int32_t token, const engine::TokenLogprobs* logprobs, int32_t n_generated,
                const SpeculationCounts& speculation) override {
     {
       absl::MutexLock lock(&mu_);
       if (done_) return;
       DecodeResponse& r = queue_.emplace_back();
       r.add_tokens(token);
+      if (logprobs != nullptr) rpc::TokenLogprobsToProto(*logprobs, r.add_logprobs());
       r.set_n_generated(n_generated);
       r.set_spec_draft_tokens(speculation.proposed);
       r.set_spec_accepted_tokens(speculation.accepted);

@@ -10,10 +10,12 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/sampler.h"
 #include "engine/sampling_params.h"
 #include "engine/vocab.h"
 
@@ -21,6 +23,8 @@ namespace baton::prefill_worker {
 
 struct PrefillResult {
   engine::TokenId first_token = 0;
+  // When the request's sampling asked for them (SamplingParams::logprobs >= 0).
+  std::optional<engine::TokenLogprobs> first_token_logprobs;
   int64_t kv_bytes = 0;
   double prefill_seconds = 0;      // forward pass and sampling
   double kv_transfer_seconds = 0;  // first layer pushed -> push acknowledged

@@ -1,6 +1,7 @@
 #include "prefill_worker/prefill_scheduler.h"
 
 #include <algorithm>
+#include <span>
 
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
@@ -371,12 +372,18 @@ bool PrefillScheduler::Step() {
       continue;
     }
     const std::vector<engine::TokenId>& prompt = work.job->prompt;
-    const engine::TokenId first = sampler_.Sample(
-        work.job->params,
-        {logits_.data() + i * config.n_vocab, static_cast<size_t>(config.n_vocab)}, prompt,
-        static_cast<int64_t>(prompt.size()));
+    const std::span<const float> logits(logits_.data() + i * config.n_vocab,
+                                        static_cast<size_t>(config.n_vocab));
+    PrefillResult result{.first_token = sampler_.Sample(work.job->params, logits, prompt,
+                                                        static_cast<int64_t>(prompt.size())),
+                         .prefill_seconds = work.forward_seconds,
+                         .cached_tokens = work.n_cached};
+    if (work.job->params.logprobs >= 0) {
+      result.first_token_logprobs =
+          engine::LogprobsOf(logits, result.first_token, work.job->params.logprobs);
+    }
     if (work.job->forward_done) work.job->forward_done();
-    FinishLater(std::move(work), first);
+    FinishLater(std::move(work), std::move(result));
   }
   absl::MutexLock lock(&mu_);
   running_.clear();
@@ -385,12 +392,9 @@ bool PrefillScheduler::Step() {
   return true;
 }
 
-void PrefillScheduler::FinishLater(Work work, engine::TokenId first_token) {
-  const PrefillResult result{.first_token = first_token,
-                             .prefill_seconds = work.forward_seconds,
-                             .cached_tokens = work.n_cached};
+void PrefillScheduler::FinishLater(Work work, PrefillResult result) {
   absl::MutexLock lock(&finish_mu_);
-  finishing_.push_back({.work = std::move(work), .result = result});
+  finishing_.push_back({.work = std::move(work), .result = std::move(result)});
 }
 
 void PrefillScheduler::ReleaseScratch(Work& work) {
@@ -460,7 +464,7 @@ void PrefillScheduler::FinisherLoop() {
     registry.GetCounter("baton:kv_pushed_bytes_total",
                         "KV bytes pushed and acknowledged, by transport.", by_transport)
         .Increment(static_cast<double>(f.result.kv_bytes));
-    job.done(f.result);
+    job.done(std::move(f.result));
   }
 }
 

@@ -156,7 +156,9 @@ class PrefillScheduler {
   void ReleaseScratch(Work& work);
   // Returns the blocks and host copies to their pools (any thread); calls blocks_freed.
   void FreeScratch(Scratch& scratch);
-  void FinishLater(Work work, engine::TokenId first_token);
+  // Hands `work`, its forward pass done and its first token sampled (`result`), to the finisher,
+  // which completes the job once its push is acknowledged.
+  void FinishLater(Work work, PrefillResult result);
   void FinisherLoop();
 
   engine::Transformer& transformer_;

@@ -8,6 +8,7 @@
 #include "rpc/prefill_stage.h"
 #include "rpc/sampling_params_proto.h"
 #include "rpc/status.h"
+#include "rpc/token_logprobs_proto.h"
 #include "rpc/worker_status.h"
 
 namespace baton::prefill_worker {
@@ -133,6 +134,10 @@ grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* c
       return;
     }
     response->set_first_token(result->first_token);
+    if (result->first_token_logprobs.has_value()) {
+      rpc::TokenLogprobsToProto(*result->first_token_logprobs,
+                                response->mutable_first_token_logprobs());
+    }
     response->set_kv_bytes_sent(result->kv_bytes);
     response->set_prefill_seconds(result->prefill_seconds);
     response->set_kv_transfer_seconds(result->kv_transfer_seconds);

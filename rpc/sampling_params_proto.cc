@@ -18,6 +18,7 @@ absl::StatusOr<engine::SamplingParams> SamplingParamsFromProto(
   p.stop_strings.assign(proto.stop().begin(), proto.stop().end());
   p.ignore_eos = proto.ignore_eos();
   p.speculative = !proto.disable_speculation();
+  p.logprobs = proto.has_logprobs() ? proto.logprobs() : -1;
   if (absl::Status s = engine::ValidateSamplingParams(p, n_vocab); !s.ok()) return s;
   return p;
 }
@@ -37,6 +38,7 @@ baton::v1::SamplingParams SamplingParamsToProto(const engine::SamplingParams& p)
   for (const std::string& s : p.stop_strings) proto.add_stop(s);
   proto.set_ignore_eos(p.ignore_eos);
   proto.set_disable_speculation(!p.speculative);
+  if (p.logprobs >= 0) proto.set_logprobs(p.logprobs);
   return proto;
 }
 

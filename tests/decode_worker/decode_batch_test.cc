@@ -2,6 +2,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -23,10 +24,12 @@ namespace {
 // Records what the batch streams for one sequence.
 class RecordingSink : public TokenSink {
  public:
-  void OnToken(int32_t token, int32_t n_generated, const SpeculationCounts&) override {
+  void OnToken(int32_t token, const engine::TokenLogprobs* logprobs, int32_t n_generated,
+               const SpeculationCounts&) override {
     absl::MutexLock lock(&mu_);
     EXPECT_FALSE(ended_) << "token after the end";
     tokens_.push_back(token);
+    logprobs_.push_back(logprobs == nullptr ? std::nullopt : std::optional(*logprobs));
   }
   void OnEnd(engine::FinishReason finish, int32_t n_generated,
              const SpeculationCounts& speculation, const absl::Status& error) override {
@@ -46,6 +49,11 @@ class RecordingSink : public TokenSink {
     absl::MutexLock lock(&mu_);
     return tokens_;
   }
+  // One per token: what OnToken was given.
+  std::vector<std::optional<engine::TokenLogprobs>> logprobs() const {
+    absl::MutexLock lock(&mu_);
+    return logprobs_;
+  }
   bool ended() const {
     absl::MutexLock lock(&mu_);
     return ended_;
@@ -62,6 +70,7 @@ class RecordingSink : public TokenSink {
  private:
   mutable absl::Mutex mu_;
   std::vector<int32_t> tokens_;
+  std::vector<std::optional<engine::TokenLogprobs>> logprobs_;
   bool ended_ = false;
   engine::FinishReason finish_ = engine::FinishReason::kNone;
   absl::Status error_;
@@ -123,7 +132,7 @@ class DecodeBatchTest : public testing::Test {
       seq.tokens = Prompt(s);
       seq.n_prompt = 6;
       seq.params = {.temperature = temperature, .seed = static_cast<uint64_t>(s),
-                    .max_tokens = max_tokens, .ignore_eos = true};
+                    .max_tokens = max_tokens, .ignore_eos = true, .logprobs = logprobs_};
       EXPECT_TRUE(run.cache->Reserve(seq.table, 7).ok());  // prompt + one token of headroom
       engine::SequenceInput input{.tokens = seq.tokens, .kv = &seq.table};
       EXPECT_TRUE(run.transformer->Prefill({&input, 1}, logits).ok());
@@ -168,7 +177,60 @@ class DecodeBatchTest : public testing::Test {
   std::string path_;
   std::unique_ptr<engine::Model> model_;
   std::unique_ptr<kernels::Backend> backend_;
+  int32_t logprobs_ = -1;  // RunSequences' sampling.logprobs
 };
+
+// Expects `actual` to be `expected` up to float rounding (two forward passes of other shapes).
+void ExpectSameLogprobs(const engine::TokenLogprobs& actual, const engine::TokenLogprobs& expected) {
+  EXPECT_NEAR(actual.logprob, expected.logprob, 1e-4);
+  ASSERT_EQ(actual.top.size(), expected.top.size());
+  for (size_t i = 0; i < actual.top.size(); ++i) {
+    EXPECT_EQ(actual.top[i].id, expected.top[i].id) << "top " << i;
+    EXPECT_NEAR(actual.top[i].logprob, expected.top[i].logprob, 1e-4) << "top " << i;
+  }
+}
+
+// Each generated token's log-probabilities are those of the raw logits at its position, as a
+// fresh forward pass over the sequence computes them; requests that do not ask get none.
+TEST_F(DecodeBatchTest, LogprobsAreThoseOfTheRawLogitsAtEachToken) {
+  logprobs_ = 3;
+  absl::StatusOr<Run> run = RunSequences(3, 64, 8);
+  ASSERT_TRUE(run.ok()) << run.status();
+  for (int s = 0; s < 3; ++s) {
+    SCOPED_TRACE(s);
+    const std::vector<engine::TokenId> generated = run->sinks[s]->tokens();
+    const std::vector<std::optional<engine::TokenLogprobs>> logprobs = run->sinks[s]->logprobs();
+    ASSERT_EQ(logprobs.size(), generated.size());
+    // The whole sequence once more: prompt, the first token (sampled from the prefill), then
+    // the batch's tokens; row r of its logits predicts token r + 1.
+    std::vector<engine::TokenId> tokens = Prompt(s);
+    std::vector<float> logits;
+    engine::BlockTable table;
+    ASSERT_TRUE(run->cache->Reserve(table, 6).ok());
+    engine::SequenceInput prompt{.tokens = tokens, .kv = &table};
+    ASSERT_TRUE(run->transformer->Prefill({&prompt, 1}, logits).ok());
+    tokens.push_back(engine::Sample({.temperature = 0.9f, .seed = static_cast<uint64_t>(s)},
+                                    logits, tokens, 6));
+    tokens.insert(tokens.end(), generated.begin(), generated.end());
+    ASSERT_TRUE(run->cache->Reserve(table, static_cast<int32_t>(tokens.size())).ok());
+    engine::SequenceInput rest{
+        .tokens = std::span<const engine::TokenId>(tokens).subspan(6), .kv = &table,
+        .all_logits = true};
+    ASSERT_TRUE(run->transformer->Prefill({&rest, 1}, logits).ok());
+    const size_t n_vocab = static_cast<size_t>(model_->config().n_vocab);
+    for (size_t j = 0; j < generated.size(); ++j) {
+      ASSERT_TRUE(logprobs[j].has_value()) << "token " << j;
+      ExpectSameLogprobs(*logprobs[j],
+                         engine::LogprobsOf({logits.data() + j * n_vocab, n_vocab}, generated[j], 3));
+      EXPECT_LE(logprobs[j]->logprob, logprobs[j]->top[0].logprob);
+    }
+    run->cache->Free(table);
+  }
+  logprobs_ = -1;
+  absl::StatusOr<Run> without = RunSequences(1, 64, 4);
+  ASSERT_TRUE(without.ok()) << without.status();
+  for (const auto& logprobs : without->sinks[0]->logprobs()) EXPECT_FALSE(logprobs.has_value());
+}
 
 // A step samples its sequences on the backend's host threads at once; each draw depends only on
 // its own row, tokens and seed, so the output is the same on one thread as on two, and as when
@@ -378,6 +440,26 @@ TEST_P(SpeculativeDecodeBatchTest, OutputIsPlainDecodingsAloneAndBatched) {
     EXPECT_LT(spec->batch->n_steps(), plain_.batch->n_steps());
     EXPECT_EQ(spec->cache->pool().n_free(), 64);
     EXPECT_EQ(oracle_->n_forgotten(), static_cast<size_t>(n));  // every ended sequence
+  }
+}
+
+// Tokens kept from a verification report the logprobs of their own rows: those of plain decoding.
+TEST_P(SpeculativeDecodeBatchTest, LogprobsAreThoseOfPlainDecoding) {
+  logprobs_ = 2;
+  RunPlain(3, /*max_tokens=*/16);
+  absl::StatusOr<Run> spec = RunSequences(3, 64, 16, Speculative(), GetParam());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_GT(Total(spec->sinks).accepted, 0);
+  for (int s = 0; s < 3; ++s) {
+    SCOPED_TRACE(s);
+    ASSERT_EQ(spec->sinks[s]->tokens(), plain_.sinks[s]->tokens());
+    const auto spec_logprobs = spec->sinks[s]->logprobs();
+    const auto plain_logprobs = plain_.sinks[s]->logprobs();
+    ASSERT_EQ(spec_logprobs.size(), plain_logprobs.size());
+    for (size_t j = 0; j < spec_logprobs.size(); ++j) {
+      ASSERT_TRUE(spec_logprobs[j].has_value() && plain_logprobs[j].has_value()) << "token " << j;
+      ExpectSameLogprobs(*spec_logprobs[j], *plain_logprobs[j]);
+    }
   }
 }
 

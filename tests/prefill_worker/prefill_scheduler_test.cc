@@ -138,7 +138,7 @@ class PrefillSchedulerTest : public testing::Test {
   // `decode_lookup`) and queues the prompt; returns the reservation id (empty, after a test
   // failure, when the reservation is refused).
   std::string Enqueue(const std::string& id, std::vector<engine::TokenId> prompt,
-                      bool decode_lookup = false) {
+                      bool decode_lookup = false, int32_t logprobs = -1) {
     const std::span<const engine::TokenId> lookup =
         decode_lookup ? std::span<const engine::TokenId>(prompt) : std::span<const engine::TokenId>();
     absl::StatusOr<decode_worker::ReserveResult> reserved = reservations_->Reserve(
@@ -148,7 +148,7 @@ class PrefillSchedulerTest : public testing::Test {
     auto job = std::make_shared<PrefillJob>();
     job->request_id = id;
     job->prompt = std::move(prompt);
-    job->params = {.temperature = 0.0f};
+    job->params = {.temperature = 0.0f, .logprobs = logprobs};
     job->reservation_id = reserved->reservation_id;
     job->destination_cached_blocks = reserved->n_cached_tokens / kBlockSize;
     job->deadline = std::chrono::system_clock::now() + std::chrono::seconds(60);
@@ -234,6 +234,34 @@ TEST_F(PrefillSchedulerTest, ChunkedPrefillGivesTheSameFirstTokenAndKvAsOneForwa
   EXPECT_EQ(chunked->kv_bytes, whole->kv_bytes);
   EXPECT_TRUE(ReceivedKv(chunked_id, 50) == whole_kv) << "chunked KV differs";
   EXPECT_EQ(prefill_cache_->pool().n_free(), prefill_cache_->pool().n_blocks());
+}
+
+// The first token's log-probabilities come with it when the request asks: greedy, it is the most
+// likely token of the prompt's last logits row.
+TEST_F(PrefillSchedulerTest, TheFirstTokensLogprobsComeWithItWhenAsked) {
+  ASSERT_NO_FATAL_FAILURE(StartWorker(2048));
+  const std::string with_id = Enqueue("with", Prompt(20, 3), false, /*logprobs=*/5);
+  const std::string without_id = Enqueue("without", Prompt(20, 4));
+  RunAll();
+  absl::StatusOr<PrefillResult> with = outcomes_.Await("with");
+  ASSERT_TRUE(with.ok()) << with.status();
+  ASSERT_TRUE(with->first_token_logprobs.has_value());
+  const engine::TokenLogprobs& logprobs = *with->first_token_logprobs;
+  ASSERT_EQ(logprobs.top.size(), 5u);
+  EXPECT_EQ(logprobs.top[0].id, with->first_token);
+  EXPECT_EQ(logprobs.logprob, logprobs.top[0].logprob);
+  double probability = 0;
+  for (size_t i = 0; i < logprobs.top.size(); ++i) {
+    if (i > 0) EXPECT_LE(logprobs.top[i].logprob, logprobs.top[i - 1].logprob);
+    probability += std::exp(logprobs.top[i].logprob);
+  }
+  EXPECT_GT(probability, 0.0);
+  EXPECT_LE(probability, 1.0 + 1e-5);
+  absl::StatusOr<PrefillResult> without = outcomes_.Await("without");
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_FALSE(without->first_token_logprobs.has_value());
+  ReceivedKv(with_id, 20);
+  ReceivedKv(without_id, 20);
 }
 
 // Prefill on a backend whose memory is not the host's (a GPU's): each layer's blocks are staged on
