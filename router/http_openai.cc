@@ -225,16 +225,6 @@ absl::Status ParseStop(const json& stop, v1::SamplingParams& sampling) {
 
 // Known OpenAI features this server does not implement: refused unless "off".
 absl::Status RefuseUnsupported(const json& body, OpenAiEndpoint endpoint) {
-  if (const json* v = Field(body, "logprobs")) {
-    if (!(v->is_boolean() && !v->get<bool>())) {
-      return Unsupported("logprobs", "'logprobs'");
-    }
-  }
-  if (const json* v = Field(body, "top_logprobs")) {
-    if (!(v->is_number_integer() && v->get<int64_t>() == 0)) {
-      return Unsupported("top_logprobs", "'top_logprobs'");
-    }
-  }
   if (const json* v = Field(body, "echo")) {
     if (!(v->is_boolean() && !v->get<bool>())) return Unsupported("echo", "'echo'");
   }
@@ -268,8 +258,44 @@ absl::Status RefuseUnsupported(const json& body, OpenAiEndpoint endpoint) {
   return absl::OkStatus();
 }
 
+// Completions' "logprobs": n, the n most likely tokens (and the generated one) at each position.
+// Chat's "logprobs": true, with "top_logprobs": n of the most likely (0 when absent).
+absl::Status ParseLogprobs(const json& body, OpenAiEndpoint endpoint,
+                           v1::SamplingParams& sampling) {
+  const json* logprobs = Field(body, "logprobs");
+  if (endpoint == OpenAiEndpoint::kCompletions) {
+    if (logprobs == nullptr) return absl::OkStatus();
+    if (logprobs->is_boolean()) {
+      return Invalid("logprobs", "'logprobs' of /v1/completions must be an integer (how many of "
+                                 "the most likely tokens to return), got boolean");
+    }
+    absl::StatusOr<int64_t> n = Integer(*logprobs, "logprobs", 0, engine::kMaxLogprobs);
+    if (!n.ok()) return n.status();
+    sampling.set_logprobs(static_cast<int32_t>(*n));
+    return absl::OkStatus();
+  }
+  bool wanted = false;
+  if (logprobs != nullptr) {
+    absl::StatusOr<bool> b = Bool(*logprobs, "logprobs");
+    if (!b.ok()) return b.status();
+    wanted = *b;
+  }
+  int64_t top = 0;
+  if (const json* v = Field(body, "top_logprobs")) {
+    absl::StatusOr<int64_t> n = Integer(*v, "top_logprobs", 0, engine::kMaxLogprobs);
+    if (!n.ok()) return n.status();
+    if (!wanted) {
+      return Invalid("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    }
+    top = *n;
+  }
+  if (wanted) sampling.set_logprobs(static_cast<int32_t>(top));
+  return absl::OkStatus();
+}
+
 absl::Status ParseSampling(const json& body, OpenAiEndpoint endpoint,
                            v1::SamplingParams& sampling) {
+  if (absl::Status s = ParseLogprobs(body, endpoint, sampling); !s.ok()) return s;
   // max_completion_tokens (chat's current name) wins over max_tokens.
   const json* max_tokens = Field(body, "max_completion_tokens");
   const char* max_tokens_name = "max_completion_tokens";
@@ -465,7 +491,7 @@ json OpenAiUsage(const v1::Usage& usage) {
 }
 
 json OpenAiCompletion(const OpenAiResponseContext& context, const std::string& text,
-                      v1::FinishReason finish_reason, const v1::Usage& usage) {
+                      v1::FinishReason finish_reason, const v1::Usage& usage, json logprobs) {
   const bool chat = context.endpoint == OpenAiEndpoint::kChatCompletions;
   json out = Base(context, chat ? "chat.completion" : "text_completion");
   json choice = {{"index", 0}};
@@ -474,7 +500,7 @@ json OpenAiCompletion(const OpenAiResponseContext& context, const std::string& t
   } else {
     choice["text"] = text;
   }
-  choice["logprobs"] = nullptr;
+  choice["logprobs"] = std::move(logprobs);
   choice["finish_reason"] = OpenAiFinishReason(finish_reason);
   out["choices"] = json::array({std::move(choice)});
   out["usage"] = OpenAiUsage(usage);
@@ -498,27 +524,34 @@ json OpenAiStreamEncoder::Chunk(json choice) const {
 std::string OpenAiStreamEncoder::Message(const v1::GenerateResponse& message) {
   const bool chat = context_.endpoint == OpenAiEndpoint::kChatCompletions;
   std::string out;
-  auto content_choice = [&](json delta_or_text) {
+  json logprobs = nullptr;  // of this message's tokens, when the request asked
+  if (logprobs_.has_value() && message.tokens_size() > 0) {
+    logprobs = logprobs_->Empty();
+    logprobs_->Append(message, logprobs);
+  }
+  auto content_choice = [&](json delta_or_text, json choice_logprobs) {
     json choice = {{"index", 0}};
     if (chat) {
       choice["delta"] = std::move(delta_or_text);
     } else {
       choice["text"] = std::move(delta_or_text);
     }
-    choice["logprobs"] = nullptr;
+    choice["logprobs"] = std::move(choice_logprobs);
     choice["finish_reason"] = nullptr;
     return choice;
   };
   if (chat && !sent_role_) {
     // The first chunk names the role, even when the first token is not yet complete text.
-    out += SseData(Chunk(content_choice({{"role", "assistant"}, {"content", message.text()}})));
+    out += SseData(Chunk(content_choice({{"role", "assistant"}, {"content", message.text()}},
+                                        std::move(logprobs))));
     sent_role_ = true;
-  } else if (!message.text().empty()) {
-    out += SseData(Chunk(content_choice(chat ? json{{"content", message.text()}}
-                                             : json(message.text()))));
+  } else if (!message.text().empty() || !logprobs.is_null()) {
+    // Tokens whose text is held back still bring their log-probabilities.
+    out += SseData(Chunk(content_choice(
+        chat ? json{{"content", message.text()}} : json(message.text()), std::move(logprobs))));
   }
   if (message.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
-    json choice = content_choice(chat ? json::object() : json(""));
+    json choice = content_choice(chat ? json::object() : json(""), nullptr);
     choice["finish_reason"] = OpenAiFinishReason(message.finish_reason());
     out += SseData(Chunk(std::move(choice)));
     usage_ = message.usage();

@@ -6,14 +6,15 @@
 // Request parsing checks shapes and ranges and names the offending field (the status carries it
 // as the error's "param", http_errors.h); what depends on the model (tokens, context length) is
 // left to the router's intake (request_intake.h). Unknown fields are ignored; known but
-// unsupported ones (logprobs, echo, n > 1, tools, ...) are refused with INVALID_ARGUMENT instead
-// of being silently dropped.
+// unsupported ones (echo, n > 1, tools, ...) are refused with INVALID_ARGUMENT instead of being
+// silently dropped.
 //
 // Thread-safety: pure functions; an OpenAiStreamEncoder is used by one thread at a time.
 #ifndef BATON_ROUTER_HTTP_OPENAI_H_
 #define BATON_ROUTER_HTTP_OPENAI_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -21,10 +22,10 @@
 #include "absl/strings/string_view.h"
 #include "baton/v1/router.pb.h"
 #include "nlohmann/json.hpp"
+#include "router/openai_endpoint.h"
+#include "router/openai_logprobs.h"
 
 namespace baton::router {
-
-enum class OpenAiEndpoint { kCompletions, kChatCompletions };
 
 // OpenAI's default max_tokens for /v1/completions; chat requests without one get the router's
 // default (kDefaultMaxTokens).
@@ -63,10 +64,12 @@ const char* OpenAiFinishReason(v1::FinishReason reason);
 
 nlohmann::ordered_json OpenAiUsage(const v1::Usage& usage);
 
-// The whole answer of a non-streaming request: a "text_completion" or "chat.completion".
+// The whole answer of a non-streaming request: a "text_completion" or "chat.completion";
+// `logprobs` is the choice's (router/openai_logprobs.h), null when the request asked for none.
 nlohmann::ordered_json OpenAiCompletion(const OpenAiResponseContext& context,
                                         const std::string& text, v1::FinishReason finish_reason,
-                                        const v1::Usage& usage);
+                                        const v1::Usage& usage,
+                                        nlohmann::ordered_json logprobs = nullptr);
 
 // "data: <json>\n\n"
 std::string SseData(const nlohmann::ordered_json& value);
@@ -74,13 +77,17 @@ inline constexpr char kSseDone[] = "data: [DONE]\n\n";
 
 // Turns a request's GenerateResponse messages into streaming chunks ("text_completion" or
 // "chat.completion.chunk"): the first chat chunk carries the role, every chunk with text a content
-// delta, the last message a chunk with the finish reason; then End() adds the usage chunk (empty
-// choices) when include_usage was asked for, or the error as an in-band {"error": ...} event, and
-// the closing [DONE].
+// delta (with the log-probabilities of the message's tokens when `logprobs` is given, then also
+// for tokens whose text is still held back), the last message a chunk with the finish reason;
+// then End() adds the usage chunk (empty choices) when include_usage was asked for, or the error
+// as an in-band {"error": ...} event, and the closing [DONE].
 class OpenAiStreamEncoder {
  public:
-  OpenAiStreamEncoder(OpenAiResponseContext context, bool include_usage)
-      : context_(std::move(context)), include_usage_(include_usage) {}
+  OpenAiStreamEncoder(OpenAiResponseContext context, bool include_usage,
+                      std::optional<OpenAiLogprobs> logprobs = std::nullopt)
+      : context_(std::move(context)),
+        include_usage_(include_usage),
+        logprobs_(std::move(logprobs)) {}
 
   std::string Message(const v1::GenerateResponse& message);
   std::string End(const absl::Status& status);
@@ -90,6 +97,7 @@ class OpenAiStreamEncoder {
 
   const OpenAiResponseContext context_;
   const bool include_usage_;
+  std::optional<OpenAiLogprobs> logprobs_;
   bool sent_role_ = false;
   bool have_usage_ = false;
   v1::Usage usage_;

@@ -141,6 +141,7 @@ class HttpServer::GenerateCall final : public std::enable_shared_from_this<Gener
     OpenAiResponseContext context;
     bool stream = false;
     bool include_usage = false;
+    std::optional<OpenAiLogprobs> logprobs;  // when the request asked for them
   };
   Launch Prepare();
   void Launched(Launch launch);
@@ -173,6 +174,8 @@ class HttpServer::GenerateCall final : public std::enable_shared_from_this<Gener
   asio::steady_timer ping_timer_;
   // Non-streaming: the answer so far.
   std::string text_;
+  std::optional<OpenAiLogprobs> logprobs_builder_;
+  nlohmann::ordered_json logprobs_;  // null unless the request asked for them
   v1::FinishReason finish_reason_ = v1::FINISH_REASON_UNSPECIFIED;
   v1::Usage usage_;
 };
@@ -486,7 +489,10 @@ HttpServer::GenerateCall::Launch HttpServer::GenerateCall::Prepare() {
                       .model = model.id(),
                       .system_fingerprint = model.fingerprint()},
           .stream = parsed->stream,
-          .include_usage = parsed->include_usage};
+          .include_usage = parsed->include_usage,
+          .logprobs = prepared->params.logprobs >= 0
+                          ? std::optional(OpenAiLogprobs(endpoint_, &model.tokenizer()))
+                          : std::nullopt};
 }
 
 void HttpServer::GenerateCall::Launched(Launch launch) {
@@ -501,11 +507,14 @@ void HttpServer::GenerateCall::Launched(Launch launch) {
   context_ = std::move(launch.context);
   stream_ = launch.stream;
   if (stream_) {
-    encoder_.emplace(context_, launch.include_usage);
+    encoder_.emplace(context_, launch.include_usage, std::move(launch.logprobs));
     status_timer_.expires_after(Chrono(server_.options_.stream_status_wait));
     status_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
       if (!ec && !self->done_ && !self->streaming_) self->StartStreaming();
     });
+  } else if (launch.logprobs.has_value()) {
+    logprobs_builder_ = std::move(launch.logprobs);
+    logprobs_ = logprobs_builder_->Empty();
   }
   Pump();
 }
@@ -534,6 +543,7 @@ void HttpServer::GenerateCall::PumpWhole() {
   HttpSink::Taken taken = sink_->Take();
   for (const v1::GenerateResponse& message : taken.messages) {
     text_ += message.text();
+    if (logprobs_builder_.has_value()) logprobs_builder_->Append(message, logprobs_);
     if (message.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
       finish_reason_ = message.finish_reason();
       usage_ = message.usage();
@@ -542,7 +552,7 @@ void HttpServer::GenerateCall::PumpWhole() {
   if (!taken.closed) return;
   finished_ = true;
   if (!taken.status.ok()) return Answer(ErrorResponse(taken.status));
-  Answer(JsonResponse(200, OpenAiCompletion(context_, text_, finish_reason_, usage_)));
+  Answer(JsonResponse(200, OpenAiCompletion(context_, text_, finish_reason_, usage_, logprobs_)));
 }
 
 // Takes messages only once the previous write is out: a client that does not read fills the

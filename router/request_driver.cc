@@ -96,6 +96,24 @@ absl::Status WorkerError(absl::string_view kind, absl::string_view address, absl
 
 double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
+// A worker's log-probabilities of one token, checked before anything renders their token ids:
+// the `k` most likely tokens (fewer only in a smaller vocabulary), each in the vocabulary.
+absl::Status CheckLogprobs(const v1::TokenLogprobs& logprobs, int32_t k, int32_t n_vocab) {
+  const int expected = std::min(k, n_vocab);
+  if (logprobs.top_tokens_size() != expected || logprobs.top_logprobs_size() != expected) {
+    return absl::InternalError(absl::StrCat(
+        "returned ", logprobs.top_tokens_size(), " top tokens and ", logprobs.top_logprobs_size(),
+        " top log-probabilities for a request that asked for ", expected));
+  }
+  for (int32_t id : logprobs.top_tokens()) {
+    if (id < 0 || id >= n_vocab) {
+      return absl::InternalError(
+          absl::StrCat("returned top token ", id, " outside the vocabulary"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // A Release call in flight. Owned by the call's callback and by the attempt that started it.
@@ -220,6 +238,18 @@ absl::Status RequestDriver::AcceptPrefillToken(engine::GenerationState& generati
                                                   " outside the vocabulary")));
   }
   v1::GenerateResponse out;
+  if (prepared_.params.logprobs >= 0) {
+    const absl::Status checked =
+        attempt_.prefill_response.has_first_token_logprobs()
+            ? CheckLogprobs(attempt_.prefill_response.first_token_logprobs(),
+                            prepared_.params.logprobs, deps_.model->n_vocab())
+            : absl::InternalError("returned no log-probabilities for the first token");
+    if (!checked.ok()) {
+      return WorkerFailed(attempt_.prefill, "prefill worker", "Prefill",
+                          rpc::ToGrpcStatus(checked));
+    }
+    *out.add_logprobs() = attempt_.prefill_response.first_token_logprobs();
+  }
   out.set_request_id(request_id_);
   out.set_text(generation.Accept(token));
   n_generated_ = generation.n_generated();
@@ -454,7 +484,8 @@ absl::Status RequestDriver::Decode(engine::GenerationState& generation) {
   bool worker_finished = false;  // the worker ended the sequence (and freed its blocks) itself
   bool client_gone = false;
   bool stalled = false;
-  absl::Status bad_token;
+  absl::Status bad_reply;  // a token or log-probabilities no worker may send
+  const bool want_logprobs = prepared_.params.logprobs >= 0;
   absl::Time last_token_at = absl::Now();
   absl::Time last_message_at = last_token_at;
   while (true) {
@@ -476,18 +507,29 @@ absl::Status RequestDriver::Decode(engine::GenerationState& generation) {
     v1::GenerateResponse out;
     out.set_request_id(request_id_);
     std::string text;
-    for (int32_t token : message.tokens()) {
+    if (want_logprobs && message.logprobs_size() != message.tokens_size()) {
+      bad_reply = absl::InternalError(absl::StrCat("returned ", message.logprobs_size(),
+                                                   " log-probabilities for ",
+                                                   message.tokens_size(), " tokens"));
+    }
+    for (int i = 0; i < message.tokens_size() && bad_reply.ok(); ++i) {
+      const int32_t token = message.tokens(i);
       if (generation.finished()) break;
       if (token < 0 || token >= n_vocab) {
-        bad_token = absl::InternalError(absl::StrCat("returned token ", token,
+        bad_reply = absl::InternalError(absl::StrCat("returned token ", token,
                                                      " outside the vocabulary"));
         break;
+      }
+      if (want_logprobs) {
+        bad_reply = CheckLogprobs(message.logprobs(i), prepared_.params.logprobs, n_vocab);
+        if (!bad_reply.ok()) break;
+        *out.add_logprobs() = message.logprobs(i);
       }
       text += generation.Accept(token);
       n_generated_ = generation.n_generated();
       out.add_tokens(token);
     }
-    if (!bad_token.ok()) {
+    if (!bad_reply.ok()) {
       context.TryCancel();
       break;
     }
@@ -517,9 +559,9 @@ absl::Status RequestDriver::Decode(engine::GenerationState& generation) {
   EndCall();
   if (worker_finished) attempt_.holds_reservation = false;
   if (client_gone || cancelled_.load()) return CancelledStatus();
-  if (!bad_token.ok()) {
+  if (!bad_reply.ok()) {
     return WorkerFailed(attempt_.decode, "decode worker", "Decode",
-                        rpc::ToGrpcStatus(bad_token));
+                        rpc::ToGrpcStatus(bad_reply));
   }
   if (have_last) return sink_->Send(std::move(last)) ? absl::OkStatus() : CancelledStatus();
   if (stalled) {

@@ -157,8 +157,8 @@ TEST_F(HttpRouterOnlyTest, BadRequestsGetOpenAiErrors) {
   ExpectError(c.Post("/v1/completions", R"({"prompt": "Hi", "temperature": -1})"), 400,
               "invalid_request_error", "temperature");
   ExpectError(c.Post("/v1/chat/completions",
-                     R"({"messages": [{"role": "user", "content": "Hi"}], "logprobs": true})"),
-              400, "invalid_request_error", "logprobs");
+                     R"({"messages": [{"role": "user", "content": "Hi"}], "top_logprobs": 2})"),
+              400, "invalid_request_error", "top_logprobs");
   ExpectError(c.Post("/v1/completions", R"({"prompt": ""})"), 400, "invalid_request_error",
               "prompt");
   ExpectError(c.Post("/v1/completions", std::string("{\"prompt\": \"caf\xC3\"}")), 400,

@@ -181,7 +181,8 @@ TEST(HttpOpenAiTest, BadParametersNameTheParameter) {
            Case{R"({"prompt": "x", "stream": "yes"})", "stream"},
            Case{R"({"prompt": "x", "stream_options": {"include_usage": true}})",
                 "stream_options"},
-           Case{R"({"prompt": "x", "logprobs": 1})", "logprobs"},
+           Case{R"({"prompt": "x", "logprobs": 21})", "logprobs"},
+           Case{R"({"prompt": "x", "logprobs": -1})", "logprobs"},
            Case{R"({"prompt": "x", "logprobs": true})", "logprobs"},
            Case{R"({"prompt": "x", "echo": true})", "echo"},
            Case{R"({"prompt": "x", "best_of": 3})", "best_of"},
@@ -195,7 +196,15 @@ TEST(HttpOpenAiTest, BadParametersNameTheParameter) {
     EXPECT_FALSE(e.message.empty()) << c.body;
   }
   HttpError e = ErrorOf(Chat(R"({"messages": [{"role": "user", "content": "x"}],
-                                 "logprobs": true})"));
+                                 "top_logprobs": 2})"));
+  EXPECT_EQ(e.param, "top_logprobs");
+  EXPECT_THAT(e.message, HasSubstr("'logprobs': true"));
+  e = ErrorOf(Chat(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 1})"));
+  EXPECT_EQ(e.param, "logprobs");
+  e = ErrorOf(Chat(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true,
+                       "top_logprobs": 21})"));
+  EXPECT_EQ(e.param, "top_logprobs");
+  e = ErrorOf(Chat(R"({"messages": [{"role": "user", "content": "x"}], "echo": true})"));
   EXPECT_THAT(e.message, HasSubstr("not supported"));
   e = ErrorOf(Chat(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{}]})"));
   EXPECT_EQ(e.param, "tools");
@@ -203,6 +212,36 @@ TEST(HttpOpenAiTest, BadParametersNameTheParameter) {
   EXPECT_TRUE(Chat(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": false,
                       "tools": [], "response_format": {"type": "text"}, "n": null})")
                   .ok());
+}
+
+// Completions' logprobs count; chat's logprobs switch with its top_logprobs count. Unset or off:
+// the wire's logprobs stays unset.
+TEST(HttpOpenAiTest, LogprobsOfBothEndpoints) {
+  absl::StatusOr<OpenAiRequest> r = Completions(R"({"prompt": "x", "logprobs": 3})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->generate.sampling().has_logprobs());
+  EXPECT_EQ(r->generate.sampling().logprobs(), 3);
+  r = Completions(R"({"prompt": "x", "logprobs": 0})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->generate.sampling().logprobs(), 0);
+  r = Completions(R"({"prompt": "x", "logprobs": null})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->generate.sampling().has_logprobs());
+
+  const std::string user = R"("messages": [{"role": "user", "content": "x"}])";
+  r = Chat(absl::StrCat("{", user, R"(, "logprobs": true, "top_logprobs": 20})"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->generate.sampling().logprobs(), 20);
+  r = Chat(absl::StrCat("{", user, R"(, "logprobs": true})"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->generate.sampling().has_logprobs());
+  EXPECT_EQ(r->generate.sampling().logprobs(), 0);
+  r = Chat(absl::StrCat("{", user, R"(, "logprobs": false})"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->generate.sampling().has_logprobs());
+  r = Chat(absl::StrCat("{", user, "}"));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->generate.sampling().has_logprobs());
 }
 
 TEST(HttpOpenAiTest, MalformedBodies) {

@@ -226,6 +226,54 @@ def test_seed_and_stop(client, model):
     assert stopped.choices[0].finish_reason == "stop"
 
 
+def test_chat_logprobs_name_each_generated_token(client, model):
+    response = client.chat.completions.create(
+        model=model, messages=CHAT, max_tokens=12, temperature=0, logprobs=True, top_logprobs=3
+    )
+    choice = response.choices[0]
+    content = choice.logprobs.content
+    assert len(content) == response.usage.completion_tokens
+    for entry in content:
+        assert len(entry.top_logprobs) == 3
+        # Greedy: the generated token is the most likely one.
+        assert entry.token == entry.top_logprobs[0].token
+        assert entry.logprob == pytest.approx(entry.top_logprobs[0].logprob)
+        tops = [t.logprob for t in entry.top_logprobs]
+        assert tops == sorted(tops, reverse=True)
+        assert tops[0] <= 0
+        if "\ufffd" not in entry.token:  # not a piece of a character
+            assert bytes(entry.bytes) == entry.token.encode()
+    if choice.finish_reason == "length":
+        assert "".join(entry.token for entry in content) == choice.message.content
+    plain = client.chat.completions.create(model=model, messages=CHAT, max_tokens=12, temperature=0)
+    assert plain.choices[0].logprobs is None
+    assert plain.choices[0].message.content == choice.message.content
+
+
+def test_completion_logprobs_stream_as_they_answer_whole(client, model):
+    kwargs = dict(
+        model=model, prompt="The capital of France is", max_tokens=8, temperature=0, logprobs=2
+    )
+    whole = client.completions.create(**kwargs).choices[0]
+    logprobs = whole.logprobs
+    assert len(logprobs.tokens) == 8
+    assert "".join(logprobs.tokens) == whole.text
+    offsets = [sum(len(t) for t in logprobs.tokens[:i]) for i in range(len(logprobs.tokens))]
+    assert logprobs.text_offset == offsets
+    for token, logprob, top in zip(logprobs.tokens, logprobs.token_logprobs, logprobs.top_logprobs):
+        # Greedy: the generated token is the most likely of the two.
+        assert len(top) == 2
+        assert top[token] == pytest.approx(logprob)
+        assert max(top.values()) == pytest.approx(logprob)
+    chunks = list(client.completions.create(stream=True, **kwargs))
+    streamed = [c.choices[0].logprobs for c in chunks if c.choices and c.choices[0].logprobs]
+    assert [t for lp in streamed for t in lp.tokens] == logprobs.tokens
+    assert [o for lp in streamed for o in lp.text_offset] == logprobs.text_offset
+    assert [x for lp in streamed for x in lp.token_logprobs] == pytest.approx(
+        logprobs.token_logprobs
+    )
+
+
 def test_bad_requests_raise_bad_request_error(client, model):
     with pytest.raises(openai.BadRequestError) as error:
         client.chat.completions.create(model=model, messages=CHAT, temperature=-1)
@@ -236,8 +284,11 @@ def test_bad_requests_raise_bad_request_error(client, model):
         client.completions.create(model=model, prompt="Hi", n=2)
     with pytest.raises(openai.BadRequestError):
         client.completions.create(model=model, prompt="", max_tokens=4)
+    with pytest.raises(openai.BadRequestError) as error:
+        client.chat.completions.create(model=model, messages=CHAT, top_logprobs=2)
+    assert error.value.body["param"] == "top_logprobs"
     with pytest.raises(openai.BadRequestError):
-        client.chat.completions.create(model=model, messages=CHAT, logprobs=True)
+        client.completions.create(model=model, prompt="Hi", logprobs=21)
 
 
 def test_unknown_model_raises_not_found(client):

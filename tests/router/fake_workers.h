@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -65,6 +66,11 @@ class FakePrefillWorker final : public v1::PrefillWorker::CallbackService {
     absl::MutexLock lock(&mu_);
     first_token_ = token;
   }
+  // Sent with the first token when set (the request's sampling decides nothing here).
+  void set_first_token_logprobs(std::optional<v1::TokenLogprobs> logprobs) {
+    absl::MutexLock lock(&mu_);
+    first_token_logprobs_ = std::move(logprobs);
+  }
   std::vector<v1::PrefillRequest> prefills() {
     absl::MutexLock lock(&mu_);
     return prefills_;
@@ -86,6 +92,9 @@ class FakePrefillWorker final : public v1::PrefillWorker::CallbackService {
     switch (mode_) {
       case Mode::kAnswer:
         response->set_first_token(first_token_);
+        if (first_token_logprobs_.has_value()) {
+          *response->mutable_first_token_logprobs() = *first_token_logprobs_;
+        }
         response->set_kv_bytes_sent(12345);
         response->set_kv_transfer_seconds(0.25);
         response->set_prefill_seconds(0.5);
@@ -143,6 +152,7 @@ class FakePrefillWorker final : public v1::PrefillWorker::CallbackService {
   Mode mode_ ABSL_GUARDED_BY(mu_) = Mode::kAnswer;
   grpc::Status failure_ ABSL_GUARDED_BY(mu_);
   int32_t first_token_ ABSL_GUARDED_BY(mu_) = 0;
+  std::optional<v1::TokenLogprobs> first_token_logprobs_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::PrefillRequest> prefills_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> cancel_prefills_ ABSL_GUARDED_BY(mu_);
   int cancelled_calls_ ABSL_GUARDED_BY(mu_) = 0;
@@ -152,6 +162,8 @@ class FakeDecodeWorker final : public v1::DecodeWorker::CallbackService {
  public:
   struct Script {
     std::vector<int32_t> tokens;  // streamed after the first token, one per message
+    // Sent beside the tokens when not empty: logprobs[i] with tokens[i] (none past its end).
+    std::vector<v1::TokenLogprobs> logprobs;
     // True: after the tokens, keep the stream open until the router cancels it. False: the last
     // message carries `finish_reason` and the stream ends with `end_status`.
     bool hold_open = false;
@@ -285,6 +297,7 @@ class FakeDecodeWorker final : public v1::DecodeWorker::CallbackService {
         if (next_ < n || (n == 0 && next_ == 0 && !script_.hold_open)) {
           message_.Clear();
           if (n > 0) message_.add_tokens(script_.tokens[next_]);
+          if (next_ < script_.logprobs.size()) *message_.add_logprobs() = script_.logprobs[next_];
           ++next_;
           message_.set_n_generated(static_cast<int32_t>(next_) + 1);
           if (next_ >= n && !script_.hold_open) message_.set_finish_reason(script_.finish_reason);

@@ -19,6 +19,7 @@
 namespace baton::router {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAreArray;
@@ -516,6 +517,89 @@ TEST_F(RouterServiceTest, DecodeWorkerFailingMidStreamIsUnavailable) {
   EXPECT_THAT(result.status.error_message(),
               HasSubstr(absl::StrCat("decode worker ", decode_server_.address(), " unavailable")));
   EXPECT_THAT(decode_->releases(), ElementsAre(decode_->reservation_ids()[0]));
+}
+
+// Logprobs of one token: `logprob`, and the top tokens `top` at -1, -2, ...
+v1::TokenLogprobs Logprobs(float logprob, const std::vector<int32_t>& top) {
+  v1::TokenLogprobs lp;
+  lp.set_logprob(logprob);
+  for (size_t i = 0; i < top.size(); ++i) {
+    lp.add_top_tokens(top[i]);
+    lp.add_top_logprobs(-1.0f - static_cast<float>(i));
+  }
+  return lp;
+}
+
+// The workers' log-probabilities reach the client beside their tokens, the first token's from
+// the prefill worker; the workers are asked for as many top tokens as the client.
+TEST_F(RouterServiceTest, LogprobsTravelBesideTheirTokens) {
+  StartRouter();
+  const std::vector<int32_t> generated = Tokens(" one two three");
+  ASSERT_EQ(generated.size(), 3u);
+  prefill_->set_first_token(generated[0]);
+  prefill_->set_first_token_logprobs(Logprobs(-0.5f, {generated[0]}));
+  decode_->set_script({.tokens = {generated[1], generated[2]},
+                       .logprobs = {Logprobs(-1.5f, {7}), Logprobs(-2.5f, {8})},
+                       .finish_reason = v1::FINISH_REASON_LENGTH});
+  v1::GenerateRequest request = Prompt("Count");
+  request.mutable_sampling()->set_max_tokens(3);
+  request.mutable_sampling()->set_logprobs(1);
+  const GenerateResult result = Generate(request);
+  ASSERT_TRUE(result.status.ok()) << result.status.error_message();
+  std::vector<float> logprobs;
+  std::vector<int32_t> top;
+  for (const v1::GenerateResponse& m : result.messages) {
+    ASSERT_EQ(m.logprobs_size(), m.tokens_size());
+    for (const v1::TokenLogprobs& lp : m.logprobs()) {
+      logprobs.push_back(lp.logprob());
+      top.insert(top.end(), lp.top_tokens().begin(), lp.top_tokens().end());
+    }
+  }
+  EXPECT_THAT(logprobs, ElementsAre(-0.5f, -1.5f, -2.5f));
+  EXPECT_THAT(top, ElementsAre(generated[0], 7, 8));
+  EXPECT_EQ(prefill_->prefills()[0].sampling().logprobs(), 1);
+  EXPECT_EQ(decode_->decodes()[0].sampling().logprobs(), 1);
+}
+
+// A worker that leaves out the log-probabilities asked for, or sends a top token outside the
+// vocabulary, fails the request as that worker's fault; nothing malformed reaches the client.
+TEST_F(RouterServiceTest, MissingOrMalformedLogprobsFailTheRequestAsTheWorkersFault) {
+  StartRouter();
+  const std::vector<int32_t> generated = Tokens(" one two three");
+  v1::GenerateRequest request = Prompt("Count");
+  request.mutable_sampling()->set_max_tokens(3);
+  request.mutable_sampling()->set_logprobs(1);
+
+  prefill_->set_first_token(generated[0]);
+  decode_->set_script({.tokens = {generated[1], generated[2]}});
+  GenerateResult result = Generate(request);
+  EXPECT_FALSE(result.status.ok());
+  EXPECT_THAT(result.status.error_message(),
+              AllOf(HasSubstr("prefill worker"),
+                    HasSubstr("returned no log-probabilities for the first token")));
+
+  prefill_->set_first_token_logprobs(Logprobs(-0.5f, {generated[0]}));
+  result = Generate(request);  // the decode worker sends none
+  EXPECT_FALSE(result.status.ok());
+  EXPECT_THAT(result.status.error_message(),
+              AllOf(HasSubstr("decode worker"),
+                    HasSubstr("returned 0 log-probabilities for 1 tokens")));
+
+  decode_->set_script({.tokens = {generated[1], generated[2]},
+                       .logprobs = {Logprobs(-1.5f, {model_->n_vocab()}), Logprobs(-1.5f, {1})}});
+  result = Generate(request);
+  EXPECT_FALSE(result.status.ok());
+  EXPECT_THAT(result.status.error_message(),
+              HasSubstr(absl::StrCat("returned top token ", model_->n_vocab(),
+                                     " outside the vocabulary")));
+
+  decode_->set_script({.tokens = {generated[1], generated[2]},
+                       .logprobs = {Logprobs(-1.5f, {1, 2}), Logprobs(-1.5f, {1})}});
+  result = Generate(request);
+  EXPECT_FALSE(result.status.ok());
+  EXPECT_THAT(result.status.error_message(), HasSubstr("returned 2 top tokens"));
+  for (const v1::GenerateResponse& m : result.messages) EXPECT_LE(m.logprobs_size(), 1);
+  EXPECT_TRUE(WaitUntil([&] { return router_->requests().active() == 0; }));
 }
 
 TEST_F(RouterServiceTest, ClientCancelMidStreamCancelsDecodeAndReleases) {
