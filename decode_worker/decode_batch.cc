@@ -273,17 +273,13 @@ double DecodeBatch::TokenCost() const {
   return spec.token_cost >= 0 ? spec.token_cost : step_cost_.RowCost() + spec.proposer_cost;
 }
 
-DecodeBatch::Draw DecodeBatch::DrawToken(engine::Sampler& sampler, const DecodeSequence& seq,
-                                         std::span<const float> logits) {
-  Draw draw{.token = sampler.Sample(seq.params, logits, seq.tokens,
-                                    static_cast<int64_t>(seq.tokens.size()))};
-  if (seq.params.logprobs >= 0) {
-    draw.logprobs = engine::LogprobsOf(logits, draw.token, seq.params.logprobs);
-  }
-  return draw;
+engine::DrawnToken DecodeBatch::Draw(engine::Sampler& sampler, const DecodeSequence& seq,
+                                     std::span<const float> logits) {
+  return engine::DrawToken(sampler, seq.params, logits, seq.tokens,
+                           static_cast<int64_t>(seq.tokens.size()));
 }
 
-std::vector<DecodeBatch::Draw> DecodeBatch::DrawFirstTokens(const std::vector<StepEntry>& entries) {
+std::vector<engine::DrawnToken> DecodeBatch::DrawFirstTokens(const std::vector<StepEntry>& entries) {
   const int32_t n_vocab = transformer_.config().n_vocab;
   std::vector<size_t> rows(entries.size());  // each entry's first logits row
   size_t row = 0;
@@ -291,31 +287,31 @@ std::vector<DecodeBatch::Draw> DecodeBatch::DrawFirstTokens(const std::vector<St
     rows[i] = row;
     row += entries[i].fed.size();
   }
-  std::vector<Draw> drawn(entries.size());
+  std::vector<engine::DrawnToken> drawn(entries.size());
   cache_.backend().ParallelForOnHost(
       static_cast<int64_t>(entries.size()), [&](int64_t begin, int64_t end, int thread) {
         for (int64_t i = begin; i < end; ++i) {
           if (entries[i].fed.size() != 1) continue;
-          drawn[i] = DrawToken(samplers_[thread], running_[i],
-                               {logits_.data() + rows[i] * n_vocab, static_cast<size_t>(n_vocab)});
+          drawn[i] = Draw(samplers_[thread], running_[i],
+                          {logits_.data() + rows[i] * n_vocab, static_cast<size_t>(n_vocab)});
         }
       });
   return drawn;
 }
 
 engine::FinishReason DecodeBatch::AcceptTokens(DecodeSequence& seq, const StepEntry& entry,
-                                               size_t first_row, Draw drawn) {
+                                               size_t first_row, engine::DrawnToken drawn) {
   const int32_t n_vocab = transformer_.config().n_vocab;
   const int32_t proposed = static_cast<int32_t>(entry.fed.size()) - 1;
   seq.speculation.proposed += proposed;
   int32_t accepted = 0;
   engine::FinishReason finish = engine::FinishReason::kNone;
   for (size_t j = 0; j < entry.fed.size(); ++j) {
-    const Draw draw =
+    const engine::DrawnToken draw =
         j == 0 && drawn.token >= 0
             ? std::move(drawn)
-            : DrawToken(samplers_[0], seq,
-                        {logits_.data() + (first_row + j) * n_vocab, static_cast<size_t>(n_vocab)});
+            : Draw(samplers_[0], seq,
+                   {logits_.data() + (first_row + j) * n_vocab, static_cast<size_t>(n_vocab)});
     const engine::TokenId token = draw.token;
     seq.tokens.push_back(token);
     const int32_t n_generated = static_cast<int32_t>(seq.tokens.size()) - seq.n_prompt;
@@ -371,7 +367,8 @@ bool DecodeBatch::Step() {
   ++n_steps_;
   BatchSizeHistogram().Observe(static_cast<double>(n));
   std::vector<bool> done(running_.size(), false);
-  std::vector<Draw> drawn = status.ok() ? DrawFirstTokens(entries) : std::vector<Draw>(n);
+  std::vector<engine::DrawnToken> drawn =
+      status.ok() ? DrawFirstTokens(entries) : std::vector<engine::DrawnToken>(n);
   size_t row = 0;
   for (size_t i = 0; i < n; ++i) {
     DecodeSequence& seq = running_[i];

@@ -30,7 +30,6 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -155,21 +154,16 @@ class DecodeBatch {
   // Samples the sequence's next tokens from its logits rows (one per fed token, from
   // `first_row`), keeping proposals while they equal what was drawn, and forgets the KV of the
   // rest. Returns how the sequence ended (kNone: it goes on).
-  // A token drawn from a logits row, with its log-probabilities when the sequence asks for them.
-  struct Draw {
-    engine::TokenId token = -1;
-    std::optional<engine::TokenLogprobs> logprobs;
-  };
   // `drawn`: the first row's draw (DrawFirstTokens), token -1 when it was not drawn.
   engine::FinishReason AcceptTokens(DecodeSequence& seq, const StepEntry& entry, size_t first_row,
-                                    Draw drawn);
-  // Samples one row (the token, and its log-probabilities when the sequence asks).
-  Draw DrawToken(engine::Sampler& sampler, const DecodeSequence& seq,
-                 std::span<const float> logits);
+                                    engine::DrawnToken drawn);
+  // Draws sequence `seq`'s token from `logits` (engine::DrawToken).
+  static engine::DrawnToken Draw(engine::Sampler& sampler, const DecodeSequence& seq,
+                                 std::span<const float> logits);
   // Draws the first row of each of the step's n entries at once, spread over the backend's host
   // threads (each sequence's draw depends on nothing but its own row, tokens and seed); token -1
   // where an entry proposed tokens (speculation), whose rows are drawn one after another.
-  std::vector<Draw> DrawFirstTokens(const std::vector<StepEntry>& entries);
+  std::vector<engine::DrawnToken> DrawFirstTokens(const std::vector<StepEntry>& entries);
   // Moves admitted sequences in and applies cancellations (running and preempted).
   void TakeArrivalsAndCancellations();
   // Resumes preempted sequences, oldest first, while the pool has room for them.

@@ -443,4 +443,11 @@ TokenLogprobs LogprobsOf(std::span<const float> logits, int32_t token, int32_t k
                             log_normalizer)};
 }
 
+DrawnToken DrawToken(Sampler& sampler, const SamplingParams& params, std::span<const float> logits,
+                     std::span<const int32_t> previous_tokens, int64_t position) {
+  DrawnToken drawn{.token = sampler.Sample(params, logits, previous_tokens, position)};
+  if (params.logprobs >= 0) drawn.logprobs = LogprobsOf(logits, drawn.token, params.logprobs);
+  return drawn;
+}
+
 }  // namespace baton::engine

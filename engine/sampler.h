@@ -26,6 +26,7 @@
 #define BATON_ENGINE_SAMPLER_H_
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -114,6 +115,17 @@ struct TokenLogprobs {
 // `token`'s log-probability and the `k` most likely tokens' under log-softmax of the raw
 // `logits`; one pass for the normalizer serves both. `token` in [0, logits.size()).
 TokenLogprobs LogprobsOf(std::span<const float> logits, int32_t token, int32_t k);
+
+// A generated token and, when its sampling asks (params.logprobs >= 0), its log-probabilities.
+struct DrawnToken {
+  int32_t token = -1;
+  std::optional<TokenLogprobs> logprobs;
+};
+
+// sampler.Sample(...), then LogprobsOf the token drawn when params.logprobs >= 0: how a worker
+// turns a logits row into the token it reports.
+DrawnToken DrawToken(Sampler& sampler, const SamplingParams& params, std::span<const float> logits,
+                     std::span<const int32_t> previous_tokens, int64_t position);
 
 }  // namespace baton::engine
 

@@ -374,14 +374,12 @@ bool PrefillScheduler::Step() {
     const std::vector<engine::TokenId>& prompt = work.job->prompt;
     const std::span<const float> logits(logits_.data() + i * config.n_vocab,
                                         static_cast<size_t>(config.n_vocab));
-    PrefillResult result{.first_token = sampler_.Sample(work.job->params, logits, prompt,
-                                                        static_cast<int64_t>(prompt.size())),
+    engine::DrawnToken first = engine::DrawToken(sampler_, work.job->params, logits, prompt,
+                                                 static_cast<int64_t>(prompt.size()));
+    PrefillResult result{.first_token = first.token,
+                         .first_token_logprobs = std::move(first.logprobs),
                          .prefill_seconds = work.forward_seconds,
                          .cached_tokens = work.n_cached};
-    if (work.job->params.logprobs >= 0) {
-      result.first_token_logprobs =
-          engine::LogprobsOf(logits, result.first_token, work.job->params.logprobs);
-    }
     if (work.job->forward_done) work.job->forward_done();
     FinishLater(std::move(work), std::move(result));
   }

@@ -767,6 +767,24 @@ TEST(LogprobsOfTest, MaskedAndNanLogitsHaveNoProbability) {
   EXPECT_EQ(none.top[0].logprob, -kInf);
 }
 
+TEST(DrawTokenTest, TheSampledTokenWithItsLogprobsOnlyWhenAsked) {
+  const std::vector<float> logits = MakeLogits(1000, 3);
+  const std::vector<int32_t> previous = {1, 2, 3};
+  Sampler sampler;
+  SamplingParams params{.temperature = 0.8f, .seed = 9};
+  const DrawnToken plain = DrawToken(sampler, params, logits, previous, 3);
+  EXPECT_EQ(plain.token, Sample(params, logits, previous, 3));
+  EXPECT_FALSE(plain.logprobs.has_value());
+  params.logprobs = 2;
+  const DrawnToken reported = DrawToken(sampler, params, logits, previous, 3);
+  EXPECT_EQ(reported.token, plain.token);
+  ASSERT_TRUE(reported.logprobs.has_value());
+  const TokenLogprobs expected = LogprobsOf(logits, plain.token, 2);
+  EXPECT_EQ(reported.logprobs->logprob, expected.logprob);
+  ASSERT_EQ(reported.logprobs->top.size(), 2u);
+  EXPECT_EQ(reported.logprobs->top[0].id, expected.top[0].id);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Validation.
 

@@ -1,0 +1,44 @@
+// The wire's SamplingParams <-> engine::SamplingParams: unset fields become their defaults, and
+// what the engine refuses is refused at the conversion, naming the field.
+#include "rpc/sampling_params_proto.h"
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "gtest/gtest.h"
+
+namespace baton::rpc {
+namespace {
+
+constexpr int32_t kVocab = 100;
+
+TEST(SamplingParamsProtoTest, LogprobsUnsetIsOffAndTravelsBothWays) {
+  baton::v1::SamplingParams wire;
+  absl::StatusOr<engine::SamplingParams> params = SamplingParamsFromProto(wire, kVocab, 1);
+  ASSERT_TRUE(params.ok()) << params.status();
+  EXPECT_EQ(params->logprobs, -1);
+  EXPECT_FALSE(SamplingParamsToProto(*params).has_logprobs());
+  for (int32_t k : {0, 5, engine::kMaxLogprobs}) {
+    wire.set_logprobs(k);
+    params = SamplingParamsFromProto(wire, kVocab, 1);
+    ASSERT_TRUE(params.ok()) << params.status();
+    EXPECT_EQ(params->logprobs, k);
+    const baton::v1::SamplingParams back = SamplingParamsToProto(*params);
+    ASSERT_TRUE(back.has_logprobs());
+    EXPECT_EQ(back.logprobs(), k);
+  }
+}
+
+TEST(SamplingParamsProtoTest, LogprobsOutOfRangeAreRefusedByName) {
+  baton::v1::SamplingParams wire;
+  for (int32_t k : {engine::kMaxLogprobs + 1, -2, 1000000}) {
+    wire.set_logprobs(k);
+    const absl::StatusOr<engine::SamplingParams> params = SamplingParamsFromProto(wire, kVocab, 1);
+    ASSERT_FALSE(params.ok()) << k;
+    EXPECT_EQ(params.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(std::string(params.status().message()).find("logprobs"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace baton::rpc
