@@ -314,11 +314,15 @@ int32_t Sampler::Sample(const SamplingParams& params, std::span<const float> log
   CHECK(!logits.empty()) << "Sampler::Sample needs at least one logit";
   const bool greedy = params.temperature == 0.0f || params.top_k == 1;
 
-  // Penalties first, then SanitizeLogit (a penalty can turn a huge logit into +inf).
+  // Biases, then penalties, then SanitizeLogit (a penalty can turn a huge logit into +inf).
   std::span<const float> penalized = logits;
-  if (!PenaltiesOff(params) && !previous_tokens.empty()) {
+  const bool penalize = !PenaltiesOff(params) && !previous_tokens.empty();
+  if (penalize || !params.logit_bias.empty()) {
     logits_.assign(logits.begin(), logits.end());
-    ApplyPenaltiesImpl(params, previous_tokens, logits_, window_);
+    for (const LogitBias& b : params.logit_bias) {
+      if (b.token >= 0 && static_cast<size_t>(b.token) < logits_.size()) logits_[b.token] += b.bias;
+    }
+    if (penalize) ApplyPenaltiesImpl(params, previous_tokens, logits_, window_);
     penalized = logits_;
   }
   if (greedy) return GreedyToken(penalized);

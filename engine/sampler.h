@@ -1,7 +1,7 @@
 // Chooses the next token from a row of logits, and reports log-probabilities for the API.
 //
 // The chain follows llama.cpp's default order:
-//   penalties (repetition, frequency, presence over the last penalty_last_n tokens)
+//   logit bias -> penalties (repetition, frequency, presence over the last penalty_last_n tokens)
 //   -> greedy argmax when temperature == 0 or top_k == 1 (lowest id wins ties)
 //   -> top-k -> top-p -> min-p   (top-p and min-p judge probabilities at temperature 1)
 //   -> temperature -> softmax -> one draw.
@@ -82,7 +82,7 @@ class Sampler {
   int32_t DrawFromAll(const SamplingParams& params, std::span<const float> logits,
                       int64_t position);
 
-  std::vector<float> logits_;          // [n_vocab] penalized copy of the input (penalties on)
+  std::vector<float> logits_;          // [n_vocab] the input biased, penalized (either on)
   std::vector<float> block_max_;       // [n_vocab / 256] the largest logit of each block
   std::vector<float> block_order_;     // block_max_, partly ordered to find the k-th largest
   std::vector<Candidate> candidates_;  // survivors of the filters

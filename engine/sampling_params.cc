@@ -1,6 +1,8 @@
 #include "engine/sampling_params.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -15,6 +17,36 @@ absl::Status Invalid(const char* field, const char* requirement, float value) {
 absl::Status Invalid(const char* field, const char* requirement, int64_t value) {
   return absl::InvalidArgumentError(
       absl::StrCat("sampling parameter ", field, " must be ", requirement, ", got ", value));
+}
+
+absl::Status ValidateLogitBias(const std::vector<LogitBias>& logit_bias, int32_t n_vocab) {
+  if (logit_bias.size() > kMaxLogitBiasTokens) {
+    return absl::InvalidArgumentError(absl::StrCat("sampling parameter logit_bias has ",
+                                                   logit_bias.size(), " tokens, at most ",
+                                                   kMaxLogitBiasTokens, " are allowed"));
+  }
+  std::vector<int32_t> tokens;
+  tokens.reserve(logit_bias.size());
+  for (size_t i = 0; i < logit_bias.size(); ++i) {
+    const LogitBias& b = logit_bias[i];
+    if (b.token < 0 || b.token >= n_vocab) {
+      return absl::InvalidArgumentError(absl::StrCat("sampling parameter logit_bias[", i,
+                                                     "] token must be in [0, ", n_vocab,
+                                                     "), got ", b.token));
+    }
+    if (!(b.bias >= -kMaxLogitBias && b.bias <= kMaxLogitBias)) {
+      return absl::InvalidArgumentError(absl::StrCat("sampling parameter logit_bias[", i,
+                                                     "] bias must be in [-100, 100], got ",
+                                                     b.bias));
+    }
+    tokens.push_back(b.token);
+  }
+  std::sort(tokens.begin(), tokens.end());
+  if (auto twice = std::adjacent_find(tokens.begin(), tokens.end()); twice != tokens.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampling parameter logit_bias names token ", *twice, " twice"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -71,6 +103,7 @@ absl::Status ValidateSamplingParams(const SamplingParams& params, int32_t n_voca
           " bytes, at most ", kMaxStopStringBytes, " are allowed"));
     }
   }
+  if (absl::Status s = ValidateLogitBias(params.logit_bias, n_vocab); !s.ok()) return s;
   if (params.logprobs < -1 || params.logprobs > kMaxLogprobs) {
     return absl::InvalidArgumentError(absl::StrCat("sampling parameter logprobs must be in [0, ",
                                                    kMaxLogprobs, "] (or -1 = off), got ",

@@ -29,9 +29,17 @@ inline constexpr float kMaxPenalty = 2.0f;
 inline constexpr uint64_t kDefaultSamplingSeed = 0xBA70;
 // Generated tokens at most when a request sets none (OpenAI's API leaves it to the server).
 inline constexpr int32_t kDefaultMaxTokens = 256;
+// OpenAI's logit_bias limits: biases in [-100, 100], at most this many tokens biased.
+inline constexpr float kMaxLogitBias = 100.0f;
+inline constexpr size_t kMaxLogitBiasTokens = 300;
 // Most likely tokens a request may ask to see at each position (OpenAI's top_logprobs; vLLM's
 // default max_logprobs).
 inline constexpr int32_t kMaxLogprobs = 20;
+
+struct LogitBias {
+  int32_t token = 0;
+  float bias = 0.0f;
+};
 
 struct SamplingParams {
   // Divides the logits after filtering. 0 = greedy (argmax, lowest id wins ties).
@@ -73,6 +81,11 @@ struct SamplingParams {
   // Report each generated token's log-probability and those of the `logprobs` most likely tokens
   // at its position (engine::LogprobsOf). -1 = off; else in [0, kMaxLogprobs].
   int32_t logprobs = -1;
+  // Added to these tokens' logits before anything else (the penalties included), as OpenAI's and
+  // llama.cpp's logit_bias: -100 all but bans a token, 100 all but forces it. Each token in
+  // [0, n_vocab) at most once, each bias in [-100, 100], at most kMaxLogitBiasTokens of them.
+  // Log-probabilities (logprobs) are those of the logits before it.
+  std::vector<LogitBias> logit_bias = {};
 };
 
 // OK when `params` is usable with a model of `n_vocab` tokens; otherwise INVALID_ARGUMENT whose

@@ -5,6 +5,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "engine/sampling_params.h"
 #include "router/http_errors.h"
@@ -238,9 +239,6 @@ absl::Status RefuseUnsupported(const json& body, OpenAiEndpoint endpoint) {
       return Unsupported("suffix", "'suffix'");
     }
   }
-  if (const json* v = Field(body, "logit_bias")) {
-    if (!(v->is_object() && v->empty())) return Unsupported("logit_bias", "'logit_bias'");
-  }
   for (const char* name : {"tools", "functions"}) {
     if (const json* v = Field(body, name)) {
       if (!(v->is_array() && v->empty())) {
@@ -293,9 +291,38 @@ absl::Status ParseLogprobs(const json& body, OpenAiEndpoint endpoint,
   return absl::OkStatus();
 }
 
+// "logit_bias": {"<token id>": bias in [-100, 100], ...}. Token ids are checked against the
+// vocabulary at intake.
+absl::Status ParseLogitBias(const json& body, v1::SamplingParams& sampling) {
+  const json* bias = Field(body, "logit_bias");
+  if (bias == nullptr) return absl::OkStatus();
+  if (!bias->is_object()) {
+    return Invalid("logit_bias", absl::StrCat("'logit_bias' must be an object of token ids and "
+                                              "biases, got ", TypeName(*bias)));
+  }
+  if (bias->size() > engine::kMaxLogitBiasTokens) {
+    return Invalid("logit_bias", absl::StrCat("'logit_bias' has ", bias->size(),
+                                              " tokens, at most ", engine::kMaxLogitBiasTokens,
+                                              " are allowed"));
+  }
+  for (const auto& [key, value] : bias->items()) {
+    int32_t token = 0;
+    if (!absl::SimpleAtoi(key, &token)) {
+      return Invalid("logit_bias", absl::StrCat("'logit_bias' keys must be token ids, got '",
+                                                key.substr(0, 32), "'"));
+    }
+    absl::StatusOr<double> b = Number(value, "logit_bias", -engine::kMaxLogitBias,
+                                      engine::kMaxLogitBias);
+    if (!b.ok()) return b.status();
+    (*sampling.mutable_logit_bias())[token] = static_cast<float>(*b);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseSampling(const json& body, OpenAiEndpoint endpoint,
                            v1::SamplingParams& sampling) {
   if (absl::Status s = ParseLogprobs(body, endpoint, sampling); !s.ok()) return s;
+  if (absl::Status s = ParseLogitBias(body, sampling); !s.ok()) return s;
   // max_completion_tokens (chat's current name) wins over max_tokens.
   const json* max_tokens = Field(body, "max_completion_tokens");
   const char* max_tokens_name = "max_completion_tokens";

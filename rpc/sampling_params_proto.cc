@@ -1,5 +1,7 @@
 #include "rpc/sampling_params_proto.h"
 
+#include <algorithm>
+
 namespace baton::rpc {
 
 absl::StatusOr<engine::SamplingParams> SamplingParamsFromProto(
@@ -19,6 +21,14 @@ absl::StatusOr<engine::SamplingParams> SamplingParamsFromProto(
   p.ignore_eos = proto.ignore_eos();
   p.speculative = !proto.disable_speculation();
   p.logprobs = proto.has_logprobs() ? proto.logprobs() : -1;
+  for (const auto& [token, bias] : proto.logit_bias()) {
+    p.logit_bias.push_back({.token = token, .bias = bias});
+  }
+  // The map's order is unspecified; the engine's is the tokens'.
+  std::sort(p.logit_bias.begin(), p.logit_bias.end(),
+            [](const engine::LogitBias& a, const engine::LogitBias& b) {
+              return a.token < b.token;
+            });
   if (absl::Status s = engine::ValidateSamplingParams(p, n_vocab); !s.ok()) return s;
   return p;
 }
@@ -39,6 +49,7 @@ baton::v1::SamplingParams SamplingParamsToProto(const engine::SamplingParams& p)
   proto.set_ignore_eos(p.ignore_eos);
   proto.set_disable_speculation(!p.speculative);
   if (p.logprobs >= 0) proto.set_logprobs(p.logprobs);
+  for (const engine::LogitBias& b : p.logit_bias) (*proto.mutable_logit_bias())[b.token] = b.bias;
   return proto;
 }
 

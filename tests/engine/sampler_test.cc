@@ -786,6 +786,36 @@ TEST(DrawTokenTest, TheSampledTokenWithItsLogprobsOnlyWhenAsked) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Logit bias.
+
+TEST(LogitBiasTest, BansAndForcesTokens) {
+  const std::vector<float> logits = MakeLogits(1000, 21);
+  const SamplingParams greedy{.temperature = 0.0f};
+  const int32_t best = Sample(greedy, logits, {}, 0);
+  SamplingParams banned = greedy;
+  banned.logit_bias = {{.token = best, .bias = -100.0f}};
+  EXPECT_NE(Sample(banned, logits, {}, 0), best);
+  SamplingParams forced{.temperature = 1.0f, .seed = 3};
+  forced.logit_bias = {{.token = 777, .bias = 100.0f}};
+  for (int64_t position = 0; position < 20; ++position) {
+    EXPECT_EQ(Sample(forced, logits, {}, position), 777);
+  }
+  // The input is left as it was.
+  EXPECT_EQ(logits, MakeLogits(1000, 21));
+}
+
+// llama.cpp's order: the bias first, then the penalties. Token 0 (logit 1, seen before) gets +3
+// and the repetition penalty 2: (1 + 3) / 2 = 2 < 2.5, token 1 wins; penalizing first would give
+// 1 / 2 + 3 = 3.5 and token 0.
+TEST(LogitBiasTest, ComesBeforeThePenalties) {
+  const std::vector<float> logits = {1.0f, 2.5f, 0.0f};
+  SamplingParams params{.temperature = 0.0f, .repetition_penalty = 2.0f};
+  params.logit_bias = {{.token = 0, .bias = 3.0f}};
+  const std::vector<int32_t> previous = {0};
+  EXPECT_EQ(Sample(params, logits, previous, 1), 1);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Validation.
 
 constexpr int32_t kVocab = 100;
@@ -847,6 +877,20 @@ TEST(ValidateSamplingParamsTest, RejectsEachBadFieldByName) {
               InvalidNaming("stop_strings[0]"));
   EXPECT_TRUE(Validate({.stop_strings = {std::string(kMaxStopStringBytes, 'x')}}).ok());
   EXPECT_THAT(Validate({.logprobs = -2}), InvalidNaming("logprobs"));
+  EXPECT_THAT(Validate({.logit_bias = {{.token = 100, .bias = 1.0f}}}),
+              InvalidNaming("logit_bias[0] token"));
+  EXPECT_THAT(Validate({.logit_bias = {{.token = 1, .bias = 1.0f}, {.token = -1, .bias = 1.0f}}}),
+              InvalidNaming("logit_bias[1] token"));
+  EXPECT_THAT(Validate({.logit_bias = {{.token = 1, .bias = 100.5f}}}),
+              InvalidNaming("logit_bias[0] bias"));
+  EXPECT_THAT(Validate({.logit_bias = {{.token = 1, .bias = nan}}}),
+              InvalidNaming("logit_bias[0] bias"));
+  EXPECT_THAT(Validate({.logit_bias = {{.token = 4, .bias = 1.0f}, {.token = 4, .bias = 2.0f}}}),
+              InvalidNaming("logit_bias names token 4 twice"));
+  EXPECT_THAT(Validate({.logit_bias = std::vector<LogitBias>(kMaxLogitBiasTokens + 1)}),
+              InvalidNaming("logit_bias has"));
+  EXPECT_TRUE(Validate({.logit_bias = {{.token = 99, .bias = -100.0f}, {.token = 0, .bias = 100.0f}}})
+                  .ok());
   EXPECT_THAT(Validate({.logprobs = kMaxLogprobs + 1}), InvalidNaming("logprobs"));
 }
 

@@ -186,7 +186,10 @@ TEST(HttpOpenAiTest, BadParametersNameTheParameter) {
            Case{R"({"prompt": "x", "logprobs": true})", "logprobs"},
            Case{R"({"prompt": "x", "echo": true})", "echo"},
            Case{R"({"prompt": "x", "best_of": 3})", "best_of"},
-           Case{R"({"prompt": "x", "logit_bias": {"50256": -100}})", "logit_bias"},
+           Case{R"({"prompt": "x", "logit_bias": {"abc": -100}})", "logit_bias"},
+           Case{R"({"prompt": "x", "logit_bias": {"5": 101}})", "logit_bias"},
+           Case{R"({"prompt": "x", "logit_bias": {"5": "up"}})", "logit_bias"},
+           Case{R"({"prompt": "x", "logit_bias": [5, 1]})", "logit_bias"},
            Case{R"({"prompt": "x", "model": 5})", "model"},
        }) {
     const HttpError e = ErrorOf(Completions(c.body));
@@ -242,6 +245,23 @@ TEST(HttpOpenAiTest, LogprobsOfBothEndpoints) {
   r = Chat(absl::StrCat("{", user, "}"));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->generate.sampling().has_logprobs());
+}
+
+TEST(HttpOpenAiTest, LogitBiasMapsTokenIdsToBiases) {
+  absl::StatusOr<OpenAiRequest> r =
+      Completions(R"({"prompt": "x", "logit_bias": {"50256": -100, "7": 2.5, "0": 100}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const auto& bias = r->generate.sampling().logit_bias();
+  ASSERT_EQ(bias.size(), 3u);
+  EXPECT_EQ(bias.at(50256), -100.0f);  // the vocabulary is checked at intake
+  EXPECT_EQ(bias.at(7), 2.5f);
+  EXPECT_EQ(bias.at(0), 100.0f);
+  r = Chat(R"({"messages": [{"role": "user", "content": "x"}], "logit_bias": {}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->generate.sampling().logit_bias().empty());
+  std::string many = R"({"prompt": "x", "logit_bias": {)";
+  for (int i = 0; i <= 300; ++i) absl::StrAppend(&many, i == 0 ? "" : ", ", "\"", i, "\": 1");
+  EXPECT_EQ(ErrorOf(Completions(many + "}}")).param, "logit_bias");
 }
 
 TEST(HttpOpenAiTest, MalformedBodies) {

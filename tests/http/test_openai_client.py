@@ -274,6 +274,26 @@ def test_completion_logprobs_stream_as_they_answer_whole(client, model):
     )
 
 
+PARIS, ZEBRA = "7042", "29106"  # the default model's token ids of " Paris" and " zebra"
+
+
+def test_logit_bias_bans_and_forces_tokens(client, model):
+    kwargs = dict(
+        model=model, prompt="The capital of France is", max_tokens=3, temperature=0, logprobs=0
+    )
+    plain = client.completions.create(**kwargs).choices[0]
+    assert plain.logprobs.tokens[0] == " Paris"
+    banned = client.completions.create(logit_bias={PARIS: -100}, **kwargs).choices[0]
+    assert " Paris" not in banned.logprobs.tokens
+    forced = client.completions.create(logit_bias={ZEBRA: 100}, **kwargs).choices[0]
+    assert forced.logprobs.tokens == [" zebra"] * 3
+    # The log-probabilities are the model's own, before the bias.
+    assert forced.logprobs.token_logprobs[0] < -5
+    with pytest.raises(openai.BadRequestError) as error:
+        client.completions.create(logit_bias={"49152": 1}, **kwargs)
+    assert "logit_bias" in error.value.body["message"]
+
+
 def test_bad_requests_raise_bad_request_error(client, model):
     with pytest.raises(openai.BadRequestError) as error:
         client.chat.completions.create(model=model, messages=CHAT, temperature=-1)

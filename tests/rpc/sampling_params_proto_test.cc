@@ -40,5 +40,26 @@ TEST(SamplingParamsProtoTest, LogprobsOutOfRangeAreRefusedByName) {
   }
 }
 
+TEST(SamplingParamsProtoTest, LogitBiasTravelsBothWaysInTokenOrder) {
+  baton::v1::SamplingParams wire;
+  (*wire.mutable_logit_bias())[42] = -100.0f;
+  (*wire.mutable_logit_bias())[7] = 2.5f;
+  absl::StatusOr<engine::SamplingParams> params = SamplingParamsFromProto(wire, kVocab, 1);
+  ASSERT_TRUE(params.ok()) << params.status();
+  ASSERT_EQ(params->logit_bias.size(), 2u);
+  EXPECT_EQ(params->logit_bias[0].token, 7);
+  EXPECT_EQ(params->logit_bias[0].bias, 2.5f);
+  EXPECT_EQ(params->logit_bias[1].token, 42);
+  EXPECT_EQ(params->logit_bias[1].bias, -100.0f);
+  const baton::v1::SamplingParams back = SamplingParamsToProto(*params);
+  ASSERT_EQ(back.logit_bias_size(), 2);
+  EXPECT_EQ(back.logit_bias().at(7), 2.5f);
+  EXPECT_EQ(back.logit_bias().at(42), -100.0f);
+  (*wire.mutable_logit_bias())[kVocab] = 1.0f;  // outside the vocabulary
+  params = SamplingParamsFromProto(wire, kVocab, 1);
+  ASSERT_FALSE(params.ok());
+  EXPECT_NE(std::string(params.status().message()).find("logit_bias"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace baton::rpc
