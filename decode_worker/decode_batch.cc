@@ -279,7 +279,8 @@ engine::DrawnToken DecodeBatch::Draw(engine::Sampler& sampler, const DecodeSeque
                            static_cast<int64_t>(seq.tokens.size()));
 }
 
-std::vector<engine::DrawnToken> DecodeBatch::DrawFirstTokens(const std::vector<StepEntry>& entries) {
+std::vector<engine::DrawnToken> DecodeBatch::DrawFirstTokens(
+    const std::vector<StepEntry>& entries) {
   const int32_t n_vocab = transformer_.config().n_vocab;
   std::vector<size_t> rows(entries.size());  // each entry's first logits row
   size_t row = 0;

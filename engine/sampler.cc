@@ -408,7 +408,8 @@ std::vector<TokenLogprob> MostLikely(std::span<const float> logits, int32_t k,
   if (k == 0) return best;
   best.reserve(static_cast<size_t>(k));
   for (size_t start = 0; start < logits.size(); start += kBlock) {
-    const std::span<const float> block = logits.subspan(start, std::min(kBlock, logits.size() - start));
+    const std::span<const float> block =
+        logits.subspan(start, std::min(kBlock, logits.size() - start));
     if (best.size() == static_cast<size_t>(k) && SanitizedMax(block) <= best.front().logprob) {
       continue;
     }

@@ -96,6 +96,13 @@ absl::Status WorkerError(absl::string_view kind, absl::string_view address, absl
 
 double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
+// A token id a worker returned, checked before anything renders it; `what` names it.
+absl::Status CheckToken(int32_t token, int32_t n_vocab, absl::string_view what) {
+  if (token >= 0 && token < n_vocab) return absl::OkStatus();
+  return absl::InternalError(
+      absl::StrCat("returned ", what, " ", token, " outside the vocabulary"));
+}
+
 // A worker's log-probabilities of one token, checked before anything renders their token ids:
 // the `k` most likely tokens (fewer only in a smaller vocabulary), each in the vocabulary.
 absl::Status CheckLogprobs(const v1::TokenLogprobs& logprobs, int32_t k, int32_t n_vocab) {
@@ -106,10 +113,7 @@ absl::Status CheckLogprobs(const v1::TokenLogprobs& logprobs, int32_t k, int32_t
         " top log-probabilities for a request that asked for ", expected));
   }
   for (int32_t id : logprobs.top_tokens()) {
-    if (id < 0 || id >= n_vocab) {
-      return absl::InternalError(
-          absl::StrCat("returned top token ", id, " outside the vocabulary"));
-    }
+    if (absl::Status s = CheckToken(id, n_vocab, "top token"); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -231,25 +235,19 @@ absl::Status RequestDriver::RunAttempt(engine::GenerationState& generation) {
 
 absl::Status RequestDriver::AcceptPrefillToken(engine::GenerationState& generation) {
   const int32_t token = attempt_.prefill_response.first_token();
-  if (token < 0 || token >= deps_.model->n_vocab()) {
-    return WorkerFailed(attempt_.prefill, "prefill worker", "Prefill",
-                        grpc::Status(grpc::StatusCode::INTERNAL,
-                                     absl::StrCat("returned token ", token,
-                                                  " outside the vocabulary")));
+  const bool want_logprobs = prepared_.params.logprobs >= 0;
+  absl::Status checked = CheckToken(token, deps_.model->n_vocab(), "token");
+  if (checked.ok() && want_logprobs) {
+    checked = attempt_.prefill_response.has_first_token_logprobs()
+                  ? CheckLogprobs(attempt_.prefill_response.first_token_logprobs(),
+                                  prepared_.params.logprobs, deps_.model->n_vocab())
+                  : absl::InternalError("returned no log-probabilities for the first token");
+  }
+  if (!checked.ok()) {
+    return WorkerFailed(attempt_.prefill, "prefill worker", "Prefill", rpc::ToGrpcStatus(checked));
   }
   v1::GenerateResponse out;
-  if (prepared_.params.logprobs >= 0) {
-    const absl::Status checked =
-        attempt_.prefill_response.has_first_token_logprobs()
-            ? CheckLogprobs(attempt_.prefill_response.first_token_logprobs(),
-                            prepared_.params.logprobs, deps_.model->n_vocab())
-            : absl::InternalError("returned no log-probabilities for the first token");
-    if (!checked.ok()) {
-      return WorkerFailed(attempt_.prefill, "prefill worker", "Prefill",
-                          rpc::ToGrpcStatus(checked));
-    }
-    *out.add_logprobs() = attempt_.prefill_response.first_token_logprobs();
-  }
+  if (want_logprobs) *out.add_logprobs() = attempt_.prefill_response.first_token_logprobs();
   out.set_request_id(request_id_);
   out.set_text(generation.Accept(token));
   n_generated_ = generation.n_generated();
@@ -515,16 +513,12 @@ absl::Status RequestDriver::Decode(engine::GenerationState& generation) {
     for (int i = 0; i < message.tokens_size() && bad_reply.ok(); ++i) {
       const int32_t token = message.tokens(i);
       if (generation.finished()) break;
-      if (token < 0 || token >= n_vocab) {
-        bad_reply = absl::InternalError(absl::StrCat("returned token ", token,
-                                                     " outside the vocabulary"));
-        break;
-      }
-      if (want_logprobs) {
+      bad_reply = CheckToken(token, n_vocab, "token");
+      if (bad_reply.ok() && want_logprobs) {
         bad_reply = CheckLogprobs(message.logprobs(i), prepared_.params.logprobs, n_vocab);
-        if (!bad_reply.ok()) break;
-        *out.add_logprobs() = message.logprobs(i);
       }
+      if (!bad_reply.ok()) break;
+      if (want_logprobs) *out.add_logprobs() = message.logprobs(i);
       text += generation.Accept(token);
       n_generated_ = generation.n_generated();
       out.add_tokens(token);

@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <utility>
 
 #include "absl/status/statusor.h"
@@ -181,7 +182,8 @@ class DecodeBatchTest : public testing::Test {
 };
 
 // Expects `actual` to be `expected` up to float rounding (two forward passes of other shapes).
-void ExpectSameLogprobs(const engine::TokenLogprobs& actual, const engine::TokenLogprobs& expected) {
+void ExpectSameLogprobs(const engine::TokenLogprobs& actual,
+                        const engine::TokenLogprobs& expected) {
   EXPECT_NEAR(actual.logprob, expected.logprob, 1e-4);
   ASSERT_EQ(actual.top.size(), expected.top.size());
   for (size_t i = 0; i < actual.top.size(); ++i) {
@@ -220,8 +222,8 @@ TEST_F(DecodeBatchTest, LogprobsAreThoseOfTheRawLogitsAtEachToken) {
     const size_t n_vocab = static_cast<size_t>(model_->config().n_vocab);
     for (size_t j = 0; j < generated.size(); ++j) {
       ASSERT_TRUE(logprobs[j].has_value()) << "token " << j;
-      ExpectSameLogprobs(*logprobs[j],
-                         engine::LogprobsOf({logits.data() + j * n_vocab, n_vocab}, generated[j], 3));
+      const std::span<const float> row(logits.data() + j * n_vocab, n_vocab);
+      ExpectSameLogprobs(*logprobs[j], engine::LogprobsOf(row, generated[j], 3));
       EXPECT_LE(logprobs[j]->logprob, logprobs[j]->top[0].logprob);
     }
     run->cache->Free(table);

@@ -889,8 +889,9 @@ TEST(ValidateSamplingParamsTest, RejectsEachBadFieldByName) {
               InvalidNaming("logit_bias names token 4 twice"));
   EXPECT_THAT(Validate({.logit_bias = std::vector<LogitBias>(kMaxLogitBiasTokens + 1)}),
               InvalidNaming("logit_bias has"));
-  EXPECT_TRUE(Validate({.logit_bias = {{.token = 99, .bias = -100.0f}, {.token = 0, .bias = 100.0f}}})
-                  .ok());
+  EXPECT_TRUE(
+      Validate({.logit_bias = {{.token = 99, .bias = -100.0f}, {.token = 0, .bias = 100.0f}}})
+          .ok());
   EXPECT_THAT(Validate({.logprobs = kMaxLogprobs + 1}), InvalidNaming("logprobs"));
 }
 
