@@ -1,5 +1,6 @@
-// baton bench engine | serve | handoff: engine speed (bench/engine_bench.h), a load generator
-// against a router (bench/serve_bench.h), the KV hand-off cost (bench/handoff_bench.h).
+// baton bench engine | serve | handoff | matvec: engine speed (bench/engine_bench.h), a load
+// generator against a router (bench/serve_bench.h), the KV hand-off cost
+// (bench/handoff_bench.h), the GPU decode products' sweep (kernels/cuda/matvec_sweep.h).
 #include <signal.h>
 
 #include <cmath>
@@ -7,6 +8,7 @@
 #include <iostream>
 #include <limits>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -20,6 +22,10 @@
 #include "cli/link_spec.h"
 #include "cli/network_namespaces.h"
 #include "kernels/device.h"
+#if BATON_HAVE_CUDA
+#include "kernels/cuda/device_probes.h"
+#include "kernels/cuda/matvec_sweep.h"
+#endif
 #include "kvtransfer/kv_transport.h"
 
 namespace baton::cli {
@@ -378,11 +384,88 @@ int RunBenchHandoff(const Args& args) {
   return 0;
 }
 
+// baton bench matvec: the decode products' sweep on a GPU (kernels/cuda/matvec_sweep.h): every
+// variant against the CPU reference and timed, the fastest correct per shape class chosen, the
+// table printed as markdown and as matvec_variants.cc's entries. Exit 1 when a class has no
+// correct variant.
+int RunBenchMatVec(const Args& args) {
+  const std::vector<FlagSpec> specs = {
+      DeviceFlagSpec(),
+      {"types", "LIST", "weight types, comma-separated (default q4_0,q4_1,q8_0,q4_k,q6_k)"},
+      {"models", "LIST", "shapes of llama-3-8b, smollm2-135m (default both)"},
+      {"repeats", "N", "calls timed per measurement (default 20)"},
+      {"help", "", "show this help"},
+  };
+  const std::string usage = Usage("bench matvec", "--device cuda[:N] [--types LIST]", specs);
+  absl::StatusOr<Flags> flags = Flags::Parse(args, specs);
+  if (!flags.ok()) return UsageError("bench matvec", flags.status(), usage);
+  if (flags->Has("help")) {
+    std::cout << usage;
+    return 0;
+  }
+  absl::StatusOr<kernels::Device> device = DeviceFlag(*flags);
+  if (!device.ok()) return UsageError("bench matvec", device.status(), usage);
+  if (!device->is_cuda()) {
+    return UsageError("bench matvec", absl::InvalidArgumentError("needs --device cuda[:N]"),
+                      usage);
+  }
+#if BATON_HAVE_CUDA
+  namespace cuda = kernels::cuda;
+  cuda::MatVecSweepOptions options{.device = device->index};
+  for (absl::string_view name :
+       absl::StrSplit(flags->GetOr("types", "q4_0,q4_1,q8_0,q4_k,q6_k"), ',')) {
+    bool found = false;
+    for (const kernels::DType dtype : {kernels::DType::kQ4_0, kernels::DType::kQ4_1,
+                                       kernels::DType::kQ8_0, kernels::DType::kQ4_K,
+                                       kernels::DType::kQ6_K}) {
+      if (absl::AsciiStrToLower(std::string(kernels::DTypeName(dtype))) ==
+          absl::AsciiStrToLower(std::string(name))) {
+        options.dtypes.push_back(dtype);
+        found = true;
+      }
+    }
+    if (!found) {
+      return UsageError("bench matvec", absl::InvalidArgumentError(absl::StrCat(
+          "--types: '", name, "' is not one of q4_0, q4_1, q8_0, q4_k, q6_k")), usage);
+    }
+  }
+  const std::string models = flags->GetOr("models", "llama-3-8b,smollm2-135m");
+  for (absl::string_view model : absl::StrSplit(models, ',')) {
+    std::vector<cuda::MatVecSweepShape> shapes;
+    if (model == "llama-3-8b") {
+      shapes = cuda::Llama3_8bMatVecShapes();
+    } else if (model == "smollm2-135m") {
+      shapes = cuda::SmolLm2MatVecShapes();
+    } else {
+      return UsageError("bench matvec", absl::InvalidArgumentError(absl::StrCat(
+          "--models: '", model, "' is not llama-3-8b or smollm2-135m")), usage);
+    }
+    options.shapes.insert(options.shapes.end(), shapes.begin(), shapes.end());
+  }
+  absl::StatusOr<int64_t> repeats = flags->GetInt("repeats", 20, 1, 1000);
+  if (!repeats.ok()) return UsageError("bench matvec", repeats.status(), usage);
+  options.repeats = static_cast<int>(*repeats);
+  absl::StatusOr<double> bandwidth = cuda::MeasureCopyBandwidth(device->index);
+  if (!bandwidth.ok()) return RunError("bench matvec", bandwidth.status());
+  absl::StatusOr<std::vector<cuda::MatVecMeasurement>> measured = cuda::RunMatVecSweep(options);
+  if (!measured.ok()) return RunError("bench matvec", measured.status());
+  const std::vector<cuda::MatVecChoice> chosen = cuda::ChooseFastestCorrect(*measured);
+  std::cout << "copy bandwidth: " << *bandwidth / 1e9 << " GB/s (read plus written)\n\n"
+            << cuda::FormatSweepMarkdown(*measured, chosen, *bandwidth) << "\ntable:\n"
+            << cuda::FormatTableSource(chosen);
+  const std::vector<std::string> failed = cuda::ClassesWithoutACorrectVariant(*measured);
+  for (const std::string& c : failed) std::cout << "NO CORRECT VARIANT: " << c << "\n";
+  return failed.empty() ? 0 : 1;
+#else
+  return RunError("bench matvec", absl::UnavailableError("this build has no CUDA backend"));
+#endif
+}
+
 }  // namespace
 
 int RunBench(const Args& args) {
   constexpr char kUsage[] =
-      "usage: baton bench engine|serve|handoff [flags]   (baton bench NAME --help)\n";
+      "usage: baton bench engine|serve|handoff|matvec [flags]   (baton bench NAME --help)\n";
   if (args.empty()) {
     std::cerr << kUsage;
     return 2;
@@ -390,6 +473,7 @@ int RunBench(const Args& args) {
   if (args[0] == "engine") return RunBenchEngine(Args(args.begin() + 1, args.end()));
   if (args[0] == "serve") return RunBenchServe(Args(args.begin() + 1, args.end()));
   if (args[0] == "handoff") return RunBenchHandoff(Args(args.begin() + 1, args.end()));
+  if (args[0] == "matvec") return RunBenchMatVec(Args(args.begin() + 1, args.end()));
   std::cerr << "baton bench: unknown benchmark '" << args[0] << "'\n" << kUsage;
   return 2;
 }

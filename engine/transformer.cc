@@ -197,79 +197,117 @@ absl::Status Transformer::Forward(std::span<const SequenceInput> sequences,
       }
     }
   }
+  logits.resize(n_out * c.n_vocab);
+  backend_.GetRows(weights_.token_embd, token_ids_.data(), n, x_.as<float>());
+  // A pass whose layers are watched as they end (the hand-off) is never recorded: its callback
+  // runs host work between them.
+  const bool step = !on_layer_done;
+  if (step) backend_.BeginStep(StepShape(sequences, n_out), n);
+  QueueLayersAndOutput(sequences, n, n_out, logits, on_layer_done);
+  if (step && !backend_.EndStep()) QueueLayersAndOutput(sequences, n, n_out, logits, {});
+  for (const SequenceInput& seq : sequences) {
+    seq.kv->n_tokens += static_cast<int32_t>(seq.tokens.size());
+  }
+  if (!backend_.host_memory()) {
+    backend_.CopyToHost(logits.data(), logits_.as<float>(), logits.size() * sizeof(float));
+  }
+  return absl::OkStatus();
+}
+
+uint64_t Transformer::StepShape(std::span<const SequenceInput> sequences, int64_t n_out) const {
+  uint64_t shape = 0xcbf29ce484222325ull;
+  auto mix = [&](int64_t v) { shape = (shape ^ static_cast<uint64_t>(v)) * 0x100000001b3ull; };
+  mix(n_out);
+  for (const SequenceInput& seq : sequences) {
+    const int64_t n_seq = static_cast<int64_t>(seq.tokens.size());
+    const int64_t n_tokens = seq.kv->n_tokens + n_seq;
+    mix(n_seq);
+    mix((n_tokens + cache_.block_size() - 1) / cache_.block_size());  // block table's length
+    mix(seq.all_logits ? 1 : 0);
+  }
+  return shape;
+}
+
+void Transformer::QueueLayersAndOutput(std::span<const SequenceInput> sequences, int64_t n,
+                                       int64_t n_out, std::vector<float>& logits,
+                                       const LayerDoneCallback& on_layer_done) {
+  const ModelConfig& c = config_;
   float* x = x_.as<float>();
   float* xb = xb_.as<float>();
+  for (int32_t l = 0; l < c.n_layer; ++l) {
+    const LayerVectors& wv = layer_vectors_[l];
+    // The previous layer's feed-forward output (in xb) joins the residual stream here, with the
+    // norm that reads it.
+    if (l == 0) {
+      backend_.RmsNorm(x, wv.attn_norm, n, c.n_embd, c.rms_eps, xb);
+    } else {
+      backend_.AddRmsNorm(x, xb, wv.attn_norm, n, c.n_embd, c.rms_eps, xb);
+    }
+    QueueAttention(l, sequences, n);  // xb: the attention's output projection
+    backend_.AddRmsNorm(x, xb, wv.ffn_norm, n, c.n_embd, c.rms_eps, xb);
+    QueueFeedForward(l, n);  // xb: the feed-forward output, added at the next norm
+    if (on_layer_done) on_layer_done(l);
+  }
+  backend_.Add(x, xb, n * c.n_embd);
+  float* out_x = out_x_.as<float>();
+  backend_.GatherRows(x, out_row_ids_.data(), n_out, c.n_embd, out_x);
+  backend_.RmsNorm(out_x, output_norm_, n_out, c.n_embd, c.rms_eps, out_x);
+  backend_.MatMul(weights_.output, out_x, n_out,
+                  backend_.host_memory() ? logits.data() : logits_.as<float>());
+}
+
+void Transformer::QueueAttention(int32_t l, std::span<const SequenceInput> sequences,
+                                 int64_t n) {
+  const ModelConfig& c = config_;
+  const LayerWeights& w = weights_.layers[l];
+  const LayerVectors& wv = layer_vectors_[l];
   float* q = q_.as<float>();
   float* k = k_.as<float>();
   float* v = v_.as<float>();
   float* attn = attn_.as<float>();
+  {
+    const kernels::WeightMatrix* qkv[] = {&w.wq, &w.wk, &w.wv};
+    float* out[] = {q, k, v};
+    backend_.MatMulMany(qkv, xb_.as<float>(), n, out);
+  }
+  if (wv.bq != nullptr) backend_.AddRowBias(q, wv.bq, n, c.q_dim());
+  if (wv.bk != nullptr) backend_.AddRowBias(k, wv.bk, n, c.kv_dim());
+  if (wv.bv != nullptr) backend_.AddRowBias(v, wv.bv, n, c.kv_dim());
+  backend_.Rope(q, n, c.n_head, c.head_dim, positions_.data(), rope_);
+  backend_.Rope(k, n, c.n_head_kv, c.head_dim, positions_.data(), rope_);
+  // The product with the f16 K cache takes Q in f16 too, as GGML's mul_mat converts it
+  // (llama.cpp's attention); K and V are rounded by the cache itself.
+  backend_.RoundToF16(q, n * c.q_dim());
+  attention_seqs_.clear();
+  int64_t row = 0;
+  for (const SequenceInput& seq : sequences) {
+    const int64_t n_seq = static_cast<int64_t>(seq.tokens.size());
+    const kernels::KvLayerView kv =
+        cache_.LayerView(l, *seq.kv, seq.kv->n_tokens + static_cast<int32_t>(n_seq));
+    backend_.WriteKv(kv, &positions_[row], n_seq, k + row * c.kv_dim(), v + row * c.kv_dim());
+    attention_seqs_.push_back({.q = q + row * c.q_dim(),
+                               .q_positions = &positions_[row],
+                               .n_q = n_seq,
+                               .kv = kv,
+                               .out = attn + row * c.q_dim()});
+    row += n_seq;
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  backend_.AttentionMany(attention_seqs_, c.n_head, scale);
+  backend_.MatMul(w.wo, attn, n, xb_.as<float>());
+}
+
+void Transformer::QueueFeedForward(int32_t l, int64_t n) {  // SwiGLU
+  const LayerWeights& w = weights_.layers[l];
   float* gate = gate_.as<float>();
   float* up = up_.as<float>();
-  const float attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-
-  backend_.GetRows(weights_.token_embd, token_ids_.data(), n, x);
-  for (int32_t l = 0; l < c.n_layer; ++l) {
-    const LayerWeights& w = weights_.layers[l];
-    const LayerVectors& wv = layer_vectors_[l];
-    // Attention block.
-    backend_.RmsNorm(x, wv.attn_norm, n, c.n_embd, c.rms_eps, xb);
-    {
-      const kernels::WeightMatrix* qkv[] = {&w.wq, &w.wk, &w.wv};
-      float* out[] = {q, k, v};
-      backend_.MatMulMany(qkv, xb, n, out);
-    }
-    if (wv.bq != nullptr) backend_.AddRowBias(q, wv.bq, n, c.q_dim());
-    if (wv.bk != nullptr) backend_.AddRowBias(k, wv.bk, n, c.kv_dim());
-    if (wv.bv != nullptr) backend_.AddRowBias(v, wv.bv, n, c.kv_dim());
-    backend_.Rope(q, n, c.n_head, c.head_dim, positions_.data(), rope_);
-    backend_.Rope(k, n, c.n_head_kv, c.head_dim, positions_.data(), rope_);
-    // The product with the f16 K cache takes Q in f16 too, as GGML's mul_mat converts it
-    // (llama.cpp's attention); K and V are rounded by the cache itself.
-    backend_.RoundToF16(q, n * c.q_dim());
-    attention_seqs_.clear();
-    int64_t row = 0;
-    for (const SequenceInput& seq : sequences) {
-      const int64_t n_seq = static_cast<int64_t>(seq.tokens.size());
-      const kernels::KvLayerView kv =
-          cache_.LayerView(l, *seq.kv, seq.kv->n_tokens + static_cast<int32_t>(n_seq));
-      backend_.WriteKv(kv, &positions_[row], n_seq, k + row * c.kv_dim(), v + row * c.kv_dim());
-      attention_seqs_.push_back({.q = q + row * c.q_dim(),
-                                 .q_positions = &positions_[row],
-                                 .n_q = n_seq,
-                                 .kv = kv,
-                                 .out = attn + row * c.q_dim()});
-      row += n_seq;
-    }
-    backend_.AttentionMany(attention_seqs_, c.n_head, attn_scale);
-    backend_.MatMul(w.wo, attn, n, xb);
-    backend_.Add(x, xb, n * c.n_embd);
-    // Feed-forward block (SwiGLU).
-    backend_.RmsNorm(x, wv.ffn_norm, n, c.n_embd, c.rms_eps, xb);
-    {
-      const kernels::WeightMatrix* gate_up[] = {&w.w_gate, &w.w_up};
-      float* out[] = {gate, up};
-      backend_.MatMulMany(gate_up, xb, n, out);
-    }
-    backend_.SiluMul(gate, up, n * c.n_ff, gate);
-    backend_.MatMul(w.w_down, gate, n, xb);
-    backend_.Add(x, xb, n * c.n_embd);
-    if (on_layer_done) on_layer_done(l);
+  {
+    const kernels::WeightMatrix* gate_up[] = {&w.w_gate, &w.w_up};
+    float* out[] = {gate, up};
+    backend_.MatMulMany(gate_up, xb_.as<float>(), n, out);
   }
-  for (const SequenceInput& seq : sequences) {
-    seq.kv->n_tokens += static_cast<int32_t>(seq.tokens.size());
-  }
-
-  float* out_x = out_x_.as<float>();
-  backend_.GatherRows(x, out_row_ids_.data(), n_out, c.n_embd, out_x);
-  backend_.RmsNorm(out_x, output_norm_, n_out, c.n_embd, c.rms_eps, out_x);
-  logits.resize(n_out * c.n_vocab);
-  if (backend_.host_memory()) {
-    backend_.MatMul(weights_.output, out_x, n_out, logits.data());
-  } else {
-    backend_.MatMul(weights_.output, out_x, n_out, logits_.as<float>());
-    backend_.CopyToHost(logits.data(), logits_.as<float>(), logits.size() * sizeof(float));
-  }
-  return absl::OkStatus();
+  backend_.SiluMul(gate, up, n * config_.n_ff, gate);
+  backend_.MatMul(w.w_down, gate, n, xb_.as<float>());
 }
 
 }  // namespace baton::engine

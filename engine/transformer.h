@@ -68,6 +68,17 @@ class Transformer {
 
  private:
   absl::Status Validate(std::span<const SequenceInput> sequences) const;
+  // The step's structure for Backend::BeginStep: the sequences' row counts, their block tables'
+  // lengths and which rows give logits.
+  uint64_t StepShape(std::span<const SequenceInput> sequences, int64_t n_out) const;
+  // Queues the layers and the output head for the rows Forward prepared (x holds their
+  // embeddings): logits [n_out, n_vocab] into `logits` (host-memory backends) or logits_.
+  void QueueLayersAndOutput(std::span<const SequenceInput> sequences, int64_t n, int64_t n_out,
+                            std::vector<float>& logits, const LayerDoneCallback& on_layer_done);
+  // One layer's attention block from xb (its input norm) to xb (its output projection), and its
+  // feed-forward block likewise.
+  void QueueAttention(int32_t l, std::span<const SequenceInput> sequences, int64_t n);
+  void QueueFeedForward(int32_t l, int64_t n);
   absl::Status Forward(std::span<const SequenceInput> sequences, std::vector<float>& logits,
                        const LayerDoneCallback& on_layer_done);
   // Scratch for n tokens (n_out of them with logits), in the backend's memory.

@@ -155,6 +155,21 @@ class Backend {
     if (n_tasks > 0) fn(0, n_tasks, 0);
   }
 
+  // ---- Steps ----
+  // Bracket the operations of one forward pass, after its inputs are in the backend's memory
+  // (GetRows) and before its results are read (CopyToHost), neither of which may come between.
+  // `shape` names the step's structure (its row counts and block tables' lengths), `rows` the
+  // activation rows its products take (a backend may record only small steps): a backend may
+  // record a step's operations once and replay the record for later steps of the same shape (a
+  // CUDA graph), staging only their index arrays. EndStep returns false when the operations did
+  // not run (a replay the backend refused): the caller queues them again, eagerly. Memory calls
+  // from other threads that queue on the operations' stream wait for EndStep. Default: nothing,
+  // true.
+  virtual void BeginStep(uint64_t shape, int64_t rows) {
+    (void)shape;
+    (void)rows;
+  }
+  virtual bool EndStep() { return true; }
   // ---- Element-wise operations between the layers' products ----
 
   // x [n] += y [n]
@@ -203,6 +218,14 @@ class Backend {
   // y [n, dim] = x / sqrt(mean(x²) + eps) * weight [dim], per row. y may alias x.
   virtual void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps,
                        float* y) = 0;
+  // x [n, dim] += residual [n, dim], then out = RmsNorm(x, weight): a residual connection and the
+  // norm that follows it, which a backend may do in one pass. out may alias residual. Default:
+  // Add, then RmsNorm (the same values).
+  virtual void AddRmsNorm(float* x, const float* residual, const float* weight, int64_t n,
+                          int64_t dim, float eps, float* out) {
+    Add(x, residual, n * dim);
+    RmsNorm(x, weight, n, dim, eps, out);
+  }
 
   // Rotates x [n, n_heads, head_dim] in place; positions [n].
   virtual void Rope(float* x, int64_t n, int64_t n_heads, int64_t head_dim,

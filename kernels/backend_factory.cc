@@ -1,5 +1,7 @@
 #include "kernels/backend_factory.h"
 
+#include <cstdlib>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 
@@ -32,7 +34,11 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const Device& device,
   if (!device.is_cuda()) return CreateCpuBackend(cpu_options);
 #if BATON_HAVE_CUDA
   absl::StatusOr<std::unique_ptr<Backend>> backend =
-      cuda::CreateCudaBackend({.device = device.index});
+      cuda::CreateCudaBackend({
+          .device = device.index,
+          .exact_products = std::getenv("BATON_CUDA_EXACT_PRODUCTS") != nullptr,
+          .step_graphs = std::getenv("BATON_CUDA_NO_GRAPHS") == nullptr,
+      });
   if (!backend.ok()) {
     return absl::Status(backend.status().code(),
                         absl::StrCat("--device ", device.ToString(), ": ",

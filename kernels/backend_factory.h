@@ -17,6 +17,10 @@ namespace baton::kernels {
 
 // cpu: CreateCpuBackend(cpu_options). cuda:N: the CUDA backend on GPU N; UNAVAILABLE when this
 // build has no CUDA backend or the machine no usable GPU, INVALID_ARGUMENT when N is out of range.
+// BATON_CUDA_EXACT_PRODUCTS set (to anything) in the environment gives the CUDA backend the
+// first version's exact f32 decode products (CudaBackendOptions::exact_products): the
+// benchmarks' baseline; BATON_CUDA_NO_GRAPHS set runs every step eagerly
+// (CudaBackendOptions::step_graphs).
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const Device& device,
                                                        const CpuBackendOptions& cpu_options);
 

@@ -4,6 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
+#include <thread>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -17,7 +21,10 @@
 #include "kernels/cuda/host_copy_engine.cuh"
 #include "kernels/cuda/index_pack.h"
 #include "kernels/cuda/index_uploader.cuh"
+#include "kernels/cuda/matvec_variants.h"
 #include "kernels/cuda/paged_attention.cuh"
+#include "kernels/cuda/split_blocks.cuh"
+#include "kernels/cuda/step_graphs.cuh"
 
 namespace baton::kernels::cuda {
 namespace {
@@ -51,18 +58,21 @@ class OwnedStream {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(int device, std::string device_name, cudaStream_t stream)
+  CudaBackend(int device, std::string device_name, cudaStream_t stream, bool exact_products,
+              bool step_graphs)
       : device_(device),
+        exact_products_(exact_products),
         name_(absl::StrCat("cuda:", device, " (", device_name, ")")),
         stream_(stream),
         matmul_(stream),
         uploader_(stream),
-        host_copies_(device, stream) {}
+        host_copies_(device, stream),
+        steps_(stream, step_graphs) {}
 
   ~CudaBackend() override {
     Activate();
     cudaStreamSynchronize(stream_);
-    for (auto& [host, copy] : weights_) cudaFree(copy.device);
+    for (auto& [host, copy] : weights_) cudaFree(const_cast<void*>(copy.matrix.data));
   }
 
   std::string name() const override { return name_; }
@@ -90,6 +100,7 @@ class CudaBackend final : public Backend {
 
   void CopyToDevice(void* device_dst, const void* host_src, size_t bytes) override {
     Activate();
+    const StepExcluded excluded(*this, "CopyToDevice");
     BATON_CUDA_CHECK(
         cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, stream_));
     BATON_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -97,6 +108,7 @@ class CudaBackend final : public Backend {
 
   void CopyToHost(void* host_dst, const void* device_src, size_t bytes) override {
     Activate();
+    const StepExcluded excluded(*this, "CopyToHost");
     BATON_CUDA_CHECK(
         cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, stream_));
     BATON_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -123,6 +135,7 @@ class CudaBackend final : public Backend {
 
   std::unique_ptr<CopyFence> CopyToHostAsync(std::span<const HostCopy> copies) override {
     Activate();
+    const StepExcluded excluded(*this, "CopyToHostAsync");
     return host_copies_.Queue(copies);
   }
 
@@ -130,30 +143,74 @@ class CudaBackend final : public Backend {
     host_copies_.Upload(copies);
   }
 
+  void BeginStep(uint64_t shape, int64_t rows) override {
+    Activate();
+    step_lock_ = std::unique_lock(step_mutex_);
+    step_thread_ = std::this_thread::get_id();
+    // The stream is idle (the step's inputs were copied in with a wait): the index arrays start
+    // over at the ring's start, where a replayed graph's copies read them.
+    uploader_.Restart();
+    // Up to kQuantizedMaxRows rows a step's products are this backend's own kernels; past that
+    // they are cuBLAS's, which a step does not record.
+    steps_.Begin(shape, /*record=*/rows <= kQuantizedMaxRows);
+    uploader_.set_stage_only(!steps_.launching());
+    uploader_.set_may_wrap(steps_.mode() == StepGraphs::Mode::kEager);
+  }
+
+  bool EndStep() override {
+    Activate();
+    const bool ran = steps_.End();
+    uploader_.set_stage_only(false);
+    uploader_.set_may_wrap(true);
+    step_thread_ = {};
+    step_lock_.unlock();
+    return ran;
+  }
+
   void Add(float* x, const float* y, int64_t n) override {
     Activate();
+    if (!steps_.Record(Op::kAdd, x, y, n)) return;
     LaunchAdd(x, y, n, stream_);
   }
 
   void AddRowBias(float* x, const float* bias, int64_t n_rows, int64_t dim) override {
     Activate();
+    if (!steps_.Record(Op::kAddRowBias, x, bias, n_rows, dim)) return;
     LaunchAddRowBias(x, bias, n_rows, dim, stream_);
   }
 
   void RoundToF16(float* x, int64_t n) override {
     Activate();
+    if (!steps_.Record(Op::kRoundToF16, x, n)) return;
     LaunchRoundToF16(x, n, stream_);
   }
 
   void GatherRows(const float* x, const int64_t* rows, int64_t n, int64_t dim,
                   float* out) override {
     Activate();
-    LaunchGatherRows(x, uploader_.Upload(rows, n), n, dim, out, stream_);
+    const int64_t* device_rows = uploader_.Upload(rows, n);
+    if (!steps_.Record(Op::kGatherRows, x, device_rows, n, dim, out)) return;
+    LaunchGatherRows(x, device_rows, n, dim, out, stream_);
   }
 
   void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y) override {
     Activate();
-    matmul_.Run(w.dtype, DeviceCopyOf(w), w.n_rows, w.n_cols, x, n, y);
+    const DeviceMatrix m = DeviceCopyOf(w);
+    if (!steps_.Record(Op::kMatMul, m.data, x, n, y)) return;
+    matmul_.Run(m, x, n, y);
+  }
+
+  void MatMulMany(std::span<const WeightMatrix* const> ws, const float* x, int64_t n,
+                  std::span<float* const> ys) override {
+    Activate();
+    many_.clear();
+    steps_.Record(Op::kMatMulMany, x, n, ws.size());
+    for (size_t k = 0; k < ws.size(); ++k) {
+      many_.push_back(DeviceCopyOf(*ws[k]));
+      steps_.Record(many_.back().data, ys[k]);
+    }
+    if (!steps_.launching()) return;
+    matmul_.RunMany(many_, x, n, ys);
   }
 
   bool RegisterWeights(const WeightMatrix& w) override {
@@ -161,15 +218,7 @@ class CudaBackend final : public Backend {
     auto [it, inserted] = weights_.try_emplace(w.data);
     ++it->second.references;
     if (!inserted) return true;
-    const size_t bytes = static_cast<size_t>(MatrixBytes(w));
-    absl::StatusOr<void*> copy = Allocate(bytes);
-    if (!copy.ok()) {
-      // At load, before any request: the model does not fit this GPU beside what it holds.
-      CudaFailed("RegisterWeights", std::string(copy.status().message()).c_str(), __FILE__,
-                 __LINE__);
-    }
-    it->second.device = *copy;
-    BATON_CUDA_CHECK(cudaMemcpy(it->second.device, w.data, bytes, cudaMemcpyHostToDevice));
+    it->second.matrix = Upload(w);
     return true;
   }
 
@@ -177,12 +226,17 @@ class CudaBackend final : public Backend {
     Activate();
     auto it = weights_.find(w.data);
     if (it == weights_.end() || --it->second.references > 0) return;
-    BATON_CUDA_CHECK(cudaFree(it->second.device));  // waits for the kernels that read it
+    // cudaFree waits for the kernels that read it.
+    BATON_CUDA_CHECK(cudaFree(const_cast<void*>(it->second.matrix.data)));
     weights_.erase(it);
   }
 
   void GetRows(const WeightMatrix& w, const int32_t* ids, int64_t n, float* out) override {
     Activate();
+    if (steps_.mode() != StepGraphs::Mode::kOutside) {
+      CudaFailed("GetRows", "called inside a step (it copies with a wait): before BeginStep",
+                 __FILE__, __LINE__);
+    }
     const int64_t row_bytes = RowBytes(w.dtype, w.n_cols);
     rows_.resize(static_cast<size_t>(n * w.n_cols));
     for (int64_t i = 0; i < n; ++i) {
@@ -198,7 +252,15 @@ class CudaBackend final : public Backend {
   void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps,
                float* y) override {
     Activate();
+    if (!steps_.Record(Op::kRmsNorm, x, weight, n, dim, eps, y)) return;
     LaunchRmsNorm(x, weight, n, dim, eps, y, stream_);
+  }
+
+  void AddRmsNorm(float* x, const float* residual, const float* weight, int64_t n, int64_t dim,
+                  float eps, float* out) override {
+    Activate();
+    if (!steps_.Record(Op::kAddRmsNorm, x, residual, weight, n, dim, eps, out)) return;
+    LaunchAddRmsNorm(x, residual, weight, n, dim, eps, out, stream_);
   }
 
   void Rope(float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* positions,
@@ -212,11 +274,17 @@ class CudaBackend final : public Backend {
         .neox = params.neox,
         .freq_factors = params.freq_factors,
     };
-    LaunchRope(x, n, n_heads, head_dim, uploader_.Upload(positions, n), rope, stream_);
+    const int32_t* device_positions = uploader_.Upload(positions, n);
+    if (!steps_.Record(Op::kRope, x, n, n_heads, head_dim, device_positions, rope.n_dims,
+                       rope.theta_scale, rope.freq_scale, rope.neox, rope.freq_factors)) {
+      return;
+    }
+    LaunchRope(x, n, n_heads, head_dim, device_positions, rope, stream_);
   }
 
   void SiluMul(const float* gate, const float* up, int64_t count, float* y) override {
     Activate();
+    if (!steps_.Record(Op::kSiluMul, gate, up, count, y)) return;
     LaunchSiluMul(gate, up, count, y, stream_);
   }
 
@@ -227,6 +295,10 @@ class CudaBackend final : public Backend {
     const size_t table = pack_.Add(kv.block_table, BlocksOf(kv));
     const size_t rows = pack_.Add(positions, n);
     const void* base = uploader_.Upload(pack_);
+    if (!steps_.Record(Op::kWriteKv, kv.k_base, kv.v_base, kv.block_stride, kv.block_size,
+                       kv.n_kv_head, kv.head_dim, base, table, rows, n, k, v)) {
+      return;
+    }
     LaunchWriteKv(kv.k_base, kv.v_base, LayoutOf(kv), IndexPack::At<int32_t>(base, table),
                   IndexPack::At<int32_t>(base, rows), n, k, v, stream_);
   }
@@ -244,6 +316,7 @@ class CudaBackend final : public Backend {
     if (seqs.empty()) return;
     const KvLayout layout = LayoutOf(seqs[0].kv);
     const bool tiled = TiledAttentionSupports(layout);
+    bool bases_aligned = true;
     attention_seqs_.clear();
     attention_tables_.clear();
     decode_queries_.clear();
@@ -256,6 +329,8 @@ class CudaBackend final : public Backend {
                                  .k_base = in.kv.k_base,
                                  .v_base = in.kv.v_base,
                                  .table_begin = static_cast<int32_t>(attention_tables_.size())});
+      bases_aligned = bases_aligned && reinterpret_cast<uintptr_t>(in.kv.k_base) % 16 == 0 &&
+                      reinterpret_cast<uintptr_t>(in.kv.v_base) % 16 == 0;
       attention_tables_.insert(attention_tables_.end(), in.kv.block_table,
                                in.kv.block_table + BlocksOf(in.kv));
       // A sequence of several queries (a prefill) goes to the tiled kernel, in tiles.
@@ -280,12 +355,18 @@ class CudaBackend final : public Backend {
     const size_t at_tiles = pack_.Add(prefill_tiles_.data(), prefill_tiles_.size());
     const size_t at_prefill = pack_.Add(prefill_queries_.data(), prefill_queries_.size());
     const void* base = uploader_.Upload(pack_);
+    if (!steps_.Record(Op::kAttention, base, at_seqs, at_tables, at_decode, at_tiles, at_prefill,
+                       decode_queries_.size(), prefill_tiles_.size(), n_head, scale,
+                       layout.block_stride, layout.block_size, layout.n_kv_head,
+                       layout.head_dim, bases_aligned)) {
+      return;
+    }
     const auto* device_seqs = IndexPack::At<AttentionSeq>(base, at_seqs);
     const auto* device_tables = IndexPack::At<int32_t>(base, at_tables);
     if (!decode_queries_.empty()) {
       LaunchAttention(device_seqs, IndexPack::At<AttentionQuery>(base, at_decode),
                       static_cast<int64_t>(decode_queries_.size()), device_tables, n_head, layout,
-                      scale, stream_);
+                      scale, bases_aligned, stream_);
     }
     if (!prefill_tiles_.empty()) {
       LaunchTiledAttention(device_seqs, IndexPack::At<AttentionTile>(base, at_tiles),
@@ -297,30 +378,87 @@ class CudaBackend final : public Backend {
 
  private:
   struct DeviceWeights {
-    void* device = nullptr;
+    DeviceMatrix matrix;
     int references = 0;
+  };
+
+  // The operations a step's fingerprint tells apart.
+  enum class Op {
+    kAdd, kAddRowBias, kRoundToF16, kGatherRows, kMatMul, kMatMulMany, kRmsNorm, kAddRmsNorm,
+    kRope, kSiluMul, kWriteKv, kAttention
   };
 
   // The calling thread's current device is this backend's (memory calls come from any thread).
   void Activate() const { BATON_CUDA_CHECK(cudaSetDevice(device_)); }
 
-  // The registered copy of w, or w uploaded now into scratch (an unregistered matrix).
-  const void* DeviceCopyOf(const WeightMatrix& w) {
+  // Held by a memory call that queues on the compute stream: from another thread it waits for
+  // the step being queued to end (its graph launched), so the copy is queued after the step,
+  // never into its capture; from the step's own thread it is a mistake, said so.
+  class StepExcluded {
+   public:
+    StepExcluded(CudaBackend& backend, const char* what)
+        : lock_(backend.step_mutex_, std::defer_lock) {
+      if (backend.step_thread_ == std::this_thread::get_id()) {
+        CudaFailed(what, "called inside a step (it waits for the stream): after EndStep",
+                   __FILE__, __LINE__);
+      }
+      lock_.lock();
+    }
+
+   private:
+    std::unique_lock<std::mutex> lock_;
+  };
+
+  // The registered copy of w, or w uploaded now into scratch, as stored (an unregistered
+  // matrix).
+  DeviceMatrix DeviceCopyOf(const WeightMatrix& w) {
     auto it = weights_.find(w.data);
-    if (it != weights_.end()) return it->second.device;
+    if (it != weights_.end()) return it->second.matrix;
     const size_t bytes = static_cast<size_t>(MatrixBytes(w));
     void* scratch = unregistered_.Reserve(bytes);
     CopyToDevice(scratch, w.data, bytes);
-    return scratch;
+    return {.dtype = w.dtype, .data = scratch, .n_rows = w.n_rows, .n_cols = w.n_cols};
+  }
+
+  // A device copy of w that the caller frees: split where the decode products read it so, else
+  // as stored. Ends the process when the GPU has not the memory (at load, before any request:
+  // the model does not fit this GPU beside what it holds).
+  DeviceMatrix Upload(const WeightMatrix& w) {
+    const std::optional<SplitGeometry> g = SplitGeometryOf(w.dtype);
+    const bool split = !exact_products_ && g.has_value() && w.n_cols % g->block_values == 0;
+    const size_t stored_bytes = static_cast<size_t>(MatrixBytes(w));
+    const int64_t n_blocks = split ? w.n_rows * (w.n_cols / g->block_values) : 0;
+    absl::StatusOr<void*> copy = Allocate(split ? SplitMatrixBytes(*g, n_blocks) : stored_bytes);
+    if (!copy.ok()) {
+      CudaFailed("RegisterWeights", std::string(copy.status().message()).c_str(), __FILE__,
+                 __LINE__);
+    }
+    if (split) {
+      void* staged = unregistered_.Reserve(stored_bytes);
+      CopyToDevice(staged, w.data, stored_bytes);
+      LaunchSplitBlocks(*g, static_cast<const uint8_t*>(staged), n_blocks,
+                        static_cast<uint8_t*>(*copy), stream_);
+      BATON_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    } else {
+      BATON_CUDA_CHECK(cudaMemcpy(*copy, w.data, stored_bytes, cudaMemcpyHostToDevice));
+    }
+    return {.dtype = w.dtype, .data = *copy, .n_rows = w.n_rows, .n_cols = w.n_cols,
+            .split = split};
   }
 
   const int device_;
+  const bool exact_products_;
   const std::string name_;
   const OwnedStream stream_;  // before what enqueues on it, so destroyed after
   DeviceMatMul matmul_;
   IndexUploader uploader_;
   HostCopyEngine host_copies_;
-  ScratchBuffer unregistered_;
+  StepGraphs steps_;
+  std::mutex step_mutex_;                // held from BeginStep to EndStep
+  std::unique_lock<std::mutex> step_lock_;
+  std::thread::id step_thread_;          // the thread inside a step, if any
+  ScratchBuffer unregistered_;  // unregistered matrices, and matrices on their way to a split
+  std::vector<DeviceMatrix> many_;  // MatMulMany's matrices
   std::unordered_map<const void*, DeviceWeights> weights_;  // by the host matrix's address
   std::vector<float> rows_;                                 // GetRows' staging
   IndexPack pack_;                                          // an operation's index arrays
@@ -357,7 +495,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const CudaBackendOpti
   BATON_CUDA_CHECK(cudaSetDevice(options.device));
   cudaStream_t stream = nullptr;
   BATON_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  return std::unique_ptr<Backend>(new CudaBackend(options.device, prop.name, stream));
+  return std::unique_ptr<Backend>(new CudaBackend(options.device, prop.name, stream,
+                                                  options.exact_products, options.step_graphs));
 }
 
 }  // namespace baton::kernels::cuda

@@ -9,8 +9,11 @@
 
 #include "kernels/cpu/dequantize.h"
 #include "kernels/cuda/cuda_check.cuh"
-#include "kernels/cuda/launch_helpers.cuh"
 #include "kernels/cuda/elementwise.cuh"
+#include "kernels/cuda/launch_helpers.cuh"
+#include "kernels/cuda/matvec_variants.h"
+#include "kernels/cuda/quantized_matvec.cuh"
+#include "kernels/cuda/split_blocks.cuh"
 #include "kernels/cuda/weight_chunks.cuh"
 
 namespace baton::kernels::cuda {
@@ -271,22 +274,49 @@ DeviceMatMul::~DeviceMatMul() {
   if (cublas_ != nullptr) Cublas().Destroy(cublas_);
 }
 
-void DeviceMatMul::Run(DType dtype, const void* w, int64_t n_rows, int64_t n_cols,
-                       const float* x, int64_t n, float* y) {
-  if (n == 0 || n_rows == 0) return;
-  if (n <= kGemvMaxRows) {
-    RunGemv(dtype, w, n_rows, n_cols, x, n, y);
-  } else {
-    RunGemm(dtype, w, n_rows, n_cols, x, n, y);
+void DeviceMatMul::Run(const DeviceMatrix& w, const float* x, int64_t n, float* y) {
+  RunMany({&w, 1}, x, n, {&y, 1});
+}
+
+void DeviceMatMul::RunMany(std::span<const DeviceMatrix> ws, const float* x, int64_t n,
+                           std::span<float* const> ys) {
+  if (n == 0) return;
+  const bool quantized = n <= kQuantizedMaxRows && !ws.empty() &&
+                         std::all_of(ws.begin(), ws.end(), [&](const DeviceMatrix& w) {
+                           return w.split && w.n_cols == ws[0].n_cols;
+                         });
+  if (quantized) {
+    const int64_t n_cols = ws[0].n_cols;
+    const Q8Rows xq = LaunchQuantizeActivations(
+        x, n, n_cols, activations_q8_.Reserve(Q8RowsBytes(n, n_cols)), stream_);
+    for (size_t k = 0; k < ws.size(); ++k) RunQuantized(ws[k], xq, n, ys[k]);
+    return;
+  }
+  for (size_t k = 0; k < ws.size(); ++k) {
+    const DeviceMatrix& w = ws[k];
+    if (w.n_rows == 0) continue;
+    if (n <= kQuantizedMaxRows && w.split) {
+      RunMany({&w, 1}, x, n, ys.subspan(k, 1));
+    } else if (n <= kGemvMaxRows) {
+      RunGemv(w, x, n, ys[k]);
+    } else {
+      RunGemm(w, x, n, ys[k]);
+    }
   }
 }
 
-void DeviceMatMul::RunGemv(DType dtype, const void* w, int64_t n_rows, int64_t n_cols,
-                           const float* x, int64_t n, float* y) {
-  const auto* bytes = static_cast<const uint8_t*>(w);
-  const int64_t row_bytes = RowBytes(dtype, n_cols);
+void DeviceMatMul::RunQuantized(const DeviceMatrix& w, const Q8Rows& x, int64_t n, float* y) {
+  if (w.n_rows == 0) return;
+  const int variant = ChooseMatVecVariant(MatVecTable(), w.dtype, w.n_rows, n);
+  LaunchQuantizedMatVec(w.dtype, variant, w.data, w.n_rows, w.n_cols, x, n, y, stream_);
+}
+
+void DeviceMatMul::RunGemv(const DeviceMatrix& w, const float* x, int64_t n, float* y) {
+  const auto* bytes = static_cast<const uint8_t*>(w.data);
+  const int64_t n_rows = w.n_rows, n_cols = w.n_cols;
+  const int64_t row_bytes = RowBytes(w.dtype, n_cols);
   const bool whole_chunks = n_cols % kChunk == 0;
-  const bool known = WithChunkLoader(dtype, [&](auto loader) {
+  const bool known = WithChunkLoader(w.dtype, [&](auto loader) {
     using Loader = decltype(loader);
     if (whole_chunks) {
       const int tile_chunks = TileChunksFor(n, n_cols / kChunk);
@@ -303,7 +333,7 @@ void DeviceMatMul::RunGemv(DType dtype, const void* w, int64_t n_rows, int64_t n
           bytes, row_bytes, n_rows, n_cols, x, static_cast<int>(n), y);
     }
   });
-  if (!known) Unsupported(dtype);
+  if (!known) Unsupported(w.dtype);
   BATON_CUDA_CHECK_LAUNCH();
 }
 
@@ -319,17 +349,21 @@ cublasStatus_t GemmWithWeightRows(cublasHandle_t cublas, cudaDataType operands, 
                       CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 }
 
-void DeviceMatMul::RunGemm(DType dtype, const void* w, int64_t n_rows, int64_t n_cols,
-                           const float* x, int64_t n, float* y) {
-  if (dtype == DType::kF32) {
-    BATON_CUBLAS_CHECK(GemmWithWeightRows(cublas_, CUDA_R_32F, w, x, y, n_rows, n_cols, n));
+void DeviceMatMul::RunGemm(const DeviceMatrix& w, const float* x, int64_t n, float* y) {
+  const int64_t n_rows = w.n_rows, n_cols = w.n_cols;
+  if (w.dtype == DType::kF32) {
+    BATON_CUBLAS_CHECK(GemmWithWeightRows(cublas_, CUDA_R_32F, w.data, x, y, n_rows, n_cols, n));
     return;
   }
-  const void* w16 = w;
-  if (dtype != DType::kF16) {
+  const void* w16 = w.data;
+  if (w.dtype != DType::kF16) {
     auto* out = static_cast<uint16_t*>(
         weights_f16_.Reserve(static_cast<size_t>(n_rows * n_cols) * sizeof(uint16_t)));
-    LaunchDequantizeToF16(dtype, w, n_rows, n_cols, out, stream_);
+    if (w.split) {
+      LaunchDequantizeSplitToF16(w.dtype, w.data, n_rows, n_cols, out, stream_);
+    } else {
+      LaunchDequantizeToF16(w.dtype, w.data, n_rows, n_cols, out, stream_);
+    }
     w16 = out;
   }
   auto* x16 = static_cast<uint16_t*>(

@@ -1,16 +1,23 @@
 // y [n, n_rows] = x [n, n_cols] · Wᵀ on the GPU, for a weight matrix in device memory in any
-// type kernels/cpu/dequantize.h knows (GGML block layouts, weight_chunks.cuh).
+// type kernels/cpu/dequantize.h knows (GGML block layouts, weight_chunks.cuh), as the file
+// stores it or split (split_blocks.cuh: Q4_0, Q4_1, Q8_0, Q4_K, Q6_K, as RegisterWeights keeps
+// them unless exact products are asked for).
 //
-// Two strategies, chosen by the number of activation rows:
-// - n <= kGemvMaxRows (decode): a matrix-vector kernel reads the quantized weights directly, one
-//   warp per output row, so each weight byte crosses the memory bus once per step.
+// Three strategies, chosen by the number of activation rows and the layout:
+// - n <= kQuantizedMaxRows (8) on a split matrix (decode): x quantized to 8 bits once, then a
+//   kernel that
+//   reads each weight byte once with wide loads and multiplies it with every row in integer dot
+//   products (quantized_matvec.cuh), its variant chosen per shape by the sweep's table
+//   (matvec_variants.h). Within the activations' 8-bit rounding of the exact product.
+// - n <= kGemvMaxRows on a stored matrix: a matrix-vector kernel reads the quantized weights
+//   directly and multiplies in f32 (exact weights, exact x), one warp per output row.
 // - larger n (prefill, big batches): W is dequantized to f16 into a scratch buffer (2 bytes per
 //   weight, the largest matrix's worth, reused by every matrix), x is rounded to f16, and cuBLAS
 //   multiplies them with f32 accumulation (f32 weights: an f32 GEMM, no rounding). The
 //   dequantization reads the weights once and writes 2 bytes per weight: memory time, small
 //   against the GEMM's compute once n is in the hundreds.
 // Results are within rounding of the CPU backend's; unlike it, not batch-invariant (cuBLAS picks
-// its algorithm by shape, and the two strategies round differently).
+// its algorithm by shape, and the strategies round differently).
 //
 // Thread-safety: one thread at a time (it owns a cuBLAS handle and scratch buffers).
 #ifndef BATON_KERNELS_CUDA_DEVICE_MATMUL_CUH_
@@ -21,7 +28,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
+#include "kernels/cuda/quantized_dots.cuh"
 #include "kernels/dtype.h"
 
 namespace baton::kernels::cuda {
@@ -43,6 +52,16 @@ class ScratchBuffer {
   size_t bytes_ = 0;
 };
 
+// A weight matrix in device memory: n_rows rows of n_cols elements of `dtype`, as the file stores
+// them (each row RowBytes(dtype, n_cols) long) or split (SplitMatrixBytes).
+struct DeviceMatrix {
+  DType dtype = DType::kF32;
+  const void* data = nullptr;
+  int64_t n_rows = 0;
+  int64_t n_cols = 0;
+  bool split = false;
+};
+
 class DeviceMatMul {
  public:
   explicit DeviceMatMul(cudaStream_t stream);
@@ -50,22 +69,24 @@ class DeviceMatMul {
   DeviceMatMul& operator=(const DeviceMatMul&) = delete;
   ~DeviceMatMul();
 
-  // w: n_rows rows of n_cols elements of `dtype`, each RowBytes(dtype, n_cols) long, in device
-  // memory; x [n, n_cols] and y [n, n_rows] f32 device memory.
-  void Run(DType dtype, const void* w, int64_t n_rows, int64_t n_cols, const float* x, int64_t n,
-           float* y);
+  // x [n, w.n_cols] and y [n, w.n_rows] f32 device memory.
+  void Run(const DeviceMatrix& w, const float* x, int64_t n, float* y);
+  // Run(ws[k], x, n, ys[k]) for every k, x quantized once where the products share it.
+  void RunMany(std::span<const DeviceMatrix> ws, const float* x, int64_t n,
+               std::span<float* const> ys);
 
  private:
-  void RunGemv(DType dtype, const void* w, int64_t n_rows, int64_t n_cols, const float* x,
-               int64_t n, float* y);
-  void RunGemm(DType dtype, const void* w, int64_t n_rows, int64_t n_cols, const float* x,
-               int64_t n, float* y);
+  // The decode product of a split matrix with x already quantized.
+  void RunQuantized(const DeviceMatrix& w, const Q8Rows& x, int64_t n, float* y);
+  void RunGemv(const DeviceMatrix& w, const float* x, int64_t n, float* y);
+  void RunGemm(const DeviceMatrix& w, const float* x, int64_t n, float* y);
 
   cudaStream_t stream_;
   int sm_count_ = 1;  // the device's multiprocessors
   cublasHandle_t cublas_ = nullptr;
   ScratchBuffer weights_f16_;      // f16 [n_rows, n_cols]
   ScratchBuffer activations_f16_;  // f16 [n, n_cols]
+  ScratchBuffer activations_q8_;   // Q8Rows of x [n, n_cols]
 };
 
 // Row-major y [n, n_rows] f32 = x [n, n_cols] · Wᵀ with W [n_rows, n_cols] and x both of

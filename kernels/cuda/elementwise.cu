@@ -3,6 +3,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/launch_helpers.cuh"
@@ -52,28 +53,75 @@ __global__ void GatherRowsKernel(const float* x, const int64_t* rows, int64_t to
   if (i < total) out[i] = x[rows[i / dim] * dim + i % dim];
 }
 
-// One block per row: the sum of squares in double (as the CPU backend sums), then the scaling.
-__global__ void RmsNormKernel(const float* x, const float* weight, int64_t dim, float eps,
-                              float* y) {
-  const float* xr = x + blockIdx.x * dim;
+// One block of kNormThreads per row: the sum of squares in double (as the CPU backend sums),
+// then the scaling. A decode step's norm is one row: its time is the latency of two passes over
+// the row, so each thread takes few values, four at a time where the row allows (dim a
+// multiple of 4; the rows then start 16-byte aligned), and the block adds its sums with warp
+// shuffles and one round through shared memory.
+constexpr int kNormThreads = 1024;
+
+// With a residual (AddRmsNorm), the first pass adds it into x (each thread its own values)
+// before summing: the add and the norm in one pass over the row.
+template <bool kVectors>
+__global__ void __launch_bounds__(kNormThreads)
+    RmsNormKernel(float* x, const float* residual, const float* weight, int64_t dim, float eps,
+                  float* y) {
+  float* xr = x + blockIdx.x * dim;
+  const float* rr = residual != nullptr ? residual + blockIdx.x * dim : nullptr;
   float* yr = y + blockIdx.x * dim;
+  const int64_t n = kVectors ? dim / 4 : dim;
   double sum = 0.0;
-  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
-    sum += static_cast<double>(__fmul_rn(xr[j], xr[j]));
+#pragma unroll 4
+  for (int64_t j = threadIdx.x; j < n; j += kNormThreads) {
+    if constexpr (kVectors) {
+      float4 v = reinterpret_cast<const float4*>(xr)[j];
+      if (rr != nullptr) {
+        const float4 r = reinterpret_cast<const float4*>(rr)[j];
+        v = make_float4(__fadd_rn(v.x, r.x), __fadd_rn(v.y, r.y), __fadd_rn(v.z, r.z),
+                        __fadd_rn(v.w, r.w));
+        reinterpret_cast<float4*>(xr)[j] = v;
+      }
+      sum += static_cast<double>(__fmul_rn(v.x, v.x)) + static_cast<double>(__fmul_rn(v.y, v.y)) +
+             static_cast<double>(__fmul_rn(v.z, v.z)) + static_cast<double>(__fmul_rn(v.w, v.w));
+    } else {
+      float v = xr[j];
+      if (rr != nullptr) {
+        v = __fadd_rn(v, rr[j]);
+        xr[j] = v;
+      }
+      sum += static_cast<double>(__fmul_rn(v, v));
+    }
   }
-  __shared__ double partial[kThreads];
-  partial[threadIdx.x] = sum;
+  for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+  __shared__ double warp_sums[kNormThreads / 32];
+  __shared__ float shared_scale;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) warp_sums[warp] = sum;
   __syncthreads();
-  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
-    if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
-    __syncthreads();
+  if (warp == 0) {
+    double total = warp_sums[lane];  // kNormThreads / 32 == 32 warps
+    for (int offset = 16; offset > 0; offset /= 2) {
+      total += __shfl_xor_sync(0xffffffffu, total, offset);
+    }
+    const float mean = static_cast<float>(total / static_cast<double>(dim));
+    if (lane == 0) shared_scale = 1.0f / sqrtf(mean + eps);
   }
-  const float mean = static_cast<float>(partial[0] / static_cast<double>(dim));
-  const float scale = 1.0f / sqrtf(mean + eps);
-  for (int64_t j = threadIdx.x; j < dim; j += blockDim.x) {
-    yr[j] = __fmul_rn(__fmul_rn(xr[j], scale), weight[j]);
+  __syncthreads();
+  const float scale = shared_scale;
+#pragma unroll 4
+  for (int64_t j = threadIdx.x; j < n; j += kNormThreads) {
+    if constexpr (kVectors) {
+      const float4 v = reinterpret_cast<const float4*>(xr)[j];
+      const float4 w = reinterpret_cast<const float4*>(weight)[j];
+      reinterpret_cast<float4*>(yr)[j] =
+          make_float4(__fmul_rn(__fmul_rn(v.x, scale), w.x), __fmul_rn(__fmul_rn(v.y, scale), w.y),
+                      __fmul_rn(__fmul_rn(v.z, scale), w.z), __fmul_rn(__fmul_rn(v.w, scale), w.w));
+    } else {
+      yr[j] = __fmul_rn(__fmul_rn(xr[j], scale), weight[j]);
+    }
   }
 }
+static_assert(kNormThreads == 32 * 32, "the second reduction is one warp over the warps' sums");
 
 // One thread per (token, head, rotated pair i); the angle as the host reference computes it
 // (theta_scale^i by repeated multiplication, then frequency factor and scale).
@@ -143,8 +191,20 @@ void LaunchGatherRows(const float* x, const int64_t* rows, int64_t n, int64_t di
 
 void LaunchRmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps,
                    float* y, cudaStream_t stream) {
+  // Without a residual the kernel only reads x.
+  LaunchAddRmsNorm(const_cast<float*>(x), nullptr, weight, n, dim, eps, y, stream);
+}
+
+void LaunchAddRmsNorm(float* x, const float* residual, const float* weight, int64_t n,
+                      int64_t dim, float eps, float* y, cudaStream_t stream) {
   if (n == 0) return;
-  RmsNormKernel<<<static_cast<unsigned>(n), kThreads, 0, stream>>>(x, weight, dim, eps, y);
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  const unsigned rows = static_cast<unsigned>(n);
+  if (dim % 4 == 0 && aligned(x) && aligned(residual) && aligned(weight) && aligned(y)) {
+    RmsNormKernel<true><<<rows, kNormThreads, 0, stream>>>(x, residual, weight, dim, eps, y);
+  } else {
+    RmsNormKernel<false><<<rows, kNormThreads, 0, stream>>>(x, residual, weight, dim, eps, y);
+  }
   BATON_CUDA_CHECK_LAUNCH();
 }
 

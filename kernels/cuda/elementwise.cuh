@@ -23,6 +23,9 @@ void LaunchGatherRows(const float* x, const int64_t* rows, int64_t n, int64_t di
 // y [n, dim] = x / sqrt(mean(x²) + eps) * weight, per row; y may alias x.
 void LaunchRmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps,
                    float* y, cudaStream_t stream);
+// x [n, dim] += residual [n, dim] (none when null), then y = RmsNorm(x); y may alias residual.
+void LaunchAddRmsNorm(float* x, const float* residual, const float* weight, int64_t n,
+                      int64_t dim, float eps, float* y, cudaStream_t stream);
 // Rotates x [n, n_heads, head_dim] in place by positions [n] (device memory).
 struct RopeLaunch {
   int32_t n_dims;

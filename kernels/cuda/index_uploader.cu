@@ -8,7 +8,7 @@
 namespace baton::kernels::cuda {
 namespace {
 
-constexpr size_t kInitialBytes = size_t{4} << 20;
+constexpr size_t kInitialBytes = size_t{16} << 20;
 constexpr size_t kAlignment = 256;
 
 }  // namespace
@@ -31,6 +31,13 @@ void IndexUploader::Grow(size_t bytes) {
   used_ = 0;
 }
 
+void IndexUploader::Restart() {
+  BATON_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  used_ = 0;
+  recent_.fill({});
+  next_recent_ = 0;
+}
+
 const void* IndexUploader::FindRecent(const void* host, size_t bytes) const {
   for (const Recent& r : recent_) {
     if (r.bytes == bytes && std::memcmp(pinned_ + r.offset, host, bytes) == 0) {
@@ -47,6 +54,10 @@ const void* IndexUploader::UploadBytes(const void* host, size_t bytes) {
   const size_t slice = std::max<size_t>(kAlignment, (bytes + kAlignment - 1) / kAlignment *
                                                         kAlignment);
   if (used_ + slice > capacity_) {
+    if (!may_wrap_) {
+      CudaFailed("IndexUploader", "a recorded step's index arrays outgrew the staging ring",
+                 __FILE__, __LINE__);
+    }
     BATON_CUDA_CHECK(cudaStreamSynchronize(stream_));  // every earlier slice has been read
     used_ = 0;
     recent_.fill({});
@@ -59,7 +70,9 @@ const void* IndexUploader::UploadBytes(const void* host, size_t bytes) {
   std::memcpy(staged, host, bytes);
   recent_[next_recent_] = {.offset = static_cast<size_t>(staged - pinned_), .bytes = bytes};
   next_recent_ = (next_recent_ + 1) % recent_.size();
-  BATON_CUDA_CHECK(cudaMemcpyAsync(device, staged, bytes, cudaMemcpyHostToDevice, stream_));
+  if (!stage_only_) {
+    BATON_CUDA_CHECK(cudaMemcpyAsync(device, staged, bytes, cudaMemcpyHostToDevice, stream_));
+  }
   return device;
 }
 

@@ -39,6 +39,16 @@ class IndexUploader {
   // A device copy of the pack (IndexPack::At finds its arrays), valid as Upload's.
   const void* Upload(const IndexPack& pack) { return UploadBytes(pack.data(), pack.size()); }
 
+  // Starts over at the ring's start, forgetting the recent uploads; waits for the stream (idle
+  // where a step starts, so at no cost there). Uploads made in the same order and sizes after a
+  // restart land at the same addresses (what a replayed step graph reads).
+  void Restart();
+  // stage_only: uploads are written to the pinned staging ring but not copied (a replayed graph
+  // copies them); the ring may then not wrap, which ends the process, saying so.
+  void set_stage_only(bool stage_only) { stage_only_ = stage_only; }
+  // Whether the ring may wrap (a capture or a replay may not: set by the step's owner).
+  void set_may_wrap(bool may_wrap) { may_wrap_ = may_wrap; }
+
  private:
   struct Recent {
     size_t offset = 0;
@@ -56,6 +66,8 @@ class IndexUploader {
   size_t used_ = 0;
   std::array<Recent, 8> recent_;  // the last uploads, a ring; all emptied when the ring wraps
   size_t next_recent_ = 0;
+  bool stage_only_ = false;
+  bool may_wrap_ = true;
 };
 
 }  // namespace baton::kernels::cuda

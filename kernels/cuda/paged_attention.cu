@@ -3,6 +3,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/launch_helpers.cuh"
@@ -29,6 +30,35 @@ __global__ void WriteKvKernel(__half* k_base, __half* v_base, KvLayout layout,
   const int64_t offset = KvRowOffset(layout, table, positions[t], kv_h) + e % layout.head_dim;
   k_base[offset] = __float2half_rn(k[idx]);
   v_base[offset] = __float2half_rn(v[idx]);
+}
+
+// The block's kWarps partial softmaxes (each warp's running max m, sum l and its lanes'
+// accumulators acc: dims lane + 32 i) merged into out[0, d). Called by every thread.
+template <int kDims>
+__device__ void MergeWarpsInto(float m, float l, const float* acc, int d, float* out) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __shared__ float warp_max[kWarps], warp_sum[kWarps];
+  __shared__ float warp_acc[kWarps][32 * kDims];
+  if (lane == 0) {
+    warp_max[warp] = m;
+    warp_sum[warp] = l;
+  }
+#pragma unroll
+  for (int i = 0; i < kDims; ++i) warp_acc[warp][lane + 32 * i] = acc[i];
+  __syncthreads();
+  float max_all = warp_max[0];  // warp 0 has key 0: finite
+  for (int w = 1; w < kWarps; ++w) max_all = fmaxf(max_all, warp_max[w]);
+  float weight[kWarps];
+  float sum = 0.0f;
+  for (int w = 0; w < kWarps; ++w) {
+    weight[w] = warp_sum[w] > 0.0f ? expf(warp_max[w] - max_all) : 0.0f;
+    sum += warp_sum[w] * weight[w];
+  }
+  for (int j = threadIdx.x; j < d; j += blockDim.x) {
+    float o = 0.0f;
+    for (int w = 0; w < kWarps; ++w) o += warp_acc[w][j] * weight[w];
+    out[j] = o / sum;
+  }
 }
 
 // kDims = ceil(head_dim / 32): the dims each lane holds.
@@ -77,29 +107,81 @@ __global__ void AttentionKernel(const AttentionSeq* seqs, const AttentionQuery* 
     m = m_new;
   }
 
-  __shared__ float warp_max[kWarps], warp_sum[kWarps];
-  __shared__ float warp_acc[kWarps][32 * kDims];
-  if (lane == 0) {
-    warp_max[warp] = m;
-    warp_sum[warp] = l;
-  }
-#pragma unroll
-  for (int i = 0; i < kDims; ++i) warp_acc[warp][lane + 32 * i] = acc[i];
+  float* out = seq.out + (static_cast<int64_t>(query.row) * n_head + h) * d;
+  MergeWarpsInto<kDims>(m, l, acc, d, out);
+}
+
+// Decode attention with a key per lane: each warp takes 32 keys at a time (warp w the chunks
+// w, w + kWarps, ...), lane t scores key t against the query (its K row read with 16-byte loads,
+// the query from shared memory), the warp folds the 32 scores into its online softmax at once,
+// and lane l accumulates dims l, l + 32, ... of the chunk's V rows. A key's score is no longer a
+// chain of shuffles: the scores of 32 keys are in flight together. head_dim a multiple of 8.
+template <int kDims>
+__global__ void __launch_bounds__(kWarps * 32)
+    KeyPerLaneAttentionKernel(const AttentionSeq* seqs, const AttentionQuery* queries,
+                              const int32_t* tables, int32_t n_head, KvLayout layout,
+                              float scale) {
+  const AttentionQuery query = queries[blockIdx.x];
+  const AttentionSeq seq = seqs[query.seq];
+  const int32_t* table = tables + seq.table_begin;
+  const int h = blockIdx.y;
+  const int kv_h = h / (n_head / layout.n_kv_head);
+  const int d = layout.head_dim;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __shared__ __align__(16) float qs[32 * kDims];
+  const float* q = seq.q + (static_cast<int64_t>(query.row) * n_head + h) * d;
+  for (int j = threadIdx.x; j < d; j += blockDim.x) qs[j] = q[j];
   __syncthreads();
-  float max_all = warp_max[0];  // warp 0 has key 0: finite
-  for (int w = 1; w < kWarps; ++w) max_all = fmaxf(max_all, warp_max[w]);
-  float weight[kWarps];
-  float sum = 0.0f;
-  for (int w = 0; w < kWarps; ++w) {
-    weight[w] = warp_sum[w] > 0.0f ? expf(warp_max[w] - max_all) : 0.0f;
-    sum += warp_sum[w] * weight[w];
+
+  const auto* k_base = reinterpret_cast<const __half*>(seq.k_base);
+  const auto* v_base = reinterpret_cast<const __half*>(seq.v_base);
+  const int32_t n_keys = query.position + 1;
+  float acc[kDims];
+#pragma unroll
+  for (int i = 0; i < kDims; ++i) acc[i] = 0.0f;
+  float m = -INFINITY, l = 0.0f;
+  for (int32_t first = 32 * warp; first < n_keys; first += 32 * kWarps) {
+    const int32_t t = first + lane;
+    float score = -INFINITY;
+    if (t < n_keys) {
+      const __half* kr = k_base + KvRowOffset(layout, table, t, kv_h);
+      float dot = 0.0f;
+      for (int j = 0; j < d; j += 8) {
+        const uint4 raw = *reinterpret_cast<const uint4*>(kr + j);
+        const __half2* pairs = reinterpret_cast<const __half2*>(&raw);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 f = __half22float2(pairs[e]);
+          dot = fmaf(qs[j + 2 * e], f.x, dot);
+          dot = fmaf(qs[j + 2 * e + 1], f.y, dot);
+        }
+      }
+      score = dot * scale;
+    }
+    float chunk_max = score;
+    for (int offset = 16; offset > 0; offset /= 2) {
+      chunk_max = fmaxf(chunk_max, __shfl_xor_sync(0xffffffffu, chunk_max, offset));
+    }
+    const float m_new = fmaxf(m, chunk_max);  // finite: key `first` is in range
+    const float correction = expf(m - m_new);
+    const float p = t < n_keys ? expf(score - m_new) : 0.0f;
+    l = l * correction + WarpSum(p);
+#pragma unroll
+    for (int i = 0; i < kDims; ++i) acc[i] *= correction;
+    const int32_t count = min(32, n_keys - first);
+    for (int32_t k = 0; k < count; ++k) {
+      const float pk = __shfl_sync(0xffffffffu, p, k);
+      const __half* vr = v_base + KvRowOffset(layout, table, first + k, kv_h);
+#pragma unroll
+      for (int i = 0; i < kDims; ++i) {
+        const int j = lane + 32 * i;
+        if (j < d) acc[i] = fmaf(pk, __half2float(vr[j]), acc[i]);
+      }
+    }
+    m = m_new;
   }
   float* out = seq.out + (static_cast<int64_t>(query.row) * n_head + h) * d;
-  for (int j = threadIdx.x; j < d; j += blockDim.x) {
-    float o = 0.0f;
-    for (int w = 0; w < kWarps; ++w) o += warp_acc[w][j] * weight[w];
-    out[j] = o / sum;
-  }
+  MergeWarpsInto<kDims>(m, l, acc, d, out);
 }
 
 // Prefill attention: a block takes one head and a tile of up to kTileQueries consecutive query
@@ -219,10 +301,16 @@ __global__ void TiledAttentionKernel(const AttentionSeq* seqs, const AttentionTi
 template <int kDims>
 void LaunchAttentionFor(const AttentionSeq* seqs, const AttentionQuery* queries,
                         int64_t n_queries, const int32_t* tables, int32_t n_head,
-                        const KvLayout& layout, float scale, cudaStream_t stream) {
+                        const KvLayout& layout, float scale, bool rows_16_byte_aligned,
+                        cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(n_queries), static_cast<unsigned>(n_head));
-  AttentionKernel<kDims><<<grid, kWarps * 32, 0, stream>>>(seqs, queries, tables, n_head, layout,
-                                                          scale);
+  if (rows_16_byte_aligned && layout.head_dim % 8 == 0 && layout.block_stride % 8 == 0) {
+    KeyPerLaneAttentionKernel<kDims><<<grid, kWarps * 32, 0, stream>>>(seqs, queries, tables,
+                                                                      n_head, layout, scale);
+  } else {
+    AttentionKernel<kDims><<<grid, kWarps * 32, 0, stream>>>(seqs, queries, tables, n_head,
+                                                            layout, scale);
+  }
 }
 
 template <int kDims>
@@ -251,23 +339,20 @@ void LaunchWriteKv(uint16_t* k_base, uint16_t* v_base, const KvLayout& layout,
 
 void LaunchAttention(const AttentionSeq* seqs, const AttentionQuery* queries, int64_t n_queries,
                      const int32_t* tables, int32_t n_head, const KvLayout& layout, float scale,
-                     cudaStream_t stream) {
+                     bool bases_16_byte_aligned, cudaStream_t stream) {
   if (n_queries == 0) return;
+  auto launch = [&](auto dims) {
+    LaunchAttentionFor<decltype(dims)::value>(seqs, queries, n_queries, tables, n_head, layout,
+                                              scale, bases_16_byte_aligned, stream);
+  };
   switch ((layout.head_dim + 31) / 32) {
-    case 1: LaunchAttentionFor<1>(seqs, queries, n_queries, tables, n_head, layout, scale, stream);
-      break;
-    case 2: LaunchAttentionFor<2>(seqs, queries, n_queries, tables, n_head, layout, scale, stream);
-      break;
-    case 3: LaunchAttentionFor<3>(seqs, queries, n_queries, tables, n_head, layout, scale, stream);
-      break;
-    case 4: LaunchAttentionFor<4>(seqs, queries, n_queries, tables, n_head, layout, scale, stream);
-      break;
+    case 1: launch(std::integral_constant<int, 1>{}); break;
+    case 2: launch(std::integral_constant<int, 2>{}); break;
+    case 3: launch(std::integral_constant<int, 3>{}); break;
+    case 4: launch(std::integral_constant<int, 4>{}); break;
     case 5:
-    case 6: LaunchAttentionFor<6>(seqs, queries, n_queries, tables, n_head, layout, scale, stream);
-      break;
-    default:
-      LaunchAttentionFor<8>(seqs, queries, n_queries, tables, n_head, layout, scale, stream);
-      break;
+    case 6: launch(std::integral_constant<int, 6>{}); break;
+    default: launch(std::integral_constant<int, 8>{}); break;
   }
   BATON_CUDA_CHECK_LAUNCH();
 }

@@ -3,9 +3,10 @@
 // KvLayerView layout: block b's K at k_base + b * block_stride, f16 [n_kv_head, block_size,
 // head_dim], kernels/kv_block_layout.h). Every pointer is device memory.
 //
-// Attention: for decode, one thread block per (query, head), four warps taking every fourth key
-// with an online softmax each, merged at the end; lane l holds dims l, l + 32, ... (head_dim <=
-// 256). For prefill, tiles of 16 queries share each key (LaunchTiledAttention).
+// Attention: for decode, one thread block per (query, head), four warps taking every fourth
+// chunk of 32 keys, a key per lane, with an online softmax each, merged at the end; lane l holds
+// dims l, l + 32, ... of the output (head_dim <= 256; a key per warp step where rows are not
+// 16-byte aligned). For prefill, tiles of 16 queries share each key (LaunchTiledAttention).
 // Thread-safety: launches only; the stream orders them.
 #ifndef BATON_KERNELS_CUDA_PAGED_ATTENTION_CUH_
 #define BATON_KERNELS_CUDA_PAGED_ATTENTION_CUH_
@@ -59,10 +60,11 @@ struct AttentionTile {
 constexpr int32_t kAttentionTileQueries = 16;
 
 // All cache layouts of a batch are the same but for their block tables. One block per (query,
-// head): the kernel for decode queries.
+// head): the kernel for decode queries. bases_16_byte_aligned: every sequence's k_base and
+// v_base is (the key-per-lane kernel reads K rows 16 bytes at a time).
 void LaunchAttention(const AttentionSeq* seqs, const AttentionQuery* queries, int64_t n_queries,
                      const int32_t* tables, int32_t n_head, const KvLayout& layout, float scale,
-                     cudaStream_t stream);
+                     bool bases_16_byte_aligned, cudaStream_t stream);
 
 // The same attention, one block per (tile, head): the kernel for prefills, which shares each
 // key's K and V among a tile's queries. Only for layouts TiledAttentionSupports (head_dim <= 128).

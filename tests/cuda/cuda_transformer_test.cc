@@ -5,6 +5,8 @@
 // Skips, saying why, where no CUDA GPU is usable.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <tuple>
@@ -78,6 +80,29 @@ double MeanNll(const std::vector<float>& logits, const std::vector<TokenId>& tok
   return total / static_cast<double>(tokens.size() - 1);
 }
 
+// Mean KL(softmax(p) || softmax(q)) over the rows of two [rows, n_vocab] logit arrays.
+double MeanKld(const std::vector<float>& p, const std::vector<float>& q, int32_t n_vocab) {
+  const size_t rows = p.size() / n_vocab;
+  double total = 0.0;
+  for (size_t r = 0; r < rows; ++r) {
+    const float* a = p.data() + r * n_vocab;
+    const float* b = q.data() + r * n_vocab;
+    const double max_a = *std::max_element(a, a + n_vocab);
+    const double max_b = *std::max_element(b, b + n_vocab);
+    double sum_a = 0.0, sum_b = 0.0;
+    for (int32_t v = 0; v < n_vocab; ++v) {
+      sum_a += std::exp(a[v] - max_a);
+      sum_b += std::exp(b[v] - max_b);
+    }
+    const double log_za = max_a + std::log(sum_a), log_zb = max_b + std::log(sum_b);
+    for (int32_t v = 0; v < n_vocab; ++v) {
+      const double log_pa = a[v] - log_za;
+      total += std::exp(log_pa) * (log_pa - (b[v] - log_zb));
+    }
+  }
+  return total / static_cast<double>(rows);
+}
+
 double MaxErrorOverRms(const std::vector<float>& got, const std::vector<float>& want) {
   double max_err = 0.0, norm = 0.0;
   for (size_t i = 0; i < want.size(); ++i) {
@@ -136,8 +161,21 @@ TEST_P(CudaTransformerTest, TeacherForcedLogitsAndPerplexityMatchTheCpu) {
   const std::vector<float> want_decode(want.begin() + prefill_values, want.end());
   const std::vector<float> got_decode(got.begin() + prefill_values, got.end());
   EXPECT_LT(MaxErrorOverRms(got_prefill, want_prefill), 3e-2) << "prefill (f16 GEMM)";
-  // Decode's own products are f32, but it attends over the K/V the f16 prefill wrote.
-  EXPECT_LT(MaxErrorOverRms(got_decode, want_decode), 1e-2) << "decode (f32 matrix-vector)";
+  // Decode's products quantize x to 8 bits, as the CPU engine's do, and it attends over the K/V
+  // the f16 prefill wrote: its divergence from the exact reference stays within the CPU
+  // engine's own (issue 51's accuracy target), with room for noise at this tiny level.
+  const std::vector<float> served_decode(served.begin() + prefill_values, served.end());
+  const double kld_cuda = MeanKld(want_decode, got_decode, n_vocab);
+  const double kld_cpu = MeanKld(want_decode, served_decode, n_vocab);
+  // Measured on an H200: 0.062-0.077 on the quantized models (0.0025 on f16), KLD 0.28-0.77
+  // times the CPU engine's.
+  EXPECT_LT(MaxErrorOverRms(got_decode, want_decode), 0.15) << "decode (8-bit activations)";
+  EXPECT_LE(kld_cuda, 2.0 * kld_cpu + 1e-6)
+      << "decode KLD against the reference: " << kld_cuda << " on CUDA, " << kld_cpu << " on CPU";
+  RecordProperty("decode_kld_cuda", std::to_string(kld_cuda));
+  RecordProperty("decode_kld_cpu", std::to_string(kld_cpu));
+  std::cout << "decode KLD against the reference: cuda " << kld_cuda << ", cpu " << kld_cpu
+            << "; max error / rms " << MaxErrorOverRms(got_decode, want_decode) << "\n";
 
   const std::vector<float> served_prefill(served.begin(), served.begin() + prefill_values);
   const double nll_cpu = MeanNll(served_prefill, prompt, n_vocab);
@@ -158,6 +196,50 @@ INSTANTIATE_TEST_SUITE_P(
              std::string(kernels::DTypeName(std::get<1>(info.param))) +
              (std::get<2>(info.param) == SyntheticMix::kQ4_K_M ? "_m" : "");
     });
+
+// Decode steps recorded as CUDA graphs and replayed give the logits of the same steps run
+// eagerly, bit for bit (the same kernels in the same order), over steps that cross block
+// boundaries (new shapes: run eagerly, then captured, then replayed) for one sequence and a
+// batch of three.
+TEST(CudaTransformerStepGraphTest, ReplayedStepsGiveTheEagerLogits) {
+  const SyntheticModelOptions options{.seed = 5, .n_layer = 2, .n_embd = 256, .n_head = 4,
+                                      .n_head_kv = 2, .n_ff = 512, .n_ctx = 512,
+                                      .weight_dtype = kernels::DType::kQ4_K};
+  const std::string path = test_support::TempPath("cuda-transformer-graphs.gguf");
+  ASSERT_TRUE(WriteSyntheticModel(path, options).ok());
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(path);
+  ASSERT_TRUE(model.ok()) << model.status();
+  std::vector<float> results[2];
+  for (const bool graphs : {false, true}) {
+    absl::StatusOr<std::unique_ptr<kernels::Backend>> gpu =
+        kernels::cuda::CreateCudaBackend({.device = 0, .step_graphs = graphs});
+    if (!gpu.ok()) GTEST_SKIP() << "needs a CUDA GPU: " << gpu.status().message();
+    absl::StatusOr<Engine> e = MakeEngine(**model, *std::move(gpu));
+    ASSERT_TRUE(e.ok()) << e.status();
+    std::vector<BlockTable> kv(3);
+    std::vector<float> logits;
+    for (int s = 0; s < 3; ++s) {
+      ASSERT_TRUE(e->cache->Reserve(kv[s], 80).ok());
+      const std::vector<TokenId> prompt = Tokens(5 + 3 * s, s);
+      SequenceInput input{.tokens = prompt, .kv = &kv[s]};
+      ASSERT_TRUE(e->transformer->Prefill({&input, 1}, logits).ok());
+    }
+    for (int step = 0; step < 40; ++step) {
+      const TokenId next = static_cast<TokenId>((step * 13 + 1) % 256);
+      // Alone for the first sequence, then the batch of three.
+      std::vector<SequenceInput> batch;
+      for (int s = 0; s < (step < 20 ? 1 : 3); ++s) {
+        batch.push_back({.tokens = {&next, 1}, .kv = &kv[s]});
+      }
+      ASSERT_TRUE(e->transformer->Decode(batch, logits).ok());
+      results[graphs].insert(results[graphs].end(), logits.begin(), logits.end());
+    }
+    for (BlockTable& t : kv) e->cache->Free(t);
+  }
+  ASSERT_EQ(results[0].size(), results[1].size());
+  EXPECT_TRUE(std::memcmp(results[0].data(), results[1].data(),
+                          results[0].size() * sizeof(float)) == 0);
+}
 
 // A decode batch of three sequences gives each the logits it gets decoding alone.
 TEST(CudaTransformerBatchTest, ABatchDecodesAsEachSequenceAlone) {

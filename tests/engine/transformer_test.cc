@@ -199,6 +199,44 @@ TEST(TransformerMemoryTest, ABackendWithMemoryOfItsOwnGivesTheSameLogits) {
   EXPECT_EQ(backend.bytes_to_host(), host_logits.size() * sizeof(float));
 }
 
+// Each forward pass is one step for the backend to record (Backend::BeginStep); a step the
+// backend refuses to replay (nothing of it ran) is queued again, eagerly, and gives the same
+// logits bit for bit; a pass watched layer by layer is never a step.
+TEST(TransformerStepTest, ARefusedStepIsQueuedAgainWithTheSameLogits) {
+  SyntheticModelOptions options;
+  absl::StatusOr<Engine> plain = MakeEngine(options, /*reference=*/false, /*own_memory=*/true);
+  absl::StatusOr<Engine> refused = MakeEngine(options, /*reference=*/false, /*own_memory=*/true);
+  ASSERT_TRUE(plain.ok() && refused.ok());
+  auto& refusing = static_cast<test_support::OwnMemoryBackend&>(*refused->backend);
+  const std::vector<TokenId> prompt = Tokens(9, 3);
+  std::vector<float> want, got;
+  for (Engine* e : {&*plain, &*refused}) {
+    BlockTable t;
+    ASSERT_TRUE(e->cache->Reserve(t, 11).ok());
+    const SequenceInput prefill[] = {{.tokens = prompt, .kv = &t}};
+    std::vector<float>& logits = e == &*plain ? want : got;
+    ASSERT_TRUE(e->transformer->Prefill(prefill, logits).ok());
+    if (e == &*refused) refusing.refuse_steps(1);
+    const TokenId next[] = {7};
+    const SequenceInput decode[] = {{.tokens = next, .kv = &t}};
+    std::vector<float> decoded;
+    ASSERT_TRUE(e->transformer->Decode(decode, decoded).ok());
+    logits.insert(logits.end(), decoded.begin(), decoded.end());
+    EXPECT_EQ(t.n_tokens, 10);
+  }
+  EXPECT_TRUE(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) == 0);
+  EXPECT_EQ(refusing.steps_begun(), 2);
+  EXPECT_GT(refusing.operations_dropped(), 0);
+
+  BlockTable watched;
+  ASSERT_TRUE(refused->cache->Reserve(watched, 4).ok());
+  const std::vector<TokenId> tokens = Tokens(4, 0);
+  SequenceInput in{.tokens = tokens, .kv = &watched};
+  std::vector<float> logits;
+  ASSERT_TRUE(refused->transformer->Prefill({&in, 1}, logits, [](int32_t) {}).ok());
+  EXPECT_EQ(refusing.steps_begun(), 2);
+}
+
 // Whether the page holding `p` is mapped into this process (/proc/self/pagemap's present bit).
 bool PageMapped(const void* p) {
   const int fd = ::open("/proc/self/pagemap", O_RDONLY);

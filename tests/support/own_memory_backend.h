@@ -3,6 +3,8 @@
 // CopyToDevice / CopyToHost / CopyToHostAsync, which this backend counts. CopyToHostAsync copies
 // on a thread of its own after a delay (set_copy_delay), as a GPU's copy stream lands later, or
 // fails (fail_copies): what the caller reads before the fence has passed is then still stale.
+// Steps (BeginStep / EndStep) are counted; refuse_steps(n) makes the next n steps behave as a
+// refused replay of a recorded step: their operations do nothing and EndStep returns false.
 // Every other operation is the wrapped backend's. Test-only, header-only.
 #ifndef BATON_TESTS_SUPPORT_OWN_MEMORY_BACKEND_H_
 #define BATON_TESTS_SUPPORT_OWN_MEMORY_BACKEND_H_
@@ -33,6 +35,11 @@ class OwnMemoryBackend final : public kernels::Backend {
   // Bytes moved by CopyToHost and CopyToDevice so far (any thread).
   size_t bytes_to_host() const { return bytes_to_host_; }
   size_t bytes_to_device() const { return bytes_to_device_; }
+
+  // Steps begun so far, and operations dropped in refused steps.
+  int steps_begun() const { return steps_begun_; }
+  int operations_dropped() const { return operations_dropped_; }
+  void refuse_steps(int n) { steps_to_refuse_ = n; }
 
   // Asynchronous copies land this long after they are queued.
   void set_copy_delay(std::chrono::milliseconds delay) { copy_delay_ = delay; }
@@ -70,20 +77,41 @@ class OwnMemoryBackend final : public kernels::Backend {
         });
     return fence;
   }
-  void Add(float* x, const float* y, int64_t n) override { inner_->Add(x, y, n); }
+  void BeginStep(uint64_t shape, int64_t rows) override {
+    ++steps_begun_;
+    refusing_ = steps_to_refuse_ > 0;
+    if (refusing_) --steps_to_refuse_;
+    inner_->BeginStep(shape, rows);
+  }
+  bool EndStep() override {
+    const bool ran = inner_->EndStep() && !refusing_;
+    refusing_ = false;
+    return ran;
+  }
+  void Add(float* x, const float* y, int64_t n) override {
+    if (Dropped()) return;
+    inner_->Add(x, y, n);
+  }
   void AddRowBias(float* x, const float* bias, int64_t n_rows, int64_t dim) override {
+    if (Dropped()) return;
     inner_->AddRowBias(x, bias, n_rows, dim);
   }
-  void RoundToF16(float* x, int64_t n) override { inner_->RoundToF16(x, n); }
+  void RoundToF16(float* x, int64_t n) override {
+    if (Dropped()) return;
+    inner_->RoundToF16(x, n);
+  }
   void GatherRows(const float* x, const int64_t* rows, int64_t n, int64_t dim,
                   float* out) override {
+    if (Dropped()) return;
     inner_->GatherRows(x, rows, n, dim, out);
   }
   void MatMul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y) override {
+    if (Dropped()) return;
     inner_->MatMul(w, x, n, y);
   }
   void MatMulMany(std::span<const kernels::WeightMatrix* const> ws, const float* x, int64_t n,
                   std::span<float* const> ys) override {
+    if (Dropped()) return;
     inner_->MatMulMany(ws, x, n, ys);
   }
   bool RegisterWeights(const kernels::WeightMatrix& w) override {
@@ -96,25 +124,31 @@ class OwnMemoryBackend final : public kernels::Backend {
   }
   void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps,
                float* y) override {
+    if (Dropped()) return;
     inner_->RmsNorm(x, weight, n, dim, eps, y);
   }
   void Rope(float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* positions,
             const kernels::RopeParams& params) override {
+    if (Dropped()) return;
     inner_->Rope(x, n, n_heads, head_dim, positions, params);
   }
   void SiluMul(const float* gate, const float* up, int64_t count, float* y) override {
+    if (Dropped()) return;
     inner_->SiluMul(gate, up, count, y);
   }
   void WriteKv(const kernels::KvLayerView& kv, const int32_t* positions, int64_t n,
                const float* k, const float* v) override {
+    if (Dropped()) return;
     inner_->WriteKv(kv, positions, n, k, v);
   }
   void Attention(const float* q, const int32_t* q_positions, int64_t n_q, int32_t n_head,
                  const kernels::KvLayerView& kv, float scale, float* out) override {
+    if (Dropped()) return;
     inner_->Attention(q, q_positions, n_q, n_head, kv, scale, out);
   }
   void AttentionMany(std::span<const kernels::AttentionQueries> seqs, int32_t n_head,
                      float scale) override {
+    if (Dropped()) return;
     inner_->AttentionMany(seqs, n_head, scale);
   }
 
@@ -132,7 +166,17 @@ class OwnMemoryBackend final : public kernels::Backend {
     std::thread copier;
   };
 
+  // Whether the operation being called is in a refused step (and so does nothing).
+  bool Dropped() {
+    if (refusing_) ++operations_dropped_;
+    return refusing_;
+  }
+
   std::unique_ptr<kernels::Backend> inner_;
+  int steps_begun_ = 0;
+  int steps_to_refuse_ = 0;
+  int operations_dropped_ = 0;
+  bool refusing_ = false;
   std::chrono::milliseconds copy_delay_{0};
   absl::Status copy_failure_;
   std::atomic<size_t> bytes_to_host_ = 0;

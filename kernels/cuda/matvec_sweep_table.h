@@ -1,0 +1,57 @@
+// What the decode products' sweep measured, and the table it chooses from that: for each class
+// of shapes (weight type, short or tall matrix, activation-row bucket), the variant with the
+// least total time over the class's shapes among those correct on every one of them. Plain C++:
+// the GPU measures (matvec_sweep.h), this decides and writes, and its tests run on any machine.
+//
+// Thread-safety: pure functions.
+#ifndef BATON_KERNELS_CUDA_MATVEC_SWEEP_TABLE_H_
+#define BATON_KERNELS_CUDA_MATVEC_SWEEP_TABLE_H_
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/matvec_variants.h"
+#include "kernels/dtype.h"
+
+namespace baton::kernels::cuda {
+
+// The exact f32 kernel on the weights as stored (the first version's), measured beside the
+// variants as their baseline; never chosen by the table.
+inline constexpr int kBaselineVariant = -1;
+
+struct MatVecMeasurement {
+  std::string shape;  // e.g. "llama-3-8b ffn_down"
+  DType dtype = DType::kF32;
+  int64_t n_rows = 0;
+  int64_t n_cols = 0;
+  int64_t n = 0;           // activation rows
+  int variant = 0;         // index into kMatVecVariants, or kBaselineVariant
+  double seconds = 0.0;    // one product, best of the repeats
+  double max_error = 0.0;  // max |y - reference| / rms(reference)
+  double tolerance = 0.0;  // what max_error may reach
+
+  bool correct() const;
+  std::string variant_name() const;
+};
+
+// The fastest correct variant per class of the measured shapes; a class where no variant is
+// correct on every shape gets no entry (it falls back to kDefaultMatVecVariant).
+std::vector<MatVecChoice> ChooseFastestCorrect(std::span<const MatVecMeasurement> measured);
+
+// The classes of the measured shapes for which no variant was correct on every shape.
+std::vector<std::string> ClassesWithoutACorrectVariant(
+    std::span<const MatVecMeasurement> measured);
+
+// A markdown table: shape, type, rows, variant, microseconds, GB/s of weights read, the share
+// of `copy_bandwidth` (bytes/s) that is, the error and whether it passed; the chosen variants
+// marked.
+std::string FormatSweepMarkdown(std::span<const MatVecMeasurement> measured,
+                                std::span<const MatVecChoice> chosen, double copy_bandwidth);
+
+// The table as the C++ entries of matvec_variants.cc's kTable.
+std::string FormatTableSource(std::span<const MatVecChoice> chosen);
+
+}  // namespace baton::kernels::cuda
+
+#endif  // BATON_KERNELS_CUDA_MATVEC_SWEEP_TABLE_H_
