@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Runs on the GPU machine, from a bundle that scripts/gpu_bundle.sh made: the CUDA tests, then
-# `baton bench engine --device cuda` on synthetic models written there (the default model does
-# not fit a call), then `baton bench handoff` between two workers on the GPU over NCCL and gRPC.
-# Everything it prints is also written under $OUT (or /tmp/gpu-out).
-#   bash gpu-bundle/gpu_run.sh [tests|bench|handoff|profile|all]   (default all)
+# Runs on the GPU machine, from a bundle that scripts/gpu_bundle.sh made: the CUDA tests, the
+# decode products' sweep (`baton bench matvec`: every variant checked and timed, the table
+# chosen), then `baton bench engine --device cuda` on synthetic models written there (the
+# default model does not fit a call), each three times: as the first version ran (exact decode
+# products, no step graphs: the baseline), without step graphs, and as built; then
+# `baton bench handoff` between
+# two workers on the GPU over NCCL and gRPC. Everything it prints is also written under $OUT (or
+# /tmp/gpu-out).
+#   bash gpu-bundle/gpu_run.sh [tests|sweep|bench|handoff|profile|all]   (default all)
 # NCCL: the machine's libnccl.so.2, or $BATON_NCCL_LIBRARY (two ranks on one GPU need 2.30+).
 set -uo pipefail
 bundle="$(cd "$(dirname "$0")" && pwd)"
@@ -23,7 +27,7 @@ echo "cuBLAS from $(dirname "$cublas")" | tee -a "$out/gpu.txt"
 if [ "$what" = tests ] || [ "$what" = all ]; then
   for t in device_info_test cuda_backend_test cuda_transformer_test prefill_scheduler_test \
       grpc_push_into_reservations_test nccl_link_factory_test nccl_link_test cublas_library_test; do
-    timeout 300 "$bundle/bin/$t" --gtest_brief=1 2>&1 | tee "$out/$t.txt" | tail -40
+    timeout 300 "$bundle/bin/$t" --gtest_brief=1 2>&1 | tee "$out/$t.txt" | tail -8
     echo "$t: exit ${PIPESTATUS[0]}" | tee -a "$out/tests-summary.txt"
   done
   # compute-sanitizer's memcheck over the kernels' tests of every shape class.
@@ -36,18 +40,36 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   fi
 fi
 
+if [ "$what" = sweep ] || [ "$what" = all ]; then
+  timeout 300 "$bundle/bin/baton" bench matvec --device cuda --repeats 20 \
+    > "$out/matvec-sweep.md" 2>&1
+  echo "matvec sweep: exit $?" | tee -a "$out/tests-summary.txt"
+  grep -E 'copy bandwidth|chosen|NO CORRECT|^table|^    \{' "$out/matvec-sweep.md" | head -120
+fi
+
 bench() {  # bench NAME SHAPE TYPE LAYERS PROMPT_TOKENS BATCHES
   local model="/tmp/$1.gguf"
   [ -f "$model" ] || timeout 240 "$bundle/bin/baton" make-model --out "$model" --shape "$2" \
     --type "$3" ${4:+--layers $4} > /dev/null || { echo "make-model $1 failed"; return; }
-  timeout 300 "$bundle/bin/baton" bench engine --model "$model" --device cuda \
-    --prompt-tokens "$5" --decode-tokens 64 --batch-sizes "$6" --repeats 2 2>&1 |
-    tee "$out/bench-$1-$5.json"
+  # exact: the first version (f32 decode products, no graphs); eager: this build without step
+  # graphs; built: this build as it runs by default.
+  for run in exact eager built; do
+    local env=()
+    case "$run" in
+      exact) env=(BATON_CUDA_EXACT_PRODUCTS=1 BATON_CUDA_NO_GRAPHS=1) ;;
+      eager) env=(BATON_CUDA_NO_GRAPHS=1) ;;
+    esac
+    env "${env[@]}" timeout 300 "$bundle/bin/baton" bench engine --model "$model" --device cuda \
+      --prompt-tokens "$5" --decode-tokens 64 --batch-sizes "$6" --repeats 2 \
+      > "$out/bench-$1-$5-$run.json" 2>&1
+    echo "== $1 prompt $5, $run"
+    grep -E '"[0-9]+"|decode_tokens_per_s|decode_roofline_fraction|prefill_tokens|of_cublas' \
+      "$out/bench-$1-$5-$run.json" | tr -s ' ' | paste -sd' '
+  done
 }
 if [ "$what" = bench ] || [ "$what" = all ]; then
-  bench smollm2-q4_1 smollm2-135m q4_1 "" 512 1,8,32,128
+  bench smollm2-q4_1 smollm2-135m q4_1 "" 512 1,8,32
   bench llama8b-q4_0 llama-3-8b q4_0 "" 2048 1,8,32,128
-  bench llama8b-q4_0 llama-3-8b q4_0 "" 512 1
   bench llama8b-q4_k_m llama-3-8b q4_k_m "" 2048 1,32
 fi
 
@@ -68,18 +90,30 @@ if [ "$what" = handoff ] || [ "$what" = all ]; then
     grep -E 'bench handoff|ttft_ratio|error'
 fi
 
-# Nsight Compute: the kernels of one decode step of the default model's shape (time per
-# kernel), and the weight-streaming kernel's memory throughput on the 8B shape.
+# Where a decode step's time goes: Nsight Systems (where the machine has it) over a short
+# decode of the 8B shape, batch 1: the kernels' total time per kind against the CUDA API's (a
+# step whose API time exceeds its kernels' is bound by the host's launches); else Nsight
+# Compute's per-kernel durations of one step.
+nsys="$(command -v nsys ||
+  ls /opt/nvidia/nsight-systems/*/bin/nsys /usr/local/cuda/bin/nsys 2>/dev/null | head -1)"
 ncu="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)"
-if { [ "$what" = profile ] || [ "$what" = all ]; } && [ -n "$ncu" ]; then
-  step=(bench engine --device cuda --prompt-tokens 16 --decode-tokens 16 --batch-sizes 1
-        --repeats 1)
-  timeout 120 "$ncu" --clock-control none --print-summary per-kernel --launch-skip 2000 \
-    --launch-count 500 "$bundle/bin/baton" "${step[@]}" --model /tmp/smollm2-q4_1.gguf \
-    > "$out/ncu-smollm2-step.txt" 2>&1
-  grep -E '^  [A-Za-z_].*\(|Duration|Invocations' "$out/ncu-smollm2-step.txt" | head -80
-  timeout 90 "$ncu" --clock-control none --kernel-name regex:GemvTiled --launch-count 7 \
-    --section SpeedOfLight "$bundle/bin/baton" "${step[@]}" --model /tmp/llama8b-q4_0.gguf \
-    > "$out/ncu-llama8b-gemv.txt" 2>&1
-  grep -E 'GemvTiled|DRAM Throughput|Memory Throughput|Duration' "$out/ncu-llama8b-gemv.txt"
+if [ "$what" = profile ] || [ "$what" = all ]; then
+  model=/tmp/llama8b-q4_0.gguf
+  [ -f "$model" ] || timeout 240 "$bundle/bin/baton" make-model --out "$model" \
+    --shape llama-3-8b --type q4_0 > /dev/null
+  step=(bench engine --device cuda --prompt-tokens 16 --decode-tokens 32 --batch-sizes 1
+        --repeats 1 --model "$model")
+  if [ -n "$nsys" ]; then
+    timeout 180 "$nsys" profile -o /tmp/step --force-overwrite true --trace cuda \
+      "$bundle/bin/baton" "${step[@]}" > "$out/nsys-run.txt" 2>&1
+    timeout 120 "$nsys" stats --report cuda_gpu_kern_sum,cuda_api_sum --format csv \
+      /tmp/step.nsys-rep > "$out/nsys-llama8b-step.csv" 2>&1
+    head -c 6000 "$out/nsys-llama8b-step.csv"
+  elif [ -n "$ncu" ]; then
+    timeout 150 "$ncu" --clock-control none --print-summary per-kernel --launch-skip 3000 \
+      --launch-count 700 "$bundle/bin/baton" "${step[@]}" > "$out/ncu-llama8b-step.txt" 2>&1
+    grep -E '^  [A-Za-z_].*\(|Duration|Invocations' "$out/ncu-llama8b-step.txt" | head -120
+  else
+    echo "profile: neither nsys nor ncu on this machine"
+  fi
 fi
