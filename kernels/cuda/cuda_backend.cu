@@ -3,12 +3,13 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
-#include <mutex>
-#include <thread>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -162,7 +163,7 @@ class CudaBackend final : public Backend {
     const bool ran = steps_.End();
     uploader_.set_stage_only(false);
     uploader_.set_may_wrap(true);
-    step_thread_ = {};
+    step_thread_ = std::thread::id();
     step_lock_.unlock();
     return ran;
   }
@@ -456,7 +457,7 @@ class CudaBackend final : public Backend {
   StepGraphs steps_;
   std::mutex step_mutex_;                // held from BeginStep to EndStep
   std::unique_lock<std::mutex> step_lock_;
-  std::thread::id step_thread_;          // the thread inside a step, if any
+  std::atomic<std::thread::id> step_thread_;  // the thread inside a step, if any
   ScratchBuffer unregistered_;  // unregistered matrices, and matrices on their way to a split
   std::vector<DeviceMatrix> many_;  // MatMulMany's matrices
   std::unordered_map<const void*, DeviceWeights> weights_;  // by the host matrix's address

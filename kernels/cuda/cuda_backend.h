@@ -14,6 +14,11 @@
 // which waits for nothing queued (host_copy_engine.cuh); AllocateHost hands out page-locked
 // memory, which the copies to the host need to run beside the computation.
 //
+// Steps (Backend::BeginStep / EndStep) of up to 8 rows are recorded as CUDA graphs and replayed
+// (step_graphs.cuh); inside a step every matrix must be registered (an unregistered one is
+// copied in with a wait, which a step cannot hold), and CopyToHost / CopyToDevice /
+// CopyToHostAsync from another thread wait for the step's end.
+//
 // Numerics: within rounding of the CPU backend (8-bit activations for the decode products of
 // split matrices, as the CPU backend's integer products; f16 GEMM operands for n > 8 rows; f32
 // accumulation everywhere); not batch-invariant, unlike the CPU backend.
