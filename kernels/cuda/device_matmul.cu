@@ -176,10 +176,8 @@ void AllowGemvSharedBudget() {
   done_devices.fetch_or(bit);
 }
 
-// One thread per chunk of a quantized row. The block's chunks are contiguous in `out`: each
-// thread puts its 32 halves in shared memory, and the block then writes them out 16 bytes per
-// thread, consecutive threads to consecutive addresses (a thread writing its own 64 bytes would
-// leave every store instruction scattered over 32 segments).
+// One thread per chunk of a quantized row. The block's chunks are contiguous in `out`, written
+// through shared memory (StageChunkAsHalves, WriteStagedChunks).
 constexpr int kDequantizeThreads = 256;
 
 template <typename Loader>
@@ -191,19 +189,11 @@ __global__ void DequantizeChunksKernel(const uint8_t* w, int64_t row_bytes, int6
   if (idx < n_chunks_total) {
     float v[kChunk];
     Loader::Load(w + (idx / n_chunks_row) * row_bytes, idx % n_chunks_row, v);
-    __align__(16) __half2 halves[kChunk / 2];
-#pragma unroll
-    for (int j = 0; j < kChunk / 2; ++j) halves[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
-    uint4* mine = reinterpret_cast<uint4*>(staged + threadIdx.x * kChunk);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) mine[k] = reinterpret_cast<const uint4*>(halves)[k];
+    StageChunkAsHalves(v, staged + threadIdx.x * kChunk);
   }
   __syncthreads();
   const int64_t chunks = min(static_cast<int64_t>(kDequantizeThreads), n_chunks_total - first);
-  const int pieces = static_cast<int>(chunks) * kChunk * 2 / 16;  // 16-byte pieces
-  const uint4* from = reinterpret_cast<const uint4*>(staged);
-  uint4* to = reinterpret_cast<uint4*>(out + first * kChunk);
-  for (int p = threadIdx.x; p < pieces; p += kDequantizeThreads) to[p] = from[p];
+  WriteStagedChunks(staged, chunks, kDequantizeThreads, out + first * kChunk);
 }
 // One thread per element of a plain-typed row (rows of any length).
 template <typename Loader>

@@ -32,6 +32,32 @@ __global__ void WriteKvKernel(__half* k_base, __half* v_base, KvLayout layout,
   v_base[offset] = __float2half_rn(v[idx]);
 }
 
+// What a decode-attention block (blockIdx.x: the query, blockIdx.y: the head) works on.
+struct DecodeHead {
+  AttentionQuery query;
+  AttentionSeq seq;
+  const int32_t* table;  // the sequence's block table
+  int kv_h;              // the KV head the head reads (grouped-query attention)
+  const float* q;        // the head's query [head_dim]
+  float* out;            // its output [head_dim]
+};
+
+__device__ __forceinline__ DecodeHead DecodeHeadOfBlock(const AttentionSeq* seqs,
+                                                        const AttentionQuery* queries,
+                                                        const int32_t* tables, int32_t n_head,
+                                                        const KvLayout& layout) {
+  const AttentionQuery query = queries[blockIdx.x];
+  const AttentionSeq seq = seqs[query.seq];
+  const int h = blockIdx.y;
+  const int64_t row = (static_cast<int64_t>(query.row) * n_head + h) * layout.head_dim;
+  return {.query = query,
+          .seq = seq,
+          .table = tables + seq.table_begin,
+          .kv_h = h / (n_head / layout.n_kv_head),
+          .q = seq.q + row,
+          .out = seq.out + row};
+}
+
 // The block's kWarps partial softmaxes (each warp's running max m, sum l and its lanes'
 // accumulators acc: dims lane + 32 i) merged into out[0, d). Called by every thread.
 template <int kDims>
@@ -66,14 +92,13 @@ template <int kDims>
 __global__ void AttentionKernel(const AttentionSeq* seqs, const AttentionQuery* queries,
                                 const int32_t* tables, int32_t n_head, KvLayout layout,
                                 float scale) {
-  const AttentionQuery query = queries[blockIdx.x];
-  const AttentionSeq seq = seqs[query.seq];
-  const int32_t* table = tables + seq.table_begin;
-  const int h = blockIdx.y;
-  const int kv_h = h / (n_head / layout.n_kv_head);
-  const int d = layout.head_dim;
+  const DecodeHead head = DecodeHeadOfBlock(seqs, queries, tables, n_head, layout);
+  const AttentionQuery& query = head.query;
+  const AttentionSeq& seq = head.seq;
+  const int32_t* table = head.table;
+  const int kv_h = head.kv_h, d = layout.head_dim;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const float* q = seq.q + (static_cast<int64_t>(query.row) * n_head + h) * d;
+  const float* q = head.q;
 
   float qr[kDims], acc[kDims];
 #pragma unroll
@@ -107,8 +132,7 @@ __global__ void AttentionKernel(const AttentionSeq* seqs, const AttentionQuery* 
     m = m_new;
   }
 
-  float* out = seq.out + (static_cast<int64_t>(query.row) * n_head + h) * d;
-  MergeWarpsInto<kDims>(m, l, acc, d, out);
+  MergeWarpsInto<kDims>(m, l, acc, d, head.out);
 }
 
 // Decode attention with a key per lane: each warp takes 32 keys at a time (warp w the chunks
@@ -121,16 +145,14 @@ __global__ void __launch_bounds__(kWarps * 32)
     KeyPerLaneAttentionKernel(const AttentionSeq* seqs, const AttentionQuery* queries,
                               const int32_t* tables, int32_t n_head, KvLayout layout,
                               float scale) {
-  const AttentionQuery query = queries[blockIdx.x];
-  const AttentionSeq seq = seqs[query.seq];
-  const int32_t* table = tables + seq.table_begin;
-  const int h = blockIdx.y;
-  const int kv_h = h / (n_head / layout.n_kv_head);
-  const int d = layout.head_dim;
+  const DecodeHead head = DecodeHeadOfBlock(seqs, queries, tables, n_head, layout);
+  const AttentionQuery& query = head.query;
+  const AttentionSeq& seq = head.seq;
+  const int32_t* table = head.table;
+  const int kv_h = head.kv_h, d = layout.head_dim;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   __shared__ __align__(16) float qs[32 * kDims];
-  const float* q = seq.q + (static_cast<int64_t>(query.row) * n_head + h) * d;
-  for (int j = threadIdx.x; j < d; j += blockDim.x) qs[j] = q[j];
+  for (int j = threadIdx.x; j < d; j += blockDim.x) qs[j] = head.q[j];
   __syncthreads();
 
   const auto* k_base = reinterpret_cast<const __half*>(seq.k_base);
@@ -180,8 +202,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
     m = m_new;
   }
-  float* out = seq.out + (static_cast<int64_t>(query.row) * n_head + h) * d;
-  MergeWarpsInto<kDims>(m, l, acc, d, out);
+  MergeWarpsInto<kDims>(m, l, acc, d, head.out);
 }
 
 // Prefill attention: a block takes one head and a tile of up to kTileQueries consecutive query

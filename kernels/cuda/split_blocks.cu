@@ -35,8 +35,7 @@ __global__ void SplitBlocksKernel(SplitGeometry g, const uint8_t* stored, int64_
 // A CTA dequantizes kThreads chunks: it copies its blocks' bits and headers (two contiguous
 // runs) into shared memory a word at a time, puts the blocks back together there in the stored
 // layout, and each thread then reads its chunk with the stored type's loader (the values are
-// the same bits as from the stored matrix), writing 16 bytes per thread as
-// DequantizeChunksKernel does.
+// the same bits as from the stored matrix), written out as DequantizeChunksKernel's are.
 constexpr int kThreads = 256;
 constexpr int kMaxStagedBytes = kThreads * 34;  // 256 Q8_0 blocks; 32 Q6_K blocks take 6,720
 constexpr int kMaxBitsBytes = kThreads * 32;     // 256 Q8_0 blocks' bits
@@ -88,19 +87,11 @@ __global__ void DequantizeSplitKernel(SplitGeometry g, SplitView w, int64_t n_ch
     const int64_t block = chunk / chunks_per_block;
     float v[kChunk];
     Loader::Load(blocks + (block - first_block) * g.block_bytes, chunk % chunks_per_block, v);
-    __align__(16) __half2 halves[kChunk / 2];
-#pragma unroll
-    for (int j = 0; j < kChunk / 2; ++j) halves[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
-    uint4* mine = reinterpret_cast<uint4*>(staged + threadIdx.x * kChunk);
-#pragma unroll
-    for (int k = 0; k < 4; ++k) mine[k] = reinterpret_cast<const uint4*>(halves)[k];
+    StageChunkAsHalves(v, staged + threadIdx.x * kChunk);
   }
   __syncthreads();
   const int64_t chunks = min(static_cast<int64_t>(kThreads), n_chunks_total - first_chunk);
-  const int pieces = static_cast<int>(chunks) * kChunk * 2 / 16;
-  const uint4* from = reinterpret_cast<const uint4*>(staged);
-  uint4* to = reinterpret_cast<uint4*>(out + first_chunk * kChunk);
-  for (int p = threadIdx.x; p < pieces; p += kThreads) to[p] = from[p];
+  WriteStagedChunks(staged, chunks, kThreads, out + first_chunk * kChunk);
 }
 
 // The loaders of the types SplitGeometryOf splits (only they get a dequantization kernel).

@@ -293,6 +293,28 @@ struct ChunkQ8_K : QuantizedChunk {
   }
 };
 
+// Dequantizing CTAs (device_matmul.cu, split_blocks.cu) stage their threads' chunks as halves
+// in shared memory, then write them out 16 bytes per thread, consecutive threads to consecutive
+// addresses (a thread writing its own 64 bytes would leave every store scattered over 32
+// segments). `mine`: the calling thread's 32 halves of the staging, 16-byte aligned.
+__device__ __forceinline__ void StageChunkAsHalves(const float* v, __half* mine) {
+  __align__(16) __half2 halves[kChunk / 2];
+#pragma unroll
+  for (int j = 0; j < kChunk / 2; ++j) halves[j] = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
+#pragma unroll
+  for (int k = 0; k < 4; ++k) {
+    reinterpret_cast<uint4*>(mine)[k] = reinterpret_cast<const uint4*>(halves)[k];
+  }
+}
+// out[0, chunks * kChunk) = staged[...], by the CTA's `threads` threads (after a barrier).
+__device__ __forceinline__ void WriteStagedChunks(const __half* staged, int64_t chunks,
+                                                  int threads, __half* out) {
+  const int pieces = static_cast<int>(chunks) * kChunk * 2 / 16;  // 16-byte pieces
+  const uint4* from = reinterpret_cast<const uint4*>(staged);
+  uint4* to = reinterpret_cast<uint4*>(out);
+  for (int p = threadIdx.x; p < pieces; p += threads) to[p] = from[p];
+}
+
 // Calls fn(Loader{}) with the loader of `dtype`; false for a type with none (not
 // can_dequantize).
 template <typename Fn>
