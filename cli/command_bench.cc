@@ -3,10 +3,12 @@
 // (bench/handoff_bench.h), the GPU decode products' sweep (kernels/cuda/matvec_sweep.h).
 #include <signal.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <optional>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -25,6 +27,7 @@
 #if BATON_HAVE_CUDA
 #include "kernels/cuda/device_probes.h"
 #include "kernels/cuda/matvec_sweep.h"
+#include "kernels/cuda/matvec_variants.h"
 #endif
 #include "kvtransfer/kv_transport.h"
 
@@ -384,6 +387,34 @@ int RunBenchHandoff(const Args& args) {
   return 0;
 }
 
+#if BATON_HAVE_CUDA
+// --types of bench matvec: names among kQuantizedMatVecTypes (any case), all of them when unset.
+absl::Status ParseMatVecTypes(const std::optional<std::string>& list,
+                              std::vector<kernels::DType>* dtypes) {
+  const auto& types = kernels::cuda::kQuantizedMatVecTypes;
+  if (!list.has_value()) {
+    dtypes->assign(types.begin(), types.end());
+    return absl::OkStatus();
+  }
+  for (absl::string_view name : absl::StrSplit(*list, ',')) {
+    const auto it = std::find_if(types.begin(), types.end(), [&](kernels::DType t) {
+      return absl::AsciiStrToLower(std::string(kernels::DTypeName(t))) ==
+             absl::AsciiStrToLower(std::string(name));
+    });
+    if (it == types.end()) {
+      std::string known;
+      for (const kernels::DType t : types) {
+        absl::StrAppend(&known, known.empty() ? "" : ", ", std::string(kernels::DTypeName(t)));
+      }
+      return absl::InvalidArgumentError(
+          absl::StrCat("--types: '", name, "' is not one of ", known));
+    }
+    dtypes->push_back(*it);
+  }
+  return absl::OkStatus();
+}
+#endif
+
 // baton bench matvec: the decode products' sweep on a GPU (kernels/cuda/matvec_sweep.h): every
 // variant against the CPU reference and timed, the fastest correct per shape class chosen, the
 // table printed as markdown and as matvec_variants.cc's entries. Exit 1 when a class has no
@@ -391,7 +422,7 @@ int RunBenchHandoff(const Args& args) {
 int RunBenchMatVec(const Args& args) {
   const std::vector<FlagSpec> specs = {
       DeviceFlagSpec(),
-      {"types", "LIST", "weight types, comma-separated (default q4_0,q4_1,q8_0,q4_k,q6_k)"},
+      {"types", "LIST", "weight types, comma-separated (default: every type with the kernels)"},
       {"models", "LIST", "shapes of llama-3-8b, smollm2-135m (default both)"},
       {"repeats", "N", "calls timed per measurement (default 20)"},
       {"help", "", "show this help"},
@@ -412,22 +443,8 @@ int RunBenchMatVec(const Args& args) {
 #if BATON_HAVE_CUDA
   namespace cuda = kernels::cuda;
   cuda::MatVecSweepOptions options{.device = device->index};
-  for (absl::string_view name :
-       absl::StrSplit(flags->GetOr("types", "q4_0,q4_1,q8_0,q4_k,q6_k"), ',')) {
-    bool found = false;
-    for (const kernels::DType dtype : {kernels::DType::kQ4_0, kernels::DType::kQ4_1,
-                                       kernels::DType::kQ8_0, kernels::DType::kQ4_K,
-                                       kernels::DType::kQ6_K}) {
-      if (absl::AsciiStrToLower(std::string(kernels::DTypeName(dtype))) ==
-          absl::AsciiStrToLower(std::string(name))) {
-        options.dtypes.push_back(dtype);
-        found = true;
-      }
-    }
-    if (!found) {
-      return UsageError("bench matvec", absl::InvalidArgumentError(absl::StrCat(
-          "--types: '", name, "' is not one of q4_0, q4_1, q8_0, q4_k, q6_k")), usage);
-    }
+  if (absl::Status s = ParseMatVecTypes(flags->Get("types"), &options.dtypes); !s.ok()) {
+    return UsageError("bench matvec", s, usage);
   }
   const std::string models = flags->GetOr("models", "llama-3-8b,smollm2-135m");
   for (absl::string_view model : absl::StrSplit(models, ',')) {

@@ -15,6 +15,7 @@
 #include "kernels/cpu/quantize.h"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/device_matmul.cuh"
+#include "kernels/cuda/matvec_variants.h"
 #include "kernels/cuda/quantized_matvec.cuh"
 #include "kernels/cuda/split_blocks.cuh"
 

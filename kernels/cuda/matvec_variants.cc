@@ -50,6 +50,13 @@ constexpr MatVecChoice kTable[] = {
 
 }  // namespace
 
+bool HasQuantizedMatVec(DType dtype) {
+  for (const DType t : kQuantizedMatVecTypes) {
+    if (t == dtype) return true;
+  }
+  return false;
+}
+
 int MatVecRowBucket(int64_t n) {
   for (const int bucket : kMatVecRowBuckets) {
     if (n <= bucket) return bucket;

@@ -20,6 +20,12 @@
 
 namespace baton::kernels::cuda {
 
+// The weight types with quantized decode products: the ones RegisterWeights keeps split
+// (split_blocks.cuh) and quantized_dots.cuh multiplies.
+inline constexpr std::array<DType, 5> kQuantizedMatVecTypes = {
+    DType::kQ4_0, DType::kQ4_1, DType::kQ8_0, DType::kQ4_K, DType::kQ6_K};
+bool HasQuantizedMatVec(DType dtype);
+
 struct MatVecVariant {
   std::string_view name;
   int threads_per_row = 0;  // a multiple of 32

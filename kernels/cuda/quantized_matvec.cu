@@ -110,8 +110,6 @@ void LaunchForDot(const SplitGeometry& g, int variant, const void* w, int64_t n_
 
 }  // namespace
 
-bool HasQuantizedMatVec(DType dtype) { return SplitGeometryOf(dtype).has_value(); }
-
 size_t Q8RowsBytes(int64_t n, int64_t n_cols) {
   return Q8ValuesBytes(n, n_cols) + static_cast<size_t>(n * (n_cols / 32)) * sizeof(float2);
 }

@@ -19,9 +19,6 @@
 
 namespace baton::kernels::cuda {
 
-// Whether `dtype` has the quantized-activation products (the types SplitGeometryOf splits).
-bool HasQuantizedMatVec(DType dtype);
-
 // Device bytes Q8Rows of x [n, n_cols] take (n_cols a multiple of 32).
 size_t Q8RowsBytes(int64_t n, int64_t n_cols);
 

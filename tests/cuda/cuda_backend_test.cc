@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
 #include "kernels/backend_buffer.h"
+#include "kernels/cuda/matvec_variants.h"
 #include "kernels/half.h"
 #include "kernels/host_copy.h"
 #include "tests/kernels/kernel_test_util.h"
@@ -33,13 +34,6 @@ using testing::TestWeights;
 // The CUDA backend on device 0, or why there is none.
 absl::StatusOr<std::unique_ptr<Backend>> Gpu(bool exact_products = false) {
   return CreateCudaBackend({.device = 0, .exact_products = exact_products});
-}
-
-// The types whose registered matrices the backend splits and multiplies with 8-bit activations
-// in the decode products (unless exact products are asked for).
-bool SplitType(DType dtype) {
-  return dtype == DType::kQ4_0 || dtype == DType::kQ4_1 || dtype == DType::kQ8_0 ||
-         dtype == DType::kQ4_K || dtype == DType::kQ6_K;
 }
 
 class CudaBackendTest : public ::testing::Test {
@@ -129,7 +123,7 @@ double ExactTolerance(DType dtype, int64_t n) {
   return 6e-3;
 }
 double ToleranceFor(DType dtype, int64_t n) {
-  if (n <= 32 && SplitType(dtype)) return 3e-2;
+  if (n <= 32 && HasQuantizedMatVec(dtype)) return 3e-2;
   return ExactTolerance(dtype, n);
 }
 
