@@ -397,7 +397,7 @@ TEST_F(HttpClusterTest, ClientGoneMidStreamCancelsEverywhere) {
   EXPECT_EQ(chunks, 4);
   // The router cancelled the request: the decode worker released the reservation, every block
   // is free, and the router holds nothing for it.
-  EXPECT_TRUE(cluster_.WaitAllBlocksFree(decode_->address, std::chrono::seconds(15)));
+  EXPECT_EQ(cluster_.WaitEveryWorkerFree(std::chrono::seconds(15)), absl::OkStatus());
   auto stub = cluster_.RouterStub();
   grpc::ClientContext context;
   cluster_.Prepare(context);

@@ -105,7 +105,7 @@ class ClusterTest : public testing::Test {
                   static_cast<int64_t>(n_prompt - decode_cached) * config.kv_bytes_per_token());
       }
     }
-    EXPECT_TRUE(cluster_.WaitAllBlocksFree(decode_->address));
+    EXPECT_EQ(cluster_.WaitEveryWorkerFree(), absl::OkStatus());
   }
 
   LocalCluster cluster_{{}, {}};
@@ -149,7 +149,7 @@ TEST_F(ClusterTest, CancelledRequestFreesEveryBlock) {
   while (reader->Read(&response)) {
   }
   EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
-  EXPECT_TRUE(cluster_.WaitAllBlocksFree(decode_->address));
+  EXPECT_EQ(cluster_.WaitEveryWorkerFree(), absl::OkStatus());
 }
 
 TEST_F(ClusterTest, ExpiredReservationIsFreed) {
@@ -175,7 +175,7 @@ TEST_F(ClusterTest, ExpiredReservationIsFreed) {
   absl::StatusOr<baton::v1::WorkerLoad> load = cluster_.DecodeLoad(decode_->address);
   ASSERT_TRUE(load.ok());
   EXPECT_EQ(load->kv_blocks_free(), load->kv_blocks_total() - reserved.n_blocks());
-  EXPECT_TRUE(cluster_.WaitAllBlocksFree(decode_->address, std::chrono::seconds(5)));
+  EXPECT_EQ(cluster_.WaitEveryWorkerFree(std::chrono::seconds(5)), absl::OkStatus());
 }
 
 TEST_F(ClusterTest, BadInputIsRejectedAndTheClusterKeepsServing) {
@@ -232,7 +232,7 @@ TEST_F(ClusterTest, BadInputIsRejectedAndTheClusterKeepsServing) {
   // Still serving.
   GenerateOutcome ok = Generate(Request("Hello", {.temperature = 0, .max_tokens = 4}));
   EXPECT_TRUE(ok.status.ok()) << ok.status.error_message();
-  EXPECT_TRUE(cluster_.WaitAllBlocksFree(decode_->address));
+  EXPECT_EQ(cluster_.WaitEveryWorkerFree(), absl::OkStatus());
 }
 
 TEST_F(ClusterTest, OversizedMessageIsRejected) {
@@ -258,7 +258,7 @@ TEST_F(ClusterTest, PrefillWorkerKilledMidRequestFailsItAndLaterRequestsUseTheSu
   EXPECT_EQ(doomed.status.error_code(), grpc::StatusCode::UNAVAILABLE)
       << doomed.status.error_message();
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(60));
-  EXPECT_TRUE(cluster_.WaitAllBlocksFree(decode_->address));
+  EXPECT_EQ(cluster_.WaitEveryWorkerFree(), absl::OkStatus());
 
   absl::StatusOr<test_support::Proc*> survivor = cluster_.StartWorker("prefill");
   ASSERT_TRUE(survivor.ok());

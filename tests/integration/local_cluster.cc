@@ -39,6 +39,7 @@ absl::Status LocalCluster::StartRouter(std::vector<std::string> extra) {
       router_.process->WaitForLine("listening on ", std::chrono::seconds(60));
   if (!address.ok()) return address.status();
   router_.address = *address;
+  router_.role = "router";
   return absl::OkStatus();
 }
 
@@ -57,6 +58,7 @@ absl::StatusOr<Proc*> LocalCluster::StartWorker(const std::string& role,
       proc->process->WaitForLine("listening on ", std::chrono::seconds(60));
   if (!address.ok()) return address.status();
   proc->address = *address;
+  proc->role = role;
   workers_.push_back(std::move(proc));
   return workers_.back().get();
 }
@@ -113,18 +115,52 @@ absl::StatusOr<baton::v1::WorkerLoad> LocalCluster::DecodeLoad(const std::string
   return response.load();
 }
 
-bool LocalCluster::WaitAllBlocksFree(const std::string& address,
-                                     std::chrono::milliseconds timeout) const {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    absl::StatusOr<baton::v1::WorkerLoad> load = DecodeLoad(address);
-    if (load.ok() && load->kv_blocks_free() == load->kv_blocks_total() &&
-        load->reservations() == 0 && load->running_sequences() == 0) {
-      return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+absl::StatusOr<baton::v1::WorkerLoad> LocalCluster::Load(const Proc& worker) const {
+  if (worker.role != "prefill") return DecodeLoad(worker.address);
+  auto stub = PrefillStub(worker.address);
+  grpc::ClientContext context;
+  Prepare(context, std::chrono::seconds(5));
+  baton::v1::StatusResponse response;
+  grpc::Status status = stub->Status(&context, {}, &response);
+  if (!status.ok()) return absl::UnavailableError(status.error_message());
+  return response.load();
+}
+
+namespace {
+
+// What a worker still holds, "" when nothing.
+std::string Held(const baton::v1::WorkerLoad& load) {
+  std::string held;
+  if (load.kv_blocks_free() != load.kv_blocks_total()) {
+    absl::StrAppend(&held, " ", load.kv_blocks_total() - load.kv_blocks_free(), " KV blocks");
   }
-  return false;
+  if (load.reservations() != 0) absl::StrAppend(&held, " ", load.reservations(), " reservations");
+  if (load.running_sequences() != 0) {
+    absl::StrAppend(&held, " ", load.running_sequences(), " sequences");
+  }
+  if (load.queued_prompt_tokens() != 0) {
+    absl::StrAppend(&held, " ", load.queued_prompt_tokens(), " queued prompt tokens");
+  }
+  return held;
+}
+
+}  // namespace
+
+absl::Status LocalCluster::WaitEveryWorkerFree(std::chrono::milliseconds timeout) const {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string problems;
+  do {
+    problems.clear();
+    for (const std::unique_ptr<Proc>& worker : workers_) {
+      if (worker->process->Wait(std::chrono::milliseconds(0)).ok()) continue;  // exited
+      absl::StatusOr<baton::v1::WorkerLoad> load = Load(*worker);
+      const std::string held = load.ok() ? Held(*load) : " no answer: " + load.status().ToString();
+      if (!held.empty()) absl::StrAppend(&problems, "; ", worker->role, " ", worker->address, held);
+    }
+    if (problems.empty()) return absl::OkStatus();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  } while (std::chrono::steady_clock::now() < deadline);
+  return absl::DeadlineExceededError(absl::StrCat("workers still hold", problems.substr(1)));
 }
 
 GenerateOutcome RunGenerate(baton::v1::Router::Stub& stub, grpc::ClientContext& context,

@@ -19,6 +19,7 @@ namespace baton::test_support {
 struct Proc {
   std::unique_ptr<cli::ChildProcess> process;
   std::string address;
+  std::string role;  // "router", "prefill", "decode" or "both"
 };
 
 class LocalCluster {
@@ -42,9 +43,14 @@ class LocalCluster {
 
   // A decode worker's load, from its Status RPC.
   absl::StatusOr<baton::v1::WorkerLoad> DecodeLoad(const std::string& address) const;
-  // Polls until every KV block of the decode worker is free (true) or `timeout` passes (false).
-  bool WaitAllBlocksFree(const std::string& address,
-                         std::chrono::milliseconds timeout = std::chrono::seconds(15)) const;
+  // A worker's load, from its role's Status RPC.
+  absl::StatusOr<baton::v1::WorkerLoad> Load(const Proc& worker) const;
+  // Polls until every worker this cluster started that is still running (killed ones are left
+  // out), prefill and decode alike, holds no KV block, reservation, sequence or queued prompt.
+  // OK then; otherwise, once `timeout` passes, an error naming each worker that still holds
+  // something and what.
+  absl::Status WaitEveryWorkerFree(
+      std::chrono::milliseconds timeout = std::chrono::seconds(15)) const;
 
   Proc& router() { return router_; }
 
