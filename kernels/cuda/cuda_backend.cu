@@ -32,10 +32,6 @@ namespace {
 
 int64_t MatrixBytes(const WeightMatrix& w) { return w.n_rows * RowBytes(w.dtype, w.n_cols); }
 
-int32_t BlocksOf(const KvLayerView& kv) {
-  return (kv.n_tokens + kv.block_size - 1) / kv.block_size;
-}
-
 KvLayout LayoutOf(const KvLayerView& kv) {
   return {.block_stride = kv.block_stride,
           .block_size = kv.block_size,
@@ -316,62 +312,32 @@ class CudaBackend final : public Backend {
     Activate();
     if (seqs.empty()) return;
     const KvLayout layout = LayoutOf(seqs[0].kv);
-    const bool tiled = TiledAttentionSupports(layout);
-    bool bases_aligned = true;
-    attention_seqs_.clear();
-    attention_tables_.clear();
-    decode_queries_.clear();
-    prefill_queries_.clear();
-    prefill_tiles_.clear();
-    for (size_t s = 0; s < seqs.size(); ++s) {
-      const AttentionQueries& in = seqs[s];
-      attention_seqs_.push_back({.q = in.q,
-                                 .out = in.out,
-                                 .k_base = in.kv.k_base,
-                                 .v_base = in.kv.v_base,
-                                 .table_begin = static_cast<int32_t>(attention_tables_.size())});
-      bases_aligned = bases_aligned && reinterpret_cast<uintptr_t>(in.kv.k_base) % 16 == 0 &&
-                      reinterpret_cast<uintptr_t>(in.kv.v_base) % 16 == 0;
-      attention_tables_.insert(attention_tables_.end(), in.kv.block_table,
-                               in.kv.block_table + BlocksOf(in.kv));
-      // A sequence of several queries (a prefill) goes to the tiled kernel, in tiles.
-      const bool prefill = tiled && in.n_q > 1;
-      std::vector<AttentionQuery>& queries = prefill ? prefill_queries_ : decode_queries_;
-      for (int64_t i = 0; i < in.n_q; ++i) {
-        if (prefill && i % kAttentionTileQueries == 0) {
-          const int64_t count = std::min<int64_t>(kAttentionTileQueries, in.n_q - i);
-          prefill_tiles_.push_back({.seq = static_cast<int32_t>(s),
-                                    .first_query = static_cast<int32_t>(queries.size()),
-                                    .count = static_cast<int32_t>(count)});
-        }
-        queries.push_back({.seq = static_cast<int32_t>(s),
-                           .row = static_cast<int32_t>(i),
-                           .position = in.q_positions[i]});
-      }
-    }
+    const AttentionBatch& batch = attention_batch_;
+    attention_batch_.Build(seqs, TiledAttentionSupports(layout));
     pack_.Clear();
-    const size_t at_seqs = pack_.Add(attention_seqs_.data(), attention_seqs_.size());
-    const size_t at_tables = pack_.Add(attention_tables_.data(), attention_tables_.size());
-    const size_t at_decode = pack_.Add(decode_queries_.data(), decode_queries_.size());
-    const size_t at_tiles = pack_.Add(prefill_tiles_.data(), prefill_tiles_.size());
-    const size_t at_prefill = pack_.Add(prefill_queries_.data(), prefill_queries_.size());
+    const size_t at_seqs = pack_.Add(batch.seqs.data(), batch.seqs.size());
+    const size_t at_tables = pack_.Add(batch.tables.data(), batch.tables.size());
+    const size_t at_decode = pack_.Add(batch.decode_queries.data(), batch.decode_queries.size());
+    const size_t at_tiles = pack_.Add(batch.prefill_tiles.data(), batch.prefill_tiles.size());
+    const size_t at_prefill =
+        pack_.Add(batch.prefill_queries.data(), batch.prefill_queries.size());
     const void* base = uploader_.Upload(pack_);
     if (!steps_.Record(Op::kAttention, base, at_seqs, at_tables, at_decode, at_tiles, at_prefill,
-                       decode_queries_.size(), prefill_tiles_.size(), n_head, scale,
+                       batch.decode_queries.size(), batch.prefill_tiles.size(), n_head, scale,
                        layout.block_stride, layout.block_size, layout.n_kv_head,
-                       layout.head_dim, bases_aligned)) {
+                       layout.head_dim, batch.bases_16_byte_aligned)) {
       return;
     }
     const auto* device_seqs = IndexPack::At<AttentionSeq>(base, at_seqs);
     const auto* device_tables = IndexPack::At<int32_t>(base, at_tables);
-    if (!decode_queries_.empty()) {
+    if (!batch.decode_queries.empty()) {
       LaunchAttention(device_seqs, IndexPack::At<AttentionQuery>(base, at_decode),
-                      static_cast<int64_t>(decode_queries_.size()), device_tables, n_head, layout,
-                      scale, bases_aligned, stream_);
+                      static_cast<int64_t>(batch.decode_queries.size()), device_tables, n_head,
+                      layout, scale, batch.bases_16_byte_aligned, stream_);
     }
-    if (!prefill_tiles_.empty()) {
+    if (!batch.prefill_tiles.empty()) {
       LaunchTiledAttention(device_seqs, IndexPack::At<AttentionTile>(base, at_tiles),
-                           static_cast<int64_t>(prefill_tiles_.size()),
+                           static_cast<int64_t>(batch.prefill_tiles.size()),
                            IndexPack::At<AttentionQuery>(base, at_prefill), device_tables, n_head,
                            layout, scale, stream_);
     }
@@ -463,11 +429,7 @@ class CudaBackend final : public Backend {
   std::unordered_map<const void*, DeviceWeights> weights_;  // by the host matrix's address
   std::vector<float> rows_;                                 // GetRows' staging
   IndexPack pack_;                                          // an operation's index arrays
-  std::vector<AttentionSeq> attention_seqs_;
-  std::vector<int32_t> attention_tables_;
-  std::vector<AttentionQuery> decode_queries_;   // one per block of the decode kernel
-  std::vector<AttentionQuery> prefill_queries_;  // the tiles' queries, tile by tile
-  std::vector<AttentionTile> prefill_tiles_;
+  AttentionBatch attention_batch_;                          // an attention call's arrays
 };
 
 }  // namespace

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/attention_batch.h"
 #include "kernels/kv_block_layout.h"
 
 namespace baton::kernels::cuda {
@@ -34,30 +35,7 @@ void LaunchWriteKv(uint16_t* k_base, uint16_t* v_base, const KvLayout& layout,
                    const int32_t* table, const int32_t* positions, int64_t n, const float* k,
                    const float* v, cudaStream_t stream);
 
-// One sequence of a batch: its queries q [n_q, n_head, head_dim] and outputs, and its cache.
-struct AttentionSeq {
-  const float* q;
-  float* out;
-  const uint16_t* k_base;
-  const uint16_t* v_base;
-  int32_t table_begin;  // its block table's first entry in `tables`
-};
-
-// One query row: which sequence, which of its rows, and the position it attends up to.
-struct AttentionQuery {
-  int32_t seq;
-  int32_t row;
-  int32_t position;
-};
-
-// Up to kTileQueries (16) consecutive entries of `queries`, all of one sequence: what one block
-// of the tiled (prefill) kernel takes.
-struct AttentionTile {
-  int32_t seq;
-  int32_t first_query;
-  int32_t count;
-};
-constexpr int32_t kAttentionTileQueries = 16;
+// AttentionSeq, AttentionQuery, AttentionTile: attention_batch.h.
 
 // All cache layouts of a batch are the same but for their block tables. One block per (query,
 // head): the kernel for decode queries. bases_16_byte_aligned: every sequence's k_base and
