@@ -365,17 +365,21 @@ INSTANTIATE_TEST_SUITE_P(All, GetRowsTest,
 
 // ---- edge cases ----------------------------------------------------------------------------------
 
-TEST(MatMulEdgeTest, ZeroRowsOfXWriteNothing) {
+// The edge cases, one test per implementation.
+class MatMulEdgeTest : public ::testing::TestWithParam<Impl> {};
+
+TEST_P(MatMulEdgeTest, ZeroRowsOfXWriteNothing) {
+  const Impl impl = GetParam();
+  if (!ImplSupported(impl)) GTEST_SKIP() << ImplName(impl) << " not supported by this CPU";
   const TestWeights w = MakeWeights(DType::kQ4_1, 8, 64, 1);
-  for (Impl impl : AllImpls()) {
-    if (!ImplSupported(impl)) continue;
-    GuardedBuffer y(0);
-    MakeBackend(impl)->MatMul(w.matrix(), nullptr, 0, y.data());
-    EXPECT_TRUE(y.CanariesIntact()) << ImplName(impl);
-  }
+  GuardedBuffer y(0);
+  MakeBackend(impl)->MatMul(w.matrix(), nullptr, 0, y.data());
+  EXPECT_TRUE(y.CanariesIntact());
 }
 
-TEST(MatMulEdgeTest, ZeroWeightsAndZeroActivationsGiveZero) {
+TEST_P(MatMulEdgeTest, ZeroWeightsAndZeroActivationsGiveZero) {
+  const Impl impl = GetParam();
+  if (!ImplSupported(impl)) GTEST_SKIP() << ImplName(impl) << " not supported by this CPU";
   for (DType dtype : WeightTypes()) {
     const int64_t cols = 256;
     TestWeights w = MakeWeights(dtype, 9, cols, 1);
@@ -384,19 +388,21 @@ TEST(MatMulEdgeTest, ZeroWeightsAndZeroActivationsGiveZero) {
       QuantizeRow(dtype, zeros.data(), cols, w.bytes.data() + r * RowBytes(dtype, cols));
     }
     const std::vector<float> x = RandomFloats(3 * cols, 2);
-    for (Impl impl : AllImpls()) {
-      if (!ImplSupported(impl)) continue;
-      std::vector<float> y(3 * 9, NAN);
-      MakeBackend(impl)->MatMul(w.matrix(), x.data(), 3, y.data());
-      for (float v : y) EXPECT_EQ(v, 0.0f) << ImplName(impl) << " " << DTypeName(dtype);
-      // Zero activations: the quantized activation scale is 0.
-      std::vector<float> x0(3 * cols, 0.0f);
-      const TestWeights w2 = MakeWeights(dtype, 9, cols, 3);
-      MakeBackend(impl)->MatMul(w2.matrix(), x0.data(), 3, y.data());
-      for (float v : y) EXPECT_EQ(v, 0.0f) << ImplName(impl) << " " << DTypeName(dtype);
-    }
+    std::vector<float> y(3 * 9, NAN);
+    MakeBackend(impl)->MatMul(w.matrix(), x.data(), 3, y.data());
+    for (float v : y) EXPECT_EQ(v, 0.0f) << DTypeName(dtype);
+    // Zero activations: the quantized activation scale is 0.
+    std::vector<float> x0(3 * cols, 0.0f);
+    const TestWeights w2 = MakeWeights(dtype, 9, cols, 3);
+    MakeBackend(impl)->MatMul(w2.matrix(), x0.data(), 3, y.data());
+    for (float v : y) EXPECT_EQ(v, 0.0f) << DTypeName(dtype);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(All, MatMulEdgeTest, ::testing::ValuesIn(AllImpls()),
+                         [](const ::testing::TestParamInfo<Impl>& info) {
+                           return ImplName(info.param);
+                         });
 
 TEST(MatMulEdgeTest, ManyThreadsFewRows) {
   // More threads than row tasks, and odd thread counts.

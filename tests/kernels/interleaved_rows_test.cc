@@ -34,6 +34,10 @@ using Param = std::tuple<DType, int64_t, int64_t, int64_t>;
 
 class InterleavedRowsTest : public ::testing::TestWithParam<Param> {};
 
+// The same with a CPU level first: the kernels' checks, one test per level.
+using LevelParam = std::tuple<CpuIsa, DType, int64_t, int64_t, int64_t>;
+class InterleavedRowsLevelTest : public ::testing::TestWithParam<LevelParam> {};
+
 TEST_P(InterleavedRowsTest, LocateRowFindsEveryBlockOfEveryRow) {
   const auto [dtype, rows, cols, n] = GetParam();
   const TestWeights w = MakeWeights(dtype, rows, cols, 3 + rows, /*random_bits=*/true);
@@ -69,8 +73,9 @@ TEST(InterleavedRowCopyTest, EveryRowCopiesBackAsStored) {
       CopyInterleavedRow);
 }
 
-TEST_P(InterleavedRowsTest, KernelsGiveTheSameBitsOnBothLayouts) {
-  const auto [dtype, rows, cols, n] = GetParam();
+TEST_P(InterleavedRowsLevelTest, KernelsGiveTheSameBitsOnBothLayouts) {
+  const auto [isa, dtype, rows, cols, n] = GetParam();
+  if (const std::string why = testing::MissingIsa(isa); !why.empty()) GTEST_SKIP() << why;
   const TestWeights w = MakeWeights(dtype, rows, cols, 5 + rows);
   const std::vector<float> x = RandomFloats(n * cols, 7 + n);
   std::vector<uint8_t> interleaved(w.bytes.size());
@@ -78,7 +83,7 @@ TEST_P(InterleavedRowsTest, KernelsGiveTheSameBitsOnBothLayouts) {
   MatMulArgs layout;
   layout.w = interleaved.data();
   layout.interleave = kInterleaveRows;
-  testing::ExpectSameBitsOnLayout(w, x, n, layout);
+  testing::ExpectSameBitsOnLayout(isa, w, x, n, layout);
 }
 
 TEST(InterleaveUnitBytesTest, WholeCacheLinesOfFloats) {
@@ -110,14 +115,23 @@ std::string Name(const ::testing::TestParamInfo<Param>& info) {
 }
 
 // Rows: one, a partial group alone, whole groups, whole groups and a partial one.
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, InterleavedRowsTest,
-    ::testing::Combine(::testing::Values(DType::kF32, DType::kF16, DType::kBF16),
-                       ::testing::Values(int64_t{1}, int64_t{3}, int64_t{8}, int64_t{37},
-                                         int64_t{70}),
-                       ::testing::Values(int64_t{256}, int64_t{768}),
-                       ::testing::Values(int64_t{1}, int64_t{3}, int64_t{5})),
-    Name);
+const auto kTypes = ::testing::Values(DType::kF32, DType::kF16, DType::kBF16);
+const auto kRows = ::testing::Values(int64_t{1}, int64_t{3}, int64_t{8}, int64_t{37}, int64_t{70});
+const auto kCols = ::testing::Values(int64_t{256}, int64_t{768});
+const auto kActivationRows = ::testing::Values(int64_t{1}, int64_t{3}, int64_t{5});
+
+INSTANTIATE_TEST_SUITE_P(Shapes, InterleavedRowsTest,
+                         ::testing::Combine(kTypes, kRows, kCols, kActivationRows), Name);
+
+std::string LevelName(const ::testing::TestParamInfo<LevelParam>& info) {
+  const auto [isa, dtype, rows, cols, n] = info.param;
+  return testing::IsaCaseName(isa) + "_" + testing::MatMulCaseName(dtype, rows, cols, n);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, InterleavedRowsLevelTest,
+                         ::testing::Combine(::testing::ValuesIn(testing::kSimdIsas), kTypes, kRows,
+                                            kCols, kActivationRows),
+                         LevelName);
 
 }  // namespace
 }  // namespace baton::kernels

@@ -37,7 +37,18 @@ std::vector<float> TestRow(int64_t n, uint64_t seed) {
   return x;
 }
 
-TEST(QuantizeTest, Q8_1MatchesScalarAndDefinition) {
+// Each SIMD level's kernels against the portable ones, one test per level; a level this CPU
+// lacks is a skipped test, saying so.
+class SimdLevelTest : public ::testing::TestWithParam<CpuIsa> {};
+class EveryLevelTest : public ::testing::TestWithParam<CpuIsa> {};
+
+std::string LevelName(const ::testing::TestParamInfo<CpuIsa>& info) {
+  return testing::IsaCaseName(info.param);
+}
+
+TEST_P(SimdLevelTest, QuantizesQ8_1AsScalarAndDefinition) {
+  const CpuIsa isa = GetParam();
+  if (const std::string why = testing::MissingIsa(isa); !why.empty()) GTEST_SKIP() << why;
   constexpr int64_t kCols = 1024;
   const std::vector<float> x = TestRow(kCols, 1);
   std::vector<int8_t> q_ref(kCols);
@@ -56,18 +67,18 @@ TEST(QuantizeTest, Q8_1MatchesScalarAndDefinition) {
     EXPECT_EQ(d_ref[b], amax / 127.0f);
     EXPECT_EQ(s_ref[b], d_ref[b] * static_cast<float>(sum));
   }
-  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512Vnni, CpuIsa::kAmx}) {
-    if (isa > DetectCpuIsaUncapped()) continue;
-    std::vector<int8_t> q(kCols);
-    std::vector<float> d(kCols / 32), s(kCols / 32);
-    KernelsFor(isa).quantize_q8_1(x.data(), kCols, q.data(), d.data(), s.data());
-    EXPECT_EQ(q, q_ref) << CpuIsaName(isa);
-    EXPECT_EQ(0, std::memcmp(d.data(), d_ref.data(), d.size() * sizeof(float)));
-    EXPECT_EQ(0, std::memcmp(s.data(), s_ref.data(), s.size() * sizeof(float)));
-  }
+
+  std::vector<int8_t> q(kCols);
+  std::vector<float> d(kCols / 32), s(kCols / 32);
+  KernelsFor(isa).quantize_q8_1(x.data(), kCols, q.data(), d.data(), s.data());
+  EXPECT_EQ(q, q_ref) << CpuIsaName(isa);
+  EXPECT_EQ(0, std::memcmp(d.data(), d_ref.data(), d.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(s.data(), s_ref.data(), s.size() * sizeof(float)));
 }
 
-TEST(QuantizeTest, Q8_KMatchesScalarAndDefinition) {
+TEST_P(SimdLevelTest, QuantizesQ8_KAsScalarAndDefinition) {
+  const CpuIsa isa = GetParam();
+  if (const std::string why = testing::MissingIsa(isa); !why.empty()) GTEST_SKIP() << why;
   constexpr int64_t kCols = 1024;
   const std::vector<float> x = TestRow(kCols, 2);
   std::vector<int8_t> q_ref(kCols);
@@ -79,33 +90,30 @@ TEST(QuantizeTest, Q8_KMatchesScalarAndDefinition) {
     for (int k = 0; k < 16; ++k) sum += q_ref[16 * g + k];
     EXPECT_EQ(bsums_ref[g], sum);
   }
-  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512Vnni, CpuIsa::kAmx}) {
-    if (isa > DetectCpuIsaUncapped()) continue;
-    std::vector<int8_t> q(kCols);
-    std::vector<float> d(kCols / 256);
-    std::vector<int16_t> bsums(kCols / 16);
-    KernelsFor(isa).quantize_q8_k(x.data(), kCols, q.data(), d.data(), bsums.data());
-    EXPECT_EQ(q, q_ref) << CpuIsaName(isa);
-    EXPECT_EQ(0, std::memcmp(d.data(), d_ref.data(), d.size() * sizeof(float)));
-    EXPECT_EQ(bsums, bsums_ref);
-  }
+
+  std::vector<int8_t> q(kCols);
+  std::vector<float> d(kCols / 256);
+  std::vector<int16_t> bsums(kCols / 16);
+  KernelsFor(isa).quantize_q8_k(x.data(), kCols, q.data(), d.data(), bsums.data());
+  EXPECT_EQ(q, q_ref) << CpuIsaName(isa);
+  EXPECT_EQ(0, std::memcmp(d.data(), d_ref.data(), d.size() * sizeof(float)));
+  EXPECT_EQ(bsums, bsums_ref);
 }
 
-TEST(IsaKernelsTest, EveryLevelHasQuantizersAndTheFastLevelsHaveMatMuls) {
-  for (CpuIsa isa : {CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512Vnni, CpuIsa::kAmx}) {
-    if (isa > DetectCpuIsaUncapped()) continue;
-    const IsaKernels& k = KernelsFor(isa);
-    EXPECT_NE(k.quantize_q8_1, nullptr);
-    EXPECT_NE(k.quantize_q8_k, nullptr);
-    EXPECT_NE(k.add, nullptr);
-    EXPECT_NE(k.round_to_f16_unbounded, nullptr);
-    EXPECT_NE(k.rms_norm_row, nullptr);
-    for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
-                        DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ2_K, DType::kQ3_K,
-                        DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
-      EXPECT_EQ(MatMulKernelFor(k, dtype) != nullptr, isa != CpuIsa::kScalar)
-          << CpuIsaName(isa) << " " << DTypeName(dtype);
-    }
+TEST_P(EveryLevelTest, HasQuantizersAndTheFastLevelsHaveMatMuls) {
+  const CpuIsa isa = GetParam();
+  if (const std::string why = testing::MissingIsa(isa); !why.empty()) GTEST_SKIP() << why;
+  const IsaKernels& k = KernelsFor(isa);
+  EXPECT_NE(k.quantize_q8_1, nullptr);
+  EXPECT_NE(k.quantize_q8_k, nullptr);
+  EXPECT_NE(k.add, nullptr);
+  EXPECT_NE(k.round_to_f16_unbounded, nullptr);
+  EXPECT_NE(k.rms_norm_row, nullptr);
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0,
+                      DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ2_K, DType::kQ3_K,
+                      DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    EXPECT_EQ(MatMulKernelFor(k, dtype) != nullptr, isa != CpuIsa::kScalar)
+        << CpuIsaName(isa) << " " << DTypeName(dtype);
   }
 }
 
@@ -129,38 +137,36 @@ bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-TEST(ElementwiseTest, EveryLevelAddsAndRoundsAsTheDefinition) {
-  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512Vnni, CpuIsa::kAmx}) {
-    if (isa > DetectCpuIsaUncapped()) continue;
-    const IsaKernels& k = KernelsFor(isa);
-    for (int64_t n : kElementwiseLengths) {
-      const std::vector<float> x = EdgeRow(n, 3 + n);
-      const std::vector<float> y = TestRow(n, 4 + n);
-      std::vector<float> sum_ref = x, sum = x;
-      AddScalar(sum_ref.data(), y.data(), n);
-      k.add(sum.data(), y.data(), n);
-      EXPECT_TRUE(SameBits(sum, sum_ref)) << CpuIsaName(isa) << " add, n " << n;
-      std::vector<float> rounded_ref = x, rounded = x;
-      RoundToF16UnboundedScalar(rounded_ref.data(), n);
-      k.round_to_f16_unbounded(rounded.data(), n);
-      EXPECT_TRUE(SameBits(rounded, rounded_ref)) << CpuIsaName(isa) << " round, n " << n;
-    }
+TEST_P(SimdLevelTest, AddsAndRoundsAsTheDefinition) {
+  const CpuIsa isa = GetParam();
+  if (const std::string why = testing::MissingIsa(isa); !why.empty()) GTEST_SKIP() << why;
+  const IsaKernels& k = KernelsFor(isa);
+  for (int64_t n : kElementwiseLengths) {
+    const std::vector<float> x = EdgeRow(n, 3 + n);
+    const std::vector<float> y = TestRow(n, 4 + n);
+    std::vector<float> sum_ref = x, sum = x;
+    AddScalar(sum_ref.data(), y.data(), n);
+    k.add(sum.data(), y.data(), n);
+    EXPECT_TRUE(SameBits(sum, sum_ref)) << CpuIsaName(isa) << " add, n " << n;
+    std::vector<float> rounded_ref = x, rounded = x;
+    RoundToF16UnboundedScalar(rounded_ref.data(), n);
+    k.round_to_f16_unbounded(rounded.data(), n);
+    EXPECT_TRUE(SameBits(rounded, rounded_ref)) << CpuIsaName(isa) << " round, n " << n;
   }
 }
 
-TEST(ElementwiseTest, EveryLevelNormalizesAsTheDefinition) {
-  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512Vnni, CpuIsa::kAmx}) {
-    if (isa > DetectCpuIsaUncapped()) continue;
-    for (int64_t dim : kElementwiseLengths) {
-      if (dim == 0) continue;
-      // Ordinary rows, and rows with huge and non-finite values (whose scale is 0 or NaN).
-      for (const std::vector<float>& x : {TestRow(dim, 5 + dim), EdgeRow(dim, 6 + dim)}) {
-        const std::vector<float> weight = testing::RandomFloats(dim, 7, 1.5f);
-        std::vector<float> y_ref(dim), y(dim);
-        RmsNormRowScalar(x.data(), weight.data(), dim, 1e-5f, y_ref.data());
-        KernelsFor(isa).rms_norm_row(x.data(), weight.data(), dim, 1e-5f, y.data());
-        EXPECT_TRUE(SameBits(y, y_ref)) << CpuIsaName(isa) << " dim " << dim;
-      }
+TEST_P(SimdLevelTest, NormalizesAsTheDefinition) {
+  const CpuIsa isa = GetParam();
+  if (const std::string why = testing::MissingIsa(isa); !why.empty()) GTEST_SKIP() << why;
+  for (int64_t dim : kElementwiseLengths) {
+    if (dim == 0) continue;
+    // Ordinary rows, and rows with huge and non-finite values (whose scale is 0 or NaN).
+    for (const std::vector<float>& x : {TestRow(dim, 5 + dim), EdgeRow(dim, 6 + dim)}) {
+      const std::vector<float> weight = testing::RandomFloats(dim, 7, 1.5f);
+      std::vector<float> y_ref(dim), y(dim);
+      RmsNormRowScalar(x.data(), weight.data(), dim, 1e-5f, y_ref.data());
+      KernelsFor(isa).rms_norm_row(x.data(), weight.data(), dim, 1e-5f, y.data());
+      EXPECT_TRUE(SameBits(y, y_ref)) << CpuIsaName(isa) << " dim " << dim;
     }
   }
 }
@@ -181,6 +187,12 @@ TEST(ElementwiseTest, RmsNormRowIsTheFormula) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Levels, SimdLevelTest, ::testing::ValuesIn(testing::kSimdIsas), LevelName);
+INSTANTIATE_TEST_SUITE_P(Levels, EveryLevelTest,
+                         ::testing::Values(CpuIsa::kScalar, CpuIsa::kAvx2, CpuIsa::kAvx512Vnni,
+                                           CpuIsa::kAmx),
+                         LevelName);
 
 }  // namespace
 }  // namespace baton::kernels

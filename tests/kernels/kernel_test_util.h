@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/dequantize.h"
 #include "kernels/cpu/isa_kernels.h"
 #include "kernels/cpu/quantize.h"
@@ -100,6 +101,25 @@ inline void LargestValuesRow(DType dtype, int64_t n, std::mt19937_64& rng, uint8
 
 // "q4_K_37x768_n5": a test's name for a weight type and a MatMul shape (rows x cols, n
 // activation rows).
+// The CPU ISA levels with SIMD kernels, for tests parameterized by level.
+inline constexpr CpuIsa kSimdIsas[] = {CpuIsa::kAvx2, CpuIsa::kAvx512Vnni, CpuIsa::kAmx};
+
+// Why this CPU cannot run `isa`'s kernels, "" when it can. A test of one level skips with it
+// (GTEST_SKIP), so that ctest's summary lists what this machine did not check:
+//   if (const std::string why = MissingIsa(isa); !why.empty()) GTEST_SKIP() << why;
+inline std::string MissingIsa(CpuIsa isa) {
+  if (isa <= DetectCpuIsaUncapped()) return "";
+  return "this CPU has no " + std::string(CpuIsaName(isa)) + " (it has " +
+         std::string(CpuIsaName(DetectCpuIsaUncapped())) + ")";
+}
+
+// The level's name as a test parameter's name ("avx512_vnni").
+inline std::string IsaCaseName(CpuIsa isa) {
+  std::string name(CpuIsaName(isa));
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+
 inline std::string MatMulCaseName(DType dtype, int64_t rows, int64_t cols, int64_t n) {
   return std::string(DTypeName(dtype)) + "_" + std::to_string(rows) + "x" + std::to_string(cols) +
          "_n" + std::to_string(n);

@@ -76,63 +76,80 @@ using Param = std::tuple<DType, int64_t, int64_t, int64_t>;
 
 class PackedMatMulTest : public ::testing::TestWithParam<Param> {};
 
-TEST_P(PackedMatMulTest, EqualsScalarDefinitionBitForBit) {
-  const auto [dtype, rows, cols, n] = GetParam();
-  const TestWeights w = MakeWeights(dtype, rows, cols, 11 + rows);
-  std::vector<uint8_t> packed(static_cast<size_t>(PackedBytes(dtype, rows, cols)));
-  PackGroups(w.matrix(), 0, (rows + 15) / 16, packed.data());
-  const Activations x = Quantize(RandomFloats(n * cols, 7 + n), n, cols);
-  MatMulArgs args{.w = packed.data(), .row_bytes = 0, .n_rows = rows, .n_cols = cols, .x = x.view,
-                  .n = n};
+// One case: weights, their packed copy, quantized activations, and the scalar kernel's y.
+struct PackedCase {
+  PackedCase(DType dtype, int64_t rows, int64_t cols, int64_t n)
+      : w(MakeWeights(dtype, rows, cols, 11 + rows)),
+        packed(static_cast<size_t>(PackedBytes(dtype, rows, cols))),
+        x(Quantize(RandomFloats(n * cols, 7 + n), n, cols)),
+        want(n * rows, NAN) {
+    PackGroups(w.matrix(), 0, (rows + 15) / 16, packed.data());
+    args = MatMulArgs{.w = packed.data(), .row_bytes = 0, .n_rows = rows, .n_cols = cols,
+                      .x = x.view, .n = n};
+    args.y = want.data();
+    ScalarFor(dtype)(args, 0, rows);
+  }
+  TestWeights w;
+  std::vector<uint8_t> packed;
+  Activations x;
+  GuardedBuffer want;
+  MatMulArgs args;  // on the packed copy; y: want
+};
 
+TEST_P(PackedMatMulTest, ScalarKernelIsTheDefinition) {
+  const auto [dtype, rows, cols, n] = GetParam();
+  const PackedCase c(dtype, rows, cols, n);
+  ASSERT_TRUE(c.want.CanariesIntact());
   // The definition is the dot product of the dequantized values, up to f32 rounding.
-  const std::vector<float> dense = w.Dequantized();
-  GuardedBuffer want(n * rows, NAN);
-  args.y = want.data();
-  ScalarFor(dtype)(args, 0, rows);
-  ASSERT_TRUE(want.CanariesIntact());
+  const std::vector<float> dense = c.w.Dequantized();
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t r = 0; r < rows; ++r) {
       double dot = 0, x_norm = 0, w_max = 0;
       for (int64_t k = 0; k < cols; ++k) {
-        const int64_t ss = x.view.scale_stride;
-        const double xv = x.qs[i * cols + k] * static_cast<double>(x.d[i * ss + k / 32]);
+        const int64_t ss = c.x.view.scale_stride;
+        const double xv = c.x.qs[i * cols + k] * static_cast<double>(c.x.d[i * ss + k / 32]);
         dot += xv * dense[r * cols + k];
         x_norm += std::fabs(xv);
         w_max = std::max<double>(w_max, std::fabs(dense[r * cols + k]));
       }
       const double norm = x_norm * w_max;
       // The f16 rounding of s_x (Q4 minima) costs up to 2^-11 of each block's |m * s|.
-      ASSERT_NEAR(want[i * rows + r], dot, 2e-3 * norm + 1e-6) << "i " << i << " r " << r;
+      ASSERT_NEAR(c.want[i * rows + r], dot, 2e-3 * norm + 1e-6) << "i " << i << " r " << r;
     }
   }
+}
 
-  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512Vnni, CpuIsa::kAmx}) {
-    if (isa > DetectCpuIsaUncapped()) continue;
-    const IsaKernels& kernels = KernelsFor(isa);
-    const MatMulRowsFn kernel = PackedMatMulKernelFor(kernels, dtype);
-    ASSERT_NE(kernel, nullptr) << CpuIsaName(isa);
-    GuardedBuffer got(n * rows, NAN);
-    args.y = got.data();
-    // In two ranges of whole groups, as the backend's threads split them.
-    const int64_t split = rows > 16 ? 16 : rows;
-    kernel(args, 0, split);
-    kernel(args, split, rows);
-    EXPECT_TRUE(got.CanariesIntact()) << CpuIsaName(isa);
-    ASSERT_EQ(0, std::memcmp(got.data(), want.data(), n * rows * sizeof(float)))
-        << CpuIsaName(isa);
+// level, dtype, weight rows, columns, activation rows.
+using LevelParam = std::tuple<CpuIsa, DType, int64_t, int64_t, int64_t>;
 
-    // The level's kernel on the original rows.
-    GuardedBuffer original_y(n * rows, NAN);
-    MatMulArgs original = args;
-    original.w = w.bytes.data();
-    original.row_bytes = RowBytes(dtype, cols);
-    original.y = original_y.data();
-    MatMulKernelFor(kernels, dtype)(original, 0, rows);
-    EXPECT_TRUE(original_y.CanariesIntact()) << CpuIsaName(isa);
-    ASSERT_EQ(0, std::memcmp(original_y.data(), want.data(), n * rows * sizeof(float)))
-        << CpuIsaName(isa);
-  }
+class PackedMatMulLevelTest : public ::testing::TestWithParam<LevelParam> {};
+
+TEST_P(PackedMatMulLevelTest, EqualsTheScalarKernelBitForBit) {
+  const auto [isa, dtype, rows, cols, n] = GetParam();
+  if (const std::string why = testing::MissingIsa(isa); !why.empty()) GTEST_SKIP() << why;
+  const PackedCase c(dtype, rows, cols, n);
+  const IsaKernels& kernels = KernelsFor(isa);
+  const MatMulRowsFn kernel = PackedMatMulKernelFor(kernels, dtype);
+  ASSERT_NE(kernel, nullptr);
+  GuardedBuffer got(n * rows, NAN);
+  MatMulArgs args = c.args;
+  args.y = got.data();
+  // In two ranges of whole groups, as the backend's threads split them.
+  const int64_t split = rows > 16 ? 16 : rows;
+  kernel(args, 0, split);
+  kernel(args, split, rows);
+  EXPECT_TRUE(got.CanariesIntact());
+  ASSERT_EQ(0, std::memcmp(got.data(), c.want.data(), n * rows * sizeof(float)));
+
+  // The level's kernel on the original rows.
+  GuardedBuffer original_y(n * rows, NAN);
+  MatMulArgs original = c.args;
+  original.w = c.w.bytes.data();
+  original.row_bytes = RowBytes(dtype, cols);
+  original.y = original_y.data();
+  MatMulKernelFor(kernels, dtype)(original, 0, rows);
+  EXPECT_TRUE(original_y.CanariesIntact());
+  ASSERT_EQ(0, std::memcmp(original_y.data(), c.want.data(), n * rows * sizeof(float)));
 }
 
 // Partial groups of 16 rows and of a half of 8, one block and many.
@@ -170,15 +187,25 @@ std::string Name(const ::testing::TestParamInfo<Param>& info) {
   return testing::MatMulCaseName(dtype, rows, cols, n);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, PackedMatMulTest,
-    ::testing::Combine(::testing::Values(DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
-                                         DType::kQ8_0),
-                       ::testing::Values(int64_t{1}, int64_t{5}, int64_t{16}, int64_t{37}),
-                       ::testing::Values(int64_t{32}, int64_t{96}, int64_t{576}),
-                       ::testing::Values(int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4},
-                                         int64_t{7}, int64_t{17}, int64_t{43})),
-    Name);
+const auto kTypes = ::testing::Values(DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
+                                      DType::kQ8_0);
+const auto kRows = ::testing::Values(int64_t{1}, int64_t{5}, int64_t{16}, int64_t{37});
+const auto kCols = ::testing::Values(int64_t{32}, int64_t{96}, int64_t{576});
+const auto kActivationRows = ::testing::Values(int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4},
+                                               int64_t{7}, int64_t{17}, int64_t{43});
+
+INSTANTIATE_TEST_SUITE_P(Shapes, PackedMatMulTest,
+                         ::testing::Combine(kTypes, kRows, kCols, kActivationRows), Name);
+
+std::string LevelName(const ::testing::TestParamInfo<LevelParam>& info) {
+  const auto [isa, dtype, rows, cols, n] = info.param;
+  return testing::IsaCaseName(isa) + "_" + testing::MatMulCaseName(dtype, rows, cols, n);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, PackedMatMulLevelTest,
+                         ::testing::Combine(::testing::ValuesIn(testing::kSimdIsas), kTypes, kRows,
+                                            kCols, kActivationRows),
+                         LevelName);
 
 }  // namespace
 }  // namespace baton::kernels

@@ -30,6 +30,10 @@ using Param = std::tuple<DType, int64_t, int64_t, int64_t>;
 
 class SuperBlockLanesTest : public ::testing::TestWithParam<Param> {};
 
+// The same with a CPU level first: the kernels' checks, one test per level.
+using LevelParam = std::tuple<CpuIsa, DType, int64_t, int64_t, int64_t>;
+class SuperBlockLanesLevelTest : public ::testing::TestWithParam<LevelParam> {};
+
 TEST_P(SuperBlockLanesTest, EveryByteWhereTheLayoutSays) {
   const auto [dtype, rows, cols, n] = GetParam();
   const TestWeights w = MakeWeights(dtype, rows, cols, 3 + rows, /*random_bits=*/true);
@@ -68,8 +72,9 @@ TEST(SuperBlockLanesRowCopyTest, EveryRowCopiesBackAsStored) {
       CopyLanesRow);
 }
 
-TEST_P(SuperBlockLanesTest, KernelsGiveTheSameBitsAsOnStoredRows) {
-  const auto [dtype, rows, cols, n] = GetParam();
+TEST_P(SuperBlockLanesLevelTest, KernelsGiveTheSameBitsAsOnStoredRows) {
+  const auto [isa, dtype, rows, cols, n] = GetParam();
+  if (const std::string why = testing::MissingIsa(isa); !why.empty()) GTEST_SKIP() << why;
   for (bool random_bits : {false, true}) {
     SCOPED_TRACE(random_bits ? "random bits" : "quantized values");
     const TestWeights w = MakeWeights(dtype, rows, cols, 5 + rows, random_bits);
@@ -79,7 +84,7 @@ TEST_P(SuperBlockLanesTest, KernelsGiveTheSameBitsAsOnStoredRows) {
     MatMulArgs layout;
     layout.w = lanes.data();
     layout.super_block_lanes = true;
-    testing::ExpectSameBitsOnLayout(w, x, n, layout);
+    testing::ExpectSameBitsOnLayout(isa, w, x, n, layout);
   }
 }
 
@@ -115,16 +120,25 @@ std::string Name(const ::testing::TestParamInfo<Param>& info) {
 // Rows: one, a partial group alone, one group, whole groups and a partial one. Activation rows:
 // a lanes tile at every level (1, 3; 4: a whole AVX2 tile), the panel at every level (17) and,
 // by level, either (5; 8: a whole AVX-512 tile).
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, SuperBlockLanesTest,
-    ::testing::Combine(::testing::Values(DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K,
-                                         DType::kQ6_K),
-                       ::testing::Values(int64_t{1}, int64_t{3}, int64_t{8}, int64_t{37},
-                                         int64_t{70}),
-                       ::testing::Values(int64_t{256}, int64_t{768}),
-                       ::testing::Values(int64_t{1}, int64_t{3}, int64_t{4}, int64_t{5}, int64_t{8},
-                                         int64_t{17})),
-    Name);
+const auto kTypes = ::testing::Values(DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K,
+                                      DType::kQ6_K);
+const auto kRows = ::testing::Values(int64_t{1}, int64_t{3}, int64_t{8}, int64_t{37}, int64_t{70});
+const auto kCols = ::testing::Values(int64_t{256}, int64_t{768});
+const auto kActivationRows = ::testing::Values(int64_t{1}, int64_t{3}, int64_t{4}, int64_t{5},
+                                               int64_t{8}, int64_t{17});
+
+INSTANTIATE_TEST_SUITE_P(Shapes, SuperBlockLanesTest,
+                         ::testing::Combine(kTypes, kRows, kCols, kActivationRows), Name);
+
+std::string LevelName(const ::testing::TestParamInfo<LevelParam>& info) {
+  const auto [isa, dtype, rows, cols, n] = info.param;
+  return testing::IsaCaseName(isa) + "_" + testing::MatMulCaseName(dtype, rows, cols, n);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, SuperBlockLanesLevelTest,
+                         ::testing::Combine(::testing::ValuesIn(testing::kSimdIsas), kTypes, kRows,
+                                            kCols, kActivationRows),
+                         LevelName);
 
 }  // namespace
 }  // namespace baton::kernels

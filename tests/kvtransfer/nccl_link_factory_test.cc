@@ -27,7 +27,7 @@ TEST(NcclLinkFactoryTest, AGpuWorkerHasLinksExactlyWhenTheMachineHasAGpu) {
     // A GPU machine: NCCL may still be missing, but then the error says so.
     if (!links.ok()) {
       EXPECT_NE(links.status().message().find("NCCL"), std::string::npos) << links.status();
-      return;
+      GTEST_SKIP() << "a GPU without NCCL: no link factory to check (" << links.status() << ")";
     }
     EXPECT_EQ((*links)->kind(), "nccl");
     return;
