@@ -6,8 +6,10 @@ Load: client threads send a fixed set of seeded, sampled requests (temperature 0
 to the OpenAI HTTP API, streaming and not. Each request's fault-free output is recorded first,
 one at a time, before any fault.
 
-Faults, one every 2-6 s (seeded), by kind:
-  kill       SIGKILL a worker (`baton up` restarts it; at most 3 per worker, its limit is 5)
+Faults, one every 2-6 s, the kinds in seeded rounds (each round every kind the run allows, in a
+shuffled order, so that each is injected about as often as the others):
+  kill       SIGKILL a worker, prefill and decode in turn (`baton up` restarts it; at most 3 per
+             role, its limit is 5)
   stall      SIGSTOP a worker for 2-6 s, then SIGCONT (the router's --stall-timeout is 2 s)
   partition  the link between the prefill and the decode side down for 2-6 s (where network
              namespaces can be made: the cluster then runs with `link:` (baton up --link), prefill
@@ -17,6 +19,13 @@ Faults, one every 2-6 s (seeded), by kind:
              Content-Length, a stop string of 1 MiB; each must get its 4xx at once
 
 The end (the script exits 1 when any fails):
+  - every fault kind the run allows was injected at least --min-faults times, and took effect (a
+    killed worker is gone and `baton up` logs its exit, a stalled one is stopped, a partitioned
+    link is down); worker discovery found workers whenever it looked;
+  - decode workers killed mid-stream made requests migrate (the router's
+    baton:request_migrations_total above 0);
+  - at most --max-failed-share of the requests failed, and at least --min-identical-share
+    completed with their fault-free output;
   - no member exited except the ones it killed (counted from `baton up`'s log), and `baton up`
     is still serving;
   - every KV block free on every worker, prefill and decode (baton:kv_cache_blocks_used == 0 on
@@ -27,7 +36,9 @@ The end (the script exits 1 when any fails):
     duplicated token would show).
 
 usage: scripts/soak.py [--duration S] [--clients N] [--seed S] [--link auto|off|RATE[,DELAY]]
-                       [--baton PATH] [--json OUT]
+                       [--faults KIND,...] [--min-faults N] [--max-failed-share X]
+                       [--min-identical-share X] [--baton PATH] [--json OUT]
+Exits 77 (a skip) when --link names a shape and network namespaces cannot be made here.
 """
 
 import argparse
@@ -74,6 +85,7 @@ PROMPTS = [
     "In the year 2050, cities will",
     "Dear diary, today I learned",
 ]
+FAULT_KINDS = ["kill", "stall", "partition", "cancel", "hostile"]
 MAX_TOKENS = 24
 REQUEST_TIMEOUT_S = 90  # a client's bound on one request; an answer after it counts as lost
 
@@ -148,6 +160,19 @@ class Cluster:
                     return ns, m.group(1)
         return None
 
+    def migrations(self):
+        """The router's baton:request_migrations_total; None when it cannot be read."""
+        try:
+            host, port = self.http.rsplit(":", 1)
+            conn = http.client.HTTPConnection(host, int(port), timeout=5)
+            conn.request("GET", "/metrics")
+            body = conn.getresponse().read().decode()
+            conn.close()
+        except OSError:
+            return None
+        m = re.search(r"^baton:request_migrations_total(?:\{[^}]*\})? (\S+)$", body, re.M)
+        return float(m.group(1)) if m else 0.0
+
     def alive(self):
         return self.proc.poll() is None
 
@@ -179,6 +204,25 @@ class Cluster:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
         self.log_file.close()
+
+
+def process_state(pid):
+    """The state letter of /proc/PID/stat (R, S, T stopped, Z zombie ...); None when gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def wait_for_state(pid, wanted, timeout=5.0):
+    """Whether PID's state becomes one of `wanted` (None: gone) within `timeout` seconds."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if process_state(pid) in wanted:
+            return True
+        time.sleep(0.02)
+    return process_state(pid) in wanted
 
 
 def namespaces_available():
@@ -286,9 +330,15 @@ class Books:
         self.lock = threading.Lock()
         self.counts = {"sent": 0, "completed_identical": 0, "completed_different": 0,
                        "failed_cleanly": 0, "lost": 0, "cancelled": 0}
-        self.faults = {"kill": 0, "stall": 0, "partition": 0, "cancel": 0, "hostile": 0}
+        self.faults = {kind: 0 for kind in FAULT_KINDS}
+        self.decode_kills = 0
         self.hostile_refused = 0
         self.problems = []
+
+    def problem(self, text):
+        log("problem:", text)
+        with self.lock:
+            self.problems.append(text)
 
     def add(self, key, problem=None):
         with self.lock:
@@ -320,7 +370,7 @@ def client_loop(address, references, books, stop, rng_seed):
 def partition(cluster, books, stop, rng):
     link = cluster.pd_link()
     if link is None:
-        books.problems.append("no P<->D link to partition")
+        books.problem("no P<->D link to partition")
         return
     ns, dev = link
     pause = rng.uniform(2, 6)
@@ -330,6 +380,10 @@ def partition(cluster, books, stop, rng):
                             text=True, check=True).stdout.splitlines()
     routes = [r.split() for r in routes if r.strip() and "proto kernel" not in r]
     subprocess.run(["ip", "-n", ns, "link", "set", dev, "down"], check=True)
+    flags = subprocess.run(["ip", "-n", ns, "-o", "link", "show", "dev", dev],
+                           capture_output=True, text=True).stdout
+    if re.search(r"<[^>]*\bUP\b[^>]*>", flags):
+        books.problem(f"partition: {dev} in {ns} is still up after 'link set down'")
     stop.wait(pause)
     subprocess.run(["ip", "-n", ns, "link", "set", dev, "up"], check=True)
     for route in routes:
@@ -337,33 +391,64 @@ def partition(cluster, books, stop, rng):
     books.faults["partition"] += 1
 
 
-def fault_loop(cluster, address, books, stop, rng, kills_left, partitions):
-    kinds = ["kill", "stall", "cancel", "hostile"] + (["partition"] if partitions else [])
+def fault_schedule(kinds, rng):
+    """Fault kinds forever, in rounds: each round every kind once, in a shuffled order."""
+    while True:
+        round_ = list(kinds)
+        rng.shuffle(round_)
+        yield from round_
+
+
+def kill(cluster, books, workers, role, kills_left):
+    """SIGKILLs a `role` worker (the other role's when none is left to kill); False when no
+    worker may be killed any more."""
+    roles = [role, "decode" if role == "prefill" else "prefill"]
+    for r in roles:
+        candidates = sorted(pid for pid, w in workers.items() if w == r)
+        if candidates and kills_left[r] > 0:
+            pid = candidates[0]
+            kills_left[r] -= 1
+            log(f"fault: kill {r} worker {pid}")
+            os.kill(pid, signal.SIGKILL)
+            books.faults["kill"] += 1
+            books.decode_kills += r == "decode"
+            if not wait_for_state(pid, (None, "Z", "X")):
+                books.problem(f"kill: {r} worker {pid} still runs 5 s after SIGKILL")
+            return True
+    return False
+
+
+def stall(books, workers, stop, rng):
+    pid = rng.choice(sorted(workers))
+    pause = rng.uniform(2, 6)
+    log(f"fault: stall {workers[pid]} worker {pid} for {pause:.1f} s")
+    os.kill(pid, signal.SIGSTOP)
+    if not wait_for_state(pid, ("T", "t")):
+        books.problem(f"stall: {workers[pid]} worker {pid} is not stopped after SIGSTOP")
+    stop.wait(pause)
+    os.kill(pid, signal.SIGCONT)
+    books.faults["stall"] += 1
+
+
+def fault_loop(cluster, address, books, stop, rng, kinds):
+    kills_left = {"prefill": 3, "decode": 3}
+    next_kill_role = "decode"  # killed in turn, the decode side first: it makes requests migrate
+    schedule = fault_schedule(kinds, rng)
     while not stop.wait(rng.uniform(2, 6)):
-        kind = rng.choice(kinds)
+        kind = next(schedule)
         if kind == "partition":
             partition(cluster, books, stop, rng)
             continue
-        workers = cluster.workers()
-        if kind == "kill":
-            candidates = [pid for pid, role in workers.items() if kills_left[role] > 0]
-            if not candidates:
-                kind = "stall"
-            else:
-                pid = rng.choice(candidates)
-                kills_left[workers[pid]] -= 1
-                log(f"fault: kill {workers[pid]} worker {pid}")
-                os.kill(pid, signal.SIGKILL)
-                books.faults["kill"] += 1
+        if kind in ("kill", "stall"):
+            workers = cluster.workers()
+            if not workers:
+                books.problem(f"{kind}: discovery found no worker process of baton up "
+                              f"(pid {cluster.proc.pid})")
                 continue
-        if kind == "stall" and workers:
-            pid = rng.choice(sorted(workers))
-            pause = rng.uniform(2, 6)
-            log(f"fault: stall {workers[pid]} worker {pid} for {pause:.1f} s")
-            os.kill(pid, signal.SIGSTOP)
-            stop.wait(pause)
-            os.kill(pid, signal.SIGCONT)
-            books.faults["stall"] += 1
+            if kind == "kill" and kill(cluster, books, workers, next_kill_role, kills_left):
+                next_kill_role = "prefill" if next_kill_role == "decode" else "decode"
+            else:
+                stall(books, workers, stop, rng)
         elif kind == "cancel":
             log("fault: a client goes away mid-stream")
             outcome, detail = run_request(address, rng.randrange(len(PROMPTS)), True, True)
@@ -376,7 +461,39 @@ def fault_loop(cluster, address, books, stop, rng, kills_left, partitions):
             if hostile(address, what):
                 books.hostile_refused += 1
             else:
-                books.problems.append(f"hostile client {what} did not get its 4xx")
+                books.problem(f"hostile client {what} did not get its 4xx")
+
+
+def check_books(books, cluster, kinds, args):
+    """The end's checks on what was injected and what came of it, into books.problems."""
+    for kind in kinds:
+        if books.faults[kind] < args.min_faults:
+            books.problem(f"fault kind '{kind}' injected {books.faults[kind]} times, fewer than "
+                          f"--min-faults {args.min_faults}")
+    exits = cluster.exits_logged()
+    if exits > books.faults["kill"]:
+        books.problem(f"{exits - books.faults['kill']} member exits not caused by a kill")
+    elif exits < books.faults["kill"]:
+        books.problem(f"{books.faults['kill'] - exits} kills that no member exit in baton up's "
+                      f"log shows")
+    migrations = cluster.migrations()
+    if books.decode_kills and not migrations:
+        books.problem(f"{books.decode_kills} decode workers killed mid-stream, and no request "
+                      f"migrated (baton:request_migrations_total {migrations})")
+    counts = books.counts
+    finished = counts["completed_identical"] + counts["completed_different"] + \
+        counts["failed_cleanly"] + counts["lost"]
+    if finished == 0:
+        books.problem("no request finished")
+        return migrations
+    if counts["failed_cleanly"] > args.max_failed_share * finished:
+        books.problem(f"{counts['failed_cleanly']} of {finished} requests failed, more than "
+                      f"--max-failed-share {args.max_failed_share}")
+    if counts["completed_identical"] < args.min_identical_share * finished:
+        books.problem(f"{counts['completed_identical']} of {finished} requests completed with "
+                      f"their fault-free output, fewer than --min-identical-share "
+                      f"{args.min_identical_share}")
+    return migrations
 
 
 def main():
@@ -388,9 +505,21 @@ def main():
     parser.add_argument("--link", default="auto",
                         help="the P<->D link (baton up --link), which partitions take down: "
                              "auto (10gbit where network namespaces can be made), off, or a shape")
+    parser.add_argument("--faults", default=",".join(FAULT_KINDS),
+                        help="the fault kinds to inject (default all; partition only with a link)")
+    parser.add_argument("--min-faults", type=int, default=2,
+                        help="each fault kind injected at least this often (2)")
+    parser.add_argument("--max-failed-share", type=float, default=0.1,
+                        help="at most this share of the requests may fail cleanly (0.1)")
+    parser.add_argument("--min-identical-share", type=float, default=0.85,
+                        help="at least this share completes with its fault-free output (0.85)")
     parser.add_argument("--json", help="write the figures here too")
     args = parser.parse_args()
 
+    kinds = [k for k in args.faults.split(",") if k]
+    unknown = [k for k in kinds if k not in FAULT_KINDS]
+    if unknown:
+        parser.error(f"--faults: {unknown} not among {FAULT_KINDS}")
     link = args.link
     if link == "auto":
         link = "10gbit" if namespaces_available() else ""
@@ -398,6 +527,12 @@ def main():
             log("no network namespaces here (needs root and `ip netns`): no partitions")
     elif link == "off":
         link = ""
+    elif not namespaces_available():
+        log(f"SKIPPED: --link {link} needs network namespaces (root and `ip netns`)")
+        return 77
+    if not link and "partition" in kinds:
+        kinds.remove("partition")
+    log(f"fault kinds: {', '.join(kinds)}")
     cluster = Cluster(args.baton, link)
     log(f"cluster up: http {cluster.http}, workers {cluster.metrics}")
     books = Books()
@@ -416,10 +551,9 @@ def main():
                    for c in range(args.clients)]
         for t in clients:
             t.start()
-        kills_left = {"prefill": 3, "decode": 3}
         faults = threading.Thread(target=fault_loop,
                                   args=(cluster, cluster.http, books, stop,
-                                        random.Random(args.seed), kills_left, bool(link)))
+                                        random.Random(args.seed), kinds))
         faults.start()
         time.sleep(args.duration)
         stop.set()
@@ -439,10 +573,7 @@ def main():
         leaked = {k: v for k, v in used.items() if v != 0}
         if leaked:
             books.problems.append(f"KV blocks still held (or metrics unreadable): {leaked}")
-        exits = cluster.exits_logged()
-        unexpected_exits = exits - books.faults["kill"]
-        if unexpected_exits > 0:
-            books.problems.append(f"{unexpected_exits} member exits not caused by a kill")
+        migrations = check_books(books, cluster, kinds, args)
         if not cluster.alive():
             books.problems.append("baton up is no longer running")
         if books.counts["lost"] or books.counts["completed_different"]:
@@ -451,9 +582,12 @@ def main():
             "duration_s": args.duration,
             "link": link or None,
             "requests": books.counts,
+            "fault_kinds": kinds,
             "faults": books.faults,
+            "decode_kills": books.decode_kills,
+            "migrations": migrations,
             "hostile_refused": books.hostile_refused,
-            "member_exits": exits,
+            "member_exits": cluster.exits_logged(),
             "blocks_leaked": sum(v for v in leaked.values() if v) if leaked else 0,
             "problems": books.problems,
         }
