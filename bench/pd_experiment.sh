@@ -12,13 +12,17 @@
 # (bench serve's JSON), their .log and .png (when gnuplot is installed), and summary.json; prints
 # the table to stdout. BATON=PATH or --baton picks the binary (default build/bin/baton).
 #
-# The defaults come from a calibration on a 2-core machine (Xeon, AVX-512): a 256-token prompt
-# prefills in ~0.35 s on two cores and ~0.6 s on one. At 0.5 requests/s both setups meet the
-# SLOs with room to spare; at 1.2 requests/s the colocated worker's decode steps wait behind
-# prefills (TPOT p99 past 100 ms) while the single prefill core nears saturation (TTFT p99 past
-# 3 s): the trade-off the experiment is about. The SLOs are about twice the light-load TTFT and a
-# TPOT that streams faster than people read. Calibrate again (a short run with --num-prompts 30)
-# on other machines.
+# Calibrated from the machine (the default; any of --rate, --slo-ttft-ms, --slo-tpot-ms given
+# replaces its calibrated value): the disaggregated cluster first serves a few requests one at a
+# time (--concurrency 1), which measures the light-load TTFT (a prompt's prefill on one core, T)
+# and TPOT (a decode step on one core, D). The load then keeps the prefill core 60% busy (rate
+# = 0.6 / T, bench/pd_calibrate.py says why): the disaggregated TTFT queues behind it, while the
+# colocated worker prefills on both cores and makes its decode steps wait instead. The SLOs are
+# 4 T and 4 D. The calibration's figures go into calibration.json and summary.json; the table
+# ends with a verdict: each p99 side by side with who meets its SLO, TRADE-OFF when each setup
+# wins one of TTFT and TPOT, NOT LOADED when both meet both SLOs (nothing to see: raise --rate),
+# OVERLOADED when both collapse.
+# A run on the 2-core development machine: docs/PD_EXPERIMENT.md.
 #
 # Emulated links (--link 10gbit,200us, or --link-sweep 1gbit,10gbit,25gbit,100gbit for one
 # disaggregated run per bandwidth): the clusters run across network namespaces instead
@@ -30,7 +34,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-rate=1.2 num_prompts=200 input_len=256 output_len=64 slo_ttft_ms=3000 slo_tpot_ms=100 seed=1
+rate=auto num_prompts=150 input_len=512 output_len=128 slo_ttft_ms=auto slo_tpot_ms=auto seed=1
 warmup=4 protocol=grpc out="" baton="" plot=1 links=()
 usage() { sed -n '8,10p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while (($#)); do
@@ -82,6 +86,24 @@ run() {
     --seed "$seed" --json "$out/$name.json" "${plot_args[@]}" 2> >(tee "$out/$name.log" >&2)
   stop_cluster
 }
+
+# calibrate: the disaggregated cluster's light-load TTFT and TPOT, and from them the rate and
+# SLOs still "auto" (written to $out/calibration.json).
+calibrate() {
+  start_cluster calibration deploy/local/cluster.yaml "router: " || return 1
+  "$baton" bench serve --server "$address" --concurrency 1 --num-prompts 4 --warmup 1 \
+    --input-len "$input_len" --output-len "$output_len" --seed "$seed" --no-per-request \
+    --json "$out/calibration-probe.json" 2>"$out/calibration.log" || return 1
+  stop_cluster
+  read -r rate slo_ttft_ms slo_tpot_ms < <(python3 bench/pd_calibrate.py "$out" "$rate" \
+    "$slo_ttft_ms" "$slo_tpot_ms")
+  [ -n "$slo_tpot_ms" ] || return 1
+  echo "pd_experiment: calibrated: rate $rate req/s, SLO TTFT $slo_ttft_ms ms, TPOT" \
+    "$slo_tpot_ms ms ($out/calibration.json)" >&2
+}
+if [ "$rate" = auto ] || [ "$slo_ttft_ms" = auto ] || [ "$slo_tpot_ms" = auto ]; then
+  calibrate || { echo "pd_experiment: calibration failed (see $out/calibration.log)" >&2; exit 1; }
+fi
 
 if ((${#links[@]})); then
   run colocated colocated-netns
@@ -149,12 +171,42 @@ for label, f in rows:
 for name, r in runs.items():
     if r["errors"]:
         print(f"{name} errors: {r['errors']}")
+
+
+def met(r):
+    """(TTFT p99 within its SLO, TPOT p99 within its SLO)"""
+    return r["p99_ttft_ms"] <= r["slo_ttft_ms"], r["p99_tpot_ms"] <= r["slo_tpot_ms"]
+
+
+(c_ttft, c_tpot), (d_ttft, d_tpot) = met(c), met(d)
+if all((c_ttft, c_tpot, d_ttft, d_tpot)):
+    verdict = ("NOT LOADED: both setups meet both SLOs at p99, so the table shows no trade-off; "
+               "raise --rate (or lengthen the prompts)")
+elif all(r["request_goodput"] < 0.1 * r["request_rate"] for r in runs.values()):
+    verdict = "OVERLOADED: both setups' goodput collapsed; lower --rate"
+else:
+    def side(metric, colocated_ok, pd_ok):
+        key = f"p99_{metric}_ms"
+        met_by = " and ".join(n for n, ok in (("colocated", colocated_ok), ("P/D", pd_ok)) if ok)
+        return (f"{metric.upper()} p99 {c[key]:.0f} ms colocated vs {d[key]:.0f} ms P/D "
+                f"(SLO met by {met_by or 'neither'})")
+    verdict = f"{side('ttft', c_ttft, d_ttft)}; {side('tpot', c_tpot, d_tpot)}"
+    colocated_wins_ttft = c["p99_ttft_ms"] < d["p99_ttft_ms"]
+    colocated_wins_tpot = c["p99_tpot_ms"] < d["p99_tpot_ms"]
+    if colocated_wins_ttft != colocated_wins_tpot:
+        verdict = "TRADE-OFF: " + verdict
+print(verdict)
 keys = ["completed", "failed", "errors", "request_throughput", "output_throughput",
         "median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "p99_tpot_ms", "p99_itl_ms",
         "p99_e2el_ms", "good_requests", "request_goodput"]
+try:
+    calibration = json.load(open(f"{out}/calibration.json"))
+except OSError:
+    calibration = None
 summary = {"settings": {k: c[k] for k in ("num_prompts", "request_rate", "input_len",
                                             "output_len", "seed", "slo_ttft_ms", "slo_tpot_ms",
                                             "protocol")},
+           "calibration": calibration, "verdict": verdict,
            **{name: {k: r[k] for k in keys} for name, r in runs.items()}}
 json.dump(summary, open(f"{out}/summary.json", "w"), indent=2)
 print(f"JSON: {out}/colocated.json {out}/disaggregated.json {out}/summary.json")
