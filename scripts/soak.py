@@ -399,14 +399,14 @@ def fault_schedule(kinds, rng):
         yield from round_
 
 
-def kill(cluster, books, workers, role, kills_left):
+def kill(books, workers, role, kills_left, rng):
     """SIGKILLs a `role` worker (the other role's when none is left to kill); False when no
     worker may be killed any more."""
     roles = [role, "decode" if role == "prefill" else "prefill"]
     for r in roles:
         candidates = sorted(pid for pid, w in workers.items() if w == r)
         if candidates and kills_left[r] > 0:
-            pid = candidates[0]
+            pid = rng.choice(candidates)
             kills_left[r] -= 1
             log(f"fault: kill {r} worker {pid}")
             os.kill(pid, signal.SIGKILL)
@@ -445,7 +445,7 @@ def fault_loop(cluster, address, books, stop, rng, kinds):
                 books.problem(f"{kind}: discovery found no worker process of baton up "
                               f"(pid {cluster.proc.pid})")
                 continue
-            if kind == "kill" and kill(cluster, books, workers, next_kill_role, kills_left):
+            if kind == "kill" and kill(books, workers, next_kill_role, kills_left, rng):
                 next_kill_role = "prefill" if next_kill_role == "decode" else "decode"
             else:
                 stall(books, workers, stop, rng)

@@ -105,25 +105,23 @@ absl::Status LocalCluster::WaitHealthy(size_t n, std::chrono::seconds timeout) {
   return absl::DeadlineExceededError(absl::StrCat("fewer than ", n, " healthy workers"));
 }
 
-absl::StatusOr<baton::v1::WorkerLoad> LocalCluster::DecodeLoad(const std::string& address) const {
-  auto stub = DecodeStub(address);
+template <typename Stub>
+absl::StatusOr<baton::v1::WorkerLoad> LocalCluster::LoadFrom(Stub& stub) const {
   grpc::ClientContext context;
   Prepare(context, std::chrono::seconds(5));
   baton::v1::StatusResponse response;
-  grpc::Status status = stub->Status(&context, {}, &response);
+  grpc::Status status = stub.Status(&context, {}, &response);
   if (!status.ok()) return absl::UnavailableError(status.error_message());
   return response.load();
 }
 
+absl::StatusOr<baton::v1::WorkerLoad> LocalCluster::DecodeLoad(const std::string& address) const {
+  return LoadFrom(*DecodeStub(address));
+}
+
 absl::StatusOr<baton::v1::WorkerLoad> LocalCluster::Load(const Proc& worker) const {
   if (worker.role != "prefill") return DecodeLoad(worker.address);
-  auto stub = PrefillStub(worker.address);
-  grpc::ClientContext context;
-  Prepare(context, std::chrono::seconds(5));
-  baton::v1::StatusResponse response;
-  grpc::Status status = stub->Status(&context, {}, &response);
-  if (!status.ok()) return absl::UnavailableError(status.error_message());
-  return response.load();
+  return LoadFrom(*PrefillStub(worker.address));
 }
 
 namespace {

@@ -56,6 +56,9 @@ class LocalCluster {
 
  private:
   std::shared_ptr<grpc::Channel> Channel(const std::string& address) const;
+  // The load from a worker stub's Status RPC.
+  template <typename Stub>
+  absl::StatusOr<baton::v1::WorkerLoad> LoadFrom(Stub& stub) const;
 
   std::vector<std::string> common_args_;
   rpc::ClientOptions client_;

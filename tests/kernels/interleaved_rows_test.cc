@@ -35,7 +35,7 @@ using Param = std::tuple<DType, int64_t, int64_t, int64_t>;
 class InterleavedRowsTest : public ::testing::TestWithParam<Param> {};
 
 // The same with a CPU level first: the kernels' checks, one test per level.
-using LevelParam = std::tuple<CpuIsa, DType, int64_t, int64_t, int64_t>;
+using LevelParam = testing::MatMulLevelParam;
 class InterleavedRowsLevelTest : public ::testing::TestWithParam<LevelParam> {};
 
 TEST_P(InterleavedRowsTest, LocateRowFindsEveryBlockOfEveryRow) {
@@ -123,15 +123,12 @@ const auto kActivationRows = ::testing::Values(int64_t{1}, int64_t{3}, int64_t{5
 INSTANTIATE_TEST_SUITE_P(Shapes, InterleavedRowsTest,
                          ::testing::Combine(kTypes, kRows, kCols, kActivationRows), Name);
 
-std::string LevelName(const ::testing::TestParamInfo<LevelParam>& info) {
-  const auto [isa, dtype, rows, cols, n] = info.param;
-  return testing::IsaCaseName(isa) + "_" + testing::MatMulCaseName(dtype, rows, cols, n);
-}
-
 INSTANTIATE_TEST_SUITE_P(Shapes, InterleavedRowsLevelTest,
                          ::testing::Combine(::testing::ValuesIn(testing::kSimdIsas), kTypes, kRows,
                                             kCols, kActivationRows),
-                         LevelName);
+                         [](const auto& info) {
+                           return testing::MatMulLevelCaseName(info.param);
+                         });
 
 }  // namespace
 }  // namespace baton::kernels

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/backend.h"
@@ -123,6 +124,14 @@ inline std::string IsaCaseName(CpuIsa isa) {
 inline std::string MatMulCaseName(DType dtype, int64_t rows, int64_t cols, int64_t n) {
   return std::string(DTypeName(dtype)) + "_" + std::to_string(rows) + "x" + std::to_string(cols) +
          "_n" + std::to_string(n);
+}
+
+// A product's case at one CPU level: level, dtype, weight rows, columns, activation rows.
+using MatMulLevelParam = std::tuple<CpuIsa, DType, int64_t, int64_t, int64_t>;
+
+inline std::string MatMulLevelCaseName(const MatMulLevelParam& param) {
+  const auto [isa, dtype, rows, cols, n] = param;
+  return IsaCaseName(isa) + "_" + MatMulCaseName(dtype, rows, cols, n);
 }
 
 // A weight matrix owning its bytes.

@@ -119,8 +119,7 @@ TEST_P(PackedMatMulTest, ScalarKernelIsTheDefinition) {
   }
 }
 
-// level, dtype, weight rows, columns, activation rows.
-using LevelParam = std::tuple<CpuIsa, DType, int64_t, int64_t, int64_t>;
+using LevelParam = testing::MatMulLevelParam;
 
 class PackedMatMulLevelTest : public ::testing::TestWithParam<LevelParam> {};
 
@@ -197,15 +196,12 @@ const auto kActivationRows = ::testing::Values(int64_t{1}, int64_t{2}, int64_t{3
 INSTANTIATE_TEST_SUITE_P(Shapes, PackedMatMulTest,
                          ::testing::Combine(kTypes, kRows, kCols, kActivationRows), Name);
 
-std::string LevelName(const ::testing::TestParamInfo<LevelParam>& info) {
-  const auto [isa, dtype, rows, cols, n] = info.param;
-  return testing::IsaCaseName(isa) + "_" + testing::MatMulCaseName(dtype, rows, cols, n);
-}
-
 INSTANTIATE_TEST_SUITE_P(Shapes, PackedMatMulLevelTest,
                          ::testing::Combine(::testing::ValuesIn(testing::kSimdIsas), kTypes, kRows,
                                             kCols, kActivationRows),
-                         LevelName);
+                         [](const auto& info) {
+                           return testing::MatMulLevelCaseName(info.param);
+                         });
 
 }  // namespace
 }  // namespace baton::kernels

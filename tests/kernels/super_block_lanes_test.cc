@@ -31,7 +31,7 @@ using Param = std::tuple<DType, int64_t, int64_t, int64_t>;
 class SuperBlockLanesTest : public ::testing::TestWithParam<Param> {};
 
 // The same with a CPU level first: the kernels' checks, one test per level.
-using LevelParam = std::tuple<CpuIsa, DType, int64_t, int64_t, int64_t>;
+using LevelParam = testing::MatMulLevelParam;
 class SuperBlockLanesLevelTest : public ::testing::TestWithParam<LevelParam> {};
 
 TEST_P(SuperBlockLanesTest, EveryByteWhereTheLayoutSays) {
@@ -130,15 +130,12 @@ const auto kActivationRows = ::testing::Values(int64_t{1}, int64_t{3}, int64_t{4
 INSTANTIATE_TEST_SUITE_P(Shapes, SuperBlockLanesTest,
                          ::testing::Combine(kTypes, kRows, kCols, kActivationRows), Name);
 
-std::string LevelName(const ::testing::TestParamInfo<LevelParam>& info) {
-  const auto [isa, dtype, rows, cols, n] = info.param;
-  return testing::IsaCaseName(isa) + "_" + testing::MatMulCaseName(dtype, rows, cols, n);
-}
-
 INSTANTIATE_TEST_SUITE_P(Shapes, SuperBlockLanesLevelTest,
                          ::testing::Combine(::testing::ValuesIn(testing::kSimdIsas), kTypes, kRows,
                                             kCols, kActivationRows),
-                         LevelName);
+                         [](const auto& info) {
+                           return testing::MatMulLevelCaseName(info.param);
+                         });
 
 }  // namespace
 }  // namespace baton::kernels
