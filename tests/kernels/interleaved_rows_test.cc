@@ -29,13 +29,19 @@ using testing::MakeWeights;
 using testing::RandomFloats;
 using testing::TestWeights;
 
+// Rows: one, a partial group alone, whole groups, whole groups and a partial one.
+constexpr DType kTypes[] = {DType::kF32, DType::kF16, DType::kBF16};
+constexpr int64_t kRows[] = {1, 3, 8, 37, 70};
+constexpr int64_t kCols[] = {256, 768};
+constexpr int64_t kActivationRows[] = {1, 3, 5};
+
 // dtype, rows, cols, n (activation rows)
 using Param = std::tuple<DType, int64_t, int64_t, int64_t>;
 
 class InterleavedRowsTest : public ::testing::TestWithParam<Param> {};
 
 // The same with a CPU level first: the kernels' checks, one test per level.
-using LevelParam = testing::MatMulLevelParam;
+using LevelParam = testing::LevelTypeParam;
 class InterleavedRowsLevelTest : public ::testing::TestWithParam<LevelParam> {};
 
 TEST_P(InterleavedRowsTest, LocateRowFindsEveryBlockOfEveryRow) {
@@ -74,16 +80,23 @@ TEST(InterleavedRowCopyTest, EveryRowCopiesBackAsStored) {
 }
 
 TEST_P(InterleavedRowsLevelTest, KernelsGiveTheSameBitsOnBothLayouts) {
-  const auto [isa, dtype, rows, cols, n] = GetParam();
+  const auto [isa, dtype] = GetParam();
   if (const std::string why = testing::MissingIsa(isa); !why.empty()) GTEST_SKIP() << why;
-  const TestWeights w = MakeWeights(dtype, rows, cols, 5 + rows);
-  const std::vector<float> x = RandomFloats(n * cols, 7 + n);
-  std::vector<uint8_t> interleaved(w.bytes.size());
-  InterleaveGroups(w.matrix(), 0, InterleavedGroups(w.matrix()), interleaved.data());
-  MatMulArgs layout;
-  layout.w = interleaved.data();
-  layout.interleave = kInterleaveRows;
-  testing::ExpectSameBitsOnLayout(isa, w, x, n, layout);
+  for (int64_t rows : kRows) {
+    for (int64_t cols : kCols) {
+      for (int64_t n : kActivationRows) {
+        SCOPED_TRACE(testing::MatMulCaseName(dtype, rows, cols, n));
+        const TestWeights w = MakeWeights(dtype, rows, cols, 5 + rows);
+        const std::vector<float> x = RandomFloats(n * cols, 7 + n);
+        std::vector<uint8_t> interleaved(w.bytes.size());
+        InterleaveGroups(w.matrix(), 0, InterleavedGroups(w.matrix()), interleaved.data());
+        MatMulArgs layout;
+        layout.w = interleaved.data();
+        layout.interleave = kInterleaveRows;
+        testing::ExpectSameBitsOnLayout(isa, w, x, n, layout);
+      }
+    }
+  }
 }
 
 TEST(InterleaveUnitBytesTest, WholeCacheLinesOfFloats) {
@@ -114,21 +127,16 @@ std::string Name(const ::testing::TestParamInfo<Param>& info) {
   return testing::MatMulCaseName(dtype, rows, cols, n);
 }
 
-// Rows: one, a partial group alone, whole groups, whole groups and a partial one.
-const auto kTypes = ::testing::Values(DType::kF32, DType::kF16, DType::kBF16);
-const auto kRows = ::testing::Values(int64_t{1}, int64_t{3}, int64_t{8}, int64_t{37}, int64_t{70});
-const auto kCols = ::testing::Values(int64_t{256}, int64_t{768});
-const auto kActivationRows = ::testing::Values(int64_t{1}, int64_t{3}, int64_t{5});
-
 INSTANTIATE_TEST_SUITE_P(Shapes, InterleavedRowsTest,
-                         ::testing::Combine(kTypes, kRows, kCols, kActivationRows), Name);
+                         ::testing::Combine(::testing::ValuesIn(kTypes), ::testing::ValuesIn(kRows),
+                                            ::testing::ValuesIn(kCols),
+                                            ::testing::ValuesIn(kActivationRows)),
+                         Name);
 
 INSTANTIATE_TEST_SUITE_P(Shapes, InterleavedRowsLevelTest,
-                         ::testing::Combine(::testing::ValuesIn(testing::kSimdIsas), kTypes, kRows,
-                                            kCols, kActivationRows),
-                         [](const auto& info) {
-                           return testing::MatMulLevelCaseName(info.param);
-                         });
+                         ::testing::Combine(::testing::ValuesIn(testing::kSimdIsas),
+                                            ::testing::ValuesIn(kTypes)),
+                         [](const auto& info) { return testing::LevelTypeCaseName(info.param); });
 
 }  // namespace
 }  // namespace baton::kernels

@@ -126,12 +126,12 @@ inline std::string MatMulCaseName(DType dtype, int64_t rows, int64_t cols, int64
          "_n" + std::to_string(n);
 }
 
-// A product's case at one CPU level: level, dtype, weight rows, columns, activation rows.
-using MatMulLevelParam = std::tuple<CpuIsa, DType, int64_t, int64_t, int64_t>;
+// The products of one weight type at one CPU level: a test of it walks every shape (one test a
+// shape would multiply the test processes by the shapes).
+using LevelTypeParam = std::tuple<CpuIsa, DType>;
 
-inline std::string MatMulLevelCaseName(const MatMulLevelParam& param) {
-  const auto [isa, dtype, rows, cols, n] = param;
-  return IsaCaseName(isa) + "_" + MatMulCaseName(dtype, rows, cols, n);
+inline std::string LevelTypeCaseName(const LevelTypeParam& param) {
+  return IsaCaseName(std::get<0>(param)) + "_" + std::string(DTypeName(std::get<1>(param)));
 }
 
 // A weight matrix owning its bytes.

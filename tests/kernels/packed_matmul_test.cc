@@ -71,6 +71,12 @@ MatMulRowsFn ScalarFor(DType dtype) {
   }
 }
 
+// The shapes: weight rows (a partial group of 16, whole groups, both), columns, activation rows.
+constexpr DType kTypes[] = {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0};
+constexpr int64_t kRows[] = {1, 5, 16, 37};
+constexpr int64_t kCols[] = {32, 96, 576};
+constexpr int64_t kActivationRows[] = {1, 2, 3, 4, 7, 17, 43};
+
 // dtype, weight rows, columns, activation rows.
 using Param = std::tuple<DType, int64_t, int64_t, int64_t>;
 
@@ -119,13 +125,12 @@ TEST_P(PackedMatMulTest, ScalarKernelIsTheDefinition) {
   }
 }
 
-using LevelParam = testing::MatMulLevelParam;
+using LevelParam = testing::LevelTypeParam;
 
 class PackedMatMulLevelTest : public ::testing::TestWithParam<LevelParam> {};
 
-TEST_P(PackedMatMulLevelTest, EqualsTheScalarKernelBitForBit) {
-  const auto [isa, dtype, rows, cols, n] = GetParam();
-  if (const std::string why = testing::MissingIsa(isa); !why.empty()) GTEST_SKIP() << why;
+// The level's kernels, on the packed copy and on the rows as stored, equal the scalar kernel.
+void ExpectLevelEqualsScalar(CpuIsa isa, DType dtype, int64_t rows, int64_t cols, int64_t n) {
   const PackedCase c(dtype, rows, cols, n);
   const IsaKernels& kernels = KernelsFor(isa);
   const MatMulRowsFn kernel = PackedMatMulKernelFor(kernels, dtype);
@@ -140,7 +145,6 @@ TEST_P(PackedMatMulLevelTest, EqualsTheScalarKernelBitForBit) {
   EXPECT_TRUE(got.CanariesIntact());
   ASSERT_EQ(0, std::memcmp(got.data(), c.want.data(), n * rows * sizeof(float)));
 
-  // The level's kernel on the original rows.
   GuardedBuffer original_y(n * rows, NAN);
   MatMulArgs original = c.args;
   original.w = c.w.bytes.data();
@@ -149,6 +153,19 @@ TEST_P(PackedMatMulLevelTest, EqualsTheScalarKernelBitForBit) {
   MatMulKernelFor(kernels, dtype)(original, 0, rows);
   EXPECT_TRUE(original_y.CanariesIntact());
   ASSERT_EQ(0, std::memcmp(original_y.data(), c.want.data(), n * rows * sizeof(float)));
+}
+
+TEST_P(PackedMatMulLevelTest, EqualsTheScalarKernelBitForBit) {
+  const auto [isa, dtype] = GetParam();
+  if (const std::string why = testing::MissingIsa(isa); !why.empty()) GTEST_SKIP() << why;
+  for (int64_t rows : kRows) {
+    for (int64_t cols : kCols) {
+      for (int64_t n : kActivationRows) {
+        SCOPED_TRACE(testing::MatMulCaseName(dtype, rows, cols, n));
+        ExpectLevelEqualsScalar(isa, dtype, rows, cols, n);
+      }
+    }
+  }
 }
 
 // Partial groups of 16 rows and of a half of 8, one block and many.
@@ -186,22 +203,16 @@ std::string Name(const ::testing::TestParamInfo<Param>& info) {
   return testing::MatMulCaseName(dtype, rows, cols, n);
 }
 
-const auto kTypes = ::testing::Values(DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
-                                      DType::kQ8_0);
-const auto kRows = ::testing::Values(int64_t{1}, int64_t{5}, int64_t{16}, int64_t{37});
-const auto kCols = ::testing::Values(int64_t{32}, int64_t{96}, int64_t{576});
-const auto kActivationRows = ::testing::Values(int64_t{1}, int64_t{2}, int64_t{3}, int64_t{4},
-                                               int64_t{7}, int64_t{17}, int64_t{43});
-
 INSTANTIATE_TEST_SUITE_P(Shapes, PackedMatMulTest,
-                         ::testing::Combine(kTypes, kRows, kCols, kActivationRows), Name);
+                         ::testing::Combine(::testing::ValuesIn(kTypes), ::testing::ValuesIn(kRows),
+                                            ::testing::ValuesIn(kCols),
+                                            ::testing::ValuesIn(kActivationRows)),
+                         Name);
 
 INSTANTIATE_TEST_SUITE_P(Shapes, PackedMatMulLevelTest,
-                         ::testing::Combine(::testing::ValuesIn(testing::kSimdIsas), kTypes, kRows,
-                                            kCols, kActivationRows),
-                         [](const auto& info) {
-                           return testing::MatMulLevelCaseName(info.param);
-                         });
+                         ::testing::Combine(::testing::ValuesIn(testing::kSimdIsas),
+                                            ::testing::ValuesIn(kTypes)),
+                         [](const auto& info) { return testing::LevelTypeCaseName(info.param); });
 
 }  // namespace
 }  // namespace baton::kernels

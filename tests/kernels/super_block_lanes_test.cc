@@ -25,13 +25,21 @@ using testing::MakeWeights;
 using testing::RandomFloats;
 using testing::TestWeights;
 
+// Rows: one, a partial group alone, one group, whole groups and a partial one. Activation rows:
+// a lanes tile at every level (1, 3; 4: a whole AVX2 tile), the panel at every level (17) and,
+// by level, either (5; 8: a whole AVX-512 tile).
+constexpr DType kTypes[] = {DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+constexpr int64_t kRows[] = {1, 3, 8, 37, 70};
+constexpr int64_t kCols[] = {256, 768};
+constexpr int64_t kActivationRows[] = {1, 3, 4, 5, 8, 17};
+
 // dtype, rows, cols, n (activation rows)
 using Param = std::tuple<DType, int64_t, int64_t, int64_t>;
 
 class SuperBlockLanesTest : public ::testing::TestWithParam<Param> {};
 
 // The same with a CPU level first: the kernels' checks, one test per level.
-using LevelParam = testing::MatMulLevelParam;
+using LevelParam = testing::LevelTypeParam;
 class SuperBlockLanesLevelTest : public ::testing::TestWithParam<LevelParam> {};
 
 TEST_P(SuperBlockLanesTest, EveryByteWhereTheLayoutSays) {
@@ -73,18 +81,25 @@ TEST(SuperBlockLanesRowCopyTest, EveryRowCopiesBackAsStored) {
 }
 
 TEST_P(SuperBlockLanesLevelTest, KernelsGiveTheSameBitsAsOnStoredRows) {
-  const auto [isa, dtype, rows, cols, n] = GetParam();
+  const auto [isa, dtype] = GetParam();
   if (const std::string why = testing::MissingIsa(isa); !why.empty()) GTEST_SKIP() << why;
-  for (bool random_bits : {false, true}) {
-    SCOPED_TRACE(random_bits ? "random bits" : "quantized values");
-    const TestWeights w = MakeWeights(dtype, rows, cols, 5 + rows, random_bits);
-    const std::vector<float> x = RandomFloats(n * cols, 7 + n);
-    std::vector<uint8_t> lanes(SuperBlockLanesBytes(w.matrix()));
-    LayOutLaneGroups(w.matrix(), 0, LaneGroups(rows), lanes.data());
-    MatMulArgs layout;
-    layout.w = lanes.data();
-    layout.super_block_lanes = true;
-    testing::ExpectSameBitsOnLayout(isa, w, x, n, layout);
+  for (int64_t rows : kRows) {
+    for (int64_t cols : kCols) {
+      for (int64_t n : kActivationRows) {
+        for (bool random_bits : {false, true}) {
+          SCOPED_TRACE(testing::MatMulCaseName(dtype, rows, cols, n) +
+                       (random_bits ? ", random bits" : ", quantized values"));
+          const TestWeights w = MakeWeights(dtype, rows, cols, 5 + rows, random_bits);
+          const std::vector<float> x = RandomFloats(n * cols, 7 + n);
+          std::vector<uint8_t> lanes(SuperBlockLanesBytes(w.matrix()));
+          LayOutLaneGroups(w.matrix(), 0, LaneGroups(rows), lanes.data());
+          MatMulArgs layout;
+          layout.w = lanes.data();
+          layout.super_block_lanes = true;
+          testing::ExpectSameBitsOnLayout(isa, w, x, n, layout);
+        }
+      }
+    }
   }
 }
 
@@ -117,25 +132,16 @@ std::string Name(const ::testing::TestParamInfo<Param>& info) {
   return testing::MatMulCaseName(dtype, rows, cols, n);
 }
 
-// Rows: one, a partial group alone, one group, whole groups and a partial one. Activation rows:
-// a lanes tile at every level (1, 3; 4: a whole AVX2 tile), the panel at every level (17) and,
-// by level, either (5; 8: a whole AVX-512 tile).
-const auto kTypes = ::testing::Values(DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K,
-                                      DType::kQ6_K);
-const auto kRows = ::testing::Values(int64_t{1}, int64_t{3}, int64_t{8}, int64_t{37}, int64_t{70});
-const auto kCols = ::testing::Values(int64_t{256}, int64_t{768});
-const auto kActivationRows = ::testing::Values(int64_t{1}, int64_t{3}, int64_t{4}, int64_t{5},
-                                               int64_t{8}, int64_t{17});
-
 INSTANTIATE_TEST_SUITE_P(Shapes, SuperBlockLanesTest,
-                         ::testing::Combine(kTypes, kRows, kCols, kActivationRows), Name);
+                         ::testing::Combine(::testing::ValuesIn(kTypes), ::testing::ValuesIn(kRows),
+                                            ::testing::ValuesIn(kCols),
+                                            ::testing::ValuesIn(kActivationRows)),
+                         Name);
 
 INSTANTIATE_TEST_SUITE_P(Shapes, SuperBlockLanesLevelTest,
-                         ::testing::Combine(::testing::ValuesIn(testing::kSimdIsas), kTypes, kRows,
-                                            kCols, kActivationRows),
-                         [](const auto& info) {
-                           return testing::MatMulLevelCaseName(info.param);
-                         });
+                         ::testing::Combine(::testing::ValuesIn(testing::kSimdIsas),
+                                            ::testing::ValuesIn(kTypes)),
+                         [](const auto& info) { return testing::LevelTypeCaseName(info.param); });
 
 }  // namespace
 }  // namespace baton::kernels
