@@ -312,8 +312,8 @@ class CudaBackend final : public Backend {
     Activate();
     if (seqs.empty()) return;
     const KvLayout layout = LayoutOf(seqs[0].kv);
-    const AttentionBatch& batch = attention_batch_;
     attention_batch_.Build(seqs, TiledAttentionSupports(layout));
+    const AttentionBatch& batch = attention_batch_;
     pack_.Clear();
     const size_t at_seqs = pack_.Add(batch.seqs.data(), batch.seqs.size());
     const size_t at_tables = pack_.Add(batch.tables.data(), batch.tables.size());
