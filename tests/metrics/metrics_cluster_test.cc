@@ -247,13 +247,18 @@ TEST(MetricsClusterTest, OneRequestMovesRouterPrefillAndDecodeMetrics) {
   EXPECT_EQ(Sample(decode_after, "baton:batch_size_bucket{le=\"1\"}"),
             Sample(decode_after, "baton:batch_size_count"));
   const auto free_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
-  std::string decode_idle;
+  std::string decode_idle, prefill_idle;
   do {
     decode_idle = HttpGet(decode->metrics_address, "/metrics");
-    if (Sample(decode_idle, "baton:kv_cache_blocks_used") == 0) break;
+    prefill_idle = HttpGet(prefill->metrics_address, "/metrics");
+    if (Sample(decode_idle, "baton:kv_cache_blocks_used") == 0 &&
+        Sample(prefill_idle, "baton:kv_cache_blocks_used") == 0) {
+      break;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   } while (std::chrono::steady_clock::now() < free_deadline);
   EXPECT_EQ(Sample(decode_idle, "baton:kv_cache_blocks_used"), 0);
+  EXPECT_EQ(Sample(prefill_idle, "baton:kv_cache_blocks_used"), 0);  // the hand-off's scratch
   EXPECT_EQ(Sample(decode_idle, "baton:kv_cache_usage_perc"), 0);
   EXPECT_EQ(Sample(decode_idle, "baton:num_requests_running"), 0);
   EXPECT_EQ(Sample(decode_idle, "baton:num_reservations"), 0);

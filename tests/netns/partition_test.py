@@ -80,8 +80,9 @@ def main() -> int:
         check(seconds < FAIL_BOUND_S, f"partitioned: the failure took {seconds:.1f} s")
         message = body.get("error", {}).get("message", "")
         check(decode in message, f"the error does not name the decode worker {decode}: {message}")
-        used = wait_blocks_free(cluster, "decode[0]")
-        check(used == 0, f"decode worker still holds {used} KV blocks after the failed request")
+        for worker in ("decode[0]", "prefill[0]"):  # both sides of the failed hand-off
+            used = wait_blocks_free(cluster, worker)
+            check(used == 0, f"{worker} still holds {used} KV blocks after the failed request")
 
         t.heal()
         deadline = time.monotonic() + 30
@@ -92,7 +93,8 @@ def main() -> int:
             time.sleep(0.5)
         check(status == 200, f"after healing: HTTP {status} {body}")
         check(body["choices"][0]["text"] == text, f"after healing: {body} != '{text}'")
-        check(wait_blocks_free(cluster, "decode[0]") == 0, "blocks held after healing")
+        for worker in ("decode[0]", "prefill[0]"):
+            check(wait_blocks_free(cluster, worker) == 0, f"{worker} holds blocks after healing")
     leftover = [ns for ns in nh.run([nh.IP, "netns", "list"]).stdout.split()
                 if ns in (t.ns_prefill, t.ns_decode)]
     check(not leftover, f"namespaces left behind: {leftover}")
