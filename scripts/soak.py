@@ -470,7 +470,11 @@ def check_books(books, cluster, kinds, args):
         if books.faults[kind] < args.min_faults:
             books.problem(f"fault kind '{kind}' injected {books.faults[kind]} times, fewer than "
                           f"--min-faults {args.min_faults}")
+    deadline = time.time() + 10  # a kill just before the end: baton up logs the exit shortly
     exits = cluster.exits_logged()
+    while exits < books.faults["kill"] and time.time() < deadline:
+        time.sleep(0.2)
+        exits = cluster.exits_logged()
     if exits > books.faults["kill"]:
         books.problem(f"{exits - books.faults['kill']} member exits not caused by a kill")
     elif exits < books.faults["kill"]:
