@@ -465,7 +465,8 @@ def fault_loop(cluster, address, books, stop, rng, kinds):
 
 
 def check_books(books, cluster, kinds, args):
-    """The end's checks on what was injected and what came of it, into books.problems."""
+    """The end's checks on what was injected and what came of it, into books.problems; returns
+    (member exits logged, requests migrated)."""
     for kind in kinds:
         if books.faults[kind] < args.min_faults:
             books.problem(f"fault kind '{kind}' injected {books.faults[kind]} times, fewer than "
@@ -489,7 +490,7 @@ def check_books(books, cluster, kinds, args):
         counts["failed_cleanly"] + counts["lost"]
     if finished == 0:
         books.problem("no request finished")
-        return migrations
+        return exits, migrations
     if counts["failed_cleanly"] > args.max_failed_share * finished:
         books.problem(f"{counts['failed_cleanly']} of {finished} requests failed, more than "
                       f"--max-failed-share {args.max_failed_share}")
@@ -497,7 +498,7 @@ def check_books(books, cluster, kinds, args):
         books.problem(f"{counts['completed_identical']} of {finished} requests completed with "
                       f"their fault-free output, fewer than --min-identical-share "
                       f"{args.min_identical_share}")
-    return migrations
+    return exits, migrations
 
 
 def main():
@@ -566,7 +567,7 @@ def main():
             t.join(timeout=REQUEST_TIMEOUT_S + 30)
         hung = sum(t.is_alive() for t in clients)
         if hung:
-            books.problems.append(f"{hung} client threads still waiting after the bound")
+            books.problem(f"{hung} client threads still waiting after the bound")
 
         # The books: blocks (allow the leases and restarts a moment), crashes.
         deadline = time.time() + 60
@@ -576,12 +577,12 @@ def main():
             used = cluster.blocks_used()
         leaked = {k: v for k, v in used.items() if v != 0}
         if leaked:
-            books.problems.append(f"KV blocks still held (or metrics unreadable): {leaked}")
-        migrations = check_books(books, cluster, kinds, args)
+            books.problem(f"KV blocks still held (or metrics unreadable): {leaked}")
+        exits, migrations = check_books(books, cluster, kinds, args)
         if not cluster.alive():
-            books.problems.append("baton up is no longer running")
+            books.problem("baton up is no longer running")
         if books.counts["lost"] or books.counts["completed_different"]:
-            books.problems.append("requests lost or completed with other output")
+            books.problem("requests lost or completed with other output")
         figures = {
             "duration_s": args.duration,
             "link": link or None,
@@ -591,7 +592,7 @@ def main():
             "decode_kills": books.decode_kills,
             "migrations": migrations,
             "hostile_refused": books.hostile_refused,
-            "member_exits": cluster.exits_logged(),
+            "member_exits": exits,
             "blocks_leaked": sum(v for v in leaked.values() if v) if leaked else 0,
             "problems": books.problems,
         }

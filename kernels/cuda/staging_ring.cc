@@ -23,18 +23,18 @@ void StagingRing::Restart() {
   Forget();
 }
 
-int64_t StagingRing::FindRecent(const void* host, size_t bytes) const {
+std::optional<size_t> StagingRing::FindRecent(const void* host, size_t bytes) const {
   for (const Recent& r : recent_) {
     if (r.bytes == bytes && std::memcmp(staging_ + r.offset, host, bytes) == 0) {
-      return static_cast<int64_t>(r.offset);
+      return r.offset;
     }
   }
-  return -1;
+  return std::nullopt;
 }
 
 size_t StagingRing::Upload(const void* host, size_t bytes) {
   if (bytes > 0) {
-    if (const int64_t same = FindRecent(host, bytes); same >= 0) return static_cast<size_t>(same);
+    if (const std::optional<size_t> same = FindRecent(host, bytes)) return *same;
   }
   const size_t slice = std::max(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
   if (used_ + slice > capacity_) {

@@ -17,6 +17,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 namespace baton::kernels::cuda {
 
@@ -68,8 +69,8 @@ class StagingRing {
     size_t bytes = 0;  // 0: empty
   };
 
-  // The offset of an earlier upload equal to host[0, bytes), or -1.
-  int64_t FindRecent(const void* host, size_t bytes) const;
+  // The offset of an earlier upload equal to host[0, bytes), if one is remembered.
+  std::optional<size_t> FindRecent(const void* host, size_t bytes) const;
   void Forget();
 
   Memory& memory_;

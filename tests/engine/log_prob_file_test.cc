@@ -277,7 +277,8 @@ struct WindowAgreement {
   double nll_sum = 0, nll_base_sum = 0;
 
   void Add(const float* logits, int32_t n_vocab, const LlamaCppTopRow& base) {
-    const double top_logit = *std::max_element(logits, logits + n_vocab);
+    const float* top = std::max_element(logits, logits + n_vocab);
+    const double top_logit = *top;
     double sum = 0;
     for (int32_t v = 0; v < n_vocab; ++v) sum += std::exp(logits[v] - top_logit);
     const double log_sum = top_logit + std::log(sum);
@@ -292,7 +293,7 @@ struct WindowAgreement {
     kld += p_rest * std::log(p_rest / q_rest);
     kld_sum += kld;
     kld_max = std::max(kld_max, kld);
-    same_top += std::max_element(logits, logits + n_vocab) - logits == base.top[0].first;
+    same_top += top - logits == base.top[0].first;
     nll_sum += log_sum - logits[base.target];
     nll_base_sum += -base.target_log_prob;
     ++count;
