@@ -1,4 +1,4 @@
-// The kernel interface: the operations a Llama-architecture forward pass needs, implemented by the
+// The kernel interface: the operations the decoders' forward passes need, implemented by the
 // CPU backend (kernels/cpu/) and the CUDA backend (kernels/cuda/). Knows nothing of models.
 //
 // Conventions: activations are f32, row-major; "[a, b]" means a rows of b contiguous values.
@@ -63,6 +63,12 @@ struct KvLayerView {
   int32_t block_size = 0;
   int32_t n_kv_head = 0;
   int32_t head_dim = 0;
+  // Sliding-window attention (a local layer): > 0, the query at position p sees only the cached
+  // tokens (p - window, p] (llama.cpp's standard window: p - t < window); 0, all of 0..p.
+  int32_t window = 0;
+
+  // The first cached token the query at position p sees.
+  int32_t FirstVisible(int32_t p) const { return window > 0 && p >= window ? p - window + 1 : 0; }
 
   // Elements from k_base (or v_base) to the row of token t, kv head kv_h.
   int64_t RowOffset(int32_t t, int32_t kv_h) const {
@@ -174,6 +180,8 @@ class Backend {
 
   // x [n] += y [n]
   virtual void Add(float* x, const float* y, int64_t n) = 0;
+  // x [n] *= s (Gemma's embedding scale, a query scale applied before the attention).
+  virtual void Scale(float* x, float s, int64_t n) = 0;
   // x [n_rows, dim] += bias [dim], row by row.
   virtual void AddRowBias(float* x, const float* bias, int64_t n_rows, int64_t dim) = 0;
   // x [n] rounded to f16's precision (ties to even), kept as f32: the nearest f16 value of each
@@ -185,6 +193,12 @@ class Backend {
   // overlap x.
   virtual void GatherRows(const float* x, const int64_t* rows, int64_t n, int64_t dim,
                           float* out) = 0;
+  // out [n, dim]: row i = sum over j < k, in j order, of weights[i * k + j] * x's row
+  // rows[i * k + j] (each product rounded, then added: acc = w0 x0, acc = acc + w1 x1, ...), as
+  // GGML sums a mixture of experts' outputs. rows and weights [n * k] in host memory; out does not
+  // overlap x.
+  virtual void WeightedSumOfRows(const float* x, const int64_t* rows, const float* weights,
+                                 int64_t n, int64_t k, int64_t dim, float* out) = 0;
 
   // ---- The layers' operations ----
 
@@ -233,6 +247,10 @@ class Backend {
 
   // y [count] = silu(gate) * up. y may alias gate.
   virtual void SiluMul(const float* gate, const float* up, int64_t count, float* y) = 0;
+  // y [count] = gelu(gate) * up, GELU's tanh approximation as GGML's CPU computes it: gate
+  // rounded to f16, its GELU rounded to f16 (a table of the f16 values), gate <= -10 giving 0 and
+  // gate >= 10 gate itself. y may alias gate.
+  virtual void GeluMul(const float* gate, const float* up, int64_t count, float* y) = 0;
 
   // Stores the K and V rows [n, n_kv_head * head_dim] (f32, rounded to f16) of the sequence's
   // tokens at positions[0..n) (host memory) in their slots of kv. Each position must be below
@@ -242,8 +260,9 @@ class Backend {
 
   // Causal attention of n_q query tokens of one sequence over its cached K/V:
   // out [n_q, n_head, head_dim] where query i (at position q_positions[i]) attends to the cached
-  // tokens 0..q_positions[i] (all must be < kv.n_tokens). q [n_q, n_head, head_dim];
-  // n_head a multiple of kv.n_kv_head (grouped-query attention). scale is usually 1/sqrt(head_dim).
+  // tokens kv.FirstVisible(q_positions[i])..q_positions[i] (all must be < kv.n_tokens).
+  // q [n_q, n_head, head_dim]; n_head a multiple of kv.n_kv_head (grouped-query attention).
+  // scale is usually 1/sqrt(head_dim).
   virtual void Attention(const float* q, const int32_t* q_positions, int64_t n_q, int32_t n_head,
                          const KvLayerView& kv, float scale, float* out) = 0;
 

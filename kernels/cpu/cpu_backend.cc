@@ -66,6 +66,9 @@ class HostBackend : public Backend {
   }
 
   void Add(float* x, const float* y, int64_t n) override { AddScalar(x, y, n); }
+  void Scale(float* x, float s, int64_t n) override {
+    for (int64_t i = 0; i < n; ++i) x[i] *= s;
+  }
   void AddRowBias(float* x, const float* bias, int64_t n_rows, int64_t dim) override {
     for (int64_t r = 0; r < n_rows; ++r) Add(x + r * dim, bias, dim);
   }
@@ -90,6 +93,10 @@ class HostBackend : public Backend {
     for (int64_t i = 0; i < n; ++i) {
       std::memcpy(out + i * dim, x + rows[i] * dim, static_cast<size_t>(dim) * sizeof(float));
     }
+  }
+  void WeightedSumOfRows(const float* x, const int64_t* rows, const float* weights, int64_t n,
+                         int64_t k, int64_t dim, float* out) override {
+    reference::WeightedSumOfRows(x, rows, weights, 0, n, k, dim, out);
   }
 
  protected:
@@ -120,6 +127,9 @@ class ReferenceCpuBackend final : public HostBackend {
   }
   void SiluMul(const float* gate, const float* up, int64_t count, float* y) override {
     reference::SiluMul(gate, up, count, y);
+  }
+  void GeluMul(const float* gate, const float* up, int64_t count, float* y) override {
+    reference::GeluMul(gate, up, count, y);
   }
   void Attention(const float* q, const int32_t* q_positions, int64_t n_q, int32_t n_head,
                  const KvLayerView& kv, float scale, float* out) override {
@@ -298,6 +308,12 @@ class FastCpuBackend final : public HostBackend {
     });
   }
 
+  void GeluMul(const float* gate, const float* up, int64_t count, float* y) override {
+    ForRows(count, 1, [&](int64_t begin, int64_t end) {
+      reference::GeluMul(gate + begin, up + begin, end - begin, y + begin);
+    });
+  }
+
   void Attention(const float* q, const int32_t* q_positions, int64_t n_q, int32_t n_head,
                  const KvLayerView& kv, float scale, float* out) override {
     const int32_t max_pos = CheckAttention(q_positions, n_q, n_head, kv);
@@ -305,6 +321,11 @@ class FastCpuBackend final : public HostBackend {
     const int32_t max_segments = max_pos / kAttentionSegment + 1;
     if (!VectorizedAttention(kv)) {
       AttentionReference(q, q_positions, n_q, n_head, kv, scale, out);
+    } else if (kv.FirstVisible(max_pos) > 0) {
+      // A window that hides some queries' first keys: each pair starts at its own first key.
+      const AttentionQueries seq{
+          .q = q, .q_positions = q_positions, .n_q = n_q, .kv = kv, .out = out};
+      AttentionPairs({&seq, 1}, n_q * kv.n_kv_head, n_head, scale);
     } else if (n_q * kv.n_kv_head >= 2 * pool_.n_threads() || max_segments == 1) {
       AttentionInQueryBlocks(q, q_positions, n_q, n_head, kv, scale, out);
     } else {
@@ -320,8 +341,9 @@ class FastCpuBackend final : public HostBackend {
     bool one_job = seqs.size() > 1;
     int64_t n_pairs = 0;
     for (const AttentionQueries& s : seqs) {
-      CheckAttention(s.q_positions, s.n_q, n_head, s.kv);
-      one_job = one_job && VectorizedAttention(s.kv) && s.n_q <= kAttentionQueryBlock;
+      const int32_t max_pos = CheckAttention(s.q_positions, s.n_q, n_head, s.kv);
+      one_job = one_job && VectorizedAttention(s.kv) &&
+                (s.n_q <= kAttentionQueryBlock || s.kv.FirstVisible(max_pos) > 0);
       n_pairs += s.n_q * s.kv.n_kv_head;
     }
     if (!one_job || n_pairs < 2 * pool_.n_threads()) {
@@ -364,7 +386,9 @@ class FastCpuBackend final : public HostBackend {
   }
 
   // Every (query, kv head) pair of every sequence a task of one job, each through its segments
-  // in order: the partials folded as AttentionInSharedSegments folds them.
+  // in order: the partials folded as AttentionInSharedSegments folds them. A query whose window
+  // hides its first keys starts at its first visible key: its first segment is the rest of the
+  // fixed segment that key falls in.
   void AttentionPairs(std::span<const AttentionQueries> seqs, int64_t n_pairs, int32_t n_head,
                       float scale) {
     std::vector<int64_t> first_pair(seqs.size() + 1, 0);
@@ -388,11 +412,12 @@ class FastCpuBackend final : public HostBackend {
         const int64_t offset = (i * n_head + kv_h * group) * s.kv.head_dim;
         const int32_t n_ctx = s.q_positions[i] + 1;
         AttentionInitState(group, s.kv.head_dim, state.data());
-        for (int32_t t0 = 0; t0 < n_ctx; t0 += kAttentionSegment) {
-          kernels_.attention_partial(s.q + offset, kv_h, group, t0,
-                                     std::min(n_ctx, t0 + kAttentionSegment), s.kv, scale,
-                                     partial.data());
+        for (int32_t t0 = s.kv.FirstVisible(s.q_positions[i]); t0 < n_ctx;) {
+          const int32_t segment_end = (t0 / kAttentionSegment + 1) * kAttentionSegment;
+          kernels_.attention_partial(s.q + offset, kv_h, group, t0, std::min(n_ctx, segment_end),
+                                     s.kv, scale, partial.data());
           kernels_.attention_fold(partial.data(), group, s.kv.head_dim, state.data());
+          t0 = segment_end;
         }
         kernels_.attention_finish(state.data(), group, s.kv.head_dim, s.out + offset);
       }

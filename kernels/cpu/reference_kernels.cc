@@ -104,15 +104,66 @@ void SiluMul(const float* gate, const float* up, int64_t count, float* y) {
   }
 }
 
+void WeightedSumOfRows(const float* x, const int64_t* rows, const float* weights,
+                       int64_t row_begin, int64_t row_end, int64_t k, int64_t dim, float* out) {
+  for (int64_t i = row_begin; i < row_end; ++i) {
+    float* o = out + i * dim;
+    for (int64_t j = 0; j < k; ++j) {
+      const float w = weights[i * k + j];
+      const float* xr = x + rows[i * k + j] * dim;
+      for (int64_t e = 0; e < dim; ++e) {
+        const float product = w * xr[e];
+        o[e] = j == 0 ? product : o[e] + product;
+      }
+    }
+  }
+}
+
+uint16_t GeluF16(uint16_t h) {
+  constexpr float kGeluCoefA = 0.044715f;
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+  const float x = F16ToF32(h);
+  return F32ToF16(0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kGeluCoefA * x * x))));
+}
+
+namespace {
+
+// GeluF16 of every f16 value, computed once (GGML's table).
+const std::vector<uint16_t>& GeluTable() {
+  static const std::vector<uint16_t>* table = [] {
+    auto* t = new std::vector<uint16_t>(1 << 16);
+    for (uint32_t h = 0; h < t->size(); ++h) (*t)[h] = GeluF16(static_cast<uint16_t>(h));
+    return t;
+  }();
+  return *table;
+}
+
+}  // namespace
+
+void GeluMul(const float* gate, const float* up, int64_t count, float* y) {
+  const std::vector<uint16_t>& table = GeluTable();
+  for (int64_t i = 0; i < count; ++i) {
+    const float g = gate[i];
+    if (g <= -10.0f) {
+      y[i] = 0.0f;
+    } else if (g >= 10.0f) {
+      y[i] = g * up[i];
+    } else {
+      y[i] = F16ToF32(table[F32ToF16(g)]) * up[i];
+    }
+  }
+}
+
 void AttentionHead(const float* q_head, int32_t pos, int32_t h, int32_t n_head,
                    const KvLayerView& kv, float scale, float* out_head) {
   CHECK(pos >= 0 && pos < kv.n_tokens) << "Attention: position " << pos << " not in the cache of "
                                        << kv.n_tokens << " tokens";
   const int32_t kv_h = h / (n_head / kv.n_kv_head);
   const int32_t d = kv.head_dim;
+  const int32_t first = kv.FirstVisible(pos);
   std::vector<double> scores(static_cast<size_t>(pos) + 1);
   double max_score = -INFINITY;
-  for (int32_t t = 0; t <= pos; ++t) {
+  for (int32_t t = first; t <= pos; ++t) {
     const uint16_t* k = kv.k_base + kv.RowOffset(t, kv_h);
     double dot = 0.0;
     for (int32_t j = 0; j < d; ++j) dot += static_cast<double>(q_head[j]) * F16ToF32(k[j]);
@@ -121,7 +172,7 @@ void AttentionHead(const float* q_head, int32_t pos, int32_t h, int32_t n_head,
   }
   std::vector<double> acc(static_cast<size_t>(d), 0.0);
   double sum = 0.0;
-  for (int32_t t = 0; t <= pos; ++t) {
+  for (int32_t t = first; t <= pos; ++t) {
     const double p = std::exp(scores[t] - max_score);
     sum += p;
     const uint16_t* v = kv.v_base + kv.RowOffset(t, kv_h);

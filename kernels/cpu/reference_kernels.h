@@ -45,8 +45,18 @@ void Rope(float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t*
 
 void SiluMul(const float* gate, const float* up, int64_t count, float* y);
 
+// Backend::WeightedSumOfRows for out rows [row_begin, row_end).
+void WeightedSumOfRows(const float* x, const int64_t* rows, const float* weights,
+                       int64_t row_begin, int64_t row_end, int64_t k, int64_t dim, float* out);
+
+// GELU (tanh approximation, in f32) of the f16 value with bits `h`, rounded to f16: GGML's
+// ggml_table_gelu_f16[h]. Backend::GeluMul's gelu(g) is GeluF16(F32ToF16(g)) for -10 < g < 10.
+uint16_t GeluF16(uint16_t h);
+// Backend::GeluMul.
+void GeluMul(const float* gate, const float* up, int64_t count, float* y);
+
 // One query token and one head: out [head_dim] = softmax(q·Kᵀ * scale) · V over cached tokens
-// 0..pos, reading the kv head h / (n_head / kv.n_kv_head).
+// kv.FirstVisible(pos)..pos, reading the kv head h / (n_head / kv.n_kv_head).
 void AttentionHead(const float* q_head, int32_t pos, int32_t h, int32_t n_head,
                    const KvLayerView& kv, float scale, float* out_head);
 void Attention(const float* q, const int32_t* q_positions, int64_t n_q, int32_t n_head,

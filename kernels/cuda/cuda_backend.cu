@@ -36,7 +36,8 @@ KvLayout LayoutOf(const KvLayerView& kv) {
   return {.block_stride = kv.block_stride,
           .block_size = kv.block_size,
           .n_kv_head = kv.n_kv_head,
-          .head_dim = kv.head_dim};
+          .head_dim = kv.head_dim,
+          .window = kv.window};
 }
 
 // A stream, destroyed with its owner: declared before the members that enqueue on it, it goes
@@ -170,6 +171,12 @@ class CudaBackend final : public Backend {
     LaunchAdd(x, y, n, stream_);
   }
 
+  void Scale(float* x, float s, int64_t n) override {
+    Activate();
+    if (!steps_.Record(Op::kScale, x, s, n)) return;
+    LaunchScale(x, s, n, stream_);
+  }
+
   void AddRowBias(float* x, const float* bias, int64_t n_rows, int64_t dim) override {
     Activate();
     if (!steps_.Record(Op::kAddRowBias, x, bias, n_rows, dim)) return;
@@ -188,6 +195,17 @@ class CudaBackend final : public Backend {
     const int64_t* device_rows = uploader_.Upload(rows, n);
     if (!steps_.Record(Op::kGatherRows, x, device_rows, n, dim, out)) return;
     LaunchGatherRows(x, device_rows, n, dim, out, stream_);
+  }
+
+  void WeightedSumOfRows(const float* x, const int64_t* rows, const float* weights, int64_t n,
+                         int64_t k, int64_t dim, float* out) override {
+    Activate();
+    const int64_t* device_rows = uploader_.Upload(rows, n * k);
+    const float* device_weights = uploader_.Upload(weights, n * k);
+    if (!steps_.Record(Op::kWeightedSumOfRows, x, device_rows, device_weights, n, k, dim, out)) {
+      return;
+    }
+    LaunchWeightedSumOfRows(x, device_rows, device_weights, n, k, dim, out, stream_);
   }
 
   void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y) override {
@@ -285,6 +303,12 @@ class CudaBackend final : public Backend {
     LaunchSiluMul(gate, up, count, y, stream_);
   }
 
+  void GeluMul(const float* gate, const float* up, int64_t count, float* y) override {
+    Activate();
+    if (!steps_.Record(Op::kGeluMul, gate, up, count, y)) return;
+    LaunchGeluMul(gate, up, count, y, stream_);
+  }
+
   void WriteKv(const KvLayerView& kv, const int32_t* positions, int64_t n, const float* k,
                const float* v) override {
     Activate();
@@ -325,7 +349,7 @@ class CudaBackend final : public Backend {
     if (!steps_.Record(Op::kAttention, base, at_seqs, at_tables, at_decode, at_tiles, at_prefill,
                        batch.decode_queries.size(), batch.prefill_tiles.size(), n_head, scale,
                        layout.block_stride, layout.block_size, layout.n_kv_head,
-                       layout.head_dim, batch.bases_16_byte_aligned)) {
+                       layout.head_dim, layout.window, batch.bases_16_byte_aligned)) {
       return;
     }
     const auto* device_seqs = IndexPack::At<AttentionSeq>(base, at_seqs);
@@ -352,7 +376,7 @@ class CudaBackend final : public Backend {
   // The operations a step's fingerprint tells apart.
   enum class Op {
     kAdd, kAddRowBias, kRoundToF16, kGatherRows, kMatMul, kMatMulMany, kRmsNorm, kAddRmsNorm,
-    kRope, kSiluMul, kWriteKv, kAttention
+    kRope, kSiluMul, kWriteKv, kAttention, kScale, kGeluMul, kWeightedSumOfRows
   };
 
   // The calling thread's current device is this backend's (memory calls come from any thread).

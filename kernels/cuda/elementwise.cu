@@ -155,7 +155,67 @@ __global__ void SiluMulKernel(const float* gate, const float* up, int64_t n, flo
   }
 }
 
+// GGML's CPU GELU: the f16 rounding of gate, its GELU (tanh approximation) in f32 rounded to f16
+// (reference::GeluF16), 0 at or below -10 and gate itself at or above 10.
+__global__ void GeluMulKernel(const float* gate, const float* up, int64_t n, float* y) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float g = gate[i];
+  float gelu;
+  if (g <= -10.0f) {
+    gelu = 0.0f;
+  } else if (g >= 10.0f) {
+    gelu = g;
+  } else {
+    constexpr float kGeluCoefA = 0.044715f;
+    constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+    const float x = __half2float(__float2half_rn(g));
+    gelu = __half2float(
+        __float2half_rn(0.5f * x * (1.0f + tanhf(kSqrt2OverPi * x * (1.0f + kGeluCoefA * x * x)))));
+  }
+  y[i] = __fmul_rn(gelu, up[i]);
+}
+
+__global__ void WeightedSumOfRowsKernel(const float* x, const int64_t* rows,
+                                        const float* weights, int64_t total, int64_t k,
+                                        int64_t dim, float* out) {
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= total) return;
+  const int64_t i = idx / dim, e = idx % dim;
+  float acc = __fmul_rn(weights[i * k], x[rows[i * k] * dim + e]);
+  for (int64_t j = 1; j < k; ++j) {
+    acc = __fadd_rn(acc, __fmul_rn(weights[i * k + j], x[rows[i * k + j] * dim + e]));
+  }
+  out[idx] = acc;
+}
+
+__global__ void ScaleKernel(float* x, float s, int64_t n) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) x[i] = __fmul_rn(x[i], s);
+}
+
 }  // namespace
+
+void LaunchWeightedSumOfRows(const float* x, const int64_t* rows, const float* weights, int64_t n,
+                             int64_t k, int64_t dim, float* out, cudaStream_t stream) {
+  if (n * dim == 0) return;
+  WeightedSumOfRowsKernel<<<Blocks(n * dim), kThreads, 0, stream>>>(x, rows, weights, n * dim, k,
+                                                                   dim, out);
+  BATON_CUDA_CHECK_LAUNCH();
+}
+
+void LaunchScale(float* x, float s, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  ScaleKernel<<<Blocks(n), kThreads, 0, stream>>>(x, s, n);
+  BATON_CUDA_CHECK_LAUNCH();
+}
+
+void LaunchGeluMul(const float* gate, const float* up, int64_t count, float* y,
+                   cudaStream_t stream) {
+  if (count == 0) return;
+  GeluMulKernel<<<Blocks(count), kThreads, 0, stream>>>(gate, up, count, y);
+  BATON_CUDA_CHECK_LAUNCH();
+}
 
 void LaunchAdd(float* x, const float* y, int64_t n, cudaStream_t stream) {
   if (n == 0) return;

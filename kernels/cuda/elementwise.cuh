@@ -40,6 +40,14 @@ void LaunchRope(float* x, int64_t n, int64_t n_heads, int64_t head_dim, const in
 void LaunchSiluMul(const float* gate, const float* up, int64_t count, float* y,
                    cudaStream_t stream);
 // out [n] = f16(in [n]) as raw halves.
+// Backend::WeightedSumOfRows; rows and weights in device memory.
+void LaunchWeightedSumOfRows(const float* x, const int64_t* rows, const float* weights, int64_t n,
+                             int64_t k, int64_t dim, float* out, cudaStream_t stream);
+// x [n] *= s.
+void LaunchScale(float* x, float s, int64_t n, cudaStream_t stream);
+// y [count] = gelu(gate) * up as Backend::GeluMul says (GGML's CPU GELU through f16).
+void LaunchGeluMul(const float* gate, const float* up, int64_t count, float* y,
+                   cudaStream_t stream);
 void LaunchF32ToF16(const float* in, int64_t n, uint16_t* out, cudaStream_t stream);
 
 }  // namespace baton::kernels::cuda

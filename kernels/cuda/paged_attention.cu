@@ -3,6 +3,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <type_traits>
 
 #include "kernels/cuda/cuda_check.cuh"
@@ -17,6 +18,11 @@ __device__ __forceinline__ int64_t KvRowOffset(const KvLayout& layout, const int
                                                int32_t t, int32_t kv_h) {
   return table[t / layout.block_size] * layout.block_stride +
          KvRowInBlock(t % layout.block_size, kv_h, layout.block_size, layout.head_dim);
+}
+
+// KvLayerView::FirstVisible.
+__device__ __forceinline__ int32_t FirstVisible(const KvLayout& layout, int32_t position) {
+  return layout.window > 0 && position >= layout.window ? position - layout.window + 1 : 0;
 }
 
 __global__ void WriteKvKernel(__half* k_base, __half* v_base, KvLayout layout,
@@ -72,7 +78,7 @@ __device__ void MergeWarpsInto(float m, float l, const float* acc, int d, float*
 #pragma unroll
   for (int i = 0; i < kDims; ++i) warp_acc[warp][lane + 32 * i] = acc[i];
   __syncthreads();
-  float max_all = warp_max[0];  // warp 0 has key 0: finite
+  float max_all = warp_max[0];  // warp 0 has the first visible key: finite
   for (int w = 1; w < kWarps; ++w) max_all = fmaxf(max_all, warp_max[w]);
   float weight[kWarps];
   float sum = 0.0f;
@@ -108,7 +114,8 @@ __global__ void AttentionKernel(const AttentionSeq* seqs, const AttentionQuery* 
     acc[i] = 0.0f;
   }
   float m = -INFINITY, l = 0.0f;
-  for (int32_t t = warp; t <= query.position; t += kWarps) {
+  for (int32_t t = FirstVisible(layout, query.position) + warp; t <= query.position;
+       t += kWarps) {
     const int64_t offset = KvRowOffset(layout, table, t, kv_h);
     const __half* kr = reinterpret_cast<const __half*>(seq.k_base) + offset;
     const __half* vr = reinterpret_cast<const __half*>(seq.v_base) + offset;
@@ -162,7 +169,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
   for (int i = 0; i < kDims; ++i) acc[i] = 0.0f;
   float m = -INFINITY, l = 0.0f;
-  for (int32_t first = 32 * warp; first < n_keys; first += 32 * kWarps) {
+  for (int32_t first = FirstVisible(layout, query.position) + 32 * warp; first < n_keys;
+       first += 32 * kWarps) {
     const int32_t t = first + lane;
     float score = -INFINITY;
     if (t < n_keys) {
@@ -234,28 +242,33 @@ __global__ void TiledAttentionKernel(const AttentionSeq* seqs, const AttentionTi
   const int d = layout.head_dim;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
 
-  int32_t last_position = 0;
+  int32_t last_position = 0, first_position = INT32_MAX;
   for (int i = 0; i < tile.count; ++i) {
     last_position = max(last_position, queries[tile.first_query + i].position);
+    first_position = min(first_position, queries[tile.first_query + i].position);
   }
   for (int idx = threadIdx.x; idx < kTileQueries * kD; idx += blockDim.x) {
     const int i = idx / kD, j = idx % kD;
     const int32_t row = queries[tile.first_query + min(i, tile.count - 1)].row;
     qs[i][j] = j < d ? seq.q[(static_cast<int64_t>(row) * n_head + h) * d + j] : 0.0f;
   }
-  int32_t position[kQueriesPerWarp];
+  int32_t position[kQueriesPerWarp], first_visible[kQueriesPerWarp];
   float m[kQueriesPerWarp], l[kQueriesPerWarp], acc[kQueriesPerWarp][kDims];
 #pragma unroll
   for (int qi = 0; qi < kQueriesPerWarp; ++qi) {
     const int i = warp * kQueriesPerWarp + qi;
     position[qi] = i < tile.count ? queries[tile.first_query + i].position : -1;
+    first_visible[qi] = position[qi] >= 0 ? FirstVisible(layout, position[qi]) : 0;
     m[qi] = -INFINITY;
     l[qi] = 0.0f;
 #pragma unroll
     for (int k = 0; k < kDims; ++k) acc[qi][k] = 0.0f;
   }
 
-  for (int32_t first_key = 0; first_key <= last_position; first_key += kKeysPerTile) {
+  // The query at the lowest position sees the lowest keys.
+  const int32_t tile_first_key = FirstVisible(layout, first_position) / kKeysPerTile * kKeysPerTile;
+  for (int32_t first_key = tile_first_key; first_key <= last_position;
+       first_key += kKeysPerTile) {
     __syncthreads();  // the previous keys (and, the first time, the queries) are in place
     for (int idx = threadIdx.x; idx < kKeysPerTile * kD; idx += blockDim.x) {
       const int t = idx / kD, j = idx % kD;
@@ -287,8 +300,10 @@ __global__ void TiledAttentionKernel(const AttentionSeq* seqs, const AttentionTi
     }
 #pragma unroll
     for (int qi = 0; qi < kQueriesPerWarp; ++qi) {
-      if (position[qi] < first_key) continue;  // warp-uniform: no key of this tile is visible
-      const float s = key <= position[qi] ? score[qi] * scale : -INFINITY;
+      // Warp-uniform: no key of this tile is visible (m would stay -inf).
+      if (position[qi] < first_key || first_key + kKeysPerTile <= first_visible[qi]) continue;
+      const float s =
+          key <= position[qi] && key >= first_visible[qi] ? score[qi] * scale : -INFINITY;
       float tile_max = s;
       for (int offset = 16; offset > 0; offset /= 2) {
         tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, offset));

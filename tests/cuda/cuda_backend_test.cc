@@ -407,6 +407,40 @@ TEST_F(CudaBackendTest, RmsNormSiluMulMatchTheReference) {
   }
 }
 
+// GGML's f16 GELU: the GPU's tanhf may round a value to the neighbouring f16 where the CPU's
+// does not, so the results agree within an f16 step; the scale is exact.
+TEST_F(CudaBackendTest, GeluMulAndScaleMatchTheCpu) {
+  for (const int64_t count : {1, 31, 4096}) {
+    std::vector<float> gate = RandomFloats(count, 9, 4.0f);
+    gate[0] = -10.0f;
+    if (count > 1) gate[1] = 11.0f;
+    const std::vector<float> up = RandomFloats(count, 10);
+    std::vector<float> expected(count);
+    cpu_->GeluMul(gate.data(), up.data(), count, expected.data());
+    cpu_->Scale(expected.data(), 25.3f, count);
+    Guarded dg = UploadGuarded(gate), du = UploadGuarded(up);
+    Guarded out = UploadGuarded(std::vector<float>(count, 0.0f));
+    gpu_->GeluMul(dg.data(), du.data(), count, out.data());
+    gpu_->Scale(out.data(), 25.3f, count);
+    const std::vector<float> got = DownloadChecked(out);
+    EXPECT_LT(MaxErrorOverRms(got.data(), expected.data(), count), 1e-3) << "count " << count;
+    EXPECT_EQ(got[0], 0.0f);
+  }
+}
+
+TEST_F(CudaBackendTest, WeightedSumOfRowsMatchesTheCpuBitForBit) {
+  const int64_t dim = 300, k = 3, n = 5;
+  const std::vector<float> x = RandomFloats(12 * dim, 11);
+  std::vector<int64_t> rows(n * k);
+  for (int64_t i = 0; i < n * k; ++i) rows[i] = (i * 7 + 3) % 12;
+  const std::vector<float> weights = RandomFloats(n * k, 12);
+  std::vector<float> expected(n * dim);
+  cpu_->WeightedSumOfRows(x.data(), rows.data(), weights.data(), n, k, dim, expected.data());
+  Guarded dx = UploadGuarded(x), out = UploadGuarded(std::vector<float>(n * dim, 0.0f));
+  gpu_->WeightedSumOfRows(dx.data(), rows.data(), weights.data(), n, k, dim, out.data());
+  EXPECT_EQ(DownloadChecked(out), expected);
+}
+
 // The residual add and the norm in one pass: x gets the exact sums, out the norm of them, for
 // rows of every alignment class (dim 31 takes the scalar path) and out aliasing the residual.
 TEST_F(CudaBackendTest, AddRmsNormAddsThenNormalizes) {
@@ -520,13 +554,18 @@ TEST_P(CudaKvTest, WriteKvAndAttentionMatchTheReference) {
     }
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  cpu_->AttentionMany(cpu_seqs, c.n_head, scale);
-  gpu_->AttentionMany(gpu_seqs, c.n_head, scale);
-  for (int s = 0; s < 2; ++s) {
-    const std::vector<float> out = DownloadChecked(gpu_out[s]);
-    EXPECT_LT(MaxErrorOverRms(out.data(), cpu_out[s].data(), static_cast<int64_t>(out.size())),
-              1e-5)
-        << "sequence " << s;
+  // Whole contexts, then sliding windows narrower than a tile of keys and than the contexts.
+  for (const int32_t window : {0, 13, 40}) {
+    for (AttentionQueries& seq : cpu_seqs) seq.kv.window = window;
+    for (AttentionQueries& seq : gpu_seqs) seq.kv.window = window;
+    cpu_->AttentionMany(cpu_seqs, c.n_head, scale);
+    gpu_->AttentionMany(gpu_seqs, c.n_head, scale);
+    for (int s = 0; s < 2; ++s) {
+      const std::vector<float> out = DownloadChecked(gpu_out[s]);
+      EXPECT_LT(MaxErrorOverRms(out.data(), cpu_out[s].data(), static_cast<int64_t>(out.size())),
+                1e-5)
+          << "sequence " << s << ", window " << window;
+    }
   }
 }
 

@@ -3,7 +3,7 @@
 // K/V before paging; grouped-query heads; prefill-shaped (all positions, causal) and
 // decode-shaped (one query at the last position); per-query batch invariance (which also checks
 // that a long context split over threads by key segments gives the same bits as one thread
-// doing every segment).
+// doing every segment); sliding windows (each query sees only its last `window` keys).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -75,7 +75,7 @@ class PagedKv {
     }
   }
 
-  KvLayerView view() const {
+  KvLayerView view(int32_t window = 0) const {
     return KvLayerView{.k_base = k_pool_.data(),
                        .v_base = v_pool_.data(),
                        .block_stride = block_stride_,
@@ -83,20 +83,23 @@ class PagedKv {
                        .n_tokens = s_.n_tokens,
                        .block_size = s_.block_size,
                        .n_kv_head = s_.n_kv_head,
-                       .head_dim = s_.head_dim};
+                       .head_dim = s_.head_dim,
+                       .window = window};
   }
 
   // out [n_q, n_head, head_dim] in double from the dense K/V.
+  // window > 0: query i sees keys (positions[i] - window, positions[i]] only.
   std::vector<double> DenseAttention(const float* q, const std::vector<int32_t>& positions,
-                                     float scale) const {
+                                     float scale, int32_t window = 0) const {
     const int32_t d = s_.head_dim, group = s_.n_head / s_.n_kv_head;
     std::vector<double> out(positions.size() * s_.n_head * d);
     for (size_t i = 0; i < positions.size(); ++i) {
       for (int32_t h = 0; h < s_.n_head; ++h) {
         const float* qh = q + (i * s_.n_head + h) * d;
         const int32_t kv_h = h / group;
-        std::vector<double> scores(positions[i] + 1);
-        for (int32_t t = 0; t <= positions[i]; ++t) {
+        const int32_t first = window > 0 ? std::max(0, positions[i] - window + 1) : 0;
+        std::vector<double> scores(positions[i] + 1, -INFINITY);
+        for (int32_t t = first; t <= positions[i]; ++t) {
           const float* k = &k_dense_[(static_cast<int64_t>(t) * s_.n_kv_head + kv_h) * d];
           double dot = 0.0;
           for (int32_t j = 0; j < d; ++j) dot += static_cast<double>(qh[j]) * k[j];
@@ -105,7 +108,7 @@ class PagedKv {
         const double max_score = *std::max_element(scores.begin(), scores.end());
         double sum = 0.0;
         for (double& sc : scores) sum += (sc = std::exp(sc - max_score));
-        for (int32_t t = 0; t <= positions[i]; ++t) {
+        for (int32_t t = first; t <= positions[i]; ++t) {
           const float* v = &v_dense_[(static_cast<int64_t>(t) * s_.n_kv_head + kv_h) * d];
           const double p = scores[t] / sum;
           for (int32_t j = 0; j < d; ++j) out[(i * s_.n_head + h) * d + j] += p * v[j];
@@ -129,7 +132,7 @@ using AttentionParam = std::tuple<Impl, CacheShape>;
 
 class AttentionTest : public ::testing::TestWithParam<AttentionParam> {
  protected:
-  void Check(const std::vector<int32_t>& positions, uint64_t seed) {
+  void Check(const std::vector<int32_t>& positions, uint64_t seed, int32_t window = 0) {
     const auto [impl, s] = GetParam();
     if (!ImplSupported(impl)) GTEST_SKIP() << ImplName(impl) << " not supported by this CPU";
     const PagedKv kv(s, seed);
@@ -138,17 +141,17 @@ class AttentionTest : public ::testing::TestWithParam<AttentionParam> {
     // Sharp enough softmax to matter: |q·k| ~ sqrt(head_dim) * 2.
     const std::vector<float> q = RandomFloats(q_size, seed + 7, 2.0f);
     const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
-    const std::vector<double> want = kv.DenseAttention(q.data(), positions, scale);
+    const std::vector<double> want = kv.DenseAttention(q.data(), positions, scale, window);
 
     GuardedBuffer out(q_size, NAN);
-    MakeBackend(impl)->Attention(q.data(), positions.data(), n_q, s.n_head, kv.view(), scale,
-                                 out.data());
+    MakeBackend(impl)->Attention(q.data(), positions.data(), n_q, s.n_head, kv.view(window),
+                                 scale, out.data());
     EXPECT_TRUE(out.CanariesIntact()) << "Attention wrote outside its output";
     ASSERT_TRUE(testing::AllFinite(out.data(), q_size)) << "NaN/Inf or unwritten outputs";
     double max_err = 0.0;
     for (int64_t e = 0; e < q_size; ++e) max_err = std::max(max_err, std::fabs(out[e] - want[e]));
     // Outputs are convex combinations of values ~N(0, 1).
-    EXPECT_LE(max_err, Tolerance(impl));
+    EXPECT_LE(max_err, Tolerance(impl)) << "window " << window;
   }
 };
 
@@ -167,6 +170,52 @@ TEST_P(AttentionTest, ChunkOfLaterPositions) {
   // A second prefill chunk: queries at the last few positions, out of order.
   const int32_t n = std::get<1>(GetParam()).n_tokens;
   Check({n - 1, std::max(0, n - 5), std::max(0, n - 3), n / 2}, 3);
+}
+
+// Sliding windows narrower than, across and wider than the 256-key segments, prefill and decode.
+TEST_P(AttentionTest, SlidingWindowSeesOnlyTheLastWindowKeys) {
+  const int32_t n = std::get<1>(GetParam()).n_tokens;
+  std::vector<int32_t> positions(n);
+  std::iota(positions.begin(), positions.end(), 0);
+  for (int32_t window : {1, 5, 17, 300, n + 1}) {
+    Check(positions, 11, window);
+    Check({n - 1}, 12, window);
+  }
+}
+
+// A query's windowed result is the same bits alone, in a prefill and in a decode batch with other
+// sequences (AttentionMany).
+TEST_P(AttentionTest, WindowedQueryResultDoesNotDependOnBatch) {
+  const auto [impl, s] = GetParam();
+  if (!ImplSupported(impl)) GTEST_SKIP() << ImplName(impl) << " not supported by this CPU";
+  const PagedKv kv(s, 5);
+  const PagedKv other(s, 6);
+  std::vector<int32_t> positions(s.n_tokens);
+  std::iota(positions.begin(), positions.end(), 0);
+  const int64_t per_q = static_cast<int64_t>(s.n_head) * s.head_dim;
+  const std::vector<float> q = RandomFloats(s.n_tokens * per_q, 13);
+  const float scale = 0.125f;
+  auto backend = MakeBackend(impl);
+  for (int32_t window : {3, 260}) {
+    std::vector<float> all(s.n_tokens * per_q), one(per_q), batched(per_q), beside(per_q);
+    backend->Attention(q.data(), positions.data(), s.n_tokens, s.n_head, kv.view(window), scale,
+                       all.data());
+    for (int32_t i : {0, s.n_tokens / 2, s.n_tokens - 1}) {
+      backend->Attention(q.data() + i * per_q, &positions[i], 1, s.n_head, kv.view(window), scale,
+                         one.data());
+      EXPECT_EQ(0, std::memcmp(one.data(), all.data() + i * per_q, per_q * sizeof(float)))
+          << "query " << i << ", window " << window;
+      const AttentionQueries seqs[] = {
+          {.q = q.data() + i * per_q, .q_positions = &positions[i], .n_q = 1,
+           .kv = kv.view(window), .out = batched.data()},
+          {.q = q.data(), .q_positions = &positions[0], .n_q = 1, .kv = other.view(window),
+           .out = beside.data()},
+      };
+      backend->AttentionMany(seqs, s.n_head, scale);
+      EXPECT_EQ(0, std::memcmp(one.data(), batched.data(), per_q * sizeof(float)))
+          << "query " << i << " in a decode batch, window " << window;
+    }
+  }
 }
 
 TEST_P(AttentionTest, QueryResultDoesNotDependOnBatch) {

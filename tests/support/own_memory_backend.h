@@ -92,6 +92,15 @@ class OwnMemoryBackend final : public kernels::Backend {
     if (Dropped()) return;
     inner_->Add(x, y, n);
   }
+  void WeightedSumOfRows(const float* x, const int64_t* rows, const float* weights, int64_t n,
+                         int64_t k, int64_t dim, float* out) override {
+    if (Dropped()) return;
+    inner_->WeightedSumOfRows(x, rows, weights, n, k, dim, out);
+  }
+  void Scale(float* x, float s, int64_t n) override {
+    if (Dropped()) return;
+    inner_->Scale(x, s, n);
+  }
   void AddRowBias(float* x, const float* bias, int64_t n_rows, int64_t dim) override {
     if (Dropped()) return;
     inner_->AddRowBias(x, bias, n_rows, dim);
@@ -135,6 +144,10 @@ class OwnMemoryBackend final : public kernels::Backend {
   void SiluMul(const float* gate, const float* up, int64_t count, float* y) override {
     if (Dropped()) return;
     inner_->SiluMul(gate, up, count, y);
+  }
+  void GeluMul(const float* gate, const float* up, int64_t count, float* y) override {
+    if (Dropped()) return;
+    inner_->GeluMul(gate, up, count, y);
   }
   void WriteKv(const kernels::KvLayerView& kv, const int32_t* positions, int64_t n,
                const float* k, const float* v) override {
