@@ -56,6 +56,19 @@ int RunInfo(const Args& args) {
           c.architecture, c.name, c.n_layer, c.n_embd, c.n_head, c.n_head_kv, c.head_dim, c.n_ff,
           c.n_ctx_train, c.n_vocab, c.rope_freq_base, c.rope_n_dims,
           c.rope_neox ? "neox" : "normal", c.rms_eps, c.kv_bytes_per_token());
+      int local = 0;
+      for (const engine::LayerSpec& l : c.layers) local += l.attention.window > 0 ? 1 : 0;
+      if (local > 0) {
+        std::cout << absl::StrFormat("  sliding window %d on %d of %d layers\n",
+                                     c.layers[0].attention.window, local, c.n_layer);
+      }
+      if (const engine::ExpertsSpec& e = c.layers[0].feed_forward.experts; e.count > 0) {
+        std::cout << absl::StrFormat("  experts %d (%d per token), expert ffn %d", e.count, e.used,
+                                     e.n_ff)
+                  << (e.n_ff_shared > 0 ? absl::StrFormat(", shared expert ffn %d", e.n_ff_shared)
+                                        : "")
+                  << "\n";
+      }
     }
     std::map<std::string, std::pair<int, uint64_t>> by_type;
     uint64_t total_bytes = 0;

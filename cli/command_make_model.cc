@@ -45,8 +45,7 @@ absl::Status ApplyType(const std::string& name, engine::SyntheticModelOptions* o
 int RunMakeModel(const Args& args) {
   const std::vector<FlagSpec> specs = {
       {"out", "PATH", "the GGUF file to write (required; replaced if it exists)"},
-      {"shape", "NAME",
-       "tiny, smollm2-135m, qwen2-0.5b, llama-3.2-1b or llama-3-8b (default tiny)"},
+      {"shape", "NAME", absl::StrCat(engine::kSyntheticShapes, " (default tiny)")},
       {"type", "TYPE", absl::StrCat("weight type of the matrices: ", kTypes, " (default f32)")},
       {"layers", "N", "override the shape's layer count"},
       {"vocab", "N", "override the shape's vocabulary size (at least 262)"},

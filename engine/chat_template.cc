@@ -11,7 +11,7 @@ namespace {
 
 absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
 
-constexpr std::string_view kNameHint = "name one instead: chatml or llama3";
+constexpr std::string_view kNameHint = "name one instead: chatml, llama3 or gemma";
 
 // Python's str.isspace(), which Jinja's trim filter strips.
 bool IsPythonSpace(uint32_t c) {
@@ -84,17 +84,22 @@ absl::StatusOr<ChatTemplateKind> DetectChatTemplate(std::string_view jinja_sourc
   if (jinja_source.find("<|start_header_id|>") != std::string_view::npos) {
     return ChatTemplateKind::kLlama3;
   }
+  if (jinja_source.find("<start_of_turn>") != std::string_view::npos) {
+    return ChatTemplateKind::kGemma;
+  }
   return absl::InvalidArgumentError(
-      absl::StrCat("unsupported chat template (neither ChatML's <|im_start|> nor Llama 3's "
-                   "<|start_header_id|> appears in tokenizer.chat_template); ",
+      absl::StrCat("unsupported chat template (none of ChatML's <|im_start|>, Llama 3's "
+                   "<|start_header_id|> and Gemma's <start_of_turn> appears in "
+                   "tokenizer.chat_template); ",
                    Sv(kNameHint)));
 }
 
 absl::StatusOr<ChatTemplateKind> ParseChatTemplateName(std::string_view name) {
   if (name == "chatml") return ChatTemplateKind::kChatML;
   if (name == "llama3") return ChatTemplateKind::kLlama3;
+  if (name == "gemma") return ChatTemplateKind::kGemma;
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown chat template '", Sv(name), "'; known: chatml, llama3"));
+      absl::StrCat("unknown chat template '", Sv(name), "'; known: chatml, llama3, gemma"));
 }
 
 std::string_view ChatTemplateName(ChatTemplateKind kind) {
@@ -103,6 +108,8 @@ std::string_view ChatTemplateName(ChatTemplateKind kind) {
       return "chatml";
     case ChatTemplateKind::kLlama3:
       return "llama3";
+    case ChatTemplateKind::kGemma:
+      return "gemma";
   }
   return "unknown";
 }
@@ -150,6 +157,18 @@ std::string ApplyChatTemplate(ChatTemplateKind kind, const std::vector<ChatMessa
       }
       if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
       break;
+    case ChatTemplateKind::kGemma: {
+      const bool system_first = !messages.empty() && messages[0].role == "system";
+      for (size_t i = system_first ? 1 : 0; i < messages.size(); ++i) {
+        const ChatMessage& m = messages[i];
+        const bool first_turn = i == (system_first ? 1u : 0u);
+        absl::StrAppend(&out, "<start_of_turn>", m.role == "assistant" ? "model" : m.role, "\n",
+                        first_turn && system_first ? messages[0].content + "\n\n" : "",
+                        Sv(Trim(m.content)), "<end_of_turn>\n");
+      }
+      if (add_generation_prompt) out += "<start_of_turn>model\n";
+      break;
+    }
   }
   return out;
 }

@@ -8,6 +8,11 @@
 //  - Llama 3: "<|start_header_id|>" role "<|end_header_id|>\n\n" content-trimmed "<|eot_id|>" per
 //    message, then "<|start_header_id|>assistant<|end_header_id|>\n\n". The template's leading
 //    "<|begin_of_text|>" is not rendered: it is the BOS token, added by encoding with add_bos.
+//  - Gemma (Gemma 2 and 3): "<start_of_turn>" role "\n" content-trimmed "<end_of_turn>\n" per
+//    message, the assistant's role named "model", a leading system message's content joined to
+//    the first turn's ("system\n\nuser"); then "<start_of_turn>model\n". Its leading
+//    "<bos>" is the BOS token, as Llama 3's. (The template's check that roles alternate is not
+//    enforced.)
 // The rendered text contains special-token text: encode it with parse_special.
 //
 // Thread-safety: pure functions.
@@ -22,7 +27,7 @@
 
 namespace baton::engine {
 
-enum class ChatTemplateKind { kChatML, kLlama3 };
+enum class ChatTemplateKind { kChatML, kLlama3, kGemma };
 
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant", ...
@@ -34,11 +39,12 @@ inline constexpr std::string_view kSmolLM2DefaultSystemPrompt =
     "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
 
 // The family of a Jinja chat template: ChatML when it contains "<|im_start|>", Llama 3 when it
-// contains "<|start_header_id|>". INVALID_ARGUMENT, saying how to name a template instead, when the
-// template is empty (the model has none) or of another family.
+// contains "<|start_header_id|>", Gemma when it contains "<start_of_turn>". INVALID_ARGUMENT,
+// saying how to name a template instead, when the template is empty (the model has none) or of
+// another family.
 absl::StatusOr<ChatTemplateKind> DetectChatTemplate(std::string_view jinja_source);
 
-// "chatml" or "llama3"; INVALID_ARGUMENT listing those otherwise.
+// "chatml", "llama3" or "gemma"; INVALID_ARGUMENT listing those otherwise.
 absl::StatusOr<ChatTemplateKind> ParseChatTemplateName(std::string_view name);
 std::string_view ChatTemplateName(ChatTemplateKind kind);
 
@@ -48,8 +54,8 @@ std::string ChatTemplateDefaultSystem(std::string_view jinja_source);
 
 // Renders `messages`. `default_system` (ChatML only) is rendered as a system message before the
 // first message when that is not a system message and `default_system` is not empty; the default
-// is SmolLM2's, so pass ChatTemplateDefaultSystem(template) for other ChatML models. Llama 3
-// ignores it (its template injects none).
+// is SmolLM2's, so pass ChatTemplateDefaultSystem(template) for other ChatML models. Llama 3 and
+// Gemma ignore it (their templates inject none).
 std::string ApplyChatTemplate(
     ChatTemplateKind kind, const std::vector<ChatMessage>& messages, bool add_generation_prompt,
     const std::string& default_system = std::string(kSmolLM2DefaultSystemPrompt));

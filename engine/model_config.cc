@@ -1,35 +1,12 @@
 #include "engine/model_config.h"
 
-#include <cmath>
-#include <limits>
-
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/architecture.h"
 #include "engine/gguf_file.h"
+#include "engine/gguf_metadata.h"
 
 namespace baton::engine {
-namespace {
-
-absl::StatusOr<int32_t> RequiredPositive(const GgufFile& file, const std::string& key) {
-  absl::StatusOr<uint64_t> value = file.GetUint(key);
-  if (!value.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(file.path(), ": model metadata: ", value.status().message()));
-  }
-  if (*value == 0 || *value > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(file.path(), ": model metadata: '", key, "' = ", *value, " is out of range"));
-  }
-  return static_cast<int32_t>(*value);
-}
-
-absl::StatusOr<int32_t> OptionalPositive(const GgufFile& file, const std::string& key,
-                                         int32_t fallback) {
-  if (file.Find(key) == nullptr) return fallback;
-  return RequiredPositive(file, key);
-}
-
-}  // namespace
 
 absl::StatusOr<ModelConfig> ReadModelConfig(const GgufFile& file) {
   ModelConfig c;
@@ -39,10 +16,11 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const GgufFile& file) {
         absl::StrCat(file.path(), ": model metadata: ", arch.status().message()));
   }
   c.architecture = *arch;
-  if (c.architecture != "llama" && c.architecture != "qwen2") {
+  const Architecture* architecture = FindArchitecture(c.architecture);
+  if (architecture == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
         file.path(), ": unsupported architecture '", c.architecture,
-        "' (general.architecture); baton runs llama and qwen2 decoders"));
+        "' (general.architecture); baton runs ", ArchitectureNames()));
   }
   c.name = file.GetString("general.name").value_or("");
   const std::string p = c.architecture + ".";
@@ -68,6 +46,14 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const GgufFile& file) {
     return v.status();
   }
   c.head_dim = *v;
+  if (!(v = OptionalPositive(file, p + "attention.value_length", c.head_dim)).ok()) {
+    return v.status();
+  }
+  if (*v != c.head_dim) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        file.path(), ": ", p, "attention.value_length ", *v, " differs from the key length ",
+        c.head_dim, "; baton runs models whose K and V heads have one size"));
+  }
   if (c.n_head % c.n_head_kv != 0) {
     return absl::InvalidArgumentError(absl::StrCat(file.path(), ": head_count ", c.n_head,
                                                    " is not a multiple of head_count_kv ",
@@ -85,31 +71,22 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const GgufFile& file) {
                                                    c.head_dim));
   }
 
-  auto read_float = [&](const std::string& key, float fallback) -> absl::StatusOr<float> {
-    if (file.Find(key) == nullptr) return fallback;
-    absl::StatusOr<double> d = file.GetFloat(key);
-    if (!d.ok()) return d.status();
-    if (!std::isfinite(*d) || *d <= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(file.path(), ": '", key, "' = ", *d, " must be positive"));
-    }
-    return static_cast<float>(*d);
-  };
-  absl::StatusOr<float> f = read_float(p + "attention.layer_norm_rms_epsilon", 1e-5f);
+  absl::StatusOr<float> f =
+      OptionalPositiveFloat(file, p + "attention.layer_norm_rms_epsilon", 1e-5f);
   if (!f.ok()) return f.status();
   c.rms_eps = *f;
-  if (!(f = read_float(p + "rope.freq_base", 10000.0f)).ok()) return f.status();
+  if (!(f = OptionalPositiveFloat(file, p + "rope.freq_base", 10000.0f)).ok()) return f.status();
   c.rope_freq_base = *f;
   std::string scaling_type = file.GetString(p + "rope.scaling.type").value_or("");
   if (scaling_type == "linear") {
-    if (!(f = read_float(p + "rope.scaling.factor", 1.0f)).ok()) return f.status();
+    if (!(f = OptionalPositiveFloat(file, p + "rope.scaling.factor", 1.0f)).ok()) {
+      return f.status();
+    }
     c.rope_freq_scale = 1.0f / *f;
   } else if (!scaling_type.empty() && scaling_type != "none") {
     return absl::InvalidArgumentError(absl::StrCat(file.path(), ": unsupported ", p,
                                                    "rope.scaling.type '", scaling_type, "'"));
   }
-  c.rope_neox = c.architecture == "qwen2";
-  c.qkv_bias = c.architecture == "qwen2";
 
   // The vocabulary size comes from the token list (the tokenizer validates it); fall back to
   // {arch}.vocab_size for files without one.
@@ -120,6 +97,7 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const GgufFile& file) {
     if (!(v = RequiredPositive(file, p + "vocab_size")).ok()) return v.status();
     c.n_vocab = *v;
   }
+  if (absl::Status s = architecture->configure(file, c); !s.ok()) return s;
   return c;
 }
 

@@ -1,6 +1,6 @@
-// The immutable hyperparameters of a Llama-architecture decoder, read from GGUF metadata.
+// The immutable hyperparameters of a decoder, read from GGUF metadata: those every architecture
+// has, and what each layer computes (layers, set by the file's architecture: architecture.h).
 //
-// Supported architectures: llama (Llama 2/3, SmolLM2, Mistral), qwen2 (adds QKV bias, NeoX RoPE).
 // Thread-safety: a plain value type.
 #ifndef BATON_ENGINE_MODEL_CONFIG_H_
 #define BATON_ENGINE_MODEL_CONFIG_H_
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/layer_spec.h"
 
 namespace baton::engine {
 
@@ -32,11 +33,12 @@ struct ModelConfig {
   int32_t rope_n_dims = 0;    // {arch}.rope.dimension_count (defaults to head_dim)
   float rope_freq_base = 10000.0f;
   float rope_freq_scale = 1.0f;  // 1 / {arch}.rope.scaling.factor for linear scaling
-  bool rope_neox = false;        // qwen2: true; llama: false
+  bool rope_neox = false;        // NeoX style (qwen2, qwen3, gemma3) or normal (llama)
   // Llama 3 rope scaling, when the file has rope_freqs.weight: per-frequency divisors
   // [rope_n_dims / 2], loaded with the weights.
 
-  bool qkv_bias = false;         // qwen2
+  float embedding_scale = 1.0f;  // the token embeddings' scale (gemma3: sqrt(n_embd))
+  std::vector<LayerSpec> layers; // [n_layer], what each layer computes
   std::string file_type;         // dominant weight type, informative ("Q4_1")
 
   int32_t q_dim() const { return n_head * head_dim; }
@@ -45,8 +47,9 @@ struct ModelConfig {
   int64_t kv_bytes_per_token() const { return int64_t{2} * n_layer * kv_dim() * 2; }
 };
 
-// Reads and validates the hyperparameters: every required key present and positive, n_head a
-// multiple of n_head_kv, head_dim even, rope dims <= head_dim. The error names the key.
+// Reads and validates the hyperparameters: a registered architecture, every required key present
+// and positive, n_head a multiple of n_head_kv, head_dim even, rope dims <= head_dim; then the
+// architecture's layer specs. The error names the file and the key.
 absl::StatusOr<ModelConfig> ReadModelConfig(const GgufFile& file);
 
 }  // namespace baton::engine

@@ -18,13 +18,35 @@ class WeightLoader {
                                                int64_t n_cols) {
     absl::StatusOr<const GgufTensorInfo*> t = Find(name, {n_cols, n_rows});
     if (!t.ok()) return t.status();
-    if (!kernels::Traits((*t)->dtype).can_dequantize) {
-      return absl::InvalidArgumentError(absl::StrCat(file_.path(), ": tensor '", name,
-                                                     "' has unsupported type ",
-                                                     std::string(kernels::DTypeName((*t)->dtype))));
-    }
+    if (absl::Status s = CheckMatrixType(name, (*t)->dtype); !s.ok()) return s;
     return kernels::WeightMatrix{.dtype = (*t)->dtype, .n_rows = n_rows, .n_cols = n_cols,
                                  .data = (*t)->data};
+  }
+
+  // A 1-D tensor [n_cols] as a matrix of one row (the shared expert's gate).
+  absl::StatusOr<kernels::WeightMatrix> RowMatrix(const std::string& name, int64_t n_cols) {
+    absl::StatusOr<const GgufTensorInfo*> t = Find(name, {n_cols});
+    if (!t.ok()) return t.status();
+    if (absl::Status s = CheckMatrixType(name, (*t)->dtype); !s.ok()) return s;
+    return kernels::WeightMatrix{.dtype = (*t)->dtype, .n_rows = 1, .n_cols = n_cols,
+                                 .data = (*t)->data};
+  }
+
+  // A 3-D tensor of n_expert matrices [n_rows, n_cols] (GGUF dims {n_cols, n_rows, n_expert}),
+  // one view per expert.
+  absl::StatusOr<std::vector<kernels::WeightMatrix>> Experts(const std::string& name,
+                                                             int64_t n_expert, int64_t n_rows,
+                                                             int64_t n_cols) {
+    absl::StatusOr<const GgufTensorInfo*> t = Find(name, {n_cols, n_rows, n_expert});
+    if (!t.ok()) return t.status();
+    if (absl::Status s = CheckMatrixType(name, (*t)->dtype); !s.ok()) return s;
+    const int64_t bytes = n_rows * kernels::RowBytes((*t)->dtype, n_cols);
+    std::vector<kernels::WeightMatrix> experts;
+    for (int64_t e = 0; e < n_expert; ++e) {
+      experts.push_back({.dtype = (*t)->dtype, .n_rows = n_rows, .n_cols = n_cols,
+                         .data = (*t)->data + e * bytes});
+    }
+    return experts;
   }
 
   // A vector [n] as f32 (converted and owned when stored in another type).
@@ -46,6 +68,13 @@ class WeightLoader {
   bool Has(const std::string& name) const { return file_.FindTensor(name) != nullptr; }
 
  private:
+  absl::Status CheckMatrixType(const std::string& name, kernels::DType dtype) const {
+    if (kernels::Traits(dtype).can_dequantize) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(file_.path(), ": tensor '", name,
+                                                   "' has unsupported type ",
+                                                   std::string(kernels::DTypeName(dtype))));
+  }
+
   absl::StatusOr<const GgufTensorInfo*> Find(const std::string& name,
                                              const std::vector<int64_t>& dims) {
     const GgufTensorInfo* t = file_.FindTensor(name);
@@ -92,21 +121,51 @@ absl::StatusOr<ModelWeights> LoadModelWeights(const GgufFile& file, const ModelC
   w.layers.resize(c.n_layer);
   for (int32_t i = 0; i < c.n_layer; ++i) {
     LayerWeights& l = w.layers[i];
+    const AttentionSpec& attention = c.layers[i].attention;
+    const FeedForwardSpec& feed_forward = c.layers[i].feed_forward;
     const std::string p = absl::StrCat("blk.", i, ".");
     BATON_ASSIGN(l.attn_norm, load.Vector(p + "attn_norm.weight", c.n_embd));
     BATON_ASSIGN(l.wq, load.Matrix(p + "attn_q.weight", c.q_dim(), c.n_embd));
     BATON_ASSIGN(l.wk, load.Matrix(p + "attn_k.weight", c.kv_dim(), c.n_embd));
     BATON_ASSIGN(l.wv, load.Matrix(p + "attn_v.weight", c.kv_dim(), c.n_embd));
-    if (c.qkv_bias) {
+    if (attention.qkv_bias) {
       BATON_ASSIGN(l.bq, load.Vector(p + "attn_q.bias", c.q_dim()));
       BATON_ASSIGN(l.bk, load.Vector(p + "attn_k.bias", c.kv_dim()));
       BATON_ASSIGN(l.bv, load.Vector(p + "attn_v.bias", c.kv_dim()));
     }
+    if (attention.qk_norm) {
+      BATON_ASSIGN(l.q_norm, load.Vector(p + "attn_q_norm.weight", c.head_dim));
+      BATON_ASSIGN(l.k_norm, load.Vector(p + "attn_k_norm.weight", c.head_dim));
+    }
     BATON_ASSIGN(l.wo, load.Matrix(p + "attn_output.weight", c.n_embd, c.q_dim()));
+    if (attention.post_norm) {
+      BATON_ASSIGN(l.attn_post_norm, load.Vector(p + "post_attention_norm.weight", c.n_embd));
+    }
     BATON_ASSIGN(l.ffn_norm, load.Vector(p + "ffn_norm.weight", c.n_embd));
-    BATON_ASSIGN(l.w_gate, load.Matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd));
-    BATON_ASSIGN(l.w_up, load.Matrix(p + "ffn_up.weight", c.n_ff, c.n_embd));
-    BATON_ASSIGN(l.w_down, load.Matrix(p + "ffn_down.weight", c.n_embd, c.n_ff));
+    const ExpertsSpec& experts = feed_forward.experts;
+    if (experts.count == 0) {
+      BATON_ASSIGN(l.w_gate, load.Matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd));
+      BATON_ASSIGN(l.w_up, load.Matrix(p + "ffn_up.weight", c.n_ff, c.n_embd));
+      BATON_ASSIGN(l.w_down, load.Matrix(p + "ffn_down.weight", c.n_embd, c.n_ff));
+    } else {
+      const int64_t n = experts.count, ff = experts.n_ff;
+      BATON_ASSIGN(l.router, load.Matrix(p + "ffn_gate_inp.weight", n, c.n_embd));
+      std::vector<kernels::WeightMatrix> gate, up, down;
+      BATON_ASSIGN(gate, load.Experts(p + "ffn_gate_exps.weight", n, ff, c.n_embd));
+      BATON_ASSIGN(up, load.Experts(p + "ffn_up_exps.weight", n, ff, c.n_embd));
+      BATON_ASSIGN(down, load.Experts(p + "ffn_down_exps.weight", n, c.n_embd, ff));
+      for (int64_t e = 0; e < n; ++e) l.experts.push_back({gate[e], up[e], down[e]});
+    }
+    if (experts.n_ff_shared > 0) {
+      const int64_t ff = experts.n_ff_shared;
+      BATON_ASSIGN(l.shared_expert_gate, load.RowMatrix(p + "ffn_gate_inp_shexp.weight", c.n_embd));
+      BATON_ASSIGN(l.w_gate, load.Matrix(p + "ffn_gate_shexp.weight", ff, c.n_embd));
+      BATON_ASSIGN(l.w_up, load.Matrix(p + "ffn_up_shexp.weight", ff, c.n_embd));
+      BATON_ASSIGN(l.w_down, load.Matrix(p + "ffn_down_shexp.weight", c.n_embd, ff));
+    }
+    if (feed_forward.post_norm) {
+      BATON_ASSIGN(l.ffn_post_norm, load.Vector(p + "post_ffw_norm.weight", c.n_embd));
+    }
   }
 #undef BATON_ASSIGN
   return w;

@@ -1,4 +1,6 @@
-// The weights of a Llama-architecture decoder, as views into a mapped GGUF file.
+// The weights of a decoder, as views into a mapped GGUF file: one layer struct for every
+// architecture, whose optional tensors are present where the layer's spec (layer_spec.h) asks
+// for them and null otherwise.
 //
 // Shapes use the math convention [rows, cols]; a WeightMatrix row is one output feature.
 // Thread-safety: immutable after LoadModelWeights(); safe to share between threads. The views
@@ -17,6 +19,13 @@ namespace baton::engine {
 
 class GgufFile;
 
+// One expert's gated FFN: views into the layer's ffn_{gate,up,down}_exps tensors.
+struct ExpertWeights {
+  kernels::WeightMatrix gate;  // [n_ff_expert, n_embd]
+  kernels::WeightMatrix up;    // [n_ff_expert, n_embd]
+  kernels::WeightMatrix down;  // [n_embd, n_ff_expert]
+};
+
 struct LayerWeights {
   const float* attn_norm = nullptr;  // f32 [n_embd]
   kernels::WeightMatrix wq;          // [q_dim, n_embd]
@@ -25,11 +34,22 @@ struct LayerWeights {
   const float* bq = nullptr;         // f32 [q_dim], qwen2 only
   const float* bk = nullptr;         // f32 [kv_dim], qwen2 only
   const float* bv = nullptr;         // f32 [kv_dim], qwen2 only
+  const float* q_norm = nullptr;     // f32 [head_dim], where AttentionSpec::qk_norm
+  const float* k_norm = nullptr;     // f32 [head_dim], where AttentionSpec::qk_norm
   kernels::WeightMatrix wo;          // [n_embd, q_dim]
+  const float* attn_post_norm = nullptr;  // f32 [n_embd], where AttentionSpec::post_norm
   const float* ffn_norm = nullptr;   // f32 [n_embd]
+  // The dense FFN (ffn_{gate,up,down}), or a mixture's shared expert (ffn_{gate,up,down}_shexp,
+  // n_ff_shared rows); absent (null data) for a mixture without one.
   kernels::WeightMatrix w_gate;      // [n_ff, n_embd]
   kernels::WeightMatrix w_up;        // [n_ff, n_embd]
   kernels::WeightMatrix w_down;      // [n_embd, n_ff]
+  // A mixture of experts (ExpertsSpec::count > 0): the router ffn_gate_inp [count, n_embd], the
+  // experts [count], and the shared expert's gate ffn_gate_inp_shexp [1, n_embd] where it has one.
+  kernels::WeightMatrix router;
+  std::vector<ExpertWeights> experts;
+  kernels::WeightMatrix shared_expert_gate;
+  const float* ffn_post_norm = nullptr;  // f32 [n_embd], where FeedForwardSpec::post_norm
 };
 
 struct ModelWeights {
@@ -46,8 +66,8 @@ struct ModelWeights {
   const GgufFile* file = nullptr;
 };
 
-// Finds every tensor the config calls for and checks its dtype (dequantizable) and dims. Errors
-// name the tensor, the expected and the actual shape.
+// Finds every tensor the config and its layer specs call for and checks its dtype
+// (dequantizable) and dims. Errors name the file, the tensor, the expected and the actual shape.
 absl::StatusOr<ModelWeights> LoadModelWeights(const GgufFile& file, const ModelConfig& config);
 
 }  // namespace baton::engine

@@ -20,7 +20,7 @@ namespace baton::engine {
 class PromptEncoder {
  public:
   // The chat template is the one the model's metadata names (DetectChatTemplate), or
-  // `template_name` ("chatml", "llama3") when that is not empty.
+  // `template_name` ("chatml", "llama3", "gemma") when that is not empty.
   explicit PromptEncoder(const Tokenizer* tokenizer, std::string_view template_name = "");
 
   // INVALID_ARGUMENT when the text is empty or not valid UTF-8.

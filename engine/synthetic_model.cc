@@ -77,24 +77,52 @@ DType KQuantFallback(DType dtype) {
   }
 }
 
+int32_t HeadDim(const SyntheticModelOptions& o) {
+  return o.head_dim > 0 ? o.head_dim : o.n_embd / o.n_head;
+}
+int32_t ExpertFf(const SyntheticModelOptions& o) {
+  return o.n_ff_expert > 0 ? o.n_ff_expert : o.n_ff;
+}
+int32_t SharedFf(const SyntheticModelOptions& o) {
+  return o.n_ff_shared > 0 ? o.n_ff_shared : o.n_ff;
+}
+
 absl::Status Validate(const SyntheticModelOptions& o) {
   if (!kernels::CanQuantize(o.weight_dtype)) {
     return absl::InvalidArgumentError(
         absl::StrCat("synthetic model: no encoder for weight type ",
                      std::string(kernels::DTypeName(o.weight_dtype))));
   }
-  if (o.architecture != "llama" && o.architecture != "qwen2") {
+  const std::string& a = o.architecture;
+  if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "gemma3" && a != "qwen3moe" &&
+      a != "qwen2moe") {
     return absl::InvalidArgumentError(absl::StrCat(
-        "synthetic model: architecture '", o.architecture, "' is neither llama nor qwen2"));
+        "synthetic model: architecture '", a,
+        "' is none of llama, qwen2, qwen3, gemma3, qwen3moe, qwen2moe"));
+  }
+  const bool moe_architecture = a == "qwen3moe" || a == "qwen2moe";
+  if ((moe_architecture && o.n_expert == 0) ||
+      (o.n_expert > 0 && !moe_architecture && a != "llama") || o.n_expert_used > o.n_expert || (o.n_expert > 0 && o.n_expert_used < 1) ||
+      ExpertFf(o) % 32 != 0 || SharedFf(o) % 32 != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "synthetic model: experts ", o.n_expert, " (used ", o.n_expert_used, ", ff ",
+        ExpertFf(o), ", shared ff ", SharedFf(o), ") for ", a,
+        ": qwen3moe and qwen2moe need experts, llama may have them; 1 <= used <= experts; ff "
+        "multiples of 32"));
+  }
+  if (o.sliding_window > 0 && o.architecture != "llama" && o.architecture != "gemma3") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "synthetic model: a sliding window is for llama and gemma3, not ", o.architecture));
   }
   if (o.n_layer < 1 || o.n_head < 1 || o.n_head_kv < 1 || o.n_embd < 1 || o.n_ff < 1 ||
-      o.n_ctx < 1 || o.n_embd % o.n_head != 0 || o.n_head % o.n_head_kv != 0 ||
-      o.n_embd % 32 != 0 || o.n_ff % 32 != 0) {
+      o.n_ctx < 1 || (o.head_dim == 0 && o.n_embd % o.n_head != 0) || o.head_dim < 0 ||
+      o.head_dim % 2 != 0 || o.n_head % o.n_head_kv != 0 || o.n_embd % 32 != 0 ||
+      o.n_ff % 32 != 0 || o.n_head * HeadDim(o) % 32 != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "synthetic model: bad shape (layers ", o.n_layer, ", embd ", o.n_embd, ", heads ",
         o.n_head, "/", o.n_head_kv, ", ff ", o.n_ff, ", ctx ", o.n_ctx,
-        "): all positive, embd and ff multiples of 32, heads dividing embd, kv heads dividing "
-        "heads"));
+        ", head dim ", o.head_dim, "): all positive, embd, ff and heads x head dim multiples of "
+        "32, heads dividing embd (or an even head dim), kv heads dividing heads"));
   }
   return absl::OkStatus();
 }
@@ -158,6 +186,18 @@ absl::Status WriteSyntheticModel(const std::string& path, const SyntheticModelOp
   w.AddUint32(a + ".attention.head_count_kv", o.n_head_kv);
   w.AddFloat32(a + ".rope.freq_base", o.rope_freq_base);
   w.AddFloat32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
+  const int32_t head_dim = HeadDim(o);
+  if (o.head_dim > 0) {
+    w.AddUint32(a + ".attention.key_length", head_dim);
+    w.AddUint32(a + ".attention.value_length", head_dim);
+  }
+  if (o.sliding_window > 0) w.AddUint32(a + ".attention.sliding_window", o.sliding_window);
+  if (o.n_expert > 0) {
+    w.AddUint32(a + ".expert_count", o.n_expert);
+    w.AddUint32(a + ".expert_used_count", o.n_expert_used);
+    if (a != "llama") w.AddUint32(a + ".expert_feed_forward_length", ExpertFf(o));
+    if (a == "qwen2moe") w.AddUint32(a + ".expert_shared_feed_forward_length", SharedFf(o));
+  }
 
   const std::vector<std::string> merges = {"Ġ t", "h e", "Ġt he", "i n", "a n"};
   const std::vector<std::string> tokens = VocabularyTokens(merges, o.n_vocab);
@@ -207,31 +247,83 @@ absl::Status WriteSyntheticModel(const std::string& path, const SyntheticModelOp
     }
     return w.AddTensor(name, dtype, {cols, rows}, data);
   };
-  const int32_t head_dim = o.n_embd / o.n_head;
+  // n_expert matrices [rows, cols] as one tensor {cols, rows, n_expert}.
+  auto experts = [&](const std::string& name, int64_t rows, int64_t cols) -> absl::Status {
+    const DType dtype = SyntheticTensorType(o, name, cols);
+    const int64_t row_bytes = kernels::RowBytes(dtype, cols);
+    std::string data(static_cast<size_t>(o.n_expert * rows * row_bytes), '\0');
+    const float scale = 1.0f / std::sqrt(static_cast<float>(cols));
+    auto* out = reinterpret_cast<uint8_t*>(data.data());
+    if (o.n_expert * rows * cols >= kParallelElements) {
+      EncodeRandomRowsInParallel(dtype, o.n_expert * rows, cols, scale, rng(), out);
+    } else {
+      for (int64_t r = 0; r < o.n_expert * rows; ++r) {
+        const std::vector<float> row = random(static_cast<size_t>(cols), scale);
+        kernels::QuantizeRow(dtype, row.data(), cols, out + r * row_bytes);
+      }
+    }
+    return w.AddTensor(name, dtype, {cols, rows, o.n_expert}, data);
+  };
+  const int32_t q_dim = head_dim * o.n_head;
   const int32_t kv_dim = head_dim * o.n_head_kv;
+  const bool qk_norm = a == "qwen3" || a == "qwen3moe" || a == "gemma3";
+  const bool qkv_bias = a == "qwen2" || a == "qwen2moe";
+  const bool post_norms = a == "gemma3";
   absl::Status s = matrix("token_embd.weight", n_vocab, o.n_embd);
   if (s.ok()) s = w.AddTensorF32("output_norm.weight", {o.n_embd}, norm(o.n_embd));
   if (s.ok() && !o.tied_output) s = matrix("output.weight", n_vocab, o.n_embd);
   for (int32_t l = 0; l < o.n_layer && s.ok(); ++l) {
     const std::string p = absl::StrCat("blk.", l, ".");
     s = w.AddTensorF32(p + "attn_norm.weight", {o.n_embd}, norm(o.n_embd));
-    if (s.ok()) s = matrix(p + "attn_q.weight", o.n_embd, o.n_embd);
+    if (s.ok()) s = matrix(p + "attn_q.weight", q_dim, o.n_embd);
     if (s.ok()) s = matrix(p + "attn_k.weight", kv_dim, o.n_embd);
     if (s.ok()) s = matrix(p + "attn_v.weight", kv_dim, o.n_embd);
-    if (s.ok() && a == "qwen2") {
-      s = w.AddTensorF32(p + "attn_q.bias", {o.n_embd}, random(o.n_embd, 0.1f));
+    if (s.ok() && qkv_bias) {
+      s = w.AddTensorF32(p + "attn_q.bias", {q_dim}, random(q_dim, 0.1f));
       if (s.ok()) s = w.AddTensorF32(p + "attn_k.bias", {kv_dim}, random(kv_dim, 0.1f));
       if (s.ok()) s = w.AddTensorF32(p + "attn_v.bias", {kv_dim}, random(kv_dim, 0.1f));
     }
-    if (s.ok()) s = matrix(p + "attn_output.weight", o.n_embd, o.n_embd);
+    if (s.ok() && qk_norm) {
+      s = w.AddTensorF32(p + "attn_q_norm.weight", {head_dim}, norm(head_dim));
+      if (s.ok()) s = w.AddTensorF32(p + "attn_k_norm.weight", {head_dim}, norm(head_dim));
+    }
+    if (s.ok()) s = matrix(p + "attn_output.weight", o.n_embd, q_dim);
+    if (s.ok() && post_norms) {
+      s = w.AddTensorF32(p + "post_attention_norm.weight", {o.n_embd}, norm(o.n_embd));
+    }
     if (s.ok()) s = w.AddTensorF32(p + "ffn_norm.weight", {o.n_embd}, norm(o.n_embd));
-    if (s.ok()) s = matrix(p + "ffn_gate.weight", o.n_ff, o.n_embd);
-    if (s.ok()) s = matrix(p + "ffn_up.weight", o.n_ff, o.n_embd);
-    if (s.ok()) s = matrix(p + "ffn_down.weight", o.n_embd, o.n_ff);
+    if (s.ok() && o.n_expert == 0) {
+      s = matrix(p + "ffn_gate.weight", o.n_ff, o.n_embd);
+      if (s.ok()) s = matrix(p + "ffn_up.weight", o.n_ff, o.n_embd);
+      if (s.ok()) s = matrix(p + "ffn_down.weight", o.n_embd, o.n_ff);
+    }
+    if (s.ok() && o.n_expert > 0) {
+      const int32_t ff = ExpertFf(o);
+      // A router's logits of a few units: sharp enough that the choice of experts matters.
+      s = w.AddTensorF32(p + "ffn_gate_inp.weight", {o.n_embd, o.n_expert},
+                         random(static_cast<size_t>(o.n_embd) * o.n_expert, 0.5f));
+      if (s.ok()) s = experts(p + "ffn_gate_exps.weight", ff, o.n_embd);
+      if (s.ok()) s = experts(p + "ffn_up_exps.weight", ff, o.n_embd);
+      if (s.ok()) s = experts(p + "ffn_down_exps.weight", o.n_embd, ff);
+    }
+    if (s.ok() && a == "qwen2moe") {
+      const int32_t ff = SharedFf(o);
+      s = w.AddTensorF32(p + "ffn_gate_inp_shexp.weight", {o.n_embd}, random(o.n_embd, 0.2f));
+      if (s.ok()) s = matrix(p + "ffn_gate_shexp.weight", ff, o.n_embd);
+      if (s.ok()) s = matrix(p + "ffn_up_shexp.weight", ff, o.n_embd);
+      if (s.ok()) s = matrix(p + "ffn_down_shexp.weight", o.n_embd, ff);
+    }
+    if (s.ok() && post_norms) {
+      s = w.AddTensorF32(p + "post_ffw_norm.weight", {o.n_embd}, norm(o.n_embd));
+    }
   }
   if (!s.ok()) return s;
   return w.WriteFile(path);
 }
+
+const char kSyntheticShapes[] =
+    "tiny, tiny-qwen3, tiny-gemma3, tiny-qwen3moe, tiny-qwen2moe, tiny-mixtral, smollm2-135m, "
+    "qwen2-0.5b, llama-3.2-1b, llama-3-8b, qwen3-0.6b, gemma3-270m, qwen3moe-8x";
 
 absl::StatusOr<SyntheticModelOptions> SyntheticShape(std::string_view name) {
   SyntheticModelOptions o;
@@ -248,6 +340,40 @@ absl::StatusOr<SyntheticModelOptions> SyntheticShape(std::string_view name) {
     o.tied_output = tied;
   };
   if (name == "tiny") return o;
+  if (name == "tiny-qwen3") {
+    o.architecture = "qwen3";
+    o.head_dim = 32;
+    return o;
+  }
+  if (name == "tiny-qwen3moe") {  // 8 experts, 2 per token
+    o.architecture = "qwen3moe";
+    o.head_dim = 32;
+    o.n_expert = 8;
+    o.n_expert_used = 2;
+    o.n_ff_expert = 64;
+    return o;
+  }
+  if (name == "tiny-qwen2moe") {  // 4 experts, 2 per token, and a shared expert
+    o.architecture = "qwen2moe";
+    o.n_expert = 4;
+    o.n_expert_used = 2;
+    o.n_ff_expert = 32;
+    o.n_ff_shared = 128;
+    o.tied_output = false;  // llama.cpp's qwen2moe wants output.weight
+    return o;
+  }
+  if (name == "tiny-mixtral") {  // llama with 4 experts, 2 per token
+    o.n_expert = 4;
+    o.n_expert_used = 2;
+    return o;
+  }
+  if (name == "tiny-gemma3") {  // five local layers (window 32), then a global one
+    o.architecture = "gemma3";
+    o.n_layer = 6;
+    o.head_dim = 32;
+    o.sliding_window = 32;
+    return o;
+  }
   if (name == "smollm2-135m") {
     shape(30, 576, 9, 3, 1536, 49152, 8192, 100000.0f, true);
   } else if (name == "qwen2-0.5b") {
@@ -257,10 +383,25 @@ absl::StatusOr<SyntheticModelOptions> SyntheticShape(std::string_view name) {
     shape(16, 2048, 32, 8, 8192, 128256, 8192, 500000.0f, true);
   } else if (name == "llama-3-8b") {
     shape(32, 4096, 32, 8, 14336, 128256, 8192, 500000.0f, false);
+  } else if (name == "qwen3-0.6b") {
+    o.architecture = "qwen3";
+    shape(28, 1024, 16, 8, 3072, 151936, 40960, 1000000.0f, true);
+    o.head_dim = 128;
+  } else if (name == "qwen3moe-8x") {  // a small mixture: 8 experts, 2 per token, ~0.5B
+    o.architecture = "qwen3moe";
+    shape(12, 1024, 16, 8, 3072, 32000, 32768, 1000000.0f, true);
+    o.head_dim = 64;
+    o.n_expert = 8;
+    o.n_expert_used = 2;
+    o.n_ff_expert = 1536;
+  } else if (name == "gemma3-270m") {
+    o.architecture = "gemma3";
+    shape(18, 640, 4, 1, 2048, 262144, 32768, 1000000.0f, true);
+    o.head_dim = 256;
+    o.sliding_window = 512;
   } else {
-    return absl::NotFoundError(absl::StrCat(
-        "no synthetic shape '", std::string(name),
-        "'; known: tiny, smollm2-135m, qwen2-0.5b, llama-3.2-1b, llama-3-8b"));
+    return absl::NotFoundError(absl::StrCat("no synthetic shape '", std::string(name),
+                                            "'; known: ", kSyntheticShapes));
   }
   return o;
 }

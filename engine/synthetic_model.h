@@ -1,4 +1,4 @@
-// Llama-architecture models with random weights, written as real GGUF files with the project's
+// Decoder models with random weights, written as real GGUF files with the project's
 // GGUF writer: the engine's unit tests run on tiny ones (fast, deterministic from a seed), and
 // `baton make-model` writes large ones in the shapes of real models for benchmarks (a GPU, a
 // weight type) where only the arithmetic matters, not what the model says.
@@ -31,11 +31,23 @@ enum class SyntheticMix {
 
 struct SyntheticModelOptions {
   uint64_t seed = 1;
-  std::string architecture = "llama";  // "llama" or "qwen2" (adds QKV biases, NeoX RoPE)
+  // "llama", "qwen2" (adds QKV biases), "qwen3" (per-head Q/K norms), "gemma3" (Q/K norms,
+  // post-norms, GeGLU, local sliding-window layers where sliding_window > 0), "qwen3moe" and
+  // "qwen2moe" (experts, the latter with a shared expert); llama with n_expert > 0 is Mixtral's
+  // layout.
+  std::string architecture = "llama";
   int32_t n_layer = 2;
   int32_t n_embd = 64;
   int32_t n_head = 4;
   int32_t n_head_kv = 2;
+  int32_t head_dim = 0;        // 0: n_embd / n_head (else written as attention.key_length)
+  int32_t sliding_window = 0;  // > 0: {arch}.attention.sliding_window (llama, gemma3)
+  // Experts (llama, qwen3moe, qwen2moe): n_expert of n_ff_expert each (0: n_ff), n_expert_used
+  // per token; qwen2moe's shared expert has n_ff_shared (0: n_ff).
+  int32_t n_expert = 0;
+  int32_t n_expert_used = 0;
+  int32_t n_ff_expert = 0;
+  int32_t n_ff_shared = 0;
   int32_t n_ff = 96;
   int32_t n_ctx = 256;
   int32_t n_vocab = 0;  // 0: the byte-level vocabulary alone (262 tokens); else at least 262
@@ -58,8 +70,9 @@ kernels::DType SyntheticTensorType(const SyntheticModelOptions& options, std::st
                                    int64_t n_cols);
 
 // The shapes of real models (dimensions, vocabulary, context, RoPE base, tied output), weights
-// F32 until the caller picks: "tiny" (the defaults above), "smollm2-135m", "qwen2-0.5b",
-// "llama-3.2-1b", "llama-3-8b". NOT_FOUND naming the shapes for any other name.
+// F32 until the caller picks: kSyntheticShapes, "tiny" being the defaults above. NOT_FOUND naming
+// the shapes for any other name.
+extern const char kSyntheticShapes[];
 absl::StatusOr<SyntheticModelOptions> SyntheticShape(std::string_view name);
 
 }  // namespace baton::engine

@@ -15,13 +15,20 @@ namespace baton::engine {
 Transformer::Transformer(const ModelConfig* config, const ModelWeights* weights,
                          kernels::Backend* backend, KvCache* cache)
     : config_(*config), weights_(*weights), backend_(*backend), cache_(*cache) {
-  rope_ = kernels::RopeParams{
-      .n_dims = config_.rope_n_dims,
-      .freq_base = config_.rope_freq_base,
-      .freq_scale = config_.rope_freq_scale,
-      .neox = config_.rope_neox,
-      .freq_factors = weights_.rope_freq_factors,
-  };
+  for (const LayerSpec& layer : config_.layers) {
+    const ExpertsSpec& e = layer.feed_forward.experts;
+    has_experts_ = has_experts_ || e.count > 0;
+    largest_experts_.count = std::max(largest_experts_.count, e.count);
+    largest_experts_.used = std::max(largest_experts_.used, e.used);
+    largest_experts_.n_ff = std::max(largest_experts_.n_ff, e.n_ff);
+    largest_experts_.n_ff_shared = std::max(largest_experts_.n_ff_shared, e.n_ff_shared);
+    layer_rope_.push_back(kernels::RopeParams{
+        .n_dims = config_.rope_n_dims,
+        .freq_base = layer.attention.rope_freq_base,
+        .freq_scale = layer.attention.rope_freq_scale,
+        .neox = config_.rope_neox,
+    });
+  }
   // A backend with its own copy reads the file's pages no more (where its GetRows reads the
   // embedding rows there, they come back a page at a time): the process need not hold the matrix
   // twice. Each goes as soon as its copy is made.
@@ -46,10 +53,16 @@ Transformer::~Transformer() {
 template <typename Fn>
 void Transformer::ForEachMatrix(const Fn& fn) const {
   fn(weights_.output);
+  auto present = [&fn](const kernels::WeightMatrix& m) {
+    if (m.data != nullptr) fn(m);
+  };
   for (const LayerWeights& l : weights_.layers) {
-    for (const kernels::WeightMatrix* m :
-         {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-      fn(*m);
+    for (const kernels::WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up,
+                                           &l.w_down, &l.router, &l.shared_expert_gate}) {
+      present(*m);
+    }
+    for (const ExpertWeights& e : l.experts) {
+      for (const kernels::WeightMatrix* m : {&e.gate, &e.up, &e.down}) present(*m);
     }
   }
 }
@@ -120,9 +133,13 @@ absl::Status Transformer::UploadVectors() {
     vectors.push_back({w.bq, c.q_dim(), &to.bq});
     vectors.push_back({w.bk, c.kv_dim(), &to.bk});
     vectors.push_back({w.bv, c.kv_dim(), &to.bv});
+    vectors.push_back({w.q_norm, c.head_dim, &to.q_norm});
+    vectors.push_back({w.k_norm, c.head_dim, &to.k_norm});
+    vectors.push_back({w.attn_post_norm, c.n_embd, &to.attn_post_norm});
+    vectors.push_back({w.ffn_post_norm, c.n_embd, &to.ffn_post_norm});
   }
   vectors.push_back({weights_.output_norm, c.n_embd, &output_norm_});
-  vectors.push_back({weights_.rope_freq_factors, c.rope_n_dims / 2, &rope_.freq_factors});
+  vectors.push_back({weights_.rope_freq_factors, c.rope_n_dims / 2, &rope_freq_factors_});
   // Each copy starts on a 64-byte boundary.
   auto padded = [](int64_t n) { return (n + 15) / 16 * 16; };
   int64_t total = 0;
@@ -138,6 +155,7 @@ absl::Status Transformer::UploadVectors() {
     *v.copy = next;
     next += padded(v.n);
   }
+  for (kernels::RopeParams& rope : layer_rope_) rope.freq_factors = rope_freq_factors_;
   return absl::OkStatus();
 }
 
@@ -156,10 +174,20 @@ absl::Status Transformer::ReserveScratch(int64_t n, int64_t n_out) {
     buffer = *std::move(fresh);
     return absl::OkStatus();
   };
+  const ExpertsSpec& e = largest_experts_;
+  const int64_t n_ff = std::max(c.n_ff, e.n_ff_shared);
   for (auto [buffer, width] : {std::pair{&x_, c.n_embd}, {&xb_, c.n_embd}, {&q_, c.q_dim()},
                                {&k_, c.kv_dim()}, {&v_, c.kv_dim()}, {&attn_, c.q_dim()},
-                               {&gate_, c.n_ff}, {&up_, c.n_ff}}) {
+                               {&gate_, n_ff}, {&up_, n_ff}}) {
     if (absl::Status s = reserve(*buffer, n * width); !s.ok()) return s;
+  }
+  if (has_experts_) {
+    for (auto [buffer, floats] :
+         {std::pair{&router_logits_, n * e.count}, {&shared_logits_, n},
+          {&expert_in_, n * e.used * c.n_embd}, {&expert_gate_, n * e.used * e.n_ff},
+          {&expert_up_, n * e.used * e.n_ff}, {&expert_out_, (n * e.used + n) * c.n_embd}}) {
+      if (absl::Status s = reserve(*buffer, floats); !s.ok()) return s;
+    }
   }
   if (absl::Status s = reserve(out_x_, n_out * c.n_embd); !s.ok()) return s;
   if (!backend_.host_memory()) return reserve(logits_, n_out * c.n_vocab);
@@ -199,9 +227,10 @@ absl::Status Transformer::Forward(std::span<const SequenceInput> sequences,
   }
   logits.resize(n_out * c.n_vocab);
   backend_.GetRows(weights_.token_embd, token_ids_.data(), n, x_.as<float>());
+  if (c.embedding_scale != 1.0f) backend_.Scale(x_.as<float>(), c.embedding_scale, n * c.n_embd);
   // A pass whose layers are watched as they end (the hand-off) is never recorded: its callback
-  // runs host work between them.
-  const bool step = !on_layer_done;
+  // runs host work between them; nor one that routes experts on the host.
+  const bool step = !on_layer_done && !has_experts_;
   if (step) backend_.BeginStep(StepShape(sequences, n_out), n);
   QueueLayersAndOutput(sequences, n, n_out, logits, on_layer_done);
   if (step && !backend_.EndStep()) QueueLayersAndOutput(sequences, n, n_out, logits, {});
@@ -243,9 +272,9 @@ void Transformer::QueueLayersAndOutput(std::span<const SequenceInput> sequences,
     } else {
       backend_.AddRmsNorm(x, xb, wv.attn_norm, n, c.n_embd, c.rms_eps, xb);
     }
-    QueueAttention(l, sequences, n);  // xb: the attention's output projection
+    QueueAttention(l, sequences, n);  // xb: the attention block's output
     backend_.AddRmsNorm(x, xb, wv.ffn_norm, n, c.n_embd, c.rms_eps, xb);
-    QueueFeedForward(l, n);  // xb: the feed-forward output, added at the next norm
+    QueueFeedForward(l, n);  // xb: the feed-forward block's output, added at the next norm
     if (on_layer_done) on_layer_done(l);
   }
   backend_.Add(x, xb, n * c.n_embd);
@@ -259,6 +288,7 @@ void Transformer::QueueLayersAndOutput(std::span<const SequenceInput> sequences,
 void Transformer::QueueAttention(int32_t l, std::span<const SequenceInput> sequences,
                                  int64_t n) {
   const ModelConfig& c = config_;
+  const AttentionSpec& spec = c.layers[l].attention;
   const LayerWeights& w = weights_.layers[l];
   const LayerVectors& wv = layer_vectors_[l];
   float* q = q_.as<float>();
@@ -273,8 +303,13 @@ void Transformer::QueueAttention(int32_t l, std::span<const SequenceInput> seque
   if (wv.bq != nullptr) backend_.AddRowBias(q, wv.bq, n, c.q_dim());
   if (wv.bk != nullptr) backend_.AddRowBias(k, wv.bk, n, c.kv_dim());
   if (wv.bv != nullptr) backend_.AddRowBias(v, wv.bv, n, c.kv_dim());
-  backend_.Rope(q, n, c.n_head, c.head_dim, positions_.data(), rope_);
-  backend_.Rope(k, n, c.n_head_kv, c.head_dim, positions_.data(), rope_);
+  if (spec.qk_norm) {  // every head its own row
+    backend_.RmsNorm(q, wv.q_norm, n * c.n_head, c.head_dim, c.rms_eps, q);
+    backend_.RmsNorm(k, wv.k_norm, n * c.n_head_kv, c.head_dim, c.rms_eps, k);
+  }
+  backend_.Rope(q, n, c.n_head, c.head_dim, positions_.data(), layer_rope_[l]);
+  backend_.Rope(k, n, c.n_head_kv, c.head_dim, positions_.data(), layer_rope_[l]);
+  if (spec.query_scale != 1.0f) backend_.Scale(q, spec.query_scale, n * c.q_dim());
   // The product with the f16 K cache takes Q in f16 too, as GGML's mul_mat converts it
   // (llama.cpp's attention); K and V are rounded by the cache itself.
   backend_.RoundToF16(q, n * c.q_dim());
@@ -282,8 +317,9 @@ void Transformer::QueueAttention(int32_t l, std::span<const SequenceInput> seque
   int64_t row = 0;
   for (const SequenceInput& seq : sequences) {
     const int64_t n_seq = static_cast<int64_t>(seq.tokens.size());
-    const kernels::KvLayerView kv =
+    kernels::KvLayerView kv =
         cache_.LayerView(l, *seq.kv, seq.kv->n_tokens + static_cast<int32_t>(n_seq));
+    kv.window = spec.window;
     backend_.WriteKv(kv, &positions_[row], n_seq, k + row * c.kv_dim(), v + row * c.kv_dim());
     attention_seqs_.push_back({.q = q + row * c.q_dim(),
                                .q_positions = &positions_[row],
@@ -292,22 +328,92 @@ void Transformer::QueueAttention(int32_t l, std::span<const SequenceInput> seque
                                .out = attn + row * c.q_dim()});
     row += n_seq;
   }
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  backend_.AttentionMany(attention_seqs_, c.n_head, scale);
+  backend_.AttentionMany(attention_seqs_, c.n_head, spec.kq_scale);
   backend_.MatMul(w.wo, attn, n, xb_.as<float>());
+  if (spec.post_norm) {
+    backend_.RmsNorm(xb_.as<float>(), wv.attn_post_norm, n, c.n_embd, c.rms_eps, xb_.as<float>());
+  }
 }
 
-void Transformer::QueueFeedForward(int32_t l, int64_t n) {  // SwiGLU
+void Transformer::QueueFeedForward(int32_t l, int64_t n) {
+  const ModelConfig& c = config_;
+  const FeedForwardSpec& spec = c.layers[l].feed_forward;
   const LayerWeights& w = weights_.layers[l];
-  float* gate = gate_.as<float>();
-  float* up = up_.as<float>();
-  {
-    const kernels::WeightMatrix* gate_up[] = {&w.w_gate, &w.w_up};
-    float* out[] = {gate, up};
-    backend_.MatMulMany(gate_up, xb_.as<float>(), n, out);
+  float* xb = xb_.as<float>();
+  if (spec.experts.count > 0) {
+    QueueExperts(l, n);
+  } else {
+    QueueGatedFfn(w.w_gate, w.w_up, w.w_down, spec.activation, xb, n, gate_.as<float>(),
+                  up_.as<float>(), xb);
   }
-  backend_.SiluMul(gate, up, n * config_.n_ff, gate);
-  backend_.MatMul(w.w_down, gate, n, xb_.as<float>());
+  if (spec.post_norm) {
+    backend_.RmsNorm(xb, layer_vectors_[l].ffn_post_norm, n, c.n_embd, c.rms_eps, xb);
+  }
+}
+
+void Transformer::QueueGatedFfn(const kernels::WeightMatrix& gate, const kernels::WeightMatrix& up,
+                                const kernels::WeightMatrix& down,
+                                FeedForwardActivation activation, const float* x, int64_t n,
+                                float* gate_out, float* up_out, float* out) {
+  {
+    const kernels::WeightMatrix* gate_up[] = {&gate, &up};
+    float* outs[] = {gate_out, up_out};
+    backend_.MatMulMany(gate_up, x, n, outs);
+  }
+  switch (activation) {
+    case FeedForwardActivation::kSiluGated:
+      backend_.SiluMul(gate_out, up_out, n * gate.n_rows, gate_out);
+      break;
+    case FeedForwardActivation::kGeluGated:
+      backend_.GeluMul(gate_out, up_out, n * gate.n_rows, gate_out);
+      break;
+  }
+  backend_.MatMul(down, gate_out, n, out);
+}
+
+const float* Transformer::OnHost(const kernels::BackendBuffer& device, int64_t count,
+                                 std::vector<float>& host) {
+  if (backend_.host_memory()) return device.as<float>();
+  host.resize(count);
+  backend_.CopyToHost(host.data(), device.as<float>(), count * sizeof(float));
+  return host.data();
+}
+
+void Transformer::QueueExperts(int32_t l, int64_t n) {
+  const ModelConfig& c = config_;
+  const FeedForwardSpec& spec = c.layers[l].feed_forward;
+  const ExpertsSpec& experts = spec.experts;
+  const LayerWeights& w = weights_.layers[l];
+  float* xb = xb_.as<float>();
+  backend_.MatMul(w.router, xb, n, router_logits_.as<float>());
+  const bool shared = experts.n_ff_shared > 0;
+  if (shared) backend_.MatMul(w.shared_expert_gate, xb, n, shared_logits_.as<float>());
+  routing_.Route(OnHost(router_logits_, n * experts.count, router_host_),
+                 shared ? OnHost(shared_logits_, n, shared_host_) : nullptr, n, experts);
+
+  // Every token's row once per expert it chose, grouped by expert: each expert's matrices are
+  // read once for all of its tokens.
+  const int64_t rows = n * experts.used;
+  float* in = expert_in_.as<float>();
+  float* gate = expert_gate_.as<float>();
+  float* up = expert_up_.as<float>();
+  float* out = expert_out_.as<float>();
+  backend_.GatherRows(xb, routing_.token_of_row.data(), rows, c.n_embd, in);
+  for (int32_t e = 0; e < experts.count; ++e) {
+    const int64_t first = routing_.first_row[e];
+    const int64_t m = routing_.first_row[e + 1] - first;
+    if (m == 0) continue;
+    const ExpertWeights& ew = w.experts[e];
+    QueueGatedFfn(ew.gate, ew.up, ew.down, spec.activation, in + first * c.n_embd, m,
+                  gate + first * experts.n_ff, up + first * experts.n_ff,
+                  out + first * c.n_embd);
+  }
+  if (shared) {
+    QueueGatedFfn(w.w_gate, w.w_up, w.w_down, spec.activation, xb, n, gate_.as<float>(),
+                  up_.as<float>(), out + rows * c.n_embd);
+  }
+  backend_.WeightedSumOfRows(out, routing_.slot_row.data(), routing_.slot_weight.data(), n,
+                             routing_.slots, c.n_embd, xb);
 }
 
 }  // namespace baton::engine

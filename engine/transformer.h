@@ -1,4 +1,6 @@
-// The forward pass of a Llama-architecture decoder over a batch of sequences.
+// The forward pass of a decoder over a batch of sequences: every architecture's layers are the
+// same shared blocks (attention, feed-forward, RMSNorms around them), each layer run as its spec
+// says (ModelConfig::layers, layer_spec.h).
 //
 // Prefill runs whole prompts: every layer's projections are matrix-matrix products over all prompt
 // tokens of all sequences, attention is causal within each sequence. Decode runs one new token per
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "engine/expert_routing.h"
 #include "engine/kv_cache.h"
 #include "engine/model_config.h"
 #include "engine/model_weights.h"
@@ -79,6 +82,18 @@ class Transformer {
   // feed-forward block likewise.
   void QueueAttention(int32_t l, std::span<const SequenceInput> sequences, int64_t n);
   void QueueFeedForward(int32_t l, int64_t n);
+  // out [n, n_embd] = the gated FFN (gate, up, down) of x [n, n_embd]; gate_ and up_ hold its
+  // intermediate values.
+  void QueueGatedFfn(const kernels::WeightMatrix& gate, const kernels::WeightMatrix& up,
+                     const kernels::WeightMatrix& down, FeedForwardActivation activation,
+                     const float* x, int64_t n, float* gate_out, float* up_out, float* out);
+  // Layer l's mixture of experts from xb to xb: the router's logits to the host, the routing
+  // there (ExpertRouting), each expert's products over the rows of its tokens, the weighted sum.
+  void QueueExperts(int32_t l, int64_t n);
+  // Where the host reads `count` floats of backend memory `device`: itself on a host-memory
+  // backend, else a copy in `host` (which waits for the operations queued before).
+  const float* OnHost(const kernels::BackendBuffer& device, int64_t count,
+                      std::vector<float>& host);
   absl::Status Forward(std::span<const SequenceInput> sequences, std::vector<float>& logits,
                        const LayerDoneCallback& on_layer_done);
   // Scratch for n tokens (n_out of them with logits), in the backend's memory.
@@ -95,7 +110,7 @@ class Transformer {
   const ModelWeights& weights_;
   kernels::Backend& backend_;
   KvCache& cache_;
-  kernels::RopeParams rope_;
+  std::vector<kernels::RopeParams> layer_rope_;  // [n_layer], from the layer specs
   // The matrices the backend keeps its own copy of (RegisterWeights): the operations never read
   // their bytes in the file.
   std::vector<const kernels::WeightMatrix*> backend_copies_;
@@ -108,10 +123,15 @@ class Transformer {
     const float* bq = nullptr;
     const float* bk = nullptr;
     const float* bv = nullptr;
+    const float* q_norm = nullptr;
+    const float* k_norm = nullptr;
+    const float* attn_post_norm = nullptr;
+    const float* ffn_post_norm = nullptr;
   };
   kernels::BackendBuffer vectors_;
   std::vector<LayerVectors> layer_vectors_;  // [n_layer], set with vectors_
   const float* output_norm_ = nullptr;
+  const float* rope_freq_factors_ = nullptr;
 
   // Per-step host arrays, [n] for the n tokens of the current batch.
   std::vector<int32_t> token_ids_;
@@ -131,6 +151,20 @@ class Transformer {
   kernels::BackendBuffer logits_;    // f32 [n_out, n_vocab], when the backend's memory is not
                                      // the host's (otherwise the caller's vector is written)
   std::vector<kernels::AttentionQueries> attention_seqs_;  // one per sequence of the batch
+
+  // Mixtures of experts: their routing needs the router's logits on the host, so a model with
+  // experts never records its steps (Backend::BeginStep).
+  bool has_experts_ = false;
+  ExpertsSpec largest_experts_;      // each field the largest over the layers
+  kernels::BackendBuffer router_logits_;  // f32 [n, count]
+  kernels::BackendBuffer shared_logits_;  // f32 [n]
+  kernels::BackendBuffer expert_in_;      // f32 [n * used, n_embd] the tokens' rows by expert
+  kernels::BackendBuffer expert_gate_;    // f32 [n * used, n_ff_expert]
+  kernels::BackendBuffer expert_up_;      // f32 [n * used, n_ff_expert]
+  kernels::BackendBuffer expert_out_;     // f32 [n * used + n, n_embd] experts', then shared
+  std::vector<float> router_host_;
+  std::vector<float> shared_host_;
+  ExpertRouting routing_;
 };
 
 }  // namespace baton::engine

@@ -121,16 +121,27 @@ TEST_P(CudaTransformerTest, TeacherForcedLogitsAndPerplexityMatchTheCpu) {
       kernels::cuda::CreateCudaBackend({.device = 0});
   if (!gpu.ok()) GTEST_SKIP() << "needs a CUDA GPU: " << gpu.status().message();
   const auto& [architecture, dtype, mix] = GetParam();
-  const SyntheticModelOptions options{.seed = 3,
-                                      .architecture = architecture,
-                                      .n_layer = 3,
-                                      .n_embd = 256,
-                                      .n_head = 4,
-                                      .n_head_kv = 2,
-                                      .n_ff = 512,
-                                      .n_ctx = 512,
-                                      .weight_dtype = dtype,
-                                      .mix = mix};
+  SyntheticModelOptions options{.seed = 3,
+                                .architecture = architecture,
+                                .n_layer = 3,
+                                .n_embd = 256,
+                                .n_head = 4,
+                                .n_head_kv = 2,
+                                .n_ff = 512,
+                                .n_ctx = 512,
+                                .weight_dtype = dtype,
+                                .mix = mix};
+  if (architecture == "gemma3") {  // head size 128, local layers (window 32) and a global one
+    options.n_layer = 6;
+    options.head_dim = 128;
+    options.sliding_window = 32;
+  }
+  if (architecture == "qwen3moe") {  // 4 experts, 2 per token
+    options.head_dim = 128;
+    options.n_expert = 4;
+    options.n_expert_used = 2;
+    options.n_ff_expert = 256;
+  }
   const std::string path = test_support::TempPath(
       "cuda-transformer-" + architecture + "-" + std::string(kernels::DTypeName(dtype)) +
       (mix == SyntheticMix::kQ4_K_M ? "-q4_k_m" : "") + ".gguf");
@@ -190,7 +201,10 @@ INSTANTIATE_TEST_SUITE_P(
                       ModelCase{"llama", kernels::DType::kQ8_0, SyntheticMix::kUniform},
                       ModelCase{"llama", kernels::DType::kQ4_0, SyntheticMix::kUniform},
                       ModelCase{"llama", kernels::DType::kQ4_K, SyntheticMix::kQ4_K_M},
-                      ModelCase{"qwen2", kernels::DType::kQ8_0, SyntheticMix::kUniform}),
+                      ModelCase{"qwen2", kernels::DType::kQ8_0, SyntheticMix::kUniform},
+                      ModelCase{"qwen3", kernels::DType::kQ8_0, SyntheticMix::kUniform},
+                      ModelCase{"gemma3", kernels::DType::kQ8_0, SyntheticMix::kUniform},
+                      ModelCase{"qwen3moe", kernels::DType::kQ8_0, SyntheticMix::kUniform}),
     [](const auto& info) {
       return std::get<0>(info.param) + "_" +
              std::string(kernels::DTypeName(std::get<1>(info.param))) +

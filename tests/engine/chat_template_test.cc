@@ -63,7 +63,7 @@ TEST(ChatTemplateTest, UnknownOrMissingTemplateIsAnError) {
   absl::StatusOr<ChatTemplateKind> empty = DetectChatTemplate("");
   EXPECT_EQ(empty.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(empty.status().message(), HasSubstr("no chat template"));
-  EXPECT_THAT(empty.status().message(), HasSubstr("chatml or llama3"));
+  EXPECT_THAT(empty.status().message(), HasSubstr("chatml, llama3 or gemma"));
   absl::StatusOr<ChatTemplateKind> other =
       DetectChatTemplate("{% for m in messages %}[INST] {{ m['content'] }} [/INST]{% endfor %}");
   EXPECT_EQ(other.status().code(), absl::StatusCode::kInvalidArgument);
@@ -74,9 +74,33 @@ TEST(ChatTemplateTest, Names) {
   EXPECT_THAT(ParseChatTemplateName("chatml"), IsOkAndHolds(ChatTemplateKind::kChatML));
   EXPECT_THAT(ParseChatTemplateName("llama3"), IsOkAndHolds(ChatTemplateKind::kLlama3));
   EXPECT_EQ(ParseChatTemplateName("vicuna").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(ParseChatTemplateName("").status().message(), HasSubstr("chatml, llama3"));
+  EXPECT_THAT(ParseChatTemplateName("").status().message(), HasSubstr("chatml, llama3, gemma"));
+  EXPECT_THAT(ParseChatTemplateName("gemma"), IsOkAndHolds(ChatTemplateKind::kGemma));
   EXPECT_EQ(ChatTemplateName(ChatTemplateKind::kChatML), "chatml");
   EXPECT_EQ(ChatTemplateName(ChatTemplateKind::kLlama3), "llama3");
+  EXPECT_EQ(ChatTemplateName(ChatTemplateKind::kGemma), "gemma");
+}
+
+// Expected strings: Python's jinja2 (3.1, transformers' sandbox with trim_blocks and
+// lstrip_blocks) rendering tests/data/chat_templates/gemma3.jinja (Gemma 3's template, as
+// google/gemma-3-*-it's tokenizer_config.json has it) with bos_token "" and
+// add_generation_prompt; the system message joins the first user turn untrimmed.
+TEST(ChatTemplateTest, GemmaRendersAsJinjaDoes) {
+  absl::StatusOr<ChatTemplateKind> kind = DetectChatTemplate(
+      "{{ bos_token }}{{ '<start_of_turn>' + role + '\\n' }}");
+  ASSERT_TRUE(kind.ok()) << kind.status();
+  EXPECT_EQ(*kind, ChatTemplateKind::kGemma);
+  EXPECT_EQ(ApplyChatTemplate(ChatTemplateKind::kGemma, {{"user", "Hi there"}}, true),
+            "<start_of_turn>user\nHi there<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(ApplyChatTemplate(ChatTemplateKind::kGemma,
+                              {{"system", "You are terse. "},
+                               {"user", "  What is 2+2?\n"},
+                               {"assistant", "4"},
+                               {"user", "And 3+3?"}},
+                              true),
+            "<start_of_turn>user\nYou are terse. \n\nWhat is 2+2?<end_of_turn>\n"
+            "<start_of_turn>model\n4<end_of_turn>\n<start_of_turn>user\nAnd 3+3?<end_of_turn>\n"
+            "<start_of_turn>model\n");
 }
 
 TEST(ChatTemplateTest, ChatMLAsSmolLM2Renders) {

@@ -40,7 +40,10 @@ absl::StatusOr<Engine> MakeEngine(const SyntheticModelOptions& options, bool ref
   const std::string path = test_support::TempPath(
       "transformer-" + options.architecture + "-" + std::to_string(options.seed) + "-" +
       std::to_string(static_cast<int>(options.weight_dtype)) + "-" +
-      std::to_string(options.n_embd) + (reference ? "-reference" : "") +
+      std::to_string(options.n_embd) + "-" + std::to_string(options.n_layer) + "-" +
+      std::to_string(options.head_dim) + "-" + std::to_string(options.sliding_window) + "-" +
+      std::to_string(options.n_expert) +
+      (reference ? "-reference" : "") +
       (own_memory ? "-own-memory" : "") + ".gguf");
   if (absl::Status written = engine::WriteSyntheticModel(path, options); !written.ok()) {
     return written;
@@ -78,10 +81,28 @@ void ExpectClose(const std::vector<float>& a, const std::vector<float>& b, float
   }
 }
 
-class TransformerTest : public testing::TestWithParam<std::string> {};
+// An architecture's tiny synthetic model: a head size other than n_embd / n_head where the
+// architecture reads one, sliding windows shorter than the tests' prompts.
+struct ArchitectureCase {
+  std::string name;  // the test's name
+  std::string architecture;
+  int32_t head_dim = 0;
+  int32_t sliding_window = 0;
+  int32_t n_layer = 2;
+  int32_t n_expert = 0;  // 2 of them per token
+  int32_t n_ff_shared = 0;
+
+  SyntheticModelOptions Options(uint64_t seed) const {
+    return {.seed = seed, .architecture = architecture, .n_layer = n_layer,
+            .head_dim = head_dim, .sliding_window = sliding_window, .n_expert = n_expert,
+            .n_expert_used = n_expert > 0 ? 2 : 0, .n_ff_shared = n_ff_shared};
+  }
+};
+
+class TransformerTest : public testing::TestWithParam<ArchitectureCase> {};
 
 TEST_P(TransformerTest, PrefillThenDecodeMatchesOnePrefill) {
-  absl::StatusOr<Engine> made = MakeEngine({.architecture = GetParam()});
+  absl::StatusOr<Engine> made = MakeEngine(GetParam().Options(1));
   ASSERT_TRUE(made.ok()) << made.status();
   Engine& e = *made;
   const int32_t n_vocab = e.model->config().n_vocab;
@@ -112,7 +133,7 @@ TEST_P(TransformerTest, PrefillThenDecodeMatchesOnePrefill) {
 }
 
 TEST_P(TransformerTest, DecodeIsBatchInvariant) {
-  absl::StatusOr<Engine> made = MakeEngine({.seed = 7, .architecture = GetParam()});
+  absl::StatusOr<Engine> made = MakeEngine(GetParam().Options(7));
   ASSERT_TRUE(made.ok()) << made.status();
   Engine& e = *made;
   const int32_t n_vocab = e.model->config().n_vocab;
@@ -147,11 +168,11 @@ TEST_P(TransformerTest, DecodeIsBatchInvariant) {
 }
 
 TEST_P(TransformerTest, FastKernelsAgreeWithReference) {
-  absl::StatusOr<Engine> fast_made = MakeEngine({.seed = 3, .architecture = GetParam()});
+  absl::StatusOr<Engine> fast_made = MakeEngine(GetParam().Options(3));
   ASSERT_TRUE(fast_made.ok()) << fast_made.status();
   Engine& fast = *fast_made;
   absl::StatusOr<Engine> ref_made =
-      MakeEngine({.seed = 3, .architecture = GetParam()}, /*reference=*/true);
+      MakeEngine(GetParam().Options(3), /*reference=*/true);
   ASSERT_TRUE(ref_made.ok()) << ref_made.status();
   Engine& ref = *ref_made;
   const std::vector<TokenId> tokens = Tokens(9, 2);
@@ -167,7 +188,22 @@ TEST_P(TransformerTest, FastKernelsAgreeWithReference) {
   ExpectClose(a, b, 1e-3f);
 }
 
-INSTANTIATE_TEST_SUITE_P(Architectures, TransformerTest, testing::Values("llama", "qwen2"));
+// gemma3 with six layers: five local (window 5), one global.
+INSTANTIATE_TEST_SUITE_P(
+    Architectures, TransformerTest,
+    testing::Values(ArchitectureCase{.name = "llama", .architecture = "llama"},
+                    ArchitectureCase{.name = "qwen2", .architecture = "qwen2"},
+                    ArchitectureCase{.name = "qwen3", .architecture = "qwen3", .head_dim = 32},
+                    ArchitectureCase{.name = "gemma3", .architecture = "gemma3", .head_dim = 32,
+                                     .sliding_window = 5, .n_layer = 6},
+                    ArchitectureCase{.name = "mistral_window", .architecture = "llama",
+                                     .sliding_window = 7},
+                    ArchitectureCase{.name = "qwen3moe", .architecture = "qwen3moe",
+                                     .head_dim = 32, .n_expert = 8},
+                    ArchitectureCase{.name = "qwen2moe", .architecture = "qwen2moe",
+                                     .n_expert = 4, .n_ff_shared = 64},
+                    ArchitectureCase{.name = "mixtral", .architecture = "llama", .n_expert = 4}),
+    [](const testing::TestParamInfo<ArchitectureCase>& info) { return info.param.name; });
 
 // A backend whose memory is not the host's (a GPU's) gets the same operations in the same order:
 // the logits are the same bits, and they come back through one CopyToHost per forward pass.

@@ -1,0 +1,210 @@
+// The architecture registry and what each architecture makes of a file's metadata (the layer
+// specs the Transformer runs), and the errors for files baton cannot run: an unknown
+// architecture, metadata that disagrees with the tensors, a missing tensor of a block.
+#include "engine/architecture.h"
+
+#include <cmath>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "engine/gguf_file.h"
+#include "engine/gguf_value.h"
+#include "engine/gguf_writer.h"
+#include "engine/model.h"
+#include "engine/synthetic_model.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/temp_path.h"
+
+namespace baton::engine {
+namespace {
+
+using testing::AllOf;
+using testing::HasSubstr;
+
+std::string WriteShape(const std::string& shape, const std::string& file_name) {
+  absl::StatusOr<SyntheticModelOptions> options = SyntheticShape(shape);
+  EXPECT_TRUE(options.ok()) << options.status();
+  const std::string path = test_support::TempPath(file_name);
+  EXPECT_TRUE(WriteSyntheticModel(path, *options).ok());
+  return path;
+}
+
+using Metadata = std::map<std::string, GgufValue>;
+
+GgufValue U32(uint32_t v) { return GgufValue::Uint(GgufValueType::kUint32, v); }
+GgufValue F32(float v) { return GgufValue::Float(GgufValueType::kFloat32, v); }
+
+// A copy of the GGUF file at `from` with the metadata keys of `set` set (replaced or added) and
+// without the tensor `drop`.
+std::string Rewrite(const std::string& from, const std::string& file_name, const Metadata& set,
+                    const std::string& drop = "") {
+  absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(from);
+  EXPECT_TRUE(file.ok()) << file.status();
+  GgufWriter w;
+  for (const auto& [key, value] : (*file)->metadata()) {
+    if (!set.contains(key)) w.Add(key, value);
+  }
+  for (const auto& [key, value] : set) w.Add(key, value);
+  for (const GgufTensorInfo& t : (*file)->tensors()) {
+    if (t.name == drop) continue;
+    const std::string_view bytes(reinterpret_cast<const char*>(t.data), t.n_bytes);
+    EXPECT_TRUE(w.AddTensor(t.name, t.dtype, t.dims, bytes).ok());
+  }
+  const std::string path = test_support::TempPath(file_name);
+  EXPECT_TRUE(w.WriteFile(path).ok());
+  return path;
+}
+
+absl::Status LoadStatus(const std::string& path) { return Model::Load(path).status(); }
+
+TEST(ArchitectureRegistryTest, FindsEachArchitectureByItsName) {
+  for (const char* name : {"llama", "qwen2", "qwen3", "gemma3", "qwen2moe", "qwen3moe"}) {
+    const Architecture* a = FindArchitecture(name);
+    ASSERT_NE(a, nullptr) << name;
+    EXPECT_EQ(a->name, name);
+  }
+  EXPECT_EQ(FindArchitecture("mamba"), nullptr);
+  EXPECT_EQ(ArchitectureNames(), "gemma3, llama, qwen2, qwen2moe, qwen3, qwen3moe");
+}
+
+TEST(ArchitectureSpecTest, Qwen3NormsEveryHeadWithTheFilesHeadSize) {
+  absl::StatusOr<std::unique_ptr<Model>> model =
+      Model::Load(WriteShape("tiny-qwen3", "spec-qwen3.gguf"));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const ModelConfig& c = (*model)->config();
+  EXPECT_EQ(c.head_dim, 32);  // key_length, not n_embd / n_head = 16
+  EXPECT_TRUE(c.rope_neox);
+  ASSERT_EQ(c.layers.size(), 2u);
+  for (const LayerSpec& l : c.layers) {
+    EXPECT_TRUE(l.attention.qk_norm);
+    EXPECT_FALSE(l.attention.qkv_bias);
+    EXPECT_FALSE(l.attention.post_norm);
+    EXPECT_EQ(l.attention.window, 0);
+    EXPECT_FLOAT_EQ(l.attention.kq_scale, 1.0f / std::sqrt(32.0f));
+  }
+  EXPECT_NE((*model)->weights().layers[1].k_norm, nullptr);
+}
+
+TEST(ArchitectureSpecTest, Gemma3InterleavesLocalLayersWithAGlobalOne) {
+  absl::StatusOr<std::unique_ptr<Model>> model =
+      Model::Load(WriteShape("tiny-gemma3", "spec-gemma3.gguf"));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const ModelConfig& c = (*model)->config();
+  EXPECT_FLOAT_EQ(c.embedding_scale, 8.0f);  // sqrt(64)
+  ASSERT_EQ(c.layers.size(), 6u);
+  for (int l = 0; l < 6; ++l) {
+    const AttentionSpec& a = c.layers[l].attention;
+    const bool global = l == 5;
+    EXPECT_EQ(a.window, global ? 0 : 32) << "layer " << l;
+    EXPECT_TRUE(a.qk_norm && a.post_norm);
+    EXPECT_FLOAT_EQ(a.query_scale, 1.0f / std::sqrt(32.0f));
+    EXPECT_FLOAT_EQ(a.kq_scale, 1.0f);
+    EXPECT_EQ(c.layers[l].feed_forward.activation, FeedForwardActivation::kGeluGated);
+    EXPECT_TRUE(c.layers[l].feed_forward.post_norm);
+  }
+  // Real Gemma 3 files give global layers a base of 1e6, local ones 1e4 (or freq_base_swa).
+  const std::string path =
+      Rewrite(WriteShape("tiny-gemma3", "spec-gemma3-base.gguf"), "spec-gemma3-rebased.gguf",
+              {{"gemma3.rope.freq_base", F32(1e6f)}, {"gemma3.rope.freq_base_swa", F32(2e4f)}});
+  absl::StatusOr<std::unique_ptr<Model>> rebased = Model::Load(path);
+  ASSERT_TRUE(rebased.ok()) << rebased.status();
+  EXPECT_FLOAT_EQ((*rebased)->config().layers[0].attention.rope_freq_base, 2e4f);
+  EXPECT_FLOAT_EQ((*rebased)->config().layers[5].attention.rope_freq_base, 1e6f);
+}
+
+TEST(ArchitectureSpecTest, ALlamaFileWithASlidingWindowAttendsInItOnEveryLayer) {
+  SyntheticModelOptions o;
+  o.sliding_window = 7;
+  const std::string path = test_support::TempPath("spec-mistral.gguf");
+  ASSERT_TRUE(WriteSyntheticModel(path, o).ok());
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(path);
+  ASSERT_TRUE(model.ok()) << model.status();
+  for (const LayerSpec& l : (*model)->config().layers) EXPECT_EQ(l.attention.window, 7);
+}
+
+TEST(ArchitectureErrorsTest, AnUnknownArchitectureNamesTheFileAndTheOnesBatonRuns) {
+  const std::string path = Rewrite(WriteShape("tiny", "err-base.gguf"), "err-mamba.gguf",
+                                   {{"general.architecture", GgufValue::String("mamba")}});
+  EXPECT_THAT(std::string(LoadStatus(path).message()),
+              AllOf(HasSubstr(path), HasSubstr("unsupported architecture 'mamba'"),
+                    HasSubstr("general.architecture"),
+                    HasSubstr("gemma3, llama, qwen2, qwen2moe, qwen3, qwen3moe")));
+}
+
+TEST(ArchitectureErrorsTest, MetadataThatDisagreesWithTheTensorsNamesTheTensorOrKey) {
+  const std::string qwen3 = WriteShape("tiny-qwen3", "err-qwen3.gguf");
+  const std::string head =
+      Rewrite(qwen3, "err-qwen3-head.gguf",
+              {{"qwen3.attention.key_length", U32(16)}, {"qwen3.attention.value_length", U32(16)}});
+  EXPECT_THAT(std::string(LoadStatus(head).message()),
+              AllOf(HasSubstr(head), HasSubstr("blk.0.attn_q.weight"), HasSubstr("dims")));
+  const std::string value =
+      Rewrite(qwen3, "err-qwen3-value.gguf", {{"qwen3.attention.value_length", U32(64)}});
+  EXPECT_THAT(std::string(LoadStatus(value).message()),
+              AllOf(HasSubstr(value), HasSubstr("qwen3.attention.value_length 64")));
+  const std::string window =
+      Rewrite(WriteShape("tiny-gemma3", "err-gemma3.gguf"), "err-gemma3-window.gguf",
+              {{"gemma3.attention.sliding_window", GgufValue::String("wide")}});
+  EXPECT_THAT(std::string(LoadStatus(window).message()),
+              AllOf(HasSubstr(window), HasSubstr("gemma3.attention.sliding_window")));
+}
+
+TEST(ArchitectureSpecTest, MixturesOfExpertsReadTheirCountsAndWeighting) {
+  absl::StatusOr<std::unique_ptr<Model>> qwen3moe =
+      Model::Load(WriteShape("tiny-qwen3moe", "spec-qwen3moe.gguf"));
+  ASSERT_TRUE(qwen3moe.ok()) << qwen3moe.status();
+  const ExpertsSpec& e = (*qwen3moe)->config().layers[1].feed_forward.experts;
+  EXPECT_EQ(e.count, 8);
+  EXPECT_EQ(e.used, 2);
+  EXPECT_EQ(e.n_ff, 64);
+  EXPECT_TRUE(e.normalize_weights);
+  EXPECT_EQ(e.n_ff_shared, 0);
+  EXPECT_TRUE((*qwen3moe)->config().layers[1].attention.qk_norm);
+  EXPECT_EQ((*qwen3moe)->weights().layers[1].experts.size(), 8u);
+  EXPECT_EQ((*qwen3moe)->weights().layers[1].w_gate.data, nullptr);  // no dense FFN
+
+  absl::StatusOr<std::unique_ptr<Model>> qwen2moe =
+      Model::Load(WriteShape("tiny-qwen2moe", "spec-qwen2moe.gguf"));
+  ASSERT_TRUE(qwen2moe.ok()) << qwen2moe.status();
+  const ExpertsSpec& shared = (*qwen2moe)->config().layers[0].feed_forward.experts;
+  EXPECT_FALSE(shared.normalize_weights);
+  EXPECT_EQ(shared.n_ff_shared, 128);
+  EXPECT_TRUE((*qwen2moe)->config().layers[0].attention.qkv_bias);
+  EXPECT_EQ((*qwen2moe)->weights().layers[0].shared_expert_gate.n_rows, 1);
+  EXPECT_EQ((*qwen2moe)->weights().layers[0].w_gate.n_rows, 128);
+
+  absl::StatusOr<std::unique_ptr<Model>> mixtral =
+      Model::Load(WriteShape("tiny-mixtral", "spec-mixtral.gguf"));
+  ASSERT_TRUE(mixtral.ok()) << mixtral.status();
+  EXPECT_EQ((*mixtral)->config().layers[0].feed_forward.experts.count, 4);
+  EXPECT_EQ((*mixtral)->config().layers[0].feed_forward.experts.n_ff, 96);  // feed_forward_length
+}
+
+TEST(ArchitectureErrorsTest, ExpertCountsThatDisagreeWithTheTensorsOrEachOther) {
+  const std::string qwen3moe = WriteShape("tiny-qwen3moe", "err-qwen3moe.gguf");
+  const std::string count =
+      Rewrite(qwen3moe, "err-qwen3moe-count.gguf", {{"qwen3moe.expert_count", U32(6)}});
+  EXPECT_THAT(std::string(LoadStatus(count).message()),
+              AllOf(HasSubstr(count), HasSubstr("blk.0.ffn_gate_inp.weight"), HasSubstr("dims")));
+  const std::string used =
+      Rewrite(qwen3moe, "err-qwen3moe-used.gguf", {{"qwen3moe.expert_used_count", U32(9)}});
+  EXPECT_THAT(std::string(LoadStatus(used).message()),
+              AllOf(HasSubstr(used), HasSubstr("qwen3moe.expert_used_count 9 exceeds")));
+  const std::string missing =
+      Rewrite(qwen3moe, "err-qwen3moe-missing.gguf", {}, "blk.1.ffn_down_exps.weight");
+  EXPECT_THAT(std::string(LoadStatus(missing).message()),
+              AllOf(HasSubstr(missing), HasSubstr("missing tensor 'blk.1.ffn_down_exps.weight'")));
+}
+
+TEST(ArchitectureErrorsTest, AMissingTensorOfABlockNamesTheFileAndTheTensor) {
+  const std::string path = Rewrite(WriteShape("tiny-gemma3", "err-gemma3-full.gguf"),
+                                   "err-gemma3-missing.gguf", {}, "blk.3.post_ffw_norm.weight");
+  EXPECT_THAT(std::string(LoadStatus(path).message()),
+              AllOf(HasSubstr(path), HasSubstr("missing tensor 'blk.3.post_ffw_norm.weight'")));
+}
+
+}  // namespace
+}  // namespace baton::engine
