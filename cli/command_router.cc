@@ -47,6 +47,8 @@ int RunRouter(const Args& args) {
   std::vector<FlagSpec> specs = ServeFlagSpecs();
   const std::vector<FlagSpec> own = {
       {"model", "PATH", "the model the workers serve (default: the default model)"},
+      {"chat-template", "NAME", "render chats with this template family: chatml, llama3 or "
+                                "gemma (default: the one the model's metadata names)"},
       {"prefill", "ADDRS", "static prefill workers, host:port,..."},
       {"decode", "ADDRS", "static decode workers, host:port,..."},
       {"colocated", "ADDRS", "static colocated workers (role both), host:port,..."},
@@ -97,6 +99,7 @@ int RunRouter(const Args& args) {
     return UsageError("router", s, usage);
   }
   options.model_path = flags->GetOr("model", DefaultModelPath());
+  options.chat_template = flags->GetOr("chat-template", "");
   for (auto [flag, list] : {std::pair{"prefill", &options.prefill_workers},
                              std::pair{"decode", &options.decode_workers},
                              std::pair{"colocated", &options.colocated_workers}}) {

@@ -21,8 +21,12 @@ class ServedModel {
  public:
   // Opens the GGUF file at `path` (mapped; no weight is read). `n_ctx` > 0 caps the context the
   // router allows per request (prompt + max_tokens); 0 means the model's training context.
+  // `chat_template` names the template family chats are rendered with (engine/chat_template.h:
+  // chatml, llama3, gemma); empty: the one the model's metadata names. INVALID_ARGUMENT for an
+  // unknown name.
   static absl::StatusOr<std::unique_ptr<ServedModel>> Load(const std::string& path,
-                                                           int32_t n_ctx = 0);
+                                                           int32_t n_ctx = 0,
+                                                           const std::string& chat_template = "");
 
   // What clients call the model: the file's name without ".gguf" (general.name if that is empty).
   const std::string& id() const { return model_->id(); }
@@ -32,7 +36,7 @@ class ServedModel {
   int32_t n_ctx() const { return n_ctx_; }
   int32_t n_vocab() const { return model_->config().n_vocab; }
   const engine::Tokenizer& tokenizer() const { return model_->tokenizer(); }
-  // Text and chats to prompt tokens, with the model's own chat template.
+  // Text and chats to prompt tokens, with the model's own chat template (or the one named).
   const engine::PromptEncoder& prompt_encoder() const { return *prompt_encoder_; }
 
  private:

@@ -8,4 +8,5 @@ if [ ! -x "$python" ]; then
   echo "FAILED: $python is missing: run scripts/python_env.sh (scripts/setup.sh runs it)" >&2
   exit 1
 fi
-exec "$python" -m pytest -q -p no:cacheprovider "$root/tests/http/test_openai_client.py" "$@"
+exec "$python" -m pytest -q -p no:cacheprovider "$root/tests/http/test_openai_client.py" \
+  "$root/tests/http/test_openai_client_gemma.py" "$@"
