@@ -62,10 +62,12 @@ BENCH_FLAGS = {
 }
 # llama-batched-bench takes one setting a run: the fast ones of each peer, in order, the first that
 # runs (ik_llama.cpp 0.1.5's flash attention aborts on this model at 8 sequences:
-# "iqk_fa_templates.h:1157: GGML_ASSERT(S > 0) failed").
+# "iqk_fa_templates.h:1157: GGML_ASSERT(S > 0) failed"). Older builds take a bare -fa (llama-cpp-
+# python 0.3.16's llama.cpp refuses "-fa on"), and no flag at all as the last resort.
 BATCHED_FLAGS = {
-    "llama.cpp": [["-fa", "on"], ["-fa", "off"]],
-    "ik_llama.cpp": [["-fa", "on", "-rtr"], ["-fa", "off", "-rtr"], ["-fa", "off"]],
+    "llama.cpp": [["-fa", "on"], ["-fa", "off"], ["-fa"], []],
+    "ik_llama.cpp": [["-fa", "on", "-rtr"], ["-fa", "off", "-rtr"], ["-fa", "off"], ["-fa", "-rtr"],
+                     ["-rtr"], []],
 }
 
 

@@ -40,15 +40,19 @@ LayerSpec BaseLayerSpec(const ModelConfig& config) {
   return spec;
 }
 
-absl::StatusOr<ExpertsSpec> ReadExpertsSpec(const GgufFile& file, const ModelConfig& config,
-                                            bool normalize_weights, bool shared) {
+absl::Status SetExperts(const GgufFile& file, ModelConfig& config, const ExpertsOptions& options) {
   const std::string p = config.architecture + ".";
   ExpertsSpec experts;
-  experts.normalize_weights = normalize_weights;
+  experts.normalize_weights = options.normalize_weights;
   absl::StatusOr<int32_t> v = OptionalPositive(file, p + "expert_count", 0);
   if (!v.ok()) return v.status();
   experts.count = *v;
-  if (experts.count == 0) return experts;
+  if (experts.count == 0) {
+    if (!options.required) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(file.path(), ": ", p,
+                                                   "expert_count is missing; a ",
+                                                   config.architecture, " model has experts"));
+  }
   if (!(v = RequiredPositive(file, p + "expert_used_count")).ok()) return v.status();
   experts.used = *v;
   if (experts.used > experts.count) {
@@ -60,12 +64,13 @@ absl::StatusOr<ExpertsSpec> ReadExpertsSpec(const GgufFile& file, const ModelCon
     return v.status();
   }
   experts.n_ff = *v;
-  if (shared) {
+  if (options.shared) {
     v = OptionalPositive(file, p + "expert_shared_feed_forward_length", config.n_ff);
     if (!v.ok()) return v.status();
     experts.n_ff_shared = *v;
   }
-  return experts;
+  for (LayerSpec& layer : config.layers) layer.feed_forward.experts = experts;
+  return absl::OkStatus();
 }
 
 }  // namespace baton::engine

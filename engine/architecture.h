@@ -14,7 +14,6 @@
 #include <string_view>
 
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "engine/layer_spec.h"
 #include "engine/model_config.h"
 
@@ -39,12 +38,19 @@ std::string ArchitectureNames();
 // softmax scale 1/sqrt(head_dim), SwiGLU, no biases, no extra norms, no window, dense).
 LayerSpec BaseLayerSpec(const ModelConfig& config);
 
-// A mixture of experts from the keys {arch}.expert_count (absent: dense, count 0),
-// {arch}.expert_used_count (1..count), {arch}.expert_feed_forward_length (default
-// config.n_ff) and {arch}.expert_shared_feed_forward_length (0 unless `shared`; default
-// config.n_ff). Errors name the file and the key.
-absl::StatusOr<ExpertsSpec> ReadExpertsSpec(const GgufFile& file, const ModelConfig& config,
-                                            bool normalize_weights, bool shared);
+// How an architecture's mixtures of experts weigh their experts.
+struct ExpertsOptions {
+  bool normalize_weights = false;  // ExpertsSpec::normalize_weights
+  bool shared = false;             // a shared expert in every layer
+  bool required = false;           // a file without {arch}.expert_count is an error
+};
+
+// Gives every layer of `config` the mixture of experts the keys {arch}.expert_count (absent: the
+// layers stay dense, unless required), {arch}.expert_used_count (1..count),
+// {arch}.expert_feed_forward_length (default config.n_ff) and, with a shared expert,
+// {arch}.expert_shared_feed_forward_length (default config.n_ff) describe. Errors name the file
+// and the key.
+absl::Status SetExperts(const GgufFile& file, ModelConfig& config, const ExpertsOptions& options);
 
 }  // namespace baton::engine
 

@@ -13,15 +13,11 @@ namespace baton::engine::architectures {
 absl::Status ConfigureLlama(const GgufFile& file, ModelConfig& c) {
   absl::StatusOr<int32_t> window = OptionalPositive(file, "llama.attention.sliding_window", 0);
   if (!window.ok()) return window.status();
-  absl::StatusOr<ExpertsSpec> experts =
-      ReadExpertsSpec(file, c, /*normalize_weights=*/true, /*shared=*/false);
-  if (!experts.ok()) return experts.status();
   c.rope_neox = false;
   LayerSpec layer = BaseLayerSpec(c);
   layer.attention.window = *window;
-  layer.feed_forward.experts = *experts;
   c.layers.assign(c.n_layer, layer);
-  return absl::OkStatus();
+  return SetExperts(file, c, {.normalize_weights = true});
 }
 
 }  // namespace baton::engine::architectures

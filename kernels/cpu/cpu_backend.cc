@@ -58,11 +58,12 @@ class HostBackend : public Backend {
 
   absl::StatusOr<void*> Allocate(size_t bytes) override { return AllocateHost(bytes); }
   void Free(void* pointer) override { FreeHost(pointer); }
+  // memcpy wants valid pointers even for no bytes; an empty copy may come with null ones.
   void CopyToDevice(void* device_dst, const void* host_src, size_t bytes) override {
-    std::memcpy(device_dst, host_src, bytes);
+    if (bytes > 0) std::memcpy(device_dst, host_src, bytes);
   }
   void CopyToHost(void* host_dst, const void* device_src, size_t bytes) override {
-    std::memcpy(host_dst, device_src, bytes);
+    if (bytes > 0) std::memcpy(host_dst, device_src, bytes);
   }
 
   void Add(float* x, const float* y, int64_t n) override { AddScalar(x, y, n); }

@@ -5,20 +5,10 @@ is started once for the module; its "http: HOST:PORT" line gives the API's addre
 names the `baton` to test (default: build/bin/baton).
 """
 
-import os
-import pathlib
-import queue
-import signal
-import subprocess
-import tempfile
-import threading
-
 import openai
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-BINARY = os.environ.get("BATON_BINARY", str(ROOT / "build" / "bin" / "baton"))
-START_TIMEOUT_S = 180
+from baton_cluster import running_cluster
 
 CLUSTER_YAML = """\
 host: 127.0.0.1
@@ -35,42 +25,8 @@ decode:
 
 @pytest.fixture(scope="module")
 def base_url():
-    with tempfile.TemporaryDirectory() as tmp:
-        config = pathlib.Path(tmp) / "cluster.yaml"
-        config.write_text(CLUSTER_YAML)
-        proc = subprocess.Popen(
-            [BINARY, "up", "--config", str(config)],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        lines = queue.Queue()
-
-        def read():
-            for line in proc.stdout:
-                lines.put(line)
-            lines.put(None)
-
-        threading.Thread(target=read, daemon=True).start()
-        http = None
-        try:
-            while http is None:
-                try:
-                    line = lines.get(timeout=START_TIMEOUT_S)
-                except queue.Empty:
-                    pytest.fail(f"`baton up` printed no 'http:' line in {START_TIMEOUT_S} s")
-                if line is None:
-                    pytest.fail(f"`baton up` exited with code {proc.wait()} before serving")
-                if line.startswith("http: "):
-                    http = line.split()[1]
-            yield f"http://{http}/v1"
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    with running_cluster(CLUSTER_YAML) as url:
+        yield url
 
 
 @pytest.fixture(scope="module")

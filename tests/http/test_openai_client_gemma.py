@@ -6,21 +6,12 @@ is told `--chat-template gemma`. Greedy decoding is checked against llama.cpp's 
 (llama-simple of the llama.cpp that scripts/reference/README.md names, same file and prompts).
 """
 
-import os
-import pathlib
-import queue
-import signal
-import subprocess
-import tempfile
-import threading
-
 import openai
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-BINARY = os.environ.get("BATON_BINARY", str(ROOT / "build" / "bin" / "baton"))
+from baton_cluster import ROOT, running_cluster
+
 MODEL = ROOT / "models" / "gemma-3-270m-q4_k_m.gguf"
-START_TIMEOUT_S = 180
 
 CLUSTER_YAML = f"""\
 host: 127.0.0.1
@@ -69,41 +60,8 @@ LLAMA_CHAT_PREFIX = (
 @pytest.fixture(scope="module")
 def client():
     assert MODEL.exists(), f"{MODEL} is missing: run scripts/fetch_model.sh"
-    with tempfile.TemporaryDirectory() as tmp:
-        config = pathlib.Path(tmp) / "cluster.yaml"
-        config.write_text(CLUSTER_YAML)
-        proc = subprocess.Popen(
-            [BINARY, "up", "--config", str(config)], cwd=ROOT, stdout=subprocess.PIPE, text=True
-        )
-        lines = queue.Queue()
-
-        def read():
-            for line in proc.stdout:
-                lines.put(line)
-            lines.put(None)
-
-        threading.Thread(target=read, daemon=True).start()
-        http = None
-        try:
-            while http is None:
-                try:
-                    line = lines.get(timeout=START_TIMEOUT_S)
-                except queue.Empty:
-                    pytest.fail(f"`baton up` printed no 'http:' line in {START_TIMEOUT_S} s")
-                if line is None:
-                    pytest.fail(f"`baton up` exited with code {proc.wait()} before serving")
-                if line.startswith("http: "):
-                    http = line.split()[1]
-            yield openai.OpenAI(
-                base_url=f"http://{http}/v1", api_key="unused", max_retries=0, timeout=120
-            )
-        finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    with running_cluster(CLUSTER_YAML) as url:
+        yield openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=120)
 
 
 def test_the_model_is_listed_by_its_file_name(client):

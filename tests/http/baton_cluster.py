@@ -1,0 +1,56 @@
+"""A `baton up` cluster for the pytest modules here: started from a cluster file's text, its
+HTTP API's base URL yielded once it prints "http: HOST:PORT", stopped with SIGTERM (then killed
+after 60 s). BATON_BINARY names the `baton` to run (default: build/bin/baton)."""
+
+import contextlib
+import os
+import pathlib
+import queue
+import signal
+import subprocess
+import tempfile
+import threading
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BINARY = os.environ.get("BATON_BINARY", str(ROOT / "build" / "bin" / "baton"))
+START_TIMEOUT_S = 180
+
+
+@contextlib.contextmanager
+def running_cluster(cluster_yaml):
+    """Yields the cluster's OpenAI base URL, http://HOST:PORT/v1."""
+    with tempfile.TemporaryDirectory() as tmp:
+        config = pathlib.Path(tmp) / "cluster.yaml"
+        config.write_text(cluster_yaml)
+        proc = subprocess.Popen(
+            [BINARY, "up", "--config", str(config)], cwd=ROOT, stdout=subprocess.PIPE, text=True
+        )
+        lines = queue.Queue()
+
+        def read():
+            for line in proc.stdout:
+                lines.put(line)
+            lines.put(None)
+
+        threading.Thread(target=read, daemon=True).start()
+        http = None
+        try:
+            while http is None:
+                try:
+                    line = lines.get(timeout=START_TIMEOUT_S)
+                except queue.Empty:
+                    pytest.fail(f"`baton up` printed no 'http:' line in {START_TIMEOUT_S} s")
+                if line is None:
+                    pytest.fail(f"`baton up` exited with code {proc.wait()} before serving")
+                if line.startswith("http: "):
+                    http = line.split()[1]
+            yield f"http://{http}/v1"
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
