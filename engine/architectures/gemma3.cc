@@ -6,6 +6,8 @@
 // l % 6 == 5) are local: they attend in that window with RoPE base
 // gemma3.rope.freq_base_swa (default 10000) unscaled; the others are global with the file's
 // RoPE base and scaling. The norm weights in the file already include Gemma's "1 +".
+// A sliding_window_pattern given as an array of per-layer flags is not read (an error naming
+// the key).
 #include <cmath>
 
 #include "absl/status/status.h"
@@ -35,7 +37,12 @@ absl::Status ConfigureGemma3(const GgufFile& file, ModelConfig& c) {
   LayerSpec global = BaseLayerSpec(c);
   global.attention.qk_norm = true;
   global.attention.post_norm = true;
-  global.attention.query_scale = global.attention.kq_scale;
+  // Gemma 3 27B (62 layers) scales Q by 1/sqrt(n_embd / n_head), the others by
+  // 1/sqrt(head_dim): its query_pre_attn_scalar, which the GGUF file does not carry (llama.cpp
+  // decides by the layer count alike).
+  global.attention.query_scale =
+      c.n_layer == 62 ? 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head))
+                      : global.attention.kq_scale;
   global.attention.kq_scale = 1.0f;
   global.feed_forward.activation = FeedForwardActivation::kGeluGated;
   global.feed_forward.post_norm = true;

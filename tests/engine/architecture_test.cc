@@ -115,6 +115,18 @@ TEST(ArchitectureSpecTest, Gemma3InterleavesLocalLayersWithAGlobalOne) {
   EXPECT_FLOAT_EQ((*rebased)->config().layers[5].attention.rope_freq_base, 1e6f);
 }
 
+// Gemma 3 27B's 62 layers scale Q by 1/sqrt(n_embd / n_head), as llama.cpp does.
+TEST(ArchitectureSpecTest, Gemma3With62LayersScalesQueriesByTheEmbeddingPerHead) {
+  absl::StatusOr<SyntheticModelOptions> o = SyntheticShape("tiny-gemma3");
+  ASSERT_TRUE(o.ok());
+  o->n_layer = 62;
+  const std::string path = test_support::TempPath("spec-gemma3-62.gguf");
+  ASSERT_TRUE(WriteSyntheticModel(path, *o).ok());
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(path);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_FLOAT_EQ((*model)->config().layers[0].attention.query_scale, 0.25f);  // 1/sqrt(64/4)
+}
+
 TEST(ArchitectureSpecTest, ALlamaFileWithASlidingWindowAttendsInItOnEveryLayer) {
   SyntheticModelOptions o;
   o.sliding_window = 7;
