@@ -231,38 +231,33 @@ absl::Status WriteSyntheticModel(const std::string& path, const SyntheticModelOp
     return v;
   };
   // Rows drawn and encoded one at a time (a large model's matrices are never all f32 at once).
-  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) -> absl::Status {
+  // One matrix [rows, cols] as the tensor {cols, rows} (count 0), or a layer's `count` experts'
+  // as one tensor {cols, rows, count}.
+  auto stacked = [&](const std::string& name, int64_t rows, int64_t cols,
+                     int64_t count) -> absl::Status {
     const DType dtype = SyntheticTensorType(o, name, cols);
     const int64_t row_bytes = kernels::RowBytes(dtype, cols);
-    std::string data(static_cast<size_t>(rows * row_bytes), '\0');
+    const int64_t all_rows = std::max<int64_t>(count, 1) * rows;
+    std::string data(static_cast<size_t>(all_rows * row_bytes), '\0');
     const float scale = 1.0f / std::sqrt(static_cast<float>(cols));
     auto* out = reinterpret_cast<uint8_t*>(data.data());
-    if (rows * cols >= kParallelElements) {
-      EncodeRandomRowsInParallel(dtype, rows, cols, scale, rng(), out);
+    if (all_rows * cols >= kParallelElements) {
+      EncodeRandomRowsInParallel(dtype, all_rows, cols, scale, rng(), out);
     } else {
-      for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t r = 0; r < all_rows; ++r) {
         const std::vector<float> row = random(static_cast<size_t>(cols), scale);
         kernels::QuantizeRow(dtype, row.data(), cols, out + r * row_bytes);
       }
     }
-    return w.AddTensor(name, dtype, {cols, rows}, data);
+    std::vector<int64_t> dims = {cols, rows};
+    if (count > 0) dims.push_back(count);
+    return w.AddTensor(name, dtype, dims, data);
   };
-  // n_expert matrices [rows, cols] as one tensor {cols, rows, n_expert}.
-  auto experts = [&](const std::string& name, int64_t rows, int64_t cols) -> absl::Status {
-    const DType dtype = SyntheticTensorType(o, name, cols);
-    const int64_t row_bytes = kernels::RowBytes(dtype, cols);
-    std::string data(static_cast<size_t>(o.n_expert * rows * row_bytes), '\0');
-    const float scale = 1.0f / std::sqrt(static_cast<float>(cols));
-    auto* out = reinterpret_cast<uint8_t*>(data.data());
-    if (o.n_expert * rows * cols >= kParallelElements) {
-      EncodeRandomRowsInParallel(dtype, o.n_expert * rows, cols, scale, rng(), out);
-    } else {
-      for (int64_t r = 0; r < o.n_expert * rows; ++r) {
-        const std::vector<float> row = random(static_cast<size_t>(cols), scale);
-        kernels::QuantizeRow(dtype, row.data(), cols, out + r * row_bytes);
-      }
-    }
-    return w.AddTensor(name, dtype, {cols, rows, o.n_expert}, data);
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
+    return stacked(name, rows, cols, 0);
+  };
+  auto experts = [&](const std::string& name, int64_t rows, int64_t cols) {
+    return stacked(name, rows, cols, o.n_expert);
   };
   const int32_t q_dim = head_dim * o.n_head;
   const int32_t kv_dim = head_dim * o.n_head_kv;

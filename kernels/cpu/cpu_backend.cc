@@ -342,9 +342,8 @@ class FastCpuBackend final : public HostBackend {
     bool one_job = seqs.size() > 1;
     int64_t n_pairs = 0;
     for (const AttentionQueries& s : seqs) {
-      const int32_t max_pos = CheckAttention(s.q_positions, s.n_q, n_head, s.kv);
-      one_job = one_job && VectorizedAttention(s.kv) &&
-                (s.n_q <= kAttentionQueryBlock || s.kv.FirstVisible(max_pos) > 0);
+      CheckAttention(s.q_positions, s.n_q, n_head, s.kv);
+      one_job = one_job && VectorizedAttention(s.kv) && s.n_q <= kAttentionQueryBlock;
       n_pairs += s.n_q * s.kv.n_kv_head;
     }
     if (!one_job || n_pairs < 2 * pool_.n_threads()) {
