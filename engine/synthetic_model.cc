@@ -317,7 +317,8 @@ absl::Status WriteSyntheticModel(const std::string& path, const SyntheticModelOp
 }
 
 const char kSyntheticShapes[] =
-    "tiny, tiny-qwen3, tiny-gemma3, tiny-qwen3moe, tiny-qwen2moe, tiny-mixtral, smollm2-135m, "
+    "tiny, tiny-qwen3, tiny-gemma3, tiny-qwen3moe, tiny-qwen2moe, tiny-mixtral, tiny-256, "
+    "smollm2-135m, "
     "qwen2-0.5b, llama-3.2-1b, llama-3-8b, qwen3-0.6b, gemma3-270m, qwen3moe-8x";
 
 absl::StatusOr<SyntheticModelOptions> SyntheticShape(std::string_view name) {
@@ -360,6 +361,11 @@ absl::StatusOr<SyntheticModelOptions> SyntheticShape(std::string_view name) {
   if (name == "tiny-mixtral") {  // llama with 4 experts, 2 per token
     o.n_expert = 4;
     o.n_expert_used = 2;
+    return o;
+  }
+  if (name == "tiny-256") {  // rows of 256 values: the i-quants' and K-quants' super-block
+    o.n_embd = 256;
+    o.n_ff = 512;
     return o;
   }
   if (name == "tiny-gemma3") {  // five local layers (window 32), then a global one

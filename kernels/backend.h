@@ -214,8 +214,9 @@ class Backend {
   }
 
   // Declares that w (a model's weight matrix) will be multiplied many times: the backend may keep
-  // a re-laid-out copy of it for faster MatMuls (the CPU backend does for Q4_0..Q8_0, Q2_K..Q6_K
-  // and F32 / F16 / BF16 rows of whole cache lines). The results of MatMul do not depend on
+  // a re-laid-out copy of it for faster MatMuls (the CPU backend does for Q4_0..Q8_0, Q2_K..Q6_K,
+  // F32 / F16 / BF16 rows of whole cache lines, and the i-quants and MXFP4 in their Q8_0 form,
+  // kernels/cpu/iquant_blocks.h). The results of MatMul do not depend on
   // registration. w.data must stay valid and unchanged until as many ReleaseWeights(w) calls as
   // RegisterWeights(w) calls. Returns true when the backend keeps its own copy: its MatMuls read
   // w.data no more (GetRows still may), so the owner of w.data may let its pages go from memory.

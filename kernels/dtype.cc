@@ -8,7 +8,7 @@ namespace baton::kernels {
 namespace {
 
 // Sizes follow GGML's block layouts (ggml-common.h); 256 is QK_K, the K-quant super-block.
-constexpr std::array<DTypeTraits, 20> kTraits = {{
+constexpr std::array<DTypeTraits, 30> kTraits = {{
     {DType::kF32, "f32", 1, 4, true},       {DType::kF16, "f16", 1, 2, true},
     {DType::kQ4_0, "q4_0", 32, 18, true},    // f16 d; u8 qs[16]
     {DType::kQ4_1, "q4_1", 32, 20, true},    // f16 d, m; u8 qs[16]
@@ -22,6 +22,17 @@ constexpr std::array<DTypeTraits, 20> kTraits = {{
     {DType::kQ5_K, "q5_K", 256, 176, true},  // f16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]
     {DType::kQ6_K, "q6_K", 256, 210, true},  // u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d
     {DType::kQ8_K, "q8_K", 256, 292, true},  // f32 d; i8 qs[256]; i16 bsums[16]
+    // The i-quants and MXFP4 (dequantize_iq.h): grid indices, signs and scales.
+    {DType::kIQ2_XXS, "iq2_xxs", 256, 66, true},  // f16 d; u16 qs[32]
+    {DType::kIQ2_XS, "iq2_xs", 256, 74, true},    // f16 d; u16 qs[32]; u8 scales[8]
+    {DType::kIQ3_XXS, "iq3_xxs", 256, 98, true},  // f16 d; u8 qs[96]
+    {DType::kIQ1_S, "iq1_s", 256, 50, true},      // f16 d; u8 qs[32]; u16 qh[8]
+    {DType::kIQ4_NL, "iq4_nl", 32, 18, true},     // f16 d; u8 qs[16]
+    {DType::kIQ3_S, "iq3_s", 256, 110, true},  // f16 d; u8 qs[64], qh[8], signs[32], scales[4]
+    {DType::kIQ2_S, "iq2_s", 256, 82, true},   // f16 d; u8 qs[64], qh[8], scales[8]
+    {DType::kIQ4_XS, "iq4_xs", 256, 136, true},  // f16 d; u16 scales_h; u8 scales_l[4], qs[128]
+    {DType::kIQ1_M, "iq1_m", 256, 56, true},     // u8 qs[32], qh[16], scales[8]
+    {DType::kMXFP4, "mxfp4", 32, 17, true},      // u8 e (E8M0); u8 qs[16]
     {DType::kI8, "i8", 1, 1, false},        {DType::kI16, "i16", 1, 2, false},
     {DType::kI32, "i32", 1, 4, false},      {DType::kI64, "i64", 1, 8, false},
     {DType::kF64, "f64", 1, 8, false},      {DType::kBF16, "bf16", 1, 2, true},

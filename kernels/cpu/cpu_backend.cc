@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <new>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "kernels/cpu/dequantize.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/interleaved_rows.h"
+#include "kernels/cpu/iquant_blocks.h"
 #include "kernels/cpu/super_block_lanes.h"
 #include "kernels/cpu/isa_kernels.h"
 #include "kernels/cpu/packed_block32.h"
@@ -153,8 +155,10 @@ class FastCpuBackend final : public HostBackend {
     pool_.ParallelFor(n_tasks, fn);
   }
 
-  void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y) override {
-    CheckMatMulShape(w);
+  void MatMul(const WeightMatrix& registered_as, const float* x, int64_t n, float* y) override {
+    CheckMatMulShape(registered_as);
+    std::vector<uint8_t> q8_0_rows;
+    const WeightMatrix w = AsMultiplied(registered_as, q8_0_rows);
     if (n <= 0 || w.n_rows <= 0) return;
     const int64_t n_tasks = (w.n_rows + kRowGrain - 1) / kRowGrain;
     const MatMulRowsFn kernel = MatMulKernelFor(kernels_, w.dtype);
@@ -175,10 +179,18 @@ class FastCpuBackend final : public HostBackend {
   void MatMulMany(std::span<const WeightMatrix* const> ws, const float* x, int64_t n,
                   std::span<float* const> ys) override {
     constexpr size_t kMaxMatrices = 4;
-    bool shared = ws.size() <= kMaxMatrices && n > 0;
-    for (const WeightMatrix* w : ws) {
-      shared = shared && w->dtype == ws[0]->dtype && w->n_cols == ws[0]->n_cols &&
-               w->n_rows > 0 && MatMulKernelFor(kernels_, w->dtype) != nullptr;
+    if (ws.size() > kMaxMatrices || n <= 0) {
+      Backend::MatMulMany(ws, x, n, ys);
+      return;
+    }
+    WeightMatrix w[kMaxMatrices];
+    std::vector<uint8_t> q8_0_rows[kMaxMatrices];
+    bool shared = true;
+    for (size_t k = 0; k < ws.size(); ++k) {
+      CheckMatMulShape(*ws[k]);
+      w[k] = AsMultiplied(*ws[k], q8_0_rows[k]);
+      shared = shared && w[k].dtype == w[0].dtype && w[k].n_cols == w[0].n_cols &&
+               w[k].n_rows > 0 && MatMulKernelFor(kernels_, w[k].dtype) != nullptr;
     }
     if (!shared) {
       Backend::MatMulMany(ws, x, n, ys);
@@ -189,53 +201,33 @@ class FastCpuBackend final : public HostBackend {
     MatMulRowsFn run[kMaxMatrices];
     int64_t first_task[kMaxMatrices + 1] = {0};
     for (size_t k = 0; k < ws.size(); ++k) {
-      CheckMatMulShape(*ws[k]);
-      args[k] = KernelArgs(*ws[k], n, ys[k], &run[k]);
-      first_task[k + 1] = first_task[k] + (ws[k]->n_rows + kRowGrain - 1) / kRowGrain;
+      args[k] = KernelArgs(w[k], n, ys[k], &run[k]);
+      first_task[k + 1] = first_task[k] + (w[k].n_rows + kRowGrain - 1) / kRowGrain;
     }
     const MatMulActivations xa =
-        PrepareActivations(ActivationFormatFor(kernels_, ws[0]->dtype), x, n, ws[0]->n_cols);
+        PrepareActivations(ActivationFormatFor(kernels_, w[0].dtype), x, n, w[0].n_cols);
     for (size_t k = 0; k < ws.size(); ++k) args[k].x = xa;
     pool_.ParallelFor(first_task[ws.size()], [&](int64_t begin, int64_t end, int) {
       for (size_t k = 0; k < ws.size(); ++k) {
         const int64_t b = std::max(begin, first_task[k]) - first_task[k];
         const int64_t e = std::min(end, first_task[k + 1]) - first_task[k];
-        if (b < e) run[k](args[k], b * kRowGrain, std::min(e * kRowGrain, ws[k]->n_rows));
+        if (b < e) run[k](args[k], b * kRowGrain, std::min(e * kRowGrain, w[k].n_rows));
       }
     });
   }
 
+  // The i-quants and MXFP4 are multiplied in their Q8_0 form (iquant_blocks.h): the copy of such
+  // a matrix is that of the Q8_0 matrix.
   bool RegisterWeights(const WeightMatrix& w) override {
-    const bool has_kernel = MatMulKernelFor(kernels_, w.dtype) != nullptr;
-    const bool packed = PackedMatMulKernelFor(kernels_, w.dtype) != nullptr;
-    const bool lanes = HasSuperBlockLanes(w.dtype) && has_kernel;
-    const bool interleaved = HasInterleavedLayout(w.dtype, w.n_cols) && has_kernel;
-    if (!packed && !lanes && !interleaved) return false;
     if (auto it = registered_.find(w.data); it != registered_.end()) {
       ++it->second.count;
       return true;
     }
-    const int64_t bytes = packed  ? PackedBytes(w.dtype, w.n_rows, w.n_cols)
-                          : lanes ? SuperBlockLanesBytes(w)
-                                  : w.n_rows * RowBytes(w.dtype, w.n_cols);
-    absl::StatusOr<std::span<uint8_t>> copy = weight_arena_.Allocate(static_cast<size_t>(bytes));
-    if (!copy.ok()) return false;  // the kernels on the original rows serve it
-    Registered& r = registered_[w.data];
-    r.count = 1;
-    r.packed = *copy;
-    if (packed) {
-      Pack(w, r.packed.data());
-    } else if (lanes) {
-      r.super_block_lanes = true;
-      pool_.ParallelFor(LaneGroups(w.n_rows), [&](int64_t begin, int64_t end, int) {
-        LayOutLaneGroups(w, begin, end, r.packed.data());
-      });
-    } else {
-      r.interleave = kInterleaveRows;
-      pool_.ParallelFor(InterleavedGroups(w), [&](int64_t begin, int64_t end, int) {
-        InterleaveGroups(w, begin, end, r.packed.data());
-      });
-    }
+    std::vector<uint8_t> q8_0_rows;
+    const WeightMatrix m = IsIQuantOrMxfp4(w.dtype) ? ToQ8_0(w, q8_0_rows) : w;
+    std::optional<Registered> copy = MakeCopy(m);
+    if (!copy.has_value()) return false;
+    registered_[w.data] = *copy;
     return true;
   }
 
@@ -248,10 +240,11 @@ class FastCpuBackend final : public HostBackend {
   }
 
   // A registered matrix's rows come from the backend's copy (the tied output's are the
-  // embeddings): the file's pages of it, let go once copied, stay so.
+  // embeddings): the file's pages of it, let go once copied, stay so. An i-quant's come from
+  // w.data, as the file stores them (its copy holds their Q8_0 form, not their values).
   void GetRows(const WeightMatrix& w, const int32_t* ids, int64_t n, float* out) override {
     auto it = registered_.find(w.data);
-    if (it == registered_.end()) {
+    if (it == registered_.end() || it->second.dtype != w.dtype) {
       ForRows(n, w.n_cols, [&](int64_t begin, int64_t end) {
         reference::GetRows(w, ids + begin, end - begin, out + begin * w.n_cols);
       });
@@ -600,15 +593,72 @@ class FastCpuBackend final : public HostBackend {
   };
   RopeAngleCache rope_angles_;
 
-  // A registered weight matrix's copy: packed (packed_block32.h), in lanes where
-  // super_block_lanes (super_block_lanes.h), or interleaved where interleave > 1
-  // (interleaved_rows.h).
+  // A registered weight matrix's copy, of a matrix of `dtype` (the registered one's, or Q8_0 for
+  // an i-quant): packed (packed_block32.h), in lanes where super_block_lanes
+  // (super_block_lanes.h), or interleaved where interleave > 1 (interleaved_rows.h).
   struct Registered {
     int count = 0;
+    DType dtype = DType::kF32;
     std::span<uint8_t> packed;  // in weight_arena_
     bool super_block_lanes = false;
     int64_t interleave = 1;
   };
+
+  // A copy of w in the layout its kernels run fastest on; nullopt where there is none (the
+  // kernels on the original rows serve it).
+  std::optional<Registered> MakeCopy(const WeightMatrix& w) {
+    const bool has_kernel = MatMulKernelFor(kernels_, w.dtype) != nullptr;
+    const bool packed = PackedMatMulKernelFor(kernels_, w.dtype) != nullptr;
+    const bool lanes = HasSuperBlockLanes(w.dtype) && has_kernel;
+    const bool interleaved = HasInterleavedLayout(w.dtype, w.n_cols) && has_kernel;
+    if (!packed && !lanes && !interleaved) return std::nullopt;
+    const int64_t bytes = packed  ? PackedBytes(w.dtype, w.n_rows, w.n_cols)
+                          : lanes ? SuperBlockLanesBytes(w)
+                                  : w.n_rows * RowBytes(w.dtype, w.n_cols);
+    absl::StatusOr<std::span<uint8_t>> memory =
+        weight_arena_.Allocate(static_cast<size_t>(bytes));
+    if (!memory.ok()) return std::nullopt;
+    Registered r;
+    r.count = 1;
+    r.dtype = w.dtype;
+    r.packed = *memory;
+    if (packed) {
+      Pack(w, r.packed.data());
+    } else if (lanes) {
+      r.super_block_lanes = true;
+      pool_.ParallelFor(LaneGroups(w.n_rows), [&](int64_t begin, int64_t end, int) {
+        LayOutLaneGroups(w, begin, end, r.packed.data());
+      });
+    } else {
+      r.interleave = kInterleaveRows;
+      pool_.ParallelFor(InterleavedGroups(w), [&](int64_t begin, int64_t end, int) {
+        InterleaveGroups(w, begin, end, r.packed.data());
+      });
+    }
+    return r;
+  }
+
+  // w's Q8_0 form (iquant_blocks.h), its rows written into `rows`.
+  WeightMatrix ToQ8_0(const WeightMatrix& w, std::vector<uint8_t>& rows) {
+    const int64_t from_bytes = RowBytes(w.dtype, w.n_cols);
+    const int64_t to_bytes = RowBytes(DType::kQ8_0, w.n_cols);
+    rows.resize(static_cast<size_t>(w.n_rows * to_bytes));
+    pool_.ParallelFor(w.n_rows, [&](int64_t begin, int64_t end, int) {
+      IQuantRowsToQ8_0(w.dtype, static_cast<const uint8_t*>(w.data) + begin * from_bytes,
+                       end - begin, w.n_cols, rows.data() + begin * to_bytes);
+    });
+    return {.dtype = DType::kQ8_0, .n_rows = w.n_rows, .n_cols = w.n_cols, .data = rows.data()};
+  }
+
+  // w as MatMul multiplies it: an i-quant as its Q8_0 form, registered or not (then written into
+  // `rows`), so that registration changes no result.
+  WeightMatrix AsMultiplied(const WeightMatrix& w, std::vector<uint8_t>& rows) {
+    auto it = registered_.find(w.data);
+    if (it == registered_.end()) return IsIQuantOrMxfp4(w.dtype) ? ToQ8_0(w, rows) : w;
+    WeightMatrix m = w;
+    m.dtype = it->second.dtype;
+    return m;
+  }
 
   // Row r of w as w.data stores it, from its registered copy.
   static void CopyRegisteredRow(const WeightMatrix& w, const Registered& copy, int64_t r,

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/log/check.h"
+#include "kernels/cpu/iquant_blocks.h"
 #include "kernels/half.h"
 
 // Scalar reference dequantization, one GGML block layout per function. Each function walks the
@@ -323,6 +324,7 @@ void DequantizeRow(DType dtype, const void* src, float* dst, int64_t n) {
     default:
       break;
   }
+  if (IsIQuantOrMxfp4(dtype)) return DequantizeIQuantBlocks(dtype, s, dst, n_blocks);
   CHECK(false) << "DequantizeRow: no kernel for " << t.name;
 }
 

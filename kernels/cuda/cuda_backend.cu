@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/dequantize.h"
+#include "kernels/cpu/iquant_blocks.h"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/device_matmul.cuh"
 #include "kernels/cuda/elementwise.cuh"
@@ -31,6 +32,15 @@ namespace baton::kernels::cuda {
 namespace {
 
 int64_t MatrixBytes(const WeightMatrix& w) { return w.n_rows * RowBytes(w.dtype, w.n_cols); }
+
+// w as the device multiplies it: an i-quant's or MXFP4's Q8_0 form (iquant_blocks.h), written
+// into `rows`; w itself otherwise.
+WeightMatrix AsMultiplied(const WeightMatrix& w, std::vector<uint8_t>& rows) {
+  if (!IsIQuantOrMxfp4(w.dtype)) return w;
+  rows.resize(static_cast<size_t>(w.n_rows * RowBytes(DType::kQ8_0, w.n_cols)));
+  IQuantRowsToQ8_0(w.dtype, static_cast<const uint8_t*>(w.data), w.n_rows, w.n_cols, rows.data());
+  return {.dtype = DType::kQ8_0, .n_rows = w.n_rows, .n_cols = w.n_cols, .data = rows.data()};
+}
 
 KvLayout LayoutOf(const KvLayerView& kv) {
   return {.block_stride = kv.block_stride,
@@ -402,9 +412,10 @@ class CudaBackend final : public Backend {
 
   // The registered copy of w, or w uploaded now into scratch, as stored (an unregistered
   // matrix).
-  DeviceMatrix DeviceCopyOf(const WeightMatrix& w) {
-    auto it = weights_.find(w.data);
+  DeviceMatrix DeviceCopyOf(const WeightMatrix& stored) {
+    auto it = weights_.find(stored.data);
     if (it != weights_.end()) return it->second.matrix;
+    const WeightMatrix w = AsMultiplied(stored, converted_);
     const size_t bytes = static_cast<size_t>(MatrixBytes(w));
     void* scratch = unregistered_.Reserve(bytes);
     CopyToDevice(scratch, w.data, bytes);
@@ -414,7 +425,9 @@ class CudaBackend final : public Backend {
   // A device copy of w that the caller frees: split where the decode products read it so, else
   // as stored. Ends the process when the GPU has not the memory (at load, before any request:
   // the model does not fit this GPU beside what it holds).
-  DeviceMatrix Upload(const WeightMatrix& w) {
+  DeviceMatrix Upload(const WeightMatrix& stored) {
+    std::vector<uint8_t> converted;
+    const WeightMatrix w = AsMultiplied(stored, converted);
     const std::optional<SplitGeometry> g = SplitGeometryOf(w.dtype);
     const bool split = !exact_products_ && g.has_value() && w.n_cols % g->block_values == 0;
     const size_t stored_bytes = static_cast<size_t>(MatrixBytes(w));
@@ -449,6 +462,7 @@ class CudaBackend final : public Backend {
   std::unique_lock<std::mutex> step_lock_;
   std::atomic<std::thread::id> step_thread_;  // the thread inside a step, if any
   ScratchBuffer unregistered_;  // unregistered matrices, and matrices on their way to a split
+  std::vector<uint8_t> converted_;  // an unregistered i-quant's Q8_0 form, on its way up
   std::vector<DeviceMatrix> many_;  // MatMulMany's matrices
   std::unordered_map<const void*, DeviceWeights> weights_;  // by the host matrix's address
   std::vector<float> rows_;                                 // GetRows' staging

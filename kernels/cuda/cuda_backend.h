@@ -4,7 +4,8 @@
 // Memory: Allocate hands out device memory (host_memory() is false); the KV cache, the
 // activations and the model's vectors live there. RegisterWeights uploads a weight matrix once,
 // as it is stored or split into its blocks' bits and scales (split_blocks.cuh: the same bytes
-// within 256); MatMul reads that copy (see device_matmul.cuh for how). A model whose weights do
+// within 256), the i-quants and MXFP4 in their Q8_0 form (kernels/cpu/iquant_blocks.h, made on
+// the host); MatMul reads that copy (see device_matmul.cuh for how). A model whose weights do
 // not fit the GPU ends the process at load, saying how many bytes were asked and how many are
 // free (RegisterWeights has no error to return). GetRows
 // dequantizes the embedding rows it needs on the host and uploads them.

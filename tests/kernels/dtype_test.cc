@@ -36,12 +36,22 @@ constexpr Expected kExpected[] = {
     {DType::kQ5_K, 13, "q5_K", 256, 2 + 2 + 12 + 32 + 128, true},
     {DType::kQ6_K, 14, "q6_K", 256, 128 + 64 + 16 + 2, true},
     {DType::kQ8_K, 15, "q8_K", 256, 4 + 256 + 2 * 16, true},
+    {DType::kIQ2_XXS, 16, "iq2_xxs", 256, 2 + 2 * 32, true},
+    {DType::kIQ2_XS, 17, "iq2_xs", 256, 2 + 2 * 32 + 8, true},
+    {DType::kIQ3_XXS, 18, "iq3_xxs", 256, 2 + 3 * 32, true},
+    {DType::kIQ1_S, 19, "iq1_s", 256, 2 + 32 + 16, true},
+    {DType::kIQ4_NL, 20, "iq4_nl", 32, 2 + 16, true},
+    {DType::kIQ3_S, 21, "iq3_s", 256, 2 + 13 * 8 + 4, true},
+    {DType::kIQ2_S, 22, "iq2_s", 256, 2 + 64 + 16, true},
+    {DType::kIQ4_XS, 23, "iq4_xs", 256, 2 + 2 + 4 + 128, true},
     {DType::kI8, 24, "i8", 1, 1, false},
     {DType::kI16, 25, "i16", 1, 2, false},
     {DType::kI32, 26, "i32", 1, 4, false},
     {DType::kI64, 27, "i64", 1, 8, false},
     {DType::kF64, 28, "f64", 1, 8, false},
+    {DType::kIQ1_M, 29, "iq1_m", 256, 32 + 16 + 8, true},
     {DType::kBF16, 30, "bf16", 1, 2, true},
+    {DType::kMXFP4, 39, "mxfp4", 32, 1 + 16, true},
 };
 
 TEST(DTypeTest, TraitsMatchGgml) {
