@@ -29,12 +29,20 @@ inline constexpr float kIQ1Delta = 0.125f;
 
 // The 8 signs of 8 values from 7 stored bits: bit j set means value j is negative; the eighth
 // sign makes the count of negatives even.
-constexpr uint8_t SignsOf7Bits(uint32_t bits) {
+constexpr uint8_t SignsOf7BitsSlow(uint32_t bits) {
   bits &= 127;
   uint32_t parity = 0;
   for (uint32_t b = bits; b != 0; b >>= 1) parity ^= b & 1;
   return static_cast<uint8_t>(bits | (parity << 7));
 }
+struct SignTable {
+  uint8_t signs[128];
+  constexpr SignTable() : signs() {
+    for (uint32_t i = 0; i < 128; ++i) signs[i] = SignsOf7BitsSlow(i);
+  }
+};
+inline constexpr SignTable kSigns;
+inline uint8_t SignsOf7Bits(uint32_t bits) { return kSigns.signs[bits & 127]; }
 
 }  // namespace baton::kernels::iq
 

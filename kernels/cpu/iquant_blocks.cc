@@ -1,8 +1,10 @@
 #include "kernels/cpu/iquant_blocks.h"
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 
 #include "absl/log/check.h"
 #include "kernels/cpu/iq_grids.h"
@@ -40,7 +42,10 @@ uint8_t GridByte(T entry, int j) {
   return static_cast<uint8_t>(entry >> (8 * j));
 }
 
-float Signed(float v, uint8_t signs, int j) { return v * ((signs >> j) & 1 ? -1.f : 1.f); }
+// v with the sign bit j of signs (GGML multiplies by -1 or 1: the same as flipping the sign bit).
+float Signed(float v, uint8_t signs, int j) {
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(v) ^ (uint32_t{(signs >> j) & 1u} << 31));
+}
 
 // 8 values db * |grid| with the signs' bits.
 void WriteSigned8(float db, uint64_t grid, uint8_t signs, float* y) {
@@ -249,49 +254,56 @@ BlockFn BlockFnFor(DType dtype) {
 
 constexpr int kQ8_0Bytes = 34;
 
-void PutF16(uint8_t* p, uint16_t h) { std::memcpy(p, &h, sizeof h); }
-
-// One Q8_0 block of 16 bytes of nibbles under the f16 scale d_bits: levels[low nibbles], then
-// levels[high nibbles], each times `factor`.
-void NibblesToQ8_0(uint16_t d_bits, const int8_t* levels, int factor, const uint8_t* qs,
-                   uint8_t* out) {
-  PutF16(out, d_bits);
-  for (int j = 0; j < 16; ++j) {
-    out[2 + j] = static_cast<uint8_t>(levels[qs[j] & 0xf] * factor);
-    out[2 + 16 + j] = static_cast<uint8_t>(levels[qs[j] >> 4] * factor);
+// The scale of 32-value group g of block b: its values are the scale times integers of at most
+// 127 in magnitude, exactly (each a product of few enough bits for f32). nullopt for the types
+// whose groups have two scales, one per 16 values (IQ2_XS, IQ2_S, IQ1_M).
+std::optional<float> GroupScale(DType dtype, const uint8_t* b, int g) {
+  switch (dtype) {
+    case DType::kIQ2_XXS:  // times the grid's 8, 25, 43
+      return IQ2Scale(ReadF16(b), ReadU32(b + 2 + 8 * g + 4) >> 28);
+    case DType::kIQ3_XXS:  // times the grid's 4..62
+      return ReadF16(b) * (0.5f + static_cast<float>(ReadU32(b + 66 + 4 * g) >> 28)) * 0.5f;
+    case DType::kIQ3_S:  // times the grid's 1..15
+      return ReadF16(b) * static_cast<float>(1 + 2 * ((b[106 + g / 2] >> (4 * (g % 2))) & 0xf));
+    case DType::kIQ1_S: {  // (g + delta) is 1/8 of -9, -7, -1, 1, 7, 9
+      const uint32_t qh = ReadU16(b + 34 + 2 * g);
+      return ReadF16(b) * static_cast<float>(2 * ((qh >> 12) & 7) + 1) / 8.0f;
+    }
+    case DType::kIQ4_NL:  // times the levels -127..113
+      return ReadF16(b);
+    case DType::kIQ4_XS: {
+      const int s =
+          ((b[4 + g / 2] >> (4 * (g % 2))) & 0xf) | (((ReadU16(b + 2) >> (2 * g)) & 3) << 4);
+      return ReadF16(b) * static_cast<float>(s - 32);
+    }
+    case DType::kMXFP4:  // 2^(e - 128) times the doubled E2M1 levels (at most 12), as 8 x 1/8
+      return std::ldexp(1.0f, static_cast<int>(b[0]) - 131);
+    default:
+      return std::nullopt;
   }
 }
 
-void IQ4_NLToQ8_0(const uint8_t* b, uint8_t* out) {
-  NibblesToQ8_0(ReadU16(b), iq::kIQ4Values, 1, b + 2, out);
-}
-
-void IQ4_XSToQ8_0(const uint8_t* b, uint8_t* out) {
-  const float d = ReadF16(b);
-  const uint32_t scales_h = ReadU16(b + 2);
-  for (int g = 0; g < 8; ++g, out += kQ8_0Bytes) {
-    const int s = ((b[4 + g / 2] >> (4 * (g % 2))) & 0xf) | (((scales_h >> (2 * g)) & 3) << 4);
-    NibblesToQ8_0(F32ToF16(d * static_cast<float>(s - 32)), iq::kIQ4Values, 1, b + 8 + 16 * g, out);
-  }
-}
-
-// The scale 2^(e - 128) of the doubled levels, as level * 8 under 2^(e - 131): an f16 (normal
-// from 2^-14, subnormal down to 2^-24) for e in [107, 146].
-bool MXFP4ToQ8_0(const uint8_t* b, uint8_t* out) {
-  const int exponent = static_cast<int>(b[0]) - 131;
-  if (exponent < -24 || exponent > 15) return false;
-  const uint16_t d_bits = exponent >= -14 ? static_cast<uint16_t>((exponent + 15) << 10)
-                                          : static_cast<uint16_t>(1u << (exponent + 24));
-  NibblesToQ8_0(d_bits, iq::kMXFP4Values, 8, b + 1, out);
-  return true;
-}
-
-// The block's values requantized (QuantizeRow's Q8_0).
-void RequantizeToQ8_0(DType dtype, const uint8_t* b, uint8_t* out) {
-  const int32_t n = Traits(dtype).block_size;
+// One block's Q8_0 form: each group's integers under its scale rounded to f16, or, for the types
+// with two scales a group, its values requantized (QuantizeRow's Q8_0).
+void BlockToQ8_0(DType dtype, const uint8_t* b, uint8_t* out) {
+  const DTypeTraits& t = Traits(dtype);
   float values[256];
   BlockFnFor(dtype)(b, values);
-  QuantizeRow(DType::kQ8_0, values, n, out);
+  if (!GroupScale(dtype, b, 0).has_value()) {
+    QuantizeRow(DType::kQ8_0, values, t.block_size, out);
+    return;
+  }
+  for (int g = 0; g < t.block_size / 32; ++g, out += kQ8_0Bytes) {
+    const float scale = *GroupScale(dtype, b, g);
+    const uint16_t scale_f16 = F32ToF16(scale);
+    std::memcpy(out, &scale_f16, sizeof scale_f16);
+    // The quotients are integers: times the reciprocal, then rounded, they come out exact.
+    const float inverse = scale == 0.0f ? 0.0f : 1.0f / scale;
+    for (int j = 0; j < 32; ++j) {
+      const float q = values[32 * g + j] * inverse;
+      out[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(q + (q >= 0.0f ? 0.5f : -0.5f)));
+    }
+  }
 }
 
 }  // namespace
@@ -310,14 +322,8 @@ void IQuantBlocksToQ8_0(DType dtype, const uint8_t* src, int64_t n_blocks, uint8
                                 << " is not an i-quant";
   const DTypeTraits& t = Traits(dtype);
   const int64_t out_bytes = t.block_size / 32 * kQ8_0Bytes;
-  for (int64_t i = 0; i < n_blocks; ++i, src += t.block_bytes, out += out_bytes) {
-    if (dtype == DType::kIQ4_NL) {
-      IQ4_NLToQ8_0(src, out);
-    } else if (dtype == DType::kIQ4_XS) {
-      IQ4_XSToQ8_0(src, out);
-    } else if (dtype != DType::kMXFP4 || !MXFP4ToQ8_0(src, out)) {
-      RequantizeToQ8_0(dtype, src, out);
-    }
+  for (int64_t i = 0; i < n_blocks; ++i) {
+    BlockToQ8_0(dtype, src + i * t.block_bytes, out + i * out_bytes);
   }
 }
 

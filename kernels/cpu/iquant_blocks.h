@@ -6,16 +6,16 @@
 // operations, so that they agree with llama.cpp's bit for bit
 // (tests/kernels/iquant_blocks_test.cc).
 //
-// Q8_0 form (one Q8_0 block per 32 values, 34 bytes: f16 scale, 32 int8):
-//   IQ4_NL  exact: the block's f16 scale and its levels, which are 8-bit integers;
-//   MXFP4   exact where the scale 2^(e - 131) is an f16 (exponents e of 107..146; the levels are
-//           doubled E2M1 values, at most 12, times 8); below, as the generic types (values under
-//           2^-19, some flushed to zero); above, values beyond f16's range, which overflow
-//           (weights of order 1 have exponents near 127);
-//   IQ4_XS  the levels under the 32 values' scale d * (s - 32) rounded to f16 (each value within
-//           a relative 2^-11 of llama.cpp's);
-//   others  the values requantized to Q8_0 (QuantizeRow): each within half a step, 1/254 of
-//           its 32 values' largest magnitude.
+// Q8_0 form (one Q8_0 block per 32 values, 34 bytes: f16 scale, 32 int8). Where the 32 values
+// share one scale (all but IQ2_XS, IQ2_S and IQ1_M), their values are that scale times small
+// integers, exactly: the form holds those integers under the scale rounded to f16, so each value
+// is within a relative 2^-11 of llama.cpp's, and exact where the scale is an f16 (always for
+// IQ4_NL, whose scale is its block's f16; for MXFP4 where its exponent e is within 107..146, its
+// scale 2^(e - 131) an f16 and its doubled E2M1 levels times 8 the integers; below, values under
+// 2^-19 flush toward zero; above, they pass f16's range and overflow, where weights of order 1
+// have exponents near 127). IQ2_XS, IQ2_S and IQ1_M have a scale per 16 values: their 32 values
+// are requantized to Q8_0 (QuantizeRow), each within half a step, 1/254 of their largest
+// magnitude.
 //
 // Thread-safety: pure functions.
 #ifndef BATON_KERNELS_CPU_IQUANT_BLOCKS_H_

@@ -124,18 +124,23 @@ TEST(IQuantBlocksTest, Q8_0FormIsWithinItsBound) {
       if (e > 146) continue;
       const bool is_exact =
           s.dtype == DType::kIQ4_NL || (s.dtype == DType::kMXFP4 && e >= 107 && e <= 146);
+      const bool two_scales =
+          s.dtype == DType::kIQ2_XS || s.dtype == DType::kIQ2_S || s.dtype == DType::kIQ1_M;
       float amax = 0.0f;
       for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(exact[j]));
       for (int j = 0; j < 32; ++j) {
         const float got = q8[32 * g + j];
+        const float error = std::fabs(got - exact[j]);
         if (is_exact) {
           ASSERT_EQ(Bits(got), Bits(exact[j])) << "group " << g << " value " << j;
-        } else if (s.dtype == DType::kIQ4_XS) {
-          ASSERT_LE(std::fabs(got - exact[j]), std::fabs(exact[j]) * 0x1p-11f) << g << " " << j;
-        } else {
-          // Half a step, the scale's f16 rounding, and below f16's normal range its subnormal
+        } else if (two_scales) {
+          // Half a step, the step's f16 rounding, and below f16's normal range its subnormal
           // step (2^-24) times 127.
-          ASSERT_LE(std::fabs(got - exact[j]), amax / 254.0f * 1.01f + amax * 0x1p-11f + 0x1p-17f)
+          ASSERT_LE(error, amax / 254.0f * 1.01f + amax * 0x1p-11f + 0x1p-17f)
+              << "group " << g << " value " << j;
+        } else {
+          // The scale's f16 rounding (below f16's normal range, its subnormal step).
+          ASSERT_LE(error, std::fabs(exact[j]) * 0x1p-11f + 0x1p-17f)
               << "group " << g << " value " << j;
         }
       }
