@@ -368,8 +368,9 @@ absl::StatusOr<SyntheticModelOptions> SyntheticShape(std::string_view name) {
     o.n_ff = 512;
     return o;
   }
-  if (name == "tiny-gemma3") {  // five local layers (window 32), then a global one
+  if (name == "tiny-gemma3") {  // five local layers (window 32, RoPE base 1e4), a global one (1e6)
     o.architecture = "gemma3";
+    o.rope_freq_base = 1e6f;
     o.n_layer = 6;
     o.head_dim = 32;
     o.sliding_window = 32;

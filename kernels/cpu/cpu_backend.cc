@@ -556,40 +556,55 @@ class FastCpuBackend final : public HostBackend {
     return args;
   }
 
-  // The RoPE angles (reference::RopeAngles) of the last positions asked for, [n, n_dims].
+  // The RoPE angles (reference::RopeAngles) of the last two position lists and parameters asked
+  // for, [n, n_dims] each: a step's layers ask for one list with one or two sets of parameters
+  // (Gemma 3's local and global layers alternate their RoPE bases).
   class RopeAngleCache {
    public:
     const float* For(const int32_t* positions, int64_t n, const RopeParams& params) {
-      const int64_t half = params.n_dims / 2;
-      const bool same_factors =
-          params.freq_factors == nullptr
-              ? factors_.empty()
-              : std::equal(params.freq_factors, params.freq_factors + half, factors_.begin(),
-                           factors_.end());
-      const bool same = params.n_dims == params_.n_dims &&
-                        params.freq_base == params_.freq_base &&
-                        params.freq_scale == params_.freq_scale && same_factors &&
-                        std::equal(positions, positions + n, positions_.begin(), positions_.end());
-      if (!same) {
-        params_ = params;
-        positions_.assign(positions, positions + n);
-        factors_.clear();
-        if (params.freq_factors != nullptr) {
-          factors_.assign(params.freq_factors, params.freq_factors + half);
-        }
-        angles_.resize(static_cast<size_t>(n * params.n_dims));
-        for (int64_t t = 0; t < n; ++t) {
-          reference::RopeAngles(positions[t], params, angles_.data() + t * params.n_dims);
-        }
+      for (Entry& e : entries_) {
+        if (e.Holds(positions, n, params)) return e.angles.data();
       }
-      return angles_.data();
+      Entry& e = entries_[next_];
+      next_ = 1 - next_;
+      e.Fill(positions, n, params);
+      return e.angles.data();
     }
 
    private:
-    RopeParams params_;
-    std::vector<int32_t> positions_;
-    std::vector<float> factors_;
-    std::vector<float> angles_;
+    struct Entry {
+      RopeParams params;
+      std::vector<int32_t> positions;
+      std::vector<float> factors;
+      std::vector<float> angles;
+
+      bool Holds(const int32_t* p, int64_t n, const RopeParams& q) const {
+        const int64_t half = q.n_dims / 2;
+        const bool same_factors =
+            q.freq_factors == nullptr
+                ? factors.empty()
+                : std::equal(q.freq_factors, q.freq_factors + half, factors.begin(),
+                             factors.end());
+        return !angles.empty() && q.n_dims == params.n_dims && q.freq_base == params.freq_base &&
+               q.freq_scale == params.freq_scale && same_factors &&
+               std::equal(p, p + n, positions.begin(), positions.end());
+      }
+
+      void Fill(const int32_t* p, int64_t n, const RopeParams& q) {
+        params = q;
+        positions.assign(p, p + n);
+        factors.clear();
+        if (q.freq_factors != nullptr) {
+          factors.assign(q.freq_factors, q.freq_factors + q.n_dims / 2);
+        }
+        angles.resize(static_cast<size_t>(n * q.n_dims));
+        for (int64_t t = 0; t < n; ++t) {
+          reference::RopeAngles(p[t], q, angles.data() + t * q.n_dims);
+        }
+      }
+    };
+    Entry entries_[2];
+    int next_ = 0;
   };
   RopeAngleCache rope_angles_;
 

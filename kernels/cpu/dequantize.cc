@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "absl/log/check.h"
+#include "kernels/cpu/block_bytes.h"
 #include "kernels/cpu/iquant_blocks.h"
 #include "kernels/half.h"
 
@@ -17,18 +18,6 @@ namespace {
 
 constexpr int kQK = 32;     // elements per block of the legacy quants
 constexpr int kQK_K = 256;  // elements per K-quant super-block
-
-float ReadF16(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, sizeof h);
-  return F16ToF32(h);
-}
-
-float ReadF32(const uint8_t* p) {
-  float f;
-  std::memcpy(&f, p, sizeof f);
-  return f;
-}
 
 void DequantizeF16(const uint8_t* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = ReadF16(src + 2 * i);
@@ -66,12 +55,6 @@ void DequantizeQ4_1(const uint8_t* src, float* dst, int64_t n_blocks) {
       dst[j + 16] = static_cast<float>(qs[j] >> 4) * d + m;
     }
   }
-}
-
-// The fifth bit of element j of a Q5 block is bit j of the little-endian u32 qh.
-uint32_t ReadU32(const uint8_t* p) {
-  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 |
-         static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24;
 }
 
 // Q5_0 block (22 bytes): f16 d; u8 qh[4]; u8 qs[16]. q = nibble | (fifth bit << 4);

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "absl/log/check.h"
+#include "kernels/cpu/block_bytes.h"
 #include "kernels/cpu/iq_grids.h"
 #include "kernels/cpu/quantize.h"
 #include "kernels/half.h"
@@ -17,24 +18,6 @@
 
 namespace baton::kernels {
 namespace {
-
-float ReadF16(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, sizeof h);
-  return F16ToF32(h);
-}
-
-uint16_t ReadU16(const uint8_t* p) {
-  uint16_t v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-uint32_t ReadU32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
 
 // Byte j of a grid entry.
 template <typename T>
