@@ -280,11 +280,14 @@ void BlockToQ8_0(DType dtype, const uint8_t* b, uint8_t* out) {
     const float scale = *GroupScale(dtype, b, g);
     const uint16_t scale_f16 = F32ToF16(scale);
     std::memcpy(out, &scale_f16, sizeof scale_f16);
-    // The quotients are integers: times the reciprocal, then rounded, they come out exact.
+    // The quotients are integers: times the reciprocal, then rounded, they come out exact. A
+    // scale of infinity or NaN (a damaged file's) gives zeros, not an undefined conversion.
     const float inverse = scale == 0.0f ? 0.0f : 1.0f / scale;
     for (int j = 0; j < 32; ++j) {
       const float q = values[32 * g + j] * inverse;
-      out[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(q + (q >= 0.0f ? 0.5f : -0.5f)));
+      const float rounded = q + (q >= 0.0f ? 0.5f : -0.5f);
+      const bool in_range = rounded > -128.0f && rounded < 128.0f;  // false for NaN
+      out[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(in_range ? rounded : 0.0f));
     }
   }
 }

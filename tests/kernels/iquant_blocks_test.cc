@@ -189,7 +189,9 @@ TEST(IQuantBlocksTest, CpuMatMulMultipliesTheirValues) {
     std::vector<float> as_stored;
     for (const bool registered : {false, true}) {
       SCOPED_TRACE(registered ? "registered" : "as stored");
-      if (registered) ASSERT_TRUE(backend->RegisterWeights(w));
+      if (registered) {
+        ASSERT_TRUE(backend->RegisterWeights(w));
+      }
       std::vector<float> y(static_cast<size_t>(n * n_rows));
       backend->MatMul(w, x.data(), n, y.data());
       // 8-bit activations and the Q8_0 form: measured at most 0.15% of sum |w||x| (IQ3_XXS).
