@@ -22,7 +22,7 @@ constexpr std::array<DTypeTraits, 30> kTraits = {{
     {DType::kQ5_K, "q5_K", 256, 176, true},  // f16 d, dmin; u8 scales[12]; u8 qh[32]; u8 qs[128]
     {DType::kQ6_K, "q6_K", 256, 210, true},  // u8 ql[128]; u8 qh[64]; i8 scales[16]; f16 d
     {DType::kQ8_K, "q8_K", 256, 292, true},  // f32 d; i8 qs[256]; i16 bsums[16]
-    // The i-quants and MXFP4 (dequantize_iq.h): grid indices, signs and scales.
+    // The i-quants and MXFP4 (cpu/iquant_blocks.h): grid indices, signs and scales.
     {DType::kIQ2_XXS, "iq2_xxs", 256, 66, true},  // f16 d; u16 qs[32]
     {DType::kIQ2_XS, "iq2_xs", 256, 74, true},    // f16 d; u16 qs[32]; u8 scales[8]
     {DType::kIQ3_XXS, "iq3_xxs", 256, 98, true},  // f16 d; u8 qs[96]

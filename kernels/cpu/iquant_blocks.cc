@@ -25,7 +25,8 @@ uint8_t GridByte(T entry, int j) {
   return static_cast<uint8_t>(entry >> (8 * j));
 }
 
-// v with the sign bit j of signs (GGML multiplies by -1 or 1: the same as flipping the sign bit).
+// v with the sign bit j of signs (GGML multiplies by -1 or 1: the same, NaN aside, as flipping
+// the sign bit).
 float Signed(float v, uint8_t signs, int j) {
   return std::bit_cast<float>(std::bit_cast<uint32_t>(v) ^ (uint32_t{(signs >> j) & 1u} << 31));
 }

@@ -7,7 +7,7 @@ copyright the ggml authors). Run by hand with llama.cpp's ggml-common.h:
 
   scripts/reference/extract_iq_grids.py PATH/TO/ggml/src/ggml-common.h > kernels/cpu/iq_grids.cc
 
-tests/kernels/iquant_dequantize_test.cc checks the result against llama.cpp's own
+tests/kernels/iquant_blocks_test.cc checks the result against llama.cpp's own
 dequantization (tests/data/kernels/iquant_blocks.bin).
 """
 import re

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes tests/data/kernels/iquant_blocks.bin: random blocks of every i-quant type and MXFP4
 with llama.cpp's own dequantization of them (ggml's type traits' to_float, called in
-libggml-base through ctypes), the oracle of tests/kernels/iquant_dequantize_test.cc.
+libggml-base through ctypes), the oracle of tests/kernels/iquant_blocks_test.cc.
 
 Usage: scripts/reference/make_iquant_blocks.py LIBGGML_BASE_SO [OUT]
 (scripts/reference/README.md says which llama.cpp build wrote the committed file). Deterministic.
