@@ -410,8 +410,8 @@ class CudaBackend final : public Backend {
     std::unique_lock<std::mutex> lock_;
   };
 
-  // The registered copy of w, or w uploaded now into scratch, as stored (an unregistered
-  // matrix).
+  // The registered copy of w, or w uploaded now into scratch, as stored or, for an i-quant, in
+  // its Q8_0 form (an unregistered matrix).
   DeviceMatrix DeviceCopyOf(const WeightMatrix& stored) {
     auto it = weights_.find(stored.data);
     if (it != weights_.end()) return it->second.matrix;
