@@ -192,8 +192,8 @@ class FastCpuBackend final : public HostBackend {
       shared = shared && w[k].dtype == w[0].dtype && w[k].n_cols == w[0].n_cols &&
                w[k].n_rows > 0 && MatMulKernelFor(kernels_, w[k].dtype) != nullptr;
     }
-    if (!shared) {
-      Backend::MatMulMany(ws, x, n, ys);
+    if (!shared) {  // one product after the other, on the matrices as already multiplied
+      for (size_t k = 0; k < ws.size(); ++k) MatMul(w[k], x, n, ys[k]);
       return;
     }
     // One quantization of x, one parallel job over the row tasks of all matrices in turn.

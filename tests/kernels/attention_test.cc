@@ -183,9 +183,9 @@ TEST_P(AttentionTest, SlidingWindowSeesOnlyTheLastWindowKeys) {
   }
 }
 
-// A query's windowed result is the same bits alone, in a prefill and in a decode batch with other
-// sequences (AttentionMany).
-TEST_P(AttentionTest, WindowedQueryResultDoesNotDependOnBatch) {
+// A query's result, without a window and with one, is the same bits alone, in a prefill and in a
+// decode batch with other sequences (AttentionMany).
+TEST_P(AttentionTest, QueryResultDoesNotDependOnBatch) {
   const auto [impl, s] = GetParam();
   if (!ImplSupported(impl)) GTEST_SKIP() << ImplName(impl) << " not supported by this CPU";
   const PagedKv kv(s, 5);
@@ -196,7 +196,7 @@ TEST_P(AttentionTest, WindowedQueryResultDoesNotDependOnBatch) {
   const std::vector<float> q = RandomFloats(s.n_tokens * per_q, 13);
   const float scale = 0.125f;
   auto backend = MakeBackend(impl);
-  for (int32_t window : {3, 260}) {
+  for (int32_t window : {0, 3, 260}) {  // 0: none
     std::vector<float> all(s.n_tokens * per_q), one(per_q), batched(per_q), beside(per_q);
     backend->Attention(q.data(), positions.data(), s.n_tokens, s.n_head, kv.view(window), scale,
                        all.data());
@@ -215,27 +215,6 @@ TEST_P(AttentionTest, WindowedQueryResultDoesNotDependOnBatch) {
       EXPECT_EQ(0, std::memcmp(one.data(), batched.data(), per_q * sizeof(float)))
           << "query " << i << " in a decode batch, window " << window;
     }
-  }
-}
-
-TEST_P(AttentionTest, QueryResultDoesNotDependOnBatch) {
-  const auto [impl, s] = GetParam();
-  if (!ImplSupported(impl)) GTEST_SKIP() << ImplName(impl) << " not supported by this CPU";
-  const PagedKv kv(s, 4);
-  std::vector<int32_t> positions(s.n_tokens);
-  std::iota(positions.begin(), positions.end(), 0);
-  const int64_t per_q = static_cast<int64_t>(s.n_head) * s.head_dim;
-  const std::vector<float> q = RandomFloats(s.n_tokens * per_q, 9);
-  const float scale = 0.125f;
-  auto backend = MakeBackend(impl);
-  std::vector<float> all(s.n_tokens * per_q), one(per_q);
-  backend->Attention(q.data(), positions.data(), s.n_tokens, s.n_head, kv.view(), scale,
-                     all.data());
-  for (int32_t i : {0, s.n_tokens / 2, s.n_tokens - 1}) {
-    backend->Attention(q.data() + i * per_q, &positions[i], 1, s.n_head, kv.view(), scale,
-                       one.data());
-    EXPECT_EQ(0, std::memcmp(one.data(), all.data() + i * per_q, per_q * sizeof(float)))
-        << "query " << i;
   }
 }
 
