@@ -118,7 +118,8 @@ absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options)
   constexpr int32_t kBlockSize = 16;
   absl::StatusOr<std::unique_ptr<engine::KvCache>> cache = engine::KvCache::Create(
       config, {.block_size = kBlockSize,
-               .n_blocks = tokens_needed / kBlockSize + 2 * max_batch + 1},
+               .n_blocks = engine::KvCache::BlocksForTokens(
+                   config, kBlockSize, tokens_needed + kBlockSize * (2 * max_batch + 1))},
       *backend);
   if (!cache.ok()) return cache.status();
   engine::Transformer transformer(&config, &(*model)->weights(), backend.get(), cache->get());

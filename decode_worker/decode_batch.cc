@@ -229,7 +229,7 @@ std::vector<DecodeBatch::StepEntry> DecodeBatch::PlanStep(size_t n) {
   std::vector<StepEntry> entries(n);
   for (size_t i = 0; i < n; ++i) {
     entries[i].fed = {running_[i].tokens.back()};
-    entries[i].blocks_before = static_cast<int32_t>(running_[i].table.blocks.size());
+    entries[i].blocks_before = running_[i].table.n_blocks();
   }
   const SpeculationOptions& spec = options_.speculation;
   if (spec.proposer == nullptr || n > static_cast<size_t>(spec.disable_batch_size)) return entries;
@@ -259,7 +259,7 @@ std::vector<DecodeBatch::StepEntry> DecodeBatch::PlanStep(size_t n) {
     const int32_t n_tokens = static_cast<int32_t>(seq.tokens.size());
     if (!cache_.Reserve(seq.table, n_tokens + static_cast<int32_t>(proposal.size())).ok()) {
       // No free block: propose only what the blocks held already have room for.
-      const int32_t room = static_cast<int32_t>(seq.table.blocks.size()) * cache_.block_size();
+      const int32_t room = seq.table.n_blocks() * cache_.block_size();
       proposal.resize(std::max(0, room - n_tokens));
     }
     std::vector<engine::TokenId>& fed = entries[asking[r]].fed;

@@ -58,6 +58,11 @@ int32_t ReservationTable::PromptBlocks(const Reservation& r) const {
   return static_cast<int32_t>(engine::KvBlocksFor(r.n_prompt_tokens, cache_.block_size()));
 }
 
+int32_t ReservationTable::FirstBlockSent(const Reservation& r, int32_t layer) const {
+  return std::max(r.first_block,
+                  cache_.FirstHeldBlock(layer, static_cast<int32_t>(r.n_prompt_tokens)));
+}
+
 void ReservationTable::FreeLocked(absl::flat_hash_map<std::string, Reservation>::iterator it) {
   Reservation& r = it->second;
   if (r.writing) {
@@ -117,7 +122,7 @@ absl::StatusOr<ReserveResult> ReservationTable::Reserve(const std::string& reque
   if (prefix != nullptr && prefix->enabled() && !prompt_tokens.empty()) {
     const int32_t cached = prefix->Match(
         prompt_tokens, engine::MaxCachedTokens(n_prompt_tokens, cache_.block_size()), r.table,
-        cache_salt);
+        cache_salt, static_cast<int32_t>(n_prompt_tokens));
     metrics::RecordPrefixLookup(n_prompt_tokens, cached, cache_.block_size());
     r.first_block = cached / cache_.block_size();
     r.prompt_tokens.assign(prompt_tokens.begin(), prompt_tokens.end());
@@ -128,23 +133,28 @@ absl::StatusOr<ReserveResult> ReservationTable::Reserve(const std::string& reque
   r.lease_deadline = options_.clock->Now() + absl::FromChrono(lease);
   const int64_t n_tokens =
       engine::KvTokensAtAdmission(n_prompt_tokens, max_tokens, options_.reserve_ahead_tokens);
-  if (absl::Status s = cache_.Reserve(r.table, static_cast<int32_t>(n_tokens)); !s.ok()) {
+  if (absl::Status s = cache_.Reserve(r.table, static_cast<int32_t>(n_tokens),
+                                      static_cast<int32_t>(n_prompt_tokens));
+      !s.ok()) {
     cache_.Free(r.table);
     return s;
   }
-  // Cached blocks count as received: the push brings the rest.
+  // Cached blocks, and those a windowed layer does not keep, count as received: the push brings
+  // the rest.
   const int32_t prompt_blocks = PromptBlocks(r);
   r.received.assign(static_cast<size_t>(cache_.n_layer()) * prompt_blocks, 0);
+  r.n_received = 0;
   for (int32_t layer = 0; layer < cache_.n_layer(); ++layer) {
-    std::fill_n(r.received.begin() + static_cast<size_t>(layer) * prompt_blocks, r.first_block, 1);
+    const int32_t first = FirstBlockSent(r, layer);
+    std::fill_n(r.received.begin() + static_cast<size_t>(layer) * prompt_blocks, first, 1);
+    r.n_received += first;
   }
-  r.n_received = int64_t{cache_.n_layer()} * r.first_block;
   absl::MutexLock lock(&mu_);
   // Ids are unguessable so that one client cannot write into another's reservation.
   static thread_local std::mt19937_64 rng(std::random_device{}());
   std::string id = absl::StrFormat("r%d-%016x", next_id_++, rng());
   ReserveResult result{.reservation_id = id,
-                       .n_blocks = static_cast<int32_t>(r.table.blocks.size()),
+                       .n_blocks = cache_.HeldBlocks(r.table),
                        .n_cached_tokens = r.first_block * cache_.block_size()};
   reservations_.emplace(std::move(id), std::move(r));
   return result;
@@ -230,7 +240,7 @@ absl::Status ReservationTable::BeginPush(const kvtransfer::KvPushSpec& spec) {
   absl::StatusOr<Reservation*> found = FindLocked(spec.reservation_id);
   if (!found.ok()) return found.status();
   Reservation& r = **found;
-  auto mismatch = [&](const char* field, auto expected, auto actual) {
+  auto mismatch = [&](absl::string_view field, auto expected, auto actual) {
     return absl::InvalidArgumentError(absl::StrCat("KV push for '", spec.reservation_id, "': ",
                                                    field, " is ", actual, ", expected ", expected));
   };
@@ -248,6 +258,13 @@ absl::Status ReservationTable::BeginPush(const kvtransfer::KvPushSpec& spec) {
   if (spec.first_block != r.first_block) {
     return mismatch("first_block (blocks held from the prefix cache)", r.first_block,
                     spec.first_block);
+  }
+  for (int32_t layer = 0; layer < cache_.n_layer(); ++layer) {
+    const int32_t window = spec.layer_windows.empty() ? 0 : spec.layer_windows[layer];
+    if (window != cache_.window(layer)) {
+      return mismatch(absl::StrCat("layer ", layer, "'s sliding window"),
+                      cache_.window(layer), window);
+    }
   }
   if (r.state != State::kReserved) {
     return absl::FailedPreconditionError(
@@ -268,12 +285,16 @@ absl::Status ReservationTable::CheckWriteLocked(const Reservation& r,
         absl::StrCat("reservation '", reservation_id, "' is not receiving KV"));
   }
   const int32_t prompt_blocks = PromptBlocks(r);
-  if (layer < 0 || layer >= cache_.n_layer() || first_block < r.first_block || n_blocks <= 0 ||
+  if (layer < 0 || layer >= cache_.n_layer()) {
+    return absl::InvalidArgumentError(absl::StrCat("KV chunk for '", reservation_id, "': layer ",
+                                                   layer, " outside [0, ", cache_.n_layer(), ")"));
+  }
+  if (first_block < FirstBlockSent(r, layer) || n_blocks <= 0 ||
       int64_t{first_block} + n_blocks > prompt_blocks) {
     return absl::InvalidArgumentError(absl::StrCat(
         "KV chunk for '", reservation_id, "': layer ", layer, " blocks [", first_block, ", ",
-        int64_t{first_block} + n_blocks, ") outside layers [0, ", cache_.n_layer(),
-        ") x blocks [", r.first_block, ", ", prompt_blocks, ")"));
+        int64_t{first_block} + n_blocks, ") outside the layer's blocks [",
+        FirstBlockSent(r, layer), ", ", prompt_blocks, ")"));
   }
   const int64_t block_bytes =
       cache_.layer_block_elements() * kvtransfer::KvDtypeBytes(r.push_dtype);
@@ -335,7 +356,7 @@ absl::Status ReservationTable::WriteChunk(const std::string& reservation_id, int
   std::vector<uint8_t*> blocks(n_blocks);
   for (int32_t i = 0; i < n_blocks; ++i) {
     blocks[i] =
-        reinterpret_cast<uint8_t*>(cache_.LayerBlock(layer, r.table.blocks[first_block + i]));
+        reinterpret_cast<uint8_t*>(cache_.LayerBlock(layer, r.table, first_block + i));
   }
   const kvtransfer::KvDtype from = r.push_dtype;
   const int32_t prompt_blocks = PromptBlocks(r);

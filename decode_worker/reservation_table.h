@@ -150,6 +150,10 @@ class ReservationTable : public kvtransfer::KvReceiver {
     bool doomed = false;   // freed while writing: gone for every caller, blocks returned after
   };
   int32_t PromptBlocks(const Reservation& r) const;
+  // The first of the prompt's blocks of `layer` that the push brings (KvPushSpec::
+  // LayerFirstBlock): past the prefix cache's and, for a windowed layer, the blocks that the
+  // first generated token's query sees.
+  int32_t FirstBlockSent(const Reservation& r, int32_t layer) const;
   // NOT_FOUND (saying so) for an unknown, expired or released id.
   absl::StatusOr<Reservation*> FindLocked(const std::string& reservation_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -28,4 +28,9 @@ std::vector<uint64_t> PrefixBlockHashes(uint64_t seed, std::span<const TokenId> 
   return hashes;
 }
 
+uint64_t GroupBlockHash(uint64_t hash, int32_t group) {
+  if (group == 0) return hash;
+  return XXH64(&group, sizeof(group), hash);
+}
+
 }  // namespace baton::engine

@@ -36,6 +36,11 @@ uint64_t SaltedSeed(uint64_t model_seed, absl::string_view cache_salt);
 std::vector<uint64_t> PrefixBlockHashes(uint64_t seed, std::span<const TokenId> tokens,
                                         int32_t block_size);
 
+// The hash under which group `group` of a paged cache (engine/kv_layer_groups.h) publishes its
+// block of hash `hash`: group 0's is the hash itself (what the router matches), every other
+// group's a distinct one, so that one pool can hold every group's copy of a block.
+uint64_t GroupBlockHash(uint64_t hash, int32_t group);
+
 }  // namespace baton::engine
 
 #endif  // BATON_ENGINE_BLOCK_HASH_H_

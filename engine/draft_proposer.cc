@@ -80,10 +80,11 @@ class DraftProposer final : public Proposer {
       if (request.tokens.empty() || request.max_tokens <= 0) continue;
       DraftSequence& seq = sequences_[request.sequence];
       // Keep the longest agreeing prefix; the last token is always fed again for its logits.
-      const size_t keep = std::min(CommonPrefix(seq.computed, request.tokens),
-                                   request.tokens.size() - 1);
-      cache_->Truncate(seq.table, static_cast<int32_t>(keep),
-                       static_cast<int32_t>(seq.table.blocks.size()));
+      const size_t keep = cache_->Truncate(
+          seq.table,
+          static_cast<int32_t>(
+              std::min(CommonPrefix(seq.computed, request.tokens), request.tokens.size() - 1)),
+          seq.table.n_blocks());
       seq.computed.resize(keep);
       const size_t missing = request.tokens.size() - keep;
       const bool proposes = missing <= static_cast<size_t>(options_.max_catch_up_tokens);

@@ -28,7 +28,8 @@ absl::StatusOr<std::unique_ptr<Generator>> Generator::Create(const Model* model,
   g->backend_ = *std::move(backend);
   constexpr int32_t kBlockSize = 16;
   absl::StatusOr<std::unique_ptr<KvCache>> cache = KvCache::Create(
-      config, {.block_size = kBlockSize, .n_blocks = (g->max_context_ + kBlockSize - 1) / kBlockSize},
+      config, {.block_size = kBlockSize,
+               .n_blocks = KvCache::BlocksForTokens(config, kBlockSize, g->max_context_)},
       *g->backend_);
   if (!cache.ok()) return cache.status();
   g->cache_ = std::move(*cache);

@@ -7,6 +7,7 @@
 #define BATON_ENGINE_KV_BUDGET_H_
 
 #include <cstdint>
+#include <span>
 
 namespace baton::engine {
 
@@ -22,6 +23,14 @@ int64_t KvTokensAtAdmission(int64_t n_prompt_tokens, int64_t max_tokens,
 
 // Blocks of `block_size` tokens that hold `n_tokens`.
 int64_t KvBlocksFor(int64_t n_tokens, int32_t block_size);
+
+// Blocks a paged cache (engine/kv_cache.h) holds for a sequence of n_prompt_tokens whose KV
+// holds n_tokens (KvTokensAtAdmission) when it is admitted: each group's blocks for n_tokens,
+// but a windowed group's none that the first generated token's query does not see.
+// `group_windows`: the window of each of the cache's layer groups (kv_layer_groups.h); empty:
+// one group without a window.
+int64_t KvBlocksAtAdmission(int64_t n_prompt_tokens, int64_t n_tokens, int32_t block_size,
+                            std::span<const int32_t> group_windows);
 
 }  // namespace baton::engine
 

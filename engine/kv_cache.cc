@@ -1,5 +1,6 @@
 #include "engine/kv_cache.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/log/check.h"
@@ -17,6 +18,7 @@ KvCache::KvCache(const ModelConfig& config, const KvCacheOptions& options,
       block_size_(options.block_size),
       n_blocks_(options.n_blocks),
       block_elements_(int64_t{options.block_size} * config.kv_dim()),
+      groups_(LayerGroups(config)),
       pool_(options.n_blocks),
       backend_(backend) {}
 
@@ -29,7 +31,8 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const ModelConfig& conf
                                                    ") must be positive"));
   }
   std::unique_ptr<KvCache> cache(new KvCache(config, options, backend));
-  const int64_t elements = int64_t{config.n_layer} * options.n_blocks * 2 * cache->block_elements_;
+  const int64_t elements = int64_t{cache->groups_.layers_per_group} * options.n_blocks * 2 *
+                           cache->block_elements_;
   absl::StatusOr<kernels::BackendBuffer> memory = kernels::BackendBuffer::Allocate(
       backend, static_cast<size_t>(elements) * sizeof(uint16_t));
   if (!memory.ok()) {
@@ -40,62 +43,162 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const ModelConfig& conf
   return cache;
 }
 
+KvLayerGroups KvCache::LayerGroups(const ModelConfig& config) {
+  std::vector<int32_t> windows(config.n_layer, 0);
+  for (size_t l = 0; l < config.layers.size() && l < windows.size(); ++l) {
+    windows[l] = config.layers[l].attention.window;
+  }
+  return GroupLayersByWindow(windows);
+}
+
 int32_t KvCache::BlocksForBytes(const ModelConfig& config, int32_t block_size, int64_t bytes) {
-  const int64_t per_block = config.kv_bytes_per_token() * block_size;
+  const int64_t per_layer_token = config.kv_bytes_per_token() / std::max(1, config.n_layer);
+  const int64_t per_block =
+      per_layer_token * LayerGroups(config).layers_per_group * block_size;
   return static_cast<int32_t>(std::min<int64_t>(bytes / per_block, INT32_MAX));
 }
 
-int32_t KvCache::BlocksNeeded(const BlockTable& table, int32_t n_tokens) const {
-  const int64_t needed = (int64_t{n_tokens} + block_size_ - 1) / block_size_;
-  return static_cast<int32_t>(std::max<int64_t>(0, needed - static_cast<int64_t>(table.blocks.size())));
+int32_t KvCache::BlocksForTokens(const ModelConfig& config, int32_t block_size,
+                                 int64_t n_tokens) {
+  const int64_t per_group = (n_tokens + block_size - 1) / block_size;
+  return static_cast<int32_t>(
+      std::min<int64_t>(per_group * LayerGroups(config).n_groups(), INT32_MAX));
 }
 
-absl::Status KvCache::Reserve(BlockTable& table, int32_t n_tokens) {
-  const int32_t needed = BlocksNeeded(table, n_tokens);
+int32_t KvCache::FirstHeldBlock(int32_t layer, int32_t position) const {
+  return kernels::FirstVisibleBlock(window(layer), position, block_size_);
+}
+
+int32_t KvCache::BlocksNeeded(const BlockTable& table, int32_t n_tokens,
+                              int32_t first_query) const {
+  const int32_t position = first_query < 0 ? table.n_tokens : first_query;
+  const int64_t target = (int64_t{n_tokens} + block_size_ - 1) / block_size_;
+  int64_t needed = 0;
+  for (int32_t window : groups_.windows) {
+    const int64_t from = std::max<int64_t>(
+        table.n_blocks(), kernels::FirstVisibleBlock(window, position, block_size_));
+    needed += std::max<int64_t>(0, target - from);
+  }
+  return static_cast<int32_t>(needed);
+}
+
+void KvCache::LetGoHidden(BlockTable& table, int32_t position) {
+  std::vector<BlockId> hidden;
+  for (int32_t g = 0; g < static_cast<int32_t>(table.groups.size()); ++g) {
+    std::vector<BlockId>& blocks = table.groups[g];
+    const int32_t first = kernels::FirstVisibleBlock(groups_.windows[g], position, block_size_);
+    for (int32_t i = 0; i < first && i < static_cast<int32_t>(blocks.size()); ++i) {
+      if (blocks[i] != kNoBlock) hidden.push_back(std::exchange(blocks[i], kNoBlock));
+    }
+  }
+  pool_.Release(hidden);
+}
+
+absl::Status KvCache::Reserve(BlockTable& table, int32_t n_tokens, int32_t first_query) {
+  const int32_t position = first_query < 0 ? table.n_tokens : first_query;
+  DCHECK_GE(position, table.n_tokens);
+  if (table.groups.empty()) table.groups.resize(groups_.n_groups());
+  LetGoHidden(table, position);
+  const int32_t needed = BlocksNeeded(table, n_tokens, position);
   if (needed == 0) return absl::OkStatus();
   absl::StatusOr<std::vector<BlockId>> blocks = pool_.Allocate(needed);
   if (!blocks.ok()) return blocks.status();
-  table.blocks.insert(table.blocks.end(), blocks->begin(), blocks->end());
+  const int32_t have = table.n_blocks();
+  const int32_t target = (n_tokens + block_size_ - 1) / block_size_;
+  auto next = blocks->begin();
+  for (int32_t g = 0; g < groups_.n_groups(); ++g) {
+    std::vector<BlockId>& group = table.groups[g];
+    group.resize(target, kNoBlock);
+    const int32_t first = kernels::FirstVisibleBlock(groups_.windows[g], position, block_size_);
+    for (int32_t i = std::max(have, first); i < target; ++i) group[i] = *next++;
+  }
+  DCHECK(next == blocks->end());
   return absl::OkStatus();
 }
 
-void KvCache::Truncate(BlockTable& table, int32_t n_tokens, int32_t keep_blocks) {
+int32_t KvCache::Truncate(BlockTable& table, int32_t n_tokens, int32_t keep_blocks) {
   table.n_tokens = std::min(table.n_tokens, n_tokens);
-  const size_t keep = static_cast<size_t>(
+  if (!HoldsVisibleBlocks(table)) {
+    Free(table);
+    return 0;
+  }
+  const int32_t keep = static_cast<int32_t>(
       std::max<int64_t>(keep_blocks, (int64_t{table.n_tokens} + block_size_ - 1) / block_size_));
-  if (keep >= table.blocks.size()) return;
-  pool_.Release(std::span<const BlockId>(table.blocks).subspan(keep));
-  table.blocks.resize(keep);
+  if (keep >= table.n_blocks()) return table.n_tokens;
+  std::vector<BlockId> dropped;
+  for (std::vector<BlockId>& group : table.groups) {
+    for (int32_t i = keep; i < static_cast<int32_t>(group.size()); ++i) {
+      if (group[i] != kNoBlock) dropped.push_back(group[i]);
+    }
+    group.resize(keep);
+  }
+  pool_.Release(dropped);
+  return table.n_tokens;
+}
+
+bool KvCache::HoldsVisibleBlocks(const BlockTable& table) const {
+  const int32_t written = (table.n_tokens + block_size_ - 1) / block_size_;
+  for (int32_t g = 0; g < static_cast<int32_t>(table.groups.size()); ++g) {
+    const std::vector<BlockId>& group = table.groups[g];
+    const int32_t first =
+        kernels::FirstVisibleBlock(groups_.windows[g], table.n_tokens, block_size_);
+    for (int32_t i = first; i < written && i < static_cast<int32_t>(group.size()); ++i) {
+      if (group[i] == kNoBlock) return false;
+    }
+  }
+  return true;
 }
 
 void KvCache::Free(BlockTable& table) {
-  pool_.Release(table.blocks);
-  table.blocks.clear();
+  std::vector<BlockId> held;
+  for (const std::vector<BlockId>& group : table.groups) {
+    for (BlockId id : group) {
+      if (id != kNoBlock) held.push_back(id);
+    }
+  }
+  pool_.Release(held);
+  table.groups.clear();
   table.n_tokens = 0;
+}
+
+int32_t KvCache::HeldBlocks(const BlockTable& table) const {
+  int32_t held = 0;
+  for (const std::vector<BlockId>& group : table.groups) {
+    held += static_cast<int32_t>(std::count_if(group.begin(), group.end(),
+                                               [](BlockId id) { return id != kNoBlock; }));
+  }
+  return held;
 }
 
 uint16_t* KvCache::LayerBlock(int32_t layer, BlockId id) {
   DCHECK(layer >= 0 && layer < n_layer_ && id >= 0 && id < n_blocks_);
-  return memory_.as<uint16_t>() + (int64_t{layer} * n_blocks_ + id) * 2 * block_elements_;
+  const int64_t slot = groups_.slot_of[layer];
+  return memory_.as<uint16_t>() + (slot * n_blocks_ + id) * 2 * block_elements_;
 }
 
 const uint16_t* KvCache::LayerBlock(int32_t layer, BlockId id) const {
   return const_cast<KvCache*>(this)->LayerBlock(layer, id);
 }
 
+uint16_t* KvCache::LayerBlock(int32_t layer, const BlockTable& table, int32_t block) {
+  return LayerBlock(layer, table.groups[groups_.group_of[layer]][block]);
+}
+
 kernels::KvLayerView KvCache::LayerView(int32_t layer, const BlockTable& table,
                                         int32_t n_tokens) const {
-  uint16_t* layer_base =
-      memory_.as<uint16_t>() + int64_t{layer} * n_blocks_ * 2 * block_elements_;
+  uint16_t* layer_base = memory_.as<uint16_t>() +
+                         int64_t{groups_.slot_of[layer]} * n_blocks_ * 2 * block_elements_;
+  const int32_t group = groups_.group_of[layer];
   return kernels::KvLayerView{
       .k_base = layer_base,
       .v_base = layer_base + block_elements_,
       .block_stride = 2 * block_elements_,
-      .block_table = table.blocks.data(),
+      .block_table = table.groups.empty() ? nullptr : table.groups[group].data(),
       .n_tokens = n_tokens,
       .block_size = block_size_,
       .n_kv_head = n_kv_head_,
       .head_dim = head_dim_,
+      .window = groups_.windows[group],
   };
 }
 

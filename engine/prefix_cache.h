@@ -34,10 +34,15 @@ class PrefixCache {
   // most `max_tokens` tokens (whole blocks only), each block held for the table; sets
   // table.n_tokens. Returns the tokens matched (0 when disabled or nothing is cached). Only
   // blocks published with the same `cache_salt` match (engine/block_hash.h).
+  //
+  // Groups without a window must hold the prefix's every block; a windowed group only the
+  // blocks that queries from max(first_query, the match's end) on see (a windowed layer's cache
+  // keeps only its window: kv_cache.h), so a prefix matches only as far as those are cached.
   int32_t Match(std::span<const TokenId> tokens, int32_t max_tokens, BlockTable& table,
-                absl::string_view cache_salt = "");
+                absl::string_view cache_salt = "", int32_t first_query = 0);
 
-  // Publishes the full blocks of `table` among its first table.n_tokens tokens; `tokens` are the
+  // Publishes the full blocks of `table` among its first table.n_tokens tokens, those it holds
+  // in every group (each group's under its own hash: GroupBlockHash); `tokens` are the
   // sequence's tokens from position 0 (at least table.n_tokens of them).
   void Publish(std::span<const TokenId> tokens, const BlockTable& table,
                absl::string_view cache_salt = "");

@@ -88,10 +88,10 @@ absl::Status Transformer::Validate(std::span<const SequenceInput> sequences) con
                                                      " tokens, past the model's context of ",
                                                      config_.n_ctx_train));
     }
-    if (end > static_cast<int64_t>(seq.kv->blocks.size()) * cache_.block_size()) {
+    if (end > int64_t{seq.kv->n_blocks()} * cache_.block_size()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "forward: sequence ", s, " needs room for ", end, " tokens but holds ",
-          seq.kv->blocks.size(), " blocks of ", cache_.block_size()));
+          seq.kv->n_blocks(), " blocks of ", cache_.block_size()));
     }
   }
   return absl::OkStatus();
@@ -317,9 +317,8 @@ void Transformer::QueueAttention(int32_t l, std::span<const SequenceInput> seque
   int64_t row = 0;
   for (const SequenceInput& seq : sequences) {
     const int64_t n_seq = static_cast<int64_t>(seq.tokens.size());
-    kernels::KvLayerView kv =
+    const kernels::KvLayerView kv =
         cache_.LayerView(l, *seq.kv, seq.kv->n_tokens + static_cast<int32_t>(n_seq));
-    kv.window = spec.window;
     backend_.WriteKv(kv, &positions_[row], n_seq, k + row * c.kv_dim(), v + row * c.kv_dim());
     attention_seqs_.push_back({.q = q + row * c.q_dim(),
                                .q_positions = &positions_[row],

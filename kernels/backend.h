@@ -68,7 +68,7 @@ struct KvLayerView {
   int32_t window = 0;
 
   // The first cached token the query at position p sees.
-  int32_t FirstVisible(int32_t p) const { return window > 0 && p >= window ? p - window + 1 : 0; }
+  int32_t FirstVisible(int32_t p) const { return FirstVisibleToken(window, p); }
 
   // Elements from k_base (or v_base) to the row of token t, kv head kv_h.
   int64_t RowOffset(int32_t t, int32_t kv_h) const {

@@ -33,6 +33,19 @@ BATON_HOST_DEVICE inline int64_t KvRowInBlock(int32_t slot, int32_t kv_h, int32_
   return (static_cast<int64_t>(kv_h) * block_size + slot) * head_dim;
 }
 
+// Sliding-window attention: the first token a query at `position` sees in a layer with a window
+// of `window` tokens (llama.cpp's standard window: position - t < window); 0 for no window.
+BATON_HOST_DEVICE inline int32_t FirstVisibleToken(int32_t window, int32_t position) {
+  return window > 0 && position >= window ? position - window + 1 : 0;
+}
+
+// The first block a layer with a window of `window` tokens must hold for queries at `position`
+// and after: the blocks before it hold only tokens that no such query sees.
+BATON_HOST_DEVICE inline int32_t FirstVisibleBlock(int32_t window, int32_t position,
+                                                   int32_t block_size) {
+  return FirstVisibleToken(window, position) / block_size;
+}
+
 }  // namespace baton::kernels
 
 #endif  // BATON_KERNELS_KV_BLOCK_LAYOUT_H_

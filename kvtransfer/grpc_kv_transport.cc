@@ -84,7 +84,7 @@ class GrpcKvPush final : public KvPush {
       Cancel();  // an error means the push has failed: the receiver frees the reservation
       return bad;
     }
-    const int32_t begin = cursor_.range_begin();
+    const int32_t begin = cursor_.block();
     const int32_t end = cursor_.range_end();
     GrpcPushStream* stream =
         streams_[StreamOfLayer(layer, static_cast<int32_t>(streams_.size()))].get();

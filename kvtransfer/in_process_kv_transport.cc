@@ -46,7 +46,7 @@ class InProcessKvPush final : public KvPush {
       for (const uint8_t* block : blocks) {
         pieces_.emplace_back(block, static_cast<size_t>(spec_.layer_block_bytes()));
       }
-      status = receiver_->WriteBlocks(spec_.reservation_id, layer, cursor_.range_begin(),
+      status = receiver_->WriteBlocks(spec_.reservation_id, layer, cursor_.block(),
                                       static_cast<int32_t>(blocks.size()), pieces_);
     }
     if (!status.ok()) {

@@ -84,6 +84,18 @@ absl::Status ValidateSpec(const KvPushSpec& spec) {
                                                    " outside [0, ", spec.n_blocks(),
                                                    ") (the prompt's blocks)"));
   }
+  if (!spec.layer_windows.empty()) {
+    if (static_cast<int32_t>(spec.layer_windows.size()) != spec.n_layer) {
+      return absl::InvalidArgumentError(absl::StrCat(spec.layer_windows.size(),
+                                                     " layer_windows for n_layer ", spec.n_layer));
+    }
+    for (size_t layer = 0; layer < spec.layer_windows.size(); ++layer) {
+      if (spec.layer_windows[layer] < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "layer_windows[", layer, "] must not be negative, got ", spec.layer_windows[layer]));
+      }
+    }
+  }
   // One block of one layer must fit a message and an int32 byte count.
   if (spec.layer_block_bytes() > std::numeric_limits<int32_t>::max()) {
     return absl::InvalidArgumentError(absl::StrCat("a block of ", spec.layer_block_bytes(),
@@ -107,6 +119,7 @@ v1::KvPushHeader HeaderFromSpec(const KvPushSpec& spec, int32_t stream_index, in
   header.set_chunk_blocks(spec.chunk_blocks);
   header.set_first_block(spec.first_block);
   header.set_block_layout(kernels::kKvBlockLayoutName);
+  for (int32_t window : spec.layer_windows) header.add_layer_windows(window);
   return header;
 }
 
@@ -120,6 +133,7 @@ absl::StatusOr<PushHeaderInfo> ParseHeader(const v1::KvPushHeader& header) {
   info.spec.n_tokens = header.n_tokens();
   info.spec.chunk_blocks = header.chunk_blocks();
   info.spec.first_block = header.first_block();
+  info.spec.layer_windows.assign(header.layer_windows().begin(), header.layer_windows().end());
   const std::optional<KvDtype> dtype = ParseKvDtype(header.dtype());
   if (!dtype.has_value()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -247,9 +261,5 @@ absl::StatusOr<int32_t> BlocksPerChunk(const KvPushSpec& spec, int64_t chunk_byt
   return static_cast<int32_t>(std::min<int64_t>(blocks, std::max(1, spec.range_blocks())));
 }
 
-int32_t LastLayerOfStream(int32_t stream_index, int32_t n_streams, int32_t n_layer) {
-  if (stream_index >= n_layer) return -1;
-  return stream_index + (n_layer - 1 - stream_index) / n_streams * n_streams;
-}
 
 }  // namespace baton::kvtransfer

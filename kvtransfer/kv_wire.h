@@ -72,10 +72,8 @@ void ConvertPiecesToBlocks(const KvBytePieces& data, KvDtype from,
 // range's blocks). INVALID_ARGUMENT when not even one block fits.
 absl::StatusOr<int32_t> BlocksPerChunk(const KvPushSpec& spec, int64_t chunk_bytes);
 
-// Which stream carries `layer` when a push uses `n_streams` streams; the last layer stream `s`
-// carries, or -1 when it carries none.
+// Which stream carries `layer` when a push uses `n_streams` streams.
 inline int32_t StreamOfLayer(int32_t layer, int32_t n_streams) { return layer % n_streams; }
-int32_t LastLayerOfStream(int32_t stream_index, int32_t n_streams, int32_t n_layer);
 
 }  // namespace baton::kvtransfer
 

@@ -86,7 +86,7 @@ class LinkKvPush final : public KvPush {
       Abandon(bad);
       return bad;
     }
-    const int32_t first = cursor_.range_begin();
+    const int32_t first = cursor_.block();
     const auto n_blocks = static_cast<int32_t>(blocks.size());
     {
       absl::MutexLock lock(&mu_);

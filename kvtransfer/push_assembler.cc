@@ -14,7 +14,8 @@ bool SameSpec(const KvPushSpec& a, const KvPushSpec& b) {
   return a.reservation_id == b.reservation_id && a.model_fingerprint == b.model_fingerprint &&
          a.n_layer == b.n_layer && a.kv_dim == b.kv_dim && a.block_size == b.block_size &&
          a.n_tokens == b.n_tokens && a.chunk_blocks == b.chunk_blocks &&
-         a.first_block == b.first_block && a.dtype == b.dtype;
+         a.first_block == b.first_block && a.dtype == b.dtype &&
+         a.layer_windows == b.layer_windows;
 }
 
 }  // namespace
@@ -159,11 +160,11 @@ absl::StatusOr<bool> PushAssembler::Offer(int32_t stream_index, KvStreamWaiter* 
     bad = absl::InvalidArgumentError(absl::StrCat(ChunkName(chunk), " arrived on stream ",
                                                   stream_index, ", belongs on stream ",
                                                   StreamOfLayer(chunk.layer, n_streams_)));
-  } else if (!cursor_.InOneRange(chunk.first_block, chunk.n_blocks)) {
-    bad = absl::InvalidArgumentError(absl::StrCat(ChunkName(chunk), " is outside the push's blocks [",
-                                                  spec_.first_block, ", ", spec_.n_blocks(),
-                                                  ") or spans two ranges of ",
-                                                  spec_.range_blocks()));
+  } else if (!cursor_.InOneRange(chunk.layer, chunk.first_block, chunk.n_blocks)) {
+    bad = absl::InvalidArgumentError(absl::StrCat(
+        ChunkName(chunk), " is outside the layer's blocks sent [",
+        spec_.LayerFirstBlock(chunk.layer), ", ", spec_.n_blocks(), ") or spans two ranges of ",
+        spec_.range_blocks()));
   } else if (cursor_.IsAhead(chunk.layer, chunk.first_block) &&
              StreamOfLayer(cursor_.layer(), n_streams_) != stream_index) {
     // Waits for the other streams to bring the layers before it.
@@ -185,9 +186,9 @@ absl::StatusOr<bool> PushAssembler::EndStream(int32_t stream_index, KvStreamWait
   absl::MutexLock lock(&mu_);
   if (streams_[stream_index] == StreamState::kLive) streams_[stream_index] = StreamState::kEnded;
   if (!failure_.ok()) return failure_;
-  const int32_t last_layer = LastLayerOfStream(stream_index, n_streams_, spec_.n_layer);
-  // Every stream carries a layer of every range, so while ranges remain it still owes chunks.
-  const bool owes_chunks = cursor_.range_end() < spec_.n_blocks() || last_layer >= cursor_.layer();
+  const bool owes_chunks = cursor_.AnyAhead([&](int32_t layer) {
+    return StreamOfLayer(layer, n_streams_) == stream_index;
+  });
   if (!complete_ && owes_chunks) {
     absl::Status missing = absl::InvalidArgumentError(
         absl::StrCat("stream ", stream_index, " of the push to reservation '", spec_.reservation_id,

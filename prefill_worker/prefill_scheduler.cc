@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <span>
+#include <vector>
 
+#include "absl/log/check.h"
 #include "absl/strings/str_cat.h"
 #include "base/log.h"
 #include "metrics/metrics.h"
@@ -11,6 +13,13 @@
 
 namespace baton::prefill_worker {
 namespace {
+
+// Each layer's sliding window (0: none), as a KV push states them.
+std::vector<int32_t> LayerWindows(const engine::KvCache& cache) {
+  std::vector<int32_t> windows(cache.n_layer());
+  for (int32_t layer = 0; layer < cache.n_layer(); ++layer) windows[layer] = cache.window(layer);
+  return windows;
+}
 
 using SteadyClock = std::chrono::steady_clock;
 
@@ -211,6 +220,7 @@ absl::Status PrefillScheduler::Start(Work& work) {
       .n_tokens = work.n_prompt(),
       .chunk_blocks = work.chunk_tokens / cache_.block_size(),
       .first_block = job.destination_cached_blocks,
+      .layer_windows = LayerWindows(cache_),
   };
   absl::StatusOr<std::unique_ptr<kvtransfer::KvPush>> push =
       transport_.StartPush(job.destination, spec, job.deadline);
@@ -239,12 +249,13 @@ absl::Status PrefillScheduler::SendCachedRanges(Work& work) {
 }
 
 absl::Status PrefillScheduler::SendLayerUpTo(Work& work, int32_t layer, int32_t end_block) {
-  if (work.next_send_block >= end_block) return absl::OkStatus();  // the receiver has them
+  // Blocks before it the receiver has, or (a windowed layer) does not keep.
+  const int32_t begin = std::max(work.next_send_block, work.push_spec.LayerFirstBlock(layer));
+  if (begin >= end_block) return absl::OkStatus();
   std::vector<const uint8_t*> blocks;
-  blocks.reserve(end_block - work.next_send_block);
-  for (int32_t b = work.next_send_block; b < end_block; ++b) {
-    blocks.push_back(
-        reinterpret_cast<const uint8_t*>(cache_.LayerBlock(layer, work.table.blocks[b])));
+  blocks.reserve(end_block - begin);
+  for (int32_t b = begin; b < end_block; ++b) {
+    blocks.push_back(reinterpret_cast<const uint8_t*>(cache_.LayerBlock(layer, work.table, b)));
   }
   if (staging_ == nullptr) return work.push->SendLayer(layer, blocks);
   if (work.push->reads_device_memory()) return SendDeviceLayer(work, layer, blocks);
@@ -368,6 +379,9 @@ bool PrefillScheduler::Step() {
       options_.prefix_cache->Publish(work.job->prompt, work.table, work.job->cache_salt);
     }
     if (left > 0) {
+      // The windowed layers let go of the blocks their window has passed (published ones stay
+      // in the prefix cache); nothing is taken, so this cannot fail.
+      CHECK(cache_.Reserve(work.table, work.n_prompt()).ok());
       unfinished.push_back(std::move(work));
       continue;
     }

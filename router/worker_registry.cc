@@ -1,6 +1,7 @@
 #include "router/worker_registry.h"
 
 #include <algorithm>
+#include <span>
 #include <utility>
 
 #include "absl/random/random.h"
@@ -200,10 +201,13 @@ absl::StatusOr<Placement> WorkerRegistry::PickDecode(int64_t n_prompt_tokens, in
     if (w.info.model.n_ctx() > 0 && n_tokens > w.info.model.n_ctx()) continue;
     any_worker = true;
     // The blocks the worker itself will reserve: by its own reserve-ahead policy.
-    needs[i] = engine::KvBlocksFor(
+    needs[i] = engine::KvBlocksAtAdmission(
+        n_prompt_tokens,
         engine::KvTokensAtAdmission(n_prompt_tokens, max_tokens,
                                     w.info.model.kv_reserve_ahead_tokens()),
-        w.info.model.block_size());
+        w.info.model.block_size(),
+        std::span<const int32_t>(w.info.model.kv_group_windows().data(),
+                                 w.info.model.kv_group_windows().size()));
     const int32_t total = w.info.load.kv_blocks_total();
     largest_total = std::max<int64_t>(largest_total, total);
     if (total <= 0 || needs[i] <= total) any_large_enough = true;

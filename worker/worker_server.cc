@@ -252,6 +252,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOp
   w.identity.set_block_size(options.block_size);
   w.identity.set_n_ctx(config.n_ctx_train);
   w.identity.set_kv_reserve_ahead_tokens(options.kv_reserve_ahead);
+  for (int32_t window : w.cache->groups().windows) w.identity.add_kv_group_windows(window);
 
   // NCCL links where the KV cache is on a GPU and NCCL loads (kvtransfer/nccl/).
   absl::StatusOr<std::unique_ptr<kvtransfer::LinkFactory>> links =

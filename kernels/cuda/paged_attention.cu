@@ -22,7 +22,7 @@ __device__ __forceinline__ int64_t KvRowOffset(const KvLayout& layout, const int
 
 // KvLayerView::FirstVisible.
 __device__ __forceinline__ int32_t FirstVisible(const KvLayout& layout, int32_t position) {
-  return layout.window > 0 && position >= layout.window ? position - layout.window + 1 : 0;
+  return FirstVisibleToken(layout.window, position);
 }
 
 __global__ void WriteKvKernel(__half* k_base, __half* v_base, KvLayout layout,
@@ -266,7 +266,10 @@ __global__ void TiledAttentionKernel(const AttentionSeq* seqs, const AttentionTi
   }
 
   // The query at the lowest position sees the lowest keys.
-  const int32_t tile_first_key = FirstVisible(layout, first_position) / kKeysPerTile * kKeysPerTile;
+  // A windowed layer's cache may hold no block before the first visible key (engine/kv_cache.h):
+  // keys of the tile's first rows below it are not read.
+  const int32_t first_visible_key = FirstVisible(layout, first_position);
+  const int32_t tile_first_key = first_visible_key / kKeysPerTile * kKeysPerTile;
   for (int32_t first_key = tile_first_key; first_key <= last_position;
        first_key += kKeysPerTile) {
     __syncthreads();  // the previous keys (and, the first time, the queries) are in place
@@ -274,7 +277,7 @@ __global__ void TiledAttentionKernel(const AttentionSeq* seqs, const AttentionTi
       const int t = idx / kD, j = idx % kD;
       const int32_t key = first_key + t;
       float kv_k = 0.0f, kv_v = 0.0f;
-      if (key <= last_position && j < d) {
+      if (key >= first_visible_key && key <= last_position && j < d) {
         const int64_t offset = KvRowOffset(layout, table, key, kv_h) + j;
         kv_k = __half2float(reinterpret_cast<const __half*>(seq.k_base)[offset]);
         kv_v = __half2float(reinterpret_cast<const __half*>(seq.v_base)[offset]);

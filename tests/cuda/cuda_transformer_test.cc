@@ -34,7 +34,10 @@ absl::StatusOr<Engine> MakeEngine(const Model& model, std::unique_ptr<kernels::B
   Engine e;
   e.backend = std::move(backend);
   absl::StatusOr<std::unique_ptr<KvCache>> cache =
-      KvCache::Create(model.config(), {.block_size = 16, .n_blocks = 32}, *e.backend);
+      KvCache::Create(model.config(),
+                      {.block_size = 16,
+                       .n_blocks = 32 * KvCache::LayerGroups(model.config()).n_groups()},
+                      *e.backend);
   if (!cache.ok()) return cache.status();
   e.cache = *std::move(cache);
   e.transformer = std::make_unique<Transformer>(&model.config(), &model.weights(),

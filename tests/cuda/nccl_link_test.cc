@@ -194,7 +194,7 @@ TEST_F(NcclLinkTest, APushLandsInAGpuReservation) {
   std::vector<uint8_t> landed(block_bytes);
   for (int32_t layer = 0; layer < 3; ++layer) {
     for (int32_t b = 0; b < spec.n_blocks(); ++b) {
-      gpu_->CopyToHost(landed.data(), (*cache)->LayerBlock(layer, claimed->table.blocks[b]),
+      gpu_->CopyToHost(landed.data(), (*cache)->LayerBlock(layer, claimed->table, b),
                        block_bytes);
       EXPECT_EQ(landed, sent[layer * spec.n_blocks() + b]) << "layer " << layer << " block " << b;
     }

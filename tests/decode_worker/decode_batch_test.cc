@@ -535,6 +535,41 @@ TEST_P(SpeculativeDecodeBatchTest, DraftModelProposalsKeepThePlainOutput) {
   }
 }
 
+// gemma3's five local layers (window 5) let go of the blocks their window passed as the batch
+// decodes; speculation with a draft of the same windows (which rolls its own cache back) and
+// prefix caching keep the plain output, and every block comes back.
+TEST_F(DecodeBatchTest, WindowedLayersKeepThePlainOutputWithSpeculationAndPrefixCaching) {
+  path_ = test_support::TempPath("decode-batch-gemma3.gguf");
+  ASSERT_TRUE(engine::WriteSyntheticModel(path_, {.seed = 11, .architecture = "gemma3",
+                                                  .n_layer = 6, .head_dim = 32,
+                                                  .sliding_window = 5, .n_ctx = 512})
+                  .ok());
+  absl::StatusOr<std::unique_ptr<engine::Model>> model = engine::Model::Load(path_);
+  ASSERT_TRUE(model.ok()) << model.status();
+  model_ = *std::move(model);
+  const int32_t n_blocks = 64 * engine::KvCache::LayerGroups(model_->config()).n_groups();
+  absl::StatusOr<Run> plain = RunSequences(4, n_blocks, 24, {.max_batch = 8}, 0.9f);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->cache->pool().n_free(), n_blocks);
+
+  absl::StatusOr<std::unique_ptr<engine::Proposer>> draft =
+      engine::CreateDraftProposer(model_.get(), *model_, backend_.get(), {.block_size = 4});
+  ASSERT_TRUE(draft.ok()) << draft.status();
+  const DecodeBatchOptions options = {.max_batch = 8,
+                                      .speculation = {.proposer = draft->get(),
+                                                      .num_speculative_tokens = 4,
+                                                      .disable_batch_size = 8,
+                                                      .token_cost = 0.3}};
+  absl::StatusOr<Run> spec =
+      RunSequences(4, n_blocks, 24, options, 0.9f, /*prefix_caching=*/true);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  for (int s = 0; s < 4; ++s) {
+    EXPECT_EQ(spec->sinks[s]->tokens(), plain->sinks[s]->tokens()) << "sequence " << s;
+  }
+  EXPECT_GT(Total(spec->sinks).accepted, 0);
+  EXPECT_EQ(spec->cache->pool().n_free(), n_blocks);
+}
+
 TEST_F(DecodeBatchTest, DraftWithAnotherVocabularyIsRefused) {
   absl::StatusOr<std::unique_ptr<engine::Model>> real =
       engine::Model::Load(test_support::DefaultModelPath());

@@ -155,7 +155,7 @@ TEST_P(GrpcPushIntoReservationsTest, BlocksLandAsTheF16OfTheValuesSent) {
   std::vector<uint16_t> block(elements);
   for (int32_t layer = 0; layer < 3; ++layer) {
     for (int32_t b = 0; b < n_blocks; ++b) {
-      backend_->CopyToHost(block.data(), cache_->LayerBlock(layer, claimed->table.blocks[b]),
+      backend_->CopyToHost(block.data(), cache_->LayerBlock(layer, claimed->table, b),
                            elements * sizeof(uint16_t));
       ASSERT_TRUE(block == expected[layer * n_blocks + b])
           << "layer " << layer << " block " << b << " (" << kvtransfer::KvDtypeName(dtype) << ")";

@@ -84,7 +84,7 @@ TEST_F(ReservationTableTest, FullPushThenClaimHandsOverTheBlocks) {
   ASSERT_TRUE(claimed.ok()) << claimed.status();
   EXPECT_EQ(claimed->table.n_tokens, 6);
   const uint8_t* layer1 =
-      reinterpret_cast<const uint8_t*>(cache_->LayerBlock(1, claimed->table.blocks[1]));
+      reinterpret_cast<const uint8_t*>(cache_->LayerBlock(1, claimed->table, 1));
   EXPECT_EQ(layer1[0], 11);
   EXPECT_EQ(table_->size(), 0);
   cache_->Free(claimed->table);
@@ -107,7 +107,7 @@ TEST_F(ReservationTableTest, PiecesLandInTheirBlocksByteForByte) {
   for (int layer = 0; layer < 2; ++layer) {
     for (size_t b = 0; b < 2; ++b) {
       const auto* block =
-          reinterpret_cast<const uint8_t*>(cache_->LayerBlock(layer, claimed->table.blocks[b]));
+          reinterpret_cast<const uint8_t*>(cache_->LayerBlock(layer, claimed->table, b));
       EXPECT_TRUE(std::equal(block, block + block_bytes, data.begin() + b * block_bytes))
           << "layer " << layer << " block " << b;
     }
@@ -138,7 +138,7 @@ TEST_F(ReservationTableTest, FillBlocksHandsOutTheReservationsBlocksAndRecordsTh
   ASSERT_TRUE(claimed.ok()) << claimed.status();
   for (int layer = 0; layer < 2; ++layer) {
     for (int b = 0; b < 2; ++b) {
-      auto* block = reinterpret_cast<uint8_t*>(cache_->LayerBlock(layer, claimed->table.blocks[b]));
+      auto* block = reinterpret_cast<uint8_t*>(cache_->LayerBlock(layer, claimed->table, b));
       EXPECT_EQ(handed[layer][b], block);
       EXPECT_EQ(block[block_bytes - 1], 40 + layer);
     }
@@ -211,7 +211,7 @@ TEST_F(ReservationTableTest, KvOfAnotherTypeIsConvertedAsItLands) {
     ASSERT_TRUE(table_->EndPush(r->reservation_id).ok());
     absl::StatusOr<ClaimedSequence> claimed = table_->Claim(r->reservation_id, 4);
     ASSERT_TRUE(claimed.ok()) << claimed.status();
-    const uint16_t* block = cache_->LayerBlock(1, claimed->table.blocks[0]);
+    const uint16_t* block = cache_->LayerBlock(1, claimed->table, 0);
     for (int64_t i = 0; i < elements; ++i) {
       ASSERT_EQ(block[i], kernels::F32ToF16(converted[i])) << "element " << i;
     }
@@ -262,6 +262,11 @@ TEST_F(ReservationTableTest, RejectsBadPushesWithoutWriting) {
   kvtransfer::KvPushSpec wrong_len = Spec(r->reservation_id, 5);
   EXPECT_THAT(std::string(table_->BeginPush(wrong_len).message()), HasSubstr("n_tokens"));
   EXPECT_EQ(table_->BeginPush(Spec("nope", 4)).code(), absl::StatusCode::kNotFound);
+  kvtransfer::KvPushSpec windowed = Spec(r->reservation_id, 4);  // this cache has no window
+  windowed.layer_windows.assign(windowed.n_layer, 0);
+  windowed.layer_windows[1] = 8;
+  EXPECT_THAT(std::string(table_->BeginPush(windowed).message()),
+              HasSubstr("layer 1's sliding window is 8, expected 0"));
 
   ASSERT_TRUE(table_->BeginPush(Spec(r->reservation_id, 4)).ok());
   EXPECT_EQ(table_->BeginPush(Spec(r->reservation_id, 4)).code(),
@@ -385,7 +390,7 @@ TEST_F(ReservationPrefixTest, AReservationStartsFromTheCachedPrefixAndOnlyTheRes
   ASSERT_NO_FATAL_FAILURE(PushAll(a->reservation_id, 9, 0, 0xA1));
   absl::StatusOr<ClaimedSequence> claimed_a = table_->Claim(a->reservation_id, 9, first);
   ASSERT_TRUE(claimed_a.ok()) << claimed_a.status();
-  const std::vector<engine::BlockId> a_blocks = claimed_a->table.blocks;
+  const std::vector<engine::BlockId> a_blocks = claimed_a->table.groups[0];
   cache_->Free(claimed_a->table);  // its two full blocks stay cached
 
   const std::vector<engine::TokenId> second = {1, 2, 3, 4, 5, 6, 7, 8, 40, 41, 42};
@@ -411,12 +416,12 @@ TEST_F(ReservationPrefixTest, AReservationStartsFromTheCachedPrefixAndOnlyTheRes
             absl::StatusCode::kInvalidArgument);
   absl::StatusOr<ClaimedSequence> claimed_b = table_->Claim(b->reservation_id, 11, second);
   ASSERT_TRUE(claimed_b.ok()) << claimed_b.status();
-  EXPECT_EQ(claimed_b->table.blocks[0], a_blocks[0]);  // shared, not copied
-  EXPECT_EQ(claimed_b->table.blocks[1], a_blocks[1]);
+  EXPECT_EQ(claimed_b->table.groups[0][0], a_blocks[0]);  // shared, not copied
+  EXPECT_EQ(claimed_b->table.groups[0][1], a_blocks[1]);
   const uint8_t* kept = reinterpret_cast<const uint8_t*>(cache_->LayerBlock(1, a_blocks[1]));
   EXPECT_EQ(kept[0], 0xA1);
   const uint8_t* pushed =
-      reinterpret_cast<const uint8_t*>(cache_->LayerBlock(1, claimed_b->table.blocks[2]));
+      reinterpret_cast<const uint8_t*>(cache_->LayerBlock(1, claimed_b->table, 2));
   EXPECT_EQ(pushed[0], 0xB2);
   cache_->Free(claimed_b->table);
   EXPECT_EQ(cache_->pool().n_free(), 10);

@@ -32,7 +32,7 @@ struct Engine {
 };
 
 // A synthetic model written from `options` and loaded, with a CPU backend and a cache of 64 blocks
-// of 4 tokens. Each engine gets a file of its own: rewriting a file that another engine still
+// of 4 tokens for each layer group. Each engine gets a file of its own: rewriting a file that another engine still
 // maps (and reads its weights' pages back from) would pull the bytes from under it.
 // With `own_memory`, the backend declares its memory not the host's (own_memory_backend.h).
 absl::StatusOr<Engine> MakeEngine(const SyntheticModelOptions& options, bool reference = false,
@@ -55,7 +55,10 @@ absl::StatusOr<Engine> MakeEngine(const SyntheticModelOptions& options, bool ref
   e.backend = kernels::CreateCpuBackend({.n_threads = 2, .reference = reference});
   if (own_memory) e.backend = std::make_unique<test_support::OwnMemoryBackend>(std::move(e.backend));
   absl::StatusOr<std::unique_ptr<KvCache>> cache =
-      KvCache::Create(e.model->config(), {.block_size = 4, .n_blocks = 64}, *e.backend);
+      KvCache::Create(e.model->config(),
+                      {.block_size = 4,
+                       .n_blocks = 64 * KvCache::LayerGroups(e.model->config()).n_groups()},
+                      *e.backend);
   if (!cache.ok()) return cache.status();
   e.cache = *std::move(cache);
   e.transformer = std::make_unique<Transformer>(&e.model->config(), &e.model->weights(),
@@ -129,7 +132,44 @@ TEST_P(TransformerTest, PrefillThenDecodeMatchesOnePrefill) {
   }
   e.cache->Free(whole);
   e.cache->Free(split);
-  EXPECT_EQ(e.cache->pool().n_free(), 64);
+  EXPECT_EQ(e.cache->pool().n_free(), e.cache->pool().n_blocks());
+}
+
+// A cache whose windowed layers let go of the blocks their window has passed (Reserve before each
+// step, as the decode batch does) gives the bits of one that keeps every block.
+TEST_P(TransformerTest, LettingGoOfBlocksAWindowPassedChangesNoLogit) {
+  absl::StatusOr<Engine> made = MakeEngine(GetParam().Options(3));
+  ASSERT_TRUE(made.ok()) << made.status();
+  Engine& e = *made;
+  const int32_t n_vocab = e.model->config().n_vocab;
+  const std::vector<TokenId> tokens = Tokens(30, 2);
+  BlockTable kept;
+  BlockTable sliding;
+  ASSERT_TRUE(e.cache->Reserve(kept, 30).ok());
+  ASSERT_TRUE(e.cache->Reserve(sliding, 9).ok());
+  std::vector<float> kept_logits;
+  std::vector<float> sliding_logits;
+  for (BlockTable* t : {&kept, &sliding}) {
+    SequenceInput head{.tokens = {tokens.data(), 9}, .kv = t};
+    ASSERT_TRUE(e.transformer->Prefill({&head, 1}, t == &kept ? kept_logits : sliding_logits).ok());
+  }
+  for (int i = 9; i < 30; ++i) {
+    ASSERT_TRUE(e.cache->Reserve(sliding, i + 1).ok());
+    SequenceInput a{.tokens = {&tokens[i], 1}, .kv = &kept};
+    SequenceInput b{.tokens = {&tokens[i], 1}, .kv = &sliding};
+    ASSERT_TRUE(e.transformer->Decode({&a, 1}, kept_logits).ok());
+    ASSERT_TRUE(e.transformer->Decode({&b, 1}, sliding_logits).ok());
+    ASSERT_EQ(0, std::memcmp(kept_logits.data(), sliding_logits.data(), n_vocab * sizeof(float)))
+        << "at position " << i;
+  }
+  if (GetParam().sliding_window > 0) {
+    EXPECT_LT(e.cache->HeldBlocks(sliding), e.cache->HeldBlocks(kept));
+  } else {
+    EXPECT_EQ(e.cache->HeldBlocks(sliding), e.cache->HeldBlocks(kept));
+  }
+  e.cache->Free(kept);
+  e.cache->Free(sliding);
+  EXPECT_EQ(e.cache->pool().n_free(), e.cache->pool().n_blocks());
 }
 
 TEST_P(TransformerTest, DecodeIsBatchInvariant) {

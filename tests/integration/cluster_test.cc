@@ -59,9 +59,10 @@ class ClusterTest : public testing::Test {
   // decode worker had cached: the seeded run repeats the greedy run's prompt, so it hits the
   // decode worker's prefix cache (the whole prompt but its last token, in whole blocks) and its
   // output must not change for that.
-  void ExpectOutputsEqualInProcess(const std::vector<std::string>& prompts) {
-    absl::StatusOr<std::unique_ptr<engine::Model>> model =
-        engine::Model::Load(test_support::DefaultModelPath());
+  // A windowed layer's hand-off is only the blocks its window still sees (kv_push_spec.h).
+  void ExpectOutputsEqualInProcess(const std::vector<std::string>& prompts,
+                                   const std::string& model_path = test_support::DefaultModelPath()) {
+    absl::StatusOr<std::unique_ptr<engine::Model>> model = engine::Model::Load(model_path);
     ASSERT_TRUE(model.ok()) << model.status();
     absl::StatusOr<std::unique_ptr<engine::Generator>> created =
         engine::Generator::Create(model->get(), {.n_threads = 1, .max_context = 1024});
@@ -96,12 +97,17 @@ class ClusterTest : public testing::Test {
         spec.block_size = 16;
         spec.n_tokens = n_prompt;
         spec.first_block = decode_cached / 16;
+        for (const engine::LayerSpec& layer : config.layers) {
+          spec.layer_windows.push_back(layer.attention.window);
+        }
         EXPECT_EQ(remote.last.timings().kv_bytes(), spec.total_bytes());
         EXPECT_EQ(remote.last.timings().kv_transport(), "grpc");
         // The router saw the prefill worker's kv-sending stage before the KV was received.
         EXPECT_GT(remote.last.timings().kv_tail_seconds(), 0.0);
         EXPECT_LT(remote.last.timings().kv_tail_seconds(), remote.last.timings().ttft_seconds());
-        EXPECT_GE(remote.last.timings().kv_bytes(),
+        kvtransfer::KvPushSpec every_block = spec;
+        every_block.layer_windows.clear();
+        EXPECT_GE(every_block.total_bytes(),
                   static_cast<int64_t>(n_prompt - decode_cached) * config.kv_bytes_per_token());
       }
     }
@@ -128,6 +134,22 @@ TEST_F(ClusterTest, LongPromptsPrefilledInChunksGiveTheSameOutputs) {
     long_prompt += " is a planet that orbits the Sun.";
   }
   ExpectOutputsEqualInProcess({long_prompt, "A prompt shorter than one chunk"});
+}
+
+// Gemma 3 270M: 15 of its 18 layers see the last 512 tokens only. A prompt past the window,
+// prefilled in chunks: each local layer's hand-off is its window's blocks, the decode worker's
+// cache lets go of the blocks the window passes as it decodes, and the output is the in-process
+// output token for token (that of a cache that keeps every block); the repeated prompt hits the
+// decode worker's prefix cache, whose local layers hold only the window before the hit.
+TEST_F(ClusterTest, SlidingWindowLayersHandOffOnlyTheirWindow) {
+  const std::string gemma = test_support::SourcePath("models/gemma-3-270m-q4_k_m.gguf");
+  cluster_.set_model(gemma);
+  StartCluster(1, {"--max-batch-tokens", "256"});
+  std::string long_prompt = "A story, told slowly:";
+  for (int i = 0; i < 45; ++i) {  // about 700 tokens
+    long_prompt += " Day " + std::to_string(i) + ", the keeper lit the lamp and watched the sea.";
+  }
+  ExpectOutputsEqualInProcess({long_prompt}, gemma);
 }
 
 TEST_F(ClusterTest, CancelledRequestFreesEveryBlock) {

@@ -28,7 +28,7 @@ CommandResult RunBaton(const std::string& args) {
 }
 
 absl::Status LocalCluster::StartRouter(std::vector<std::string> extra) {
-  std::vector<std::string> argv = {BatonBinary(), "router", "--model", DefaultModelPath(),
+  std::vector<std::string> argv = {BatonBinary(), "router", "--model", model_,
                                    "--heartbeat-ms", "200"};
   argv.insert(argv.end(), common_args_.begin(), common_args_.end());
   argv.insert(argv.end(), extra.begin(), extra.end());
@@ -46,7 +46,7 @@ absl::Status LocalCluster::StartRouter(std::vector<std::string> extra) {
 absl::StatusOr<Proc*> LocalCluster::StartWorker(const std::string& role,
                                                 std::vector<std::string> extra) {
   std::vector<std::string> argv = {BatonBinary(), "worker", "--role", role, "--model",
-                                   DefaultModelPath(), "--router", router_.address,
+                                   model_, "--router", router_.address,
                                    "--threads", "1", "--kv-cache-memory", "128M"};
   argv.insert(argv.end(), common_args_.begin(), common_args_.end());
   argv.insert(argv.end(), extra.begin(), extra.end());

@@ -13,6 +13,7 @@
 #include "baton/v1/worker.grpc.pb.h"
 #include "cli/child_process.h"
 #include "rpc/server_options.h"
+#include "tests/support/test_paths.h"
 
 namespace baton::test_support {
 
@@ -27,6 +28,9 @@ class LocalCluster {
   // `common_args` go to every process (e.g. --token T, TLS flags); `client` is how the test dials.
   LocalCluster(std::vector<std::string> common_args, rpc::ClientOptions client)
       : common_args_(std::move(common_args)), client_(std::move(client)) {}
+
+  // The model every process started after this serves (the default model unless set).
+  void set_model(std::string path) { model_ = std::move(path); }
 
   absl::Status StartRouter(std::vector<std::string> extra = {});
   // role: "prefill", "decode" or "both".
@@ -62,6 +66,7 @@ class LocalCluster {
 
   std::vector<std::string> common_args_;
   rpc::ClientOptions client_;
+  std::string model_ = DefaultModelPath();
   Proc router_;
   std::vector<std::unique_ptr<Proc>> workers_;
 };

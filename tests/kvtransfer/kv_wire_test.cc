@@ -243,11 +243,7 @@ TEST(BlocksPerChunkTest, WholeBlocksUpToTheLimit) {
 TEST(StreamAssignmentTest, RoundRobin) {
   EXPECT_EQ(StreamOfLayer(0, 3), 0);
   EXPECT_EQ(StreamOfLayer(4, 3), 1);
-  EXPECT_EQ(LastLayerOfStream(0, 3, 7), 6);
-  EXPECT_EQ(LastLayerOfStream(1, 3, 7), 4);
-  EXPECT_EQ(LastLayerOfStream(2, 3, 7), 5);
-  EXPECT_EQ(LastLayerOfStream(0, 1, 7), 6);
-  EXPECT_EQ(LastLayerOfStream(2, 3, 2), -1);
+  EXPECT_EQ(StreamOfLayer(5, 3), 2);
 }
 
 }  // namespace

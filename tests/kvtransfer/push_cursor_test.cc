@@ -59,11 +59,61 @@ TEST(PushCursorTest, BlocksTheReceiverHoldsAreSkippedAndRangesKeepTheirPlaces) {
   PushCursor skipped(skipping);
   EXPECT_EQ(skipped.range_begin(), 3);
   EXPECT_EQ(skipped.range_end(), 4);
-  EXPECT_FALSE(skipped.InOneRange(2, 1));  // held by the receiver: not part of the push
-  EXPECT_TRUE(skipped.InOneRange(3, 1));
+  EXPECT_FALSE(skipped.InOneRange(0, 2, 1));  // held by the receiver: not part of the push
+  EXPECT_TRUE(skipped.InOneRange(0, 3, 1));
   uint8_t byte = 0;
   EXPECT_TRUE(skipped.CheckSendLayer(0, {&byte}).ok());
   EXPECT_EQ(skipped.CheckSendLayer(0, {&byte, &byte}).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(PushCursorTest, AWindowedLayerSendsOnlyTheBlocksItsWindowStillSees) {
+  KvPushSpec spec = Spec(3, 5, 2);  // 37 tokens; ranges [0,2) [2,4) [4,5)
+  spec.layer_windows = {0, 16, 0};
+  // The query at position 37 sees tokens 22..37: layer 1 sends blocks 2, 3, 4.
+  EXPECT_EQ(spec.LayerFirstBlock(0), 0);
+  EXPECT_EQ(spec.LayerFirstBlock(1), 2);
+  const std::vector<std::pair<int32_t, int32_t>> expected = {
+      {0, 0}, {0, 1}, {2, 0}, {2, 1},                   // layer 1 has none of [0, 2)
+      {0, 2}, {0, 3}, {1, 2}, {1, 3}, {2, 2}, {2, 3},   //
+      {0, 4}, {1, 4}, {2, 4}};
+  EXPECT_EQ(Walk(spec), expected);
+  EXPECT_EQ(spec.total_bytes(), 13 * spec.layer_block_bytes());
+
+  PushCursor cursor(spec);
+  EXPECT_FALSE(cursor.InOneRange(1, 1, 1));  // before layer 1's window
+  EXPECT_TRUE(cursor.InOneRange(1, 2, 2));
+  uint8_t byte = 0;
+  cursor.Advance(2);  // layer 1's empty span is passed over
+  EXPECT_EQ(cursor.layer(), 2);
+  EXPECT_EQ(cursor.CheckSendLayer(1, {&byte, &byte}).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(cursor.CheckSendLayer(2, {&byte, &byte}).ok());
+  // What is still to come, by layer (a stream's share).
+  EXPECT_TRUE(cursor.AnyAhead([](int32_t layer) { return layer == 1; }));
+  cursor.Advance(2);
+  cursor.Advance(2);
+  cursor.Advance(2);  // range [2,4), layer 2
+  EXPECT_TRUE(cursor.AnyAhead([](int32_t layer) { return layer == 0; }));
+  cursor.Advance(2);
+  cursor.Advance(1);
+  cursor.Advance(1);  // layer 2 of the last range
+  EXPECT_FALSE(cursor.AnyAhead([](int32_t layer) { return layer != 2; }));
+  EXPECT_TRUE(cursor.AnyAhead([](int32_t layer) { return layer == 2; }));
+  cursor.Advance(1);
+  EXPECT_TRUE(cursor.done());
+  EXPECT_FALSE(cursor.AnyAhead([](int32_t) { return true; }));
+}
+
+TEST(PushCursorTest, RangesNoLayerSendsArePassedOver) {
+  KvPushSpec spec = Spec(2, 5, 2);
+  spec.layer_windows = {16, 16};
+  const std::vector<std::pair<int32_t, int32_t>> expected = {{0, 2}, {0, 3}, {1, 2},
+                                                             {1, 3}, {0, 4}, {1, 4}};
+  EXPECT_EQ(Walk(spec), expected);
+  PushCursor cursor(spec);
+  EXPECT_EQ(cursor.range_begin(), 2);
+  // A window longer than the prompt: every block.
+  spec.layer_windows = {64, 0};
+  EXPECT_EQ(Walk(spec).size(), 10u);
 }
 
 TEST(PushCursorTest, AdvancingAWholeLayerOfARange) {
@@ -94,13 +144,13 @@ TEST(PushCursorTest, AheadAndRangeChecks) {
   EXPECT_TRUE(cursor.IsAhead(2, 0));
   EXPECT_TRUE(cursor.IsAhead(1, 1));
   EXPECT_TRUE(cursor.IsAhead(0, 2));  // a later range, even at a lower layer
-  EXPECT_TRUE(cursor.InOneRange(0, 2));
-  EXPECT_FALSE(cursor.InOneRange(1, 2));  // spans [0,2) and [2,4)
-  EXPECT_TRUE(cursor.InOneRange(4, 1));
-  EXPECT_FALSE(cursor.InOneRange(4, 2));  // past the last block
-  EXPECT_FALSE(cursor.InOneRange(5, 1));
-  EXPECT_FALSE(cursor.InOneRange(-1, 1));
-  EXPECT_FALSE(cursor.InOneRange(0, 0));
+  EXPECT_TRUE(cursor.InOneRange(0, 0, 2));
+  EXPECT_FALSE(cursor.InOneRange(0, 1, 2));  // spans [0,2) and [2,4)
+  EXPECT_TRUE(cursor.InOneRange(0, 4, 1));
+  EXPECT_FALSE(cursor.InOneRange(0, 4, 2));  // past the last block
+  EXPECT_FALSE(cursor.InOneRange(0, 5, 1));
+  EXPECT_FALSE(cursor.InOneRange(0, -1, 1));
+  EXPECT_FALSE(cursor.InOneRange(0, 0, 0));
 }
 
 TEST(PushCursorTest, CheckSendLayerWantsTheCurrentRangesPointers) {

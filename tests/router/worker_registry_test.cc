@@ -194,6 +194,23 @@ TEST_F(WorkerRegistryTest, DecodeCountsBlocksByEachWorkersReserveAhead) {
   EXPECT_EQ(p->n_blocks, 3);  // ceil((32 + 9) / 16)
 }
 
+TEST_F(WorkerRegistryTest, DecodeCountsEachLayerGroupsBlocksAndOnlyAWindowsForWindowedOnes) {
+  auto registry = MakeRegistry();
+  // A global group and two groups of window 64 (engine/kv_layer_groups.h), all of max_tokens
+  // held: a 200-token prompt with max_tokens 41 holds 240 tokens, 15 blocks of 16 in the global
+  // group; the first generated token's query (position 200) sees tokens 137.., so each windowed
+  // group holds blocks 8..14, 7 of them: 15 + 2 * 7 = 29.
+  v1::ModelIdentity windowed = Model();
+  windowed.set_kv_reserve_ahead_tokens(-1);
+  for (int32_t window : {0, 64, 64}) windowed.add_kv_group_windows(window);
+  ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_DECODE, "w:1", windowed, DecodeLoad(29)).ok());
+  absl::StatusOr<Placement> p = registry->PickDecode(200, 41);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->n_blocks, 29);
+  NoPlacement why;
+  EXPECT_FALSE(registry->PickDecode(200, 41, &why).ok());  // its 29 free blocks are promised
+}
+
 TEST_F(WorkerRegistryTest, DecodeSkipsWorkersWithTooShortContext) {
   auto registry = MakeRegistry();
   ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_DECODE, "short:1", Model(kFingerprint, 16, 512),
