@@ -86,7 +86,11 @@ absl::StatusOr<std::unique_ptr<TransferEnds>> MakeTransferEnds(const engine::Mod
   if (!backend.ok()) return backend.status();
   ends->backend = *std::move(backend);
   absl::StatusOr<std::unique_ptr<engine::KvCache>> cache = engine::KvCache::Create(
-      model.config(), {.block_size = kBlockSize, .n_blocks = max_blocks}, *ends->backend);
+      model.config(),
+      {.block_size = kBlockSize,
+       .n_blocks = engine::KvCache::BlocksForTokens(model.config(), kBlockSize,
+                                                    int64_t{max_blocks} * kBlockSize)},
+      *ends->backend);
   if (!cache.ok()) return cache.status();
   ends->cache = *std::move(cache);
   ends->table = std::make_unique<decode_worker::ReservationTable>(
@@ -163,6 +167,9 @@ absl::StatusOr<std::vector<TransferResult>> MeasureTransfers(const engine::Model
   shape.n_layer = config.n_layer;
   shape.kv_dim = config.kv_dim();
   shape.block_size = kBlockSize;
+  for (int32_t layer = 0; layer < config.n_layer; ++layer) {
+    shape.layer_windows.push_back(ends.cache->window(layer));
+  }
   const size_t layer_bytes = static_cast<size_t>(shape.layer_block_bytes()) * max_blocks;
   absl::StatusOr<std::unique_ptr<SenderKv>> source =
       MakeSenderKv(*ends.backend, layer_bytes * shape.n_layer);
@@ -179,15 +186,16 @@ absl::StatusOr<std::vector<TransferResult>> MeasureTransfers(const engine::Model
     spec.reservation_id = reserved->reservation_id;
     spec.model_fingerprint = model.fingerprint();
     spec.n_tokens = n_tokens;
-    std::vector<const uint8_t*> blocks(spec.n_blocks());
+    std::vector<const uint8_t*> blocks;
     absl::StatusOr<std::unique_ptr<kvtransfer::KvPush>> push = ends.transport->StartPush(
         address, spec, std::chrono::system_clock::now() + std::chrono::seconds(60));
     absl::Status status = push.status();
     std::vector<std::unique_ptr<prefill_worker::StagedLayer>> staged;
     for (int32_t layer = 0; status.ok() && layer < spec.n_layer; ++layer) {
-      for (int32_t b = 0; b < spec.n_blocks(); ++b) {
-        blocks[b] = (*source)->data + layer * layer_bytes +
-                    static_cast<size_t>(b) * spec.layer_block_bytes();
+      blocks.clear();  // a windowed layer sends the blocks its window still sees
+      for (int32_t b = spec.LayerFirstBlock(layer); b < spec.n_blocks(); ++b) {
+        blocks.push_back((*source)->data + layer * layer_bytes +
+                         static_cast<size_t>(b) * spec.layer_block_bytes());
       }
       if (ends.backend->host_memory() || (*push)->reads_device_memory()) {
         status = (*push)->SendLayer(layer, blocks);
@@ -232,9 +240,13 @@ absl::StatusOr<std::vector<TransferResult>> MeasureTransfers(const engine::Model
       r.seconds.push_back(*seconds);
     }
     r.transport = transport_used;
+    kvtransfer::KvPushSpec every_block = spec;
+    every_block.layer_windows.clear();
     log << absl::StrFormat(
-        "bench handoff: transfer %d tokens over %s: %d bytes, median %.3f ms (%.2f GB/s)\n", p,
-        r.transport, r.bytes, Median(r.seconds) * 1e3, r.bytes / Median(r.seconds) / 1e9);
+        "bench handoff: transfer %d tokens over %s: %d bytes (every layer's every block: %d), "
+        "median %.3f ms (%.2f GB/s)\n",
+        p, r.transport, r.bytes, every_block.total_bytes(), Median(r.seconds) * 1e3,
+        r.bytes / Median(r.seconds) / 1e9);
     results.push_back(std::move(r));
   }
   return results;
