@@ -5,6 +5,7 @@
 #include <span>
 #include <utility>
 
+#include "absl/log/check.h"
 #include "absl/strings/str_cat.h"
 #include "metrics/metrics.h"
 
@@ -338,7 +339,9 @@ engine::FinishReason DecodeBatch::AcceptTokens(DecodeSequence& seq, const StepEn
     m.acceptance_rate.Set(m.accepted_tokens.value() / m.draft_tokens.value());
   }
   // KV is valid for every token but the newest: the rejected proposals' is forgotten.
-  cache_.Truncate(seq.table, static_cast<int32_t>(seq.tokens.size()) - 1, entry.blocks_before);
+  const int32_t kept = static_cast<int32_t>(seq.tokens.size()) - 1;
+  // Never below the step's first position, where the windows let go: nothing is lost.
+  CHECK_EQ(cache_.Truncate(seq.table, kept, entry.blocks_before), kept);
   return finish;
 }
 

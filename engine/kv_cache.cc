@@ -51,11 +51,14 @@ KvLayerGroups KvCache::LayerGroups(const ModelConfig& config) {
   return GroupLayersByWindow(windows);
 }
 
-int32_t KvCache::BlocksForBytes(const ModelConfig& config, int32_t block_size, int64_t bytes) {
+int64_t KvCache::BlockBytes(const ModelConfig& config, int32_t block_size) {
   const int64_t per_layer_token = config.kv_bytes_per_token() / std::max(1, config.n_layer);
-  const int64_t per_block =
-      per_layer_token * LayerGroups(config).layers_per_group * block_size;
-  return static_cast<int32_t>(std::min<int64_t>(bytes / per_block, INT32_MAX));
+  return per_layer_token * LayerGroups(config).layers_per_group * block_size;
+}
+
+int32_t KvCache::BlocksForBytes(const ModelConfig& config, int32_t block_size, int64_t bytes) {
+  return static_cast<int32_t>(
+      std::min<int64_t>(bytes / BlockBytes(config, block_size), INT32_MAX));
 }
 
 int32_t KvCache::BlocksForTokens(const ModelConfig& config, int32_t block_size,
@@ -72,14 +75,19 @@ int32_t KvCache::FirstHeldBlock(int32_t layer, int32_t position) const {
 int32_t KvCache::BlocksNeeded(const BlockTable& table, int32_t n_tokens,
                               int32_t first_query) const {
   const int32_t position = first_query < 0 ? table.n_tokens : first_query;
-  const int64_t target = (int64_t{n_tokens} + block_size_ - 1) / block_size_;
+  const int32_t target = (n_tokens + block_size_ - 1) / block_size_;
   int64_t needed = 0;
-  for (int32_t window : groups_.windows) {
-    const int64_t from = std::max<int64_t>(
-        table.n_blocks(), kernels::FirstVisibleBlock(window, position, block_size_));
-    needed += std::max<int64_t>(0, target - from);
+  for (int32_t g = 0; g < groups_.n_groups(); ++g) {
+    const int32_t first = kernels::FirstVisibleBlock(groups_.windows[g], position, block_size_);
+    for (int32_t i = first; i < target; ++i) needed += !Holds(table, g, i);
   }
   return static_cast<int32_t>(needed);
+}
+
+bool KvCache::Holds(const BlockTable& table, int32_t group, int32_t block) {
+  return group < static_cast<int32_t>(table.groups.size()) &&
+         block < static_cast<int32_t>(table.groups[group].size()) &&
+         table.groups[group][block] != kNoBlock;
 }
 
 void KvCache::LetGoHidden(BlockTable& table, int32_t position) {
@@ -103,14 +111,16 @@ absl::Status KvCache::Reserve(BlockTable& table, int32_t n_tokens, int32_t first
   if (needed == 0) return absl::OkStatus();
   absl::StatusOr<std::vector<BlockId>> blocks = pool_.Allocate(needed);
   if (!blocks.ok()) return blocks.status();
-  const int32_t have = table.n_blocks();
   const int32_t target = (n_tokens + block_size_ - 1) / block_size_;
+  const int32_t size = std::max(target, table.n_blocks());
   auto next = blocks->begin();
   for (int32_t g = 0; g < groups_.n_groups(); ++g) {
     std::vector<BlockId>& group = table.groups[g];
-    group.resize(target, kNoBlock);
+    group.resize(size, kNoBlock);
     const int32_t first = kernels::FirstVisibleBlock(groups_.windows[g], position, block_size_);
-    for (int32_t i = std::max(have, first); i < target; ++i) group[i] = *next++;
+    for (int32_t i = first; i < target; ++i) {
+      if (group[i] == kNoBlock) group[i] = *next++;
+    }
   }
   DCHECK(next == blocks->end());
   return absl::OkStatus();

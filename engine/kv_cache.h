@@ -64,6 +64,8 @@ class KvCache {
                                                          const KvCacheOptions& options,
                                                          kernels::Backend& backend);
 
+  // Bytes of one block for this model: one layer group's K and V for block_size tokens.
+  static int64_t BlockBytes(const ModelConfig& config, int32_t block_size);
   // Blocks that fit in `bytes` of memory for this model (>= 0).
   static int32_t BlocksForBytes(const ModelConfig& config, int32_t block_size, int64_t bytes);
   // Blocks that hold n_tokens tokens in every layer group: a cache for one sequence that long.
@@ -79,6 +81,10 @@ class KvCache {
   int32_t n_layer() const { return n_layer_; }
   int32_t kv_dim() const { return kv_dim_; }
   const KvLayerGroups& groups() const { return groups_; }
+  // The most tokens one sequence can hold: every group holding a block for each of them.
+  int64_t MaxSequenceTokens() const {
+    return int64_t{n_blocks_} / groups_.n_groups() * block_size_;
+  }
   // Layer `layer`'s sliding window (0: none).
   int32_t window(int32_t layer) const { return groups_.windows[groups_.group_of[layer]]; }
   // The first of the table's blocks that `layer` holds once queries start at `position`
@@ -92,9 +98,10 @@ class KvCache {
   int32_t BlocksNeeded(const BlockTable& table, int32_t n_tokens, int32_t first_query = -1) const;
   // Makes `table` hold n_tokens tokens for queries at positions >= first_query (-1:
   // table.n_tokens; never below it): first each windowed group lets go of the blocks no such
-  // query sees, then every group takes the blocks it lacks, windowed groups none that no such
-  // query sees. All the new blocks or RESOURCE_EXHAUSTED and nothing taken. The table's
-  // n_tokens must never again go below first_query (Truncate): its blocks may be gone.
+  // query sees (even when what follows fails), then every group takes the blocks it lacks,
+  // windowed groups none that no such query sees. All the new blocks or RESOURCE_EXHAUSTED and
+  // none taken. The table's n_tokens must never again go below first_query (Truncate): its
+  // blocks may be gone.
   absl::Status Reserve(BlockTable& table, int32_t n_tokens, int32_t first_query = -1);
   // Returns every block of `table` to the pool and empties it.
   void Free(BlockTable& table);
@@ -124,6 +131,8 @@ class KvCache {
   // Each windowed group of `table` lets go of its blocks that no query at `position` or after
   // sees.
   void LetGoHidden(BlockTable& table, int32_t position);
+  // Whether `table` holds a block of group `group` for its block `block`.
+  static bool Holds(const BlockTable& table, int32_t group, int32_t block);
   // Whether the table holds every written block that queries from table.n_tokens on see.
   bool HoldsVisibleBlocks(const BlockTable& table) const;
 

@@ -41,8 +41,8 @@ class PrefixCache {
   int32_t Match(std::span<const TokenId> tokens, int32_t max_tokens, BlockTable& table,
                 absl::string_view cache_salt = "", int32_t first_query = 0);
 
-  // Publishes the full blocks of `table` among its first table.n_tokens tokens, those it holds
-  // in every group (each group's under its own hash: GroupBlockHash); `tokens` are the
+  // Publishes the full blocks of `table` among its first table.n_tokens tokens: each group's
+  // blocks that it holds, under the group's own hash (GroupBlockHash); `tokens` are the
   // sequence's tokens from position 0 (at least table.n_tokens of them).
   void Publish(std::span<const TokenId> tokens, const BlockTable& table,
                absl::string_view cache_salt = "");

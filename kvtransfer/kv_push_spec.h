@@ -48,8 +48,8 @@ struct KvPushSpec {
 
   int32_t n_blocks() const { return (n_tokens + block_size - 1) / block_size; }
   // The first block of `layer` sent: first_block, or a windowed layer's first block that the
-  // query at position n_tokens sees, whichever is later (at most n_blocks() - 1: the last
-  // block holds the last prompt token, which that query sees).
+  // query at position n_tokens sees, whichever is later (n_blocks(): none, for a window too
+  // short to see a prompt token from there).
   int32_t LayerFirstBlock(int32_t layer) const {
     const int32_t window = layer_windows.empty() ? 0 : layer_windows[layer];
     return std::max(first_block, kernels::FirstVisibleBlock(window, n_tokens, block_size));

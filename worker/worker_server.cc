@@ -229,11 +229,13 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOp
   w.backend = *std::move(backend);
   const int32_t n_blocks =
       engine::KvCache::BlocksForBytes(config, options.block_size, options.kv_cache_bytes);
-  if (n_blocks < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("--kv-cache-memory ", options.kv_cache_bytes,
-                                                   " bytes holds no KV block of this model (",
-                                                   config.kv_bytes_per_token() * options.block_size,
-                                                   " bytes each)"));
+  const int32_t n_groups = engine::KvCache::LayerGroups(config).n_groups();
+  if (n_blocks < n_groups) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--kv-cache-memory ", options.kv_cache_bytes, " bytes holds ", n_blocks,
+        " KV blocks of this model (",
+        engine::KvCache::BlockBytes(config, options.block_size), " bytes each), fewer than its ",
+        n_groups, " layer groups need for one block of tokens"));
   }
   absl::StatusOr<std::unique_ptr<engine::KvCache>> cache =
       engine::KvCache::Create(config, {.block_size = options.block_size, .n_blocks = n_blocks},
@@ -330,7 +332,8 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOp
             .model = w.identity,
             .role = options.role,
             .n_vocab = config.n_vocab,
-            .max_prompt_tokens = std::min(config.n_ctx_train, n_blocks * options.block_size)},
+            .max_prompt_tokens = static_cast<int32_t>(
+                std::min<int64_t>(config.n_ctx_train, w.cache->MaxSequenceTokens()))},
         load, wake);
     services.push_back(w.prefill_service.get());
     // Prefill first: a waiting prompt is a user waiting for a first token.

@@ -103,6 +103,26 @@ TEST(KvCacheTest, AWindowedGroupHoldsOnlyTheBlocksItsWindowStillSees) {
   EXPECT_EQ(kv.pool().n_free(), 20);
 }
 
+TEST(KvCacheTest, ReserveRefillsTheBlocksAWindowLetGoWhenQueriesStartOverBeforeThem) {
+  auto cache = KvCache::Create(WindowedConfig(), {.block_size = 4, .n_blocks = 20}, HostBackend());
+  ASSERT_TRUE(cache.ok());
+  KvCache& kv = **cache;
+  EXPECT_EQ(kv.MaxSequenceTokens(), 40);  // 20 blocks, 2 groups of 4-token blocks
+  BlockTable t;
+  ASSERT_TRUE(kv.Reserve(t, 20).ok());
+  t.n_tokens = 18;
+  ASSERT_TRUE(kv.Reserve(t, 20).ok());  // the windowed group lets go of blocks 0 and 1
+  EXPECT_EQ(kv.Truncate(t, 0, t.n_blocks()), 0);  // nothing written: nothing lost
+  EXPECT_EQ(t.n_blocks(), 5);
+  EXPECT_EQ(kv.BlocksNeeded(t, 8), 2);
+  ASSERT_TRUE(kv.Reserve(t, 8).ok());
+  EXPECT_NE(t.groups[1][0], kNoBlock);
+  EXPECT_NE(t.groups[1][1], kNoBlock);
+  EXPECT_EQ(kv.HeldBlocks(t), 10);
+  kv.Free(t);
+  EXPECT_EQ(kv.pool().n_free(), 20);
+}
+
 TEST(KvCacheTest, AnAdmissionHoldsWhatTheRouterCounts) {
   auto cache = KvCache::Create(WindowedConfig(), {.block_size = 4, .n_blocks = 20}, HostBackend());
   ASSERT_TRUE(cache.ok());

@@ -91,11 +91,12 @@ class FakeReceiver final : public KvReceiver {
     r.expected.n_tokens = spec.n_tokens;
     r.expected.chunk_blocks = spec.chunk_blocks;
     r.expected.first_block = spec.first_block;
-    // Ranges counted from block 0, clipped to the blocks sent (kv_push_spec.h).
+    r.expected.layer_windows = spec.layer_windows;
+    // Ranges counted from block 0, each layer's clipped to its blocks sent (kv_push_spec.h).
     const int32_t range = spec.chunk_blocks > 0 ? spec.chunk_blocks : spec.n_blocks();
     for (int32_t begin = 0; begin < spec.n_blocks(); begin += range) {
-      const int32_t first = std::max(begin, spec.first_block);
       for (int32_t layer = 0; layer < spec.n_layer; ++layer) {
+        const int32_t first = std::max(begin, spec.LayerFirstBlock(layer));
         for (int32_t block = first; block < std::min(begin + range, spec.n_blocks()); ++block) {
           r.order.emplace_back(layer, block);
         }

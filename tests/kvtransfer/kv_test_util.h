@@ -69,7 +69,7 @@ class KvData {
     const int64_t block_bytes = spec_.layer_block_bytes();
     std::vector<uint8_t> out(static_cast<size_t>(spec_.n_layer) * n_reserved * block_bytes, 0);
     for (int32_t layer = 0; layer < spec_.n_layer; ++layer) {
-      for (int32_t block = spec_.first_block; block < spec_.n_blocks(); ++block) {
+      for (int32_t block = spec_.LayerFirstBlock(layer); block < spec_.n_blocks(); ++block) {
         std::copy(blocks_[layer][block].begin(), blocks_[layer][block].end(),
                   out.begin() + (int64_t{layer} * n_reserved + block) * block_bytes);
       }

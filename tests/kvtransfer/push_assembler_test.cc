@@ -150,6 +150,51 @@ TEST_F(PushAssemblerRangesTest, ReordersRangesArrivingOnTwoStreams) {
   EXPECT_EQ(receiver.counts().abort, 0);
 }
 
+// Layers 1 and 3 with a window of 8: the query at position 40 sees tokens 33.., so they send
+// block 2 only, and stream 1 (layers 1 and 3) has nothing in the first range.
+TEST(PushAssemblerWindowsTest, AStreamOfWindowedLayersWaitsOutTheRangesItHasNothingIn) {
+  KvPushSpec spec = MakeSpec("r1", 4, 40);
+  spec.chunk_blocks = 2;
+  spec.layer_windows = {0, 8, 0, 8};
+  KvData data(spec, 3);
+  FakeReceiver receiver;
+  receiver.Reserve(spec, 3);
+  PushRegistry registry(&receiver);
+  auto s0 = registry.Join(Info(spec, 0, 2));
+  ASSERT_TRUE(s0.ok() && registry.Join(Info(spec, 1, 2)).ok());
+  PushAssembler& push = **s0;
+  RecordingWaiter w0, w1;
+  KvStreamWakeups wakeups;
+  EXPECT_THAT(push.Offer(1, &w1, Chunk(data, spec, 1, 2, 1), &wakeups), IsOkAndHolds(true));
+  EXPECT_EQ(push.Offer(1, &w1, Chunk(data, spec, 3, 1, 1), &wakeups).status().code(),
+            absl::StatusCode::kInvalidArgument)
+      << "a block before layer 3's window";
+  EXPECT_EQ(receiver.counts().abort, 1);
+  ASSERT_EQ(wakeups.size(), 1u);  // the parked stream hears of the failure
+  EXPECT_FALSE(wakeups[0].status.ok());
+  wakeups.clear();
+
+  FakeReceiver fresh;
+  fresh.Reserve(spec, 3);
+  PushRegistry fresh_registry(&fresh);
+  auto f0 = fresh_registry.Join(Info(spec, 0, 2));
+  ASSERT_TRUE(f0.ok() && fresh_registry.Join(Info(spec, 1, 2)).ok());
+  PushAssembler& ok = **f0;
+  EXPECT_THAT(ok.Offer(1, &w1, Chunk(data, spec, 1, 2, 1), &wakeups), IsOkAndHolds(true));
+  EXPECT_THAT(ok.Offer(0, &w0, Chunk(data, spec, 0, 0, 2), &wakeups), IsOkAndHolds(false));
+  EXPECT_THAT(ok.Offer(0, &w0, Chunk(data, spec, 2, 0, 2), &wakeups), IsOkAndHolds(false));
+  EXPECT_THAT(ok.Offer(0, &w0, Chunk(data, spec, 0, 2, 1), &wakeups), IsOkAndHolds(false));
+  ASSERT_EQ(wakeups.size(), 1u);  // layer 1's parked chunk was written
+  RunWakeups(wakeups);
+  EXPECT_THAT(ok.Offer(0, &w0, Chunk(data, spec, 2, 2, 1), &wakeups), IsOkAndHolds(false));
+  // Stream 0 owes nothing more: it waits for stream 1's layer 3 instead of failing.
+  EXPECT_THAT(ok.EndStream(0, &w0, &wakeups), IsOkAndHolds(true));
+  EXPECT_THAT(ok.Offer(1, &w1, Chunk(data, spec, 3, 2, 1), &wakeups), IsOkAndHolds(false));
+  EXPECT_EQ(fresh.counts().end, 1);
+  EXPECT_EQ(fresh.counts().abort, 0);
+  EXPECT_EQ(fresh.reservation("r1").bytes, data.Expected(3));
+}
+
 TEST_F(PushAssemblerRangesTest, ChunkSpanningTwoRangesFailsThePush) {
   auto push = registry.Join(Info(spec, 0, 1));
   ASSERT_TRUE(push.ok());
