@@ -6,6 +6,8 @@
 #include "absl/log/check.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/kv_budget.h"
+#include "kernels/kv_block_layout.h"
 
 namespace baton::engine {
 
@@ -43,6 +45,12 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const ModelConfig& conf
   return cache;
 }
 
+void ReleaseHeld(BlockPool& pool, std::span<const BlockId> blocks) {
+  std::vector<BlockId> held(blocks.begin(), blocks.end());
+  std::erase(held, kNoBlock);
+  pool.Release(held);
+}
+
 KvLayerGroups KvCache::LayerGroups(const ModelConfig& config) {
   std::vector<int32_t> windows(config.n_layer, 0);
   for (size_t l = 0; l < config.layers.size() && l < windows.size(); ++l) {
@@ -63,41 +71,56 @@ int32_t KvCache::BlocksForBytes(const ModelConfig& config, int32_t block_size, i
 
 int32_t KvCache::BlocksForTokens(const ModelConfig& config, int32_t block_size,
                                  int64_t n_tokens) {
-  const int64_t per_group = (n_tokens + block_size - 1) / block_size;
+  const int64_t per_group = KvBlocksFor(n_tokens, block_size);
   return static_cast<int32_t>(
       std::min<int64_t>(per_group * LayerGroups(config).n_groups(), INT32_MAX));
 }
 
 int32_t KvCache::FirstHeldBlock(int32_t layer, int32_t position) const {
-  return kernels::FirstVisibleBlock(window(layer), position, block_size_);
+  return GroupFirstBlock(groups_.group_of[layer], position);
 }
+
+int32_t KvCache::GroupFirstBlock(int32_t group, int32_t position) const {
+  return kernels::FirstVisibleBlock(groups_.windows[group], position, block_size_);
+}
+
+namespace {
+
+// The end of the run of kNoBlock entries of `blocks` from `begin`, at most `limit`.
+int32_t HolesEnd(const std::vector<BlockId>& blocks, int32_t begin, int32_t limit) {
+  limit = std::min(limit, static_cast<int32_t>(blocks.size()));
+  while (begin < limit && blocks[begin] == kNoBlock) ++begin;
+  return begin;
+}
+
+}  // namespace
 
 int32_t KvCache::BlocksNeeded(const BlockTable& table, int32_t n_tokens,
                               int32_t first_query) const {
   const int32_t position = first_query < 0 ? table.n_tokens : first_query;
-  const int32_t target = (n_tokens + block_size_ - 1) / block_size_;
+  const int32_t target = static_cast<int32_t>(KvBlocksFor(n_tokens, block_size_));
+  const int32_t size = table.n_blocks();
   int64_t needed = 0;
   for (int32_t g = 0; g < groups_.n_groups(); ++g) {
-    const int32_t first = kernels::FirstVisibleBlock(groups_.windows[g], position, block_size_);
-    for (int32_t i = first; i < target; ++i) needed += !Holds(table, g, i);
+    const int32_t first = GroupFirstBlock(g, position);
+    // Blocks a window let go that the queries see again, then blocks past the table's end.
+    if (g < static_cast<int32_t>(table.groups.size())) {
+      needed += HolesEnd(table.groups[g], first, target) - std::min(first, target);
+    }
+    needed += std::max(0, target - std::max(first, size));
   }
   return static_cast<int32_t>(needed);
-}
-
-bool KvCache::Holds(const BlockTable& table, int32_t group, int32_t block) {
-  return group < static_cast<int32_t>(table.groups.size()) &&
-         block < static_cast<int32_t>(table.groups[group].size()) &&
-         table.groups[group][block] != kNoBlock;
 }
 
 void KvCache::LetGoHidden(BlockTable& table, int32_t position) {
   std::vector<BlockId> hidden;
   for (int32_t g = 0; g < static_cast<int32_t>(table.groups.size()); ++g) {
     std::vector<BlockId>& blocks = table.groups[g];
-    const int32_t first = kernels::FirstVisibleBlock(groups_.windows[g], position, block_size_);
-    for (int32_t i = 0; i < first && i < static_cast<int32_t>(blocks.size()); ++i) {
-      if (blocks[i] != kNoBlock) hidden.push_back(std::exchange(blocks[i], kNoBlock));
-    }
+    // The held entries are one run: the hidden ones are its part before `end`.
+    const int32_t end = std::min(GroupFirstBlock(g, position), table.n_blocks());
+    int32_t begin = end;
+    while (begin > 0 && blocks[begin - 1] != kNoBlock) --begin;
+    for (int32_t i = begin; i < end; ++i) hidden.push_back(std::exchange(blocks[i], kNoBlock));
   }
   pool_.Release(hidden);
 }
@@ -111,16 +134,16 @@ absl::Status KvCache::Reserve(BlockTable& table, int32_t n_tokens, int32_t first
   if (needed == 0) return absl::OkStatus();
   absl::StatusOr<std::vector<BlockId>> blocks = pool_.Allocate(needed);
   if (!blocks.ok()) return blocks.status();
-  const int32_t target = (n_tokens + block_size_ - 1) / block_size_;
-  const int32_t size = std::max(target, table.n_blocks());
+  const int32_t target = static_cast<int32_t>(KvBlocksFor(n_tokens, block_size_));
+  const int32_t size = table.n_blocks();
   auto next = blocks->begin();
   for (int32_t g = 0; g < groups_.n_groups(); ++g) {
     std::vector<BlockId>& group = table.groups[g];
-    group.resize(size, kNoBlock);
-    const int32_t first = kernels::FirstVisibleBlock(groups_.windows[g], position, block_size_);
-    for (int32_t i = first; i < target; ++i) {
-      if (group[i] == kNoBlock) group[i] = *next++;
-    }
+    const int32_t first = GroupFirstBlock(g, position);
+    const int32_t holes_end = HolesEnd(group, first, target);
+    group.resize(std::max(target, size), kNoBlock);
+    for (int32_t i = first; i < holes_end; ++i) group[i] = *next++;
+    for (int32_t i = std::max(first, size); i < target; ++i) group[i] = *next++;
   }
   DCHECK(next == blocks->end());
   return absl::OkStatus();
@@ -133,40 +156,33 @@ int32_t KvCache::Truncate(BlockTable& table, int32_t n_tokens, int32_t keep_bloc
     return 0;
   }
   const int32_t keep = static_cast<int32_t>(
-      std::max<int64_t>(keep_blocks, (int64_t{table.n_tokens} + block_size_ - 1) / block_size_));
+      std::max<int64_t>(keep_blocks, KvBlocksFor(table.n_tokens, block_size_)));
   if (keep >= table.n_blocks()) return table.n_tokens;
   std::vector<BlockId> dropped;
   for (std::vector<BlockId>& group : table.groups) {
-    for (int32_t i = keep; i < static_cast<int32_t>(group.size()); ++i) {
-      if (group[i] != kNoBlock) dropped.push_back(group[i]);
-    }
+    dropped.insert(dropped.end(), group.begin() + keep, group.end());
     group.resize(keep);
   }
-  pool_.Release(dropped);
+  ReleaseHeld(pool_, dropped);
   return table.n_tokens;
 }
 
 bool KvCache::HoldsVisibleBlocks(const BlockTable& table) const {
-  const int32_t written = (table.n_tokens + block_size_ - 1) / block_size_;
+  const int32_t written = static_cast<int32_t>(KvBlocksFor(table.n_tokens, block_size_));
   for (int32_t g = 0; g < static_cast<int32_t>(table.groups.size()); ++g) {
-    const std::vector<BlockId>& group = table.groups[g];
-    const int32_t first =
-        kernels::FirstVisibleBlock(groups_.windows[g], table.n_tokens, block_size_);
-    for (int32_t i = first; i < written && i < static_cast<int32_t>(group.size()); ++i) {
-      if (group[i] == kNoBlock) return false;
-    }
+    // The held entries are one run to the table's end: the first visible one decides.
+    const int32_t first = GroupFirstBlock(g, table.n_tokens);
+    if (first < written && HolesEnd(table.groups[g], first, first + 1) > first) return false;
   }
   return true;
 }
 
 void KvCache::Free(BlockTable& table) {
-  std::vector<BlockId> held;
+  std::vector<BlockId> all;
   for (const std::vector<BlockId>& group : table.groups) {
-    for (BlockId id : group) {
-      if (id != kNoBlock) held.push_back(id);
-    }
+    all.insert(all.end(), group.begin(), group.end());
   }
-  pool_.Release(held);
+  ReleaseHeld(pool_, all);
   table.groups.clear();
   table.n_tokens = 0;
 }

@@ -41,7 +41,8 @@ inline constexpr BlockId kNoBlock = -1;
 struct BlockTable {
   // groups[g][i]: group g's block for tokens [i * block_size, (i + 1) * block_size), or kNoBlock
   // where a windowed group let it go. Every group's vector has the same length (the table's
-  // blocks), or the table is empty.
+  // blocks), or the table is empty. A group's held entries are one run to its end: a window lets
+  // go of blocks from the front, truncation drops them from the back.
   std::vector<std::vector<BlockId>> groups;
   int32_t n_tokens = 0;  // tokens whose K/V are written
 
@@ -50,6 +51,9 @@ struct BlockTable {
     return groups.empty() ? 0 : static_cast<int32_t>(groups[0].size());
   }
 };
+
+// Returns to `pool` the entries of `blocks` that are held (not kNoBlock), last to first.
+void ReleaseHeld(BlockPool& pool, std::span<const BlockId> blocks);
 
 struct KvCacheOptions {
   int32_t block_size = 16;  // tokens per block
@@ -131,8 +135,8 @@ class KvCache {
   // Each windowed group of `table` lets go of its blocks that no query at `position` or after
   // sees.
   void LetGoHidden(BlockTable& table, int32_t position);
-  // Whether `table` holds a block of group `group` for its block `block`.
-  static bool Holds(const BlockTable& table, int32_t group, int32_t block);
+  // The first block of group `group` that queries at `position` and after see.
+  int32_t GroupFirstBlock(int32_t group, int32_t position) const;
   // Whether the table holds every written block that queries from table.n_tokens on see.
   bool HoldsVisibleBlocks(const BlockTable& table) const;
 

@@ -21,13 +21,6 @@ std::vector<uint64_t> GroupHashes(std::span<const uint64_t> chain, int32_t group
   return hashes;
 }
 
-// Releases the blocks of `blocks` that are held (not kNoBlock).
-void ReleaseHeld(BlockPool& pool, std::span<const BlockId> blocks) {
-  std::vector<BlockId> held(blocks.begin(), blocks.end());
-  std::erase(held, kNoBlock);
-  pool.Release(held);
-}
-
 // Fills the groups without a window with the longest runs of `chain` cached from block 0;
 // returns the shortest run's length.
 int32_t MatchFromStart(BlockPool& pool, std::span<const uint64_t> chain,

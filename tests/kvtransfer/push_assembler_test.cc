@@ -151,48 +151,58 @@ TEST_F(PushAssemblerRangesTest, ReordersRangesArrivingOnTwoStreams) {
 }
 
 // Layers 1 and 3 with a window of 8: the query at position 40 sees tokens 33.., so they send
-// block 2 only, and stream 1 (layers 1 and 3) has nothing in the first range.
-TEST(PushAssemblerWindowsTest, AStreamOfWindowedLayersWaitsOutTheRangesItHasNothingIn) {
-  KvPushSpec spec = MakeSpec("r1", 4, 40);
-  spec.chunk_blocks = 2;
-  spec.layer_windows = {0, 8, 0, 8};
-  KvData data(spec, 3);
+// block 2 only, and stream 1 (layers 1 and 3) has nothing in the first range [0, 2).
+class PushAssemblerWindowsTest : public ::testing::Test {
+ protected:
+  static KvPushSpec WindowsSpec() {
+    KvPushSpec spec = MakeSpec("r1", 4, 40);
+    spec.chunk_blocks = 2;
+    spec.layer_windows = {0, 8, 0, 8};
+    return spec;
+  }
+  PushAssemblerWindowsTest() : spec(WindowsSpec()), data(spec, 3), registry(&receiver) {
+    receiver.Reserve(spec, 3);
+  }
+  // The push, joined by both streams.
+  PushAssembler& Join() {
+    auto s0 = registry.Join(Info(spec, 0, 2));
+    EXPECT_TRUE(s0.ok() && registry.Join(Info(spec, 1, 2)).ok());
+    return **s0;
+  }
+
+  KvPushSpec spec;
+  KvData data;
   FakeReceiver receiver;
-  receiver.Reserve(spec, 3);
-  PushRegistry registry(&receiver);
-  auto s0 = registry.Join(Info(spec, 0, 2));
-  ASSERT_TRUE(s0.ok() && registry.Join(Info(spec, 1, 2)).ok());
-  PushAssembler& push = **s0;
+  PushRegistry registry;
   RecordingWaiter w0, w1;
   KvStreamWakeups wakeups;
+};
+
+TEST_F(PushAssemblerWindowsTest, ABlockBeforeALayersWindowFailsThePush) {
+  PushAssembler& push = Join();
   EXPECT_THAT(push.Offer(1, &w1, Chunk(data, spec, 1, 2, 1), &wakeups), IsOkAndHolds(true));
   EXPECT_EQ(push.Offer(1, &w1, Chunk(data, spec, 3, 1, 1), &wakeups).status().code(),
-            absl::StatusCode::kInvalidArgument)
-      << "a block before layer 3's window";
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(receiver.counts().abort, 1);
   ASSERT_EQ(wakeups.size(), 1u);  // the parked stream hears of the failure
   EXPECT_FALSE(wakeups[0].status.ok());
-  wakeups.clear();
+}
 
-  FakeReceiver fresh;
-  fresh.Reserve(spec, 3);
-  PushRegistry fresh_registry(&fresh);
-  auto f0 = fresh_registry.Join(Info(spec, 0, 2));
-  ASSERT_TRUE(f0.ok() && fresh_registry.Join(Info(spec, 1, 2)).ok());
-  PushAssembler& ok = **f0;
-  EXPECT_THAT(ok.Offer(1, &w1, Chunk(data, spec, 1, 2, 1), &wakeups), IsOkAndHolds(true));
-  EXPECT_THAT(ok.Offer(0, &w0, Chunk(data, spec, 0, 0, 2), &wakeups), IsOkAndHolds(false));
-  EXPECT_THAT(ok.Offer(0, &w0, Chunk(data, spec, 2, 0, 2), &wakeups), IsOkAndHolds(false));
-  EXPECT_THAT(ok.Offer(0, &w0, Chunk(data, spec, 0, 2, 1), &wakeups), IsOkAndHolds(false));
+TEST_F(PushAssemblerWindowsTest, AStreamOfWindowedLayersWaitsOutTheRangesItHasNothingIn) {
+  PushAssembler& push = Join();
+  EXPECT_THAT(push.Offer(1, &w1, Chunk(data, spec, 1, 2, 1), &wakeups), IsOkAndHolds(true));
+  EXPECT_THAT(push.Offer(0, &w0, Chunk(data, spec, 0, 0, 2), &wakeups), IsOkAndHolds(false));
+  EXPECT_THAT(push.Offer(0, &w0, Chunk(data, spec, 2, 0, 2), &wakeups), IsOkAndHolds(false));
+  EXPECT_THAT(push.Offer(0, &w0, Chunk(data, spec, 0, 2, 1), &wakeups), IsOkAndHolds(false));
   ASSERT_EQ(wakeups.size(), 1u);  // layer 1's parked chunk was written
   RunWakeups(wakeups);
-  EXPECT_THAT(ok.Offer(0, &w0, Chunk(data, spec, 2, 2, 1), &wakeups), IsOkAndHolds(false));
+  EXPECT_THAT(push.Offer(0, &w0, Chunk(data, spec, 2, 2, 1), &wakeups), IsOkAndHolds(false));
   // Stream 0 owes nothing more: it waits for stream 1's layer 3 instead of failing.
-  EXPECT_THAT(ok.EndStream(0, &w0, &wakeups), IsOkAndHolds(true));
-  EXPECT_THAT(ok.Offer(1, &w1, Chunk(data, spec, 3, 2, 1), &wakeups), IsOkAndHolds(false));
-  EXPECT_EQ(fresh.counts().end, 1);
-  EXPECT_EQ(fresh.counts().abort, 0);
-  EXPECT_EQ(fresh.reservation("r1").bytes, data.Expected(3));
+  EXPECT_THAT(push.EndStream(0, &w0, &wakeups), IsOkAndHolds(true));
+  EXPECT_THAT(push.Offer(1, &w1, Chunk(data, spec, 3, 2, 1), &wakeups), IsOkAndHolds(false));
+  EXPECT_EQ(receiver.counts().end, 1);
+  EXPECT_EQ(receiver.counts().abort, 0);
+  EXPECT_EQ(receiver.reservation("r1").bytes, data.Expected(3));
 }
 
 TEST_F(PushAssemblerRangesTest, ChunkSpanningTwoRangesFailsThePush) {
