@@ -163,17 +163,20 @@ class PushAssemblerWindowsTest : public ::testing::Test {
   PushAssemblerWindowsTest() : spec(WindowsSpec()), data(spec, 3), registry(&receiver) {
     receiver.Reserve(spec, 3);
   }
-  // The push, joined by both streams.
+  // The push, joined by both streams; held as a stream holds it, past its conclusion.
   PushAssembler& Join() {
     auto s0 = registry.Join(Info(spec, 0, 2));
-    EXPECT_TRUE(s0.ok() && registry.Join(Info(spec, 1, 2)).ok());
-    return **s0;
+    auto s1 = registry.Join(Info(spec, 1, 2));
+    EXPECT_TRUE(s0.ok() && s1.ok());
+    joined = *s0;
+    return *joined;
   }
 
   KvPushSpec spec;
   KvData data;
   FakeReceiver receiver;
   PushRegistry registry;
+  std::shared_ptr<PushAssembler> joined;
   RecordingWaiter w0, w1;
   KvStreamWakeups wakeups;
 };
