@@ -178,7 +178,7 @@ void BM_Attention(benchmark::State& state) {
   const std::vector<float> q = testing::RandomFloats(n_q * kHeads * kDim, 4);
   std::vector<float> out(q.size());
   for (auto _ : state) {
-    backend->Attention(q.data(), positions.data(), n_q, kHeads, kv, 0.125f, out.data());
+    backend->Attention(q.data(), positions.data(), n_q, kHeads, kv, 0.125f, nullptr, out.data());
     benchmark::DoNotOptimize(out.data());
   }
   double keys = 0;  // (query, key) pairs

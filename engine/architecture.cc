@@ -13,7 +13,8 @@ namespace baton::engine {
 namespace {
 
 constexpr Architecture kArchitectures[] = {
-    {"gemma3", architectures::ConfigureGemma3}, {"llama", architectures::ConfigureLlama},
+    {"gemma3", architectures::ConfigureGemma3}, {"gpt-oss", architectures::ConfigureGptOss},
+    {"llama", architectures::ConfigureLlama},
     {"qwen2", architectures::ConfigureQwen2},   {"qwen2moe", architectures::ConfigureQwen2Moe},
     {"qwen3", architectures::ConfigureQwen3},   {"qwen3moe", architectures::ConfigureQwen3Moe},
 };

@@ -7,6 +7,40 @@
 #include "engine/gguf_metadata.h"
 
 namespace baton::engine {
+namespace {
+
+// YaRN's parameters from {p}rope.scaling.*, as llama.cpp reads them (its defaults: ramp ends 32
+// and 1, the training context as the original one).
+absl::StatusOr<RopeYarn> ReadRopeYarn(const GgufFile& file, const std::string& p,
+                                      int32_t n_ctx_train) {
+  RopeYarn yarn;
+  yarn.ext_factor = 1.0f;
+  absl::StatusOr<float> f;
+  if (!(f = OptionalPositiveFloat(file, p + "rope.scaling.attn_factor", 1.0f)).ok()) {
+    return f.status();
+  }
+  yarn.attn_factor = *f;
+  if (!(f = OptionalPositiveFloat(file, p + "rope.scaling.yarn_beta_fast", 32.0f)).ok()) {
+    return f.status();
+  }
+  yarn.beta_fast = *f;
+  if (!(f = OptionalPositiveFloat(file, p + "rope.scaling.yarn_beta_slow", 1.0f)).ok()) {
+    return f.status();
+  }
+  yarn.beta_slow = *f;
+  absl::StatusOr<int32_t> v =
+      OptionalPositive(file, p + "rope.scaling.original_context_length", n_ctx_train);
+  if (!v.ok()) return v.status();
+  yarn.n_ctx_orig = *v;
+  if (file.Find(p + "rope.scaling.yarn_log_multiplier") != nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        file.path(), ": ", p, "rope.scaling.yarn_log_multiplier is set (DeepSeek's YaRN "
+        "magnitude scale); baton's YaRN does not take it"));
+  }
+  return yarn;
+}
+
+}  // namespace
 
 absl::StatusOr<ModelConfig> ReadModelConfig(const GgufFile& file) {
   ModelConfig c;
@@ -78,12 +112,17 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const GgufFile& file) {
   if (!(f = OptionalPositiveFloat(file, p + "rope.freq_base", 10000.0f)).ok()) return f.status();
   c.rope_freq_base = *f;
   std::string scaling_type = file.GetString(p + "rope.scaling.type").value_or("");
-  if (scaling_type == "linear") {
+  if (scaling_type == "linear" || scaling_type == "yarn") {
     if (!(f = OptionalPositiveFloat(file, p + "rope.scaling.factor", 1.0f)).ok()) {
       return f.status();
     }
     c.rope_freq_scale = 1.0f / *f;
-  } else if (!scaling_type.empty() && scaling_type != "none") {
+  }
+  if (scaling_type == "yarn") {
+    absl::StatusOr<RopeYarn> yarn = ReadRopeYarn(file, p, c.n_ctx_train);
+    if (!yarn.ok()) return yarn.status();
+    c.rope_yarn = *yarn;
+  } else if (scaling_type != "linear" && !scaling_type.empty() && scaling_type != "none") {
     return absl::InvalidArgumentError(absl::StrCat(file.path(), ": unsupported ", p,
                                                    "rope.scaling.type '", scaling_type, "'"));
   }

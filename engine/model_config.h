@@ -16,6 +16,16 @@ namespace baton::engine {
 
 class GgufFile;
 
+// YaRN's RoPE scaling ({arch}.rope.scaling.type yarn; kernels::RopeParams says what it computes),
+// for every layer with that layer's frequency scale.
+struct RopeYarn {
+  float ext_factor = 0.0f;   // 1 for yarn, 0: none
+  float attn_factor = 1.0f;  // {arch}.rope.scaling.attn_factor
+  float beta_fast = 32.0f;   // {arch}.rope.scaling.yarn_beta_fast
+  float beta_slow = 1.0f;    // {arch}.rope.scaling.yarn_beta_slow
+  int32_t n_ctx_orig = 0;    // {arch}.rope.scaling.original_context_length (n_ctx_train)
+};
+
 struct ModelConfig {
   std::string architecture;   // general.architecture
   std::string name;           // general.name, may be empty
@@ -32,12 +42,16 @@ struct ModelConfig {
   // RoPE
   int32_t rope_n_dims = 0;    // {arch}.rope.dimension_count (defaults to head_dim)
   float rope_freq_base = 10000.0f;
-  float rope_freq_scale = 1.0f;  // 1 / {arch}.rope.scaling.factor for linear scaling
+  float rope_freq_scale = 1.0f;  // 1 / {arch}.rope.scaling.factor for linear scaling and YaRN
+  RopeYarn rope_yarn;
   bool rope_neox = false;        // NeoX style (qwen2, qwen3, gemma3) or normal (llama)
   // Llama 3 rope scaling, when the file has rope_freqs.weight: per-frequency divisors
   // [rope_n_dims / 2], loaded with the weights.
 
   float embedding_scale = 1.0f;  // the token embeddings' scale (gemma3: sqrt(n_embd))
+  // The feed-forward block's input norm's tensor, blk.N.<name>.weight (gpt-oss names it
+  // post_attention_norm).
+  std::string ffn_norm_tensor = "ffn_norm";
   std::vector<LayerSpec> layers; // [n_layer], what each layer computes
   std::string file_type;         // dominant weight type, informative ("Q4_1")
 

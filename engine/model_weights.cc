@@ -51,7 +51,13 @@ class WeightLoader {
 
   // A vector [n] as f32 (converted and owned when stored in another type).
   absl::StatusOr<const float*> Vector(const std::string& name, int64_t n) {
-    absl::StatusOr<const GgufTensorInfo*> t = Find(name, {n});
+    return Vectors(name, 1, n);
+  }
+
+  // `count` vectors [n] (GGUF dims {n, count}; {n} for one) as f32 [count, n].
+  absl::StatusOr<const float*> Vectors(const std::string& name, int64_t count, int64_t n) {
+    absl::StatusOr<const GgufTensorInfo*> t =
+        Find(name, count == 1 ? std::vector<int64_t>{n} : std::vector<int64_t>{n, count});
     if (!t.ok()) return t.status();
     if ((*t)->dtype == kernels::DType::kF32) return reinterpret_cast<const float*>((*t)->data);
     if (!kernels::Traits((*t)->dtype).can_dequantize || n % kernels::Traits((*t)->dtype).block_size) {
@@ -59,8 +65,12 @@ class WeightLoader {
                                                      "' has unsupported type ",
                                                      std::string(kernels::DTypeName((*t)->dtype))));
     }
-    auto copy = std::make_unique<float[]>(n);
-    kernels::DequantizeRow((*t)->dtype, (*t)->data, copy.get(), n);
+    auto copy = std::make_unique<float[]>(count * n);
+    for (int64_t r = 0; r < count; ++r) {
+      kernels::DequantizeRow((*t)->dtype,
+                             (*t)->data + r * kernels::RowBytes((*t)->dtype, n),
+                             copy.get() + r * n, n);
+    }
     weights_.owned.push_back(std::move(copy));
     return weights_.owned.back().get();
   }
@@ -138,10 +148,14 @@ absl::StatusOr<ModelWeights> LoadModelWeights(const GgufFile& file, const ModelC
       BATON_ASSIGN(l.k_norm, load.Vector(p + "attn_k_norm.weight", c.head_dim));
     }
     BATON_ASSIGN(l.wo, load.Matrix(p + "attn_output.weight", c.n_embd, c.q_dim()));
+    if (attention.output_bias) {
+      BATON_ASSIGN(l.bo, load.Vector(p + "attn_output.bias", c.n_embd));
+    }
+    if (attention.sinks) BATON_ASSIGN(l.attn_sinks, load.Vector(p + "attn_sinks.weight", c.n_head));
     if (attention.post_norm) {
       BATON_ASSIGN(l.attn_post_norm, load.Vector(p + "post_attention_norm.weight", c.n_embd));
     }
-    BATON_ASSIGN(l.ffn_norm, load.Vector(p + "ffn_norm.weight", c.n_embd));
+    BATON_ASSIGN(l.ffn_norm, load.Vector(p + c.ffn_norm_tensor + ".weight", c.n_embd));
     const ExpertsSpec& experts = feed_forward.experts;
     if (experts.count == 0) {
       BATON_ASSIGN(l.w_gate, load.Matrix(p + "ffn_gate.weight", c.n_ff, c.n_embd));
@@ -155,6 +169,12 @@ absl::StatusOr<ModelWeights> LoadModelWeights(const GgufFile& file, const ModelC
       BATON_ASSIGN(up, load.Experts(p + "ffn_up_exps.weight", n, ff, c.n_embd));
       BATON_ASSIGN(down, load.Experts(p + "ffn_down_exps.weight", n, c.n_embd, ff));
       for (int64_t e = 0; e < n; ++e) l.experts.push_back({gate[e], up[e], down[e]});
+      if (experts.biases) {
+        BATON_ASSIGN(l.router_bias, load.Vector(p + "ffn_gate_inp.bias", n));
+        BATON_ASSIGN(l.experts_gate_bias, load.Vectors(p + "ffn_gate_exps.bias", n, ff));
+        BATON_ASSIGN(l.experts_up_bias, load.Vectors(p + "ffn_up_exps.bias", n, ff));
+        BATON_ASSIGN(l.experts_down_bias, load.Vectors(p + "ffn_down_exps.bias", n, c.n_embd));
+      }
     }
     if (experts.n_ff_shared > 0) {
       const int64_t ff = experts.n_ff_shared;

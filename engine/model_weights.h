@@ -31,14 +31,16 @@ struct LayerWeights {
   kernels::WeightMatrix wq;          // [q_dim, n_embd]
   kernels::WeightMatrix wk;          // [kv_dim, n_embd]
   kernels::WeightMatrix wv;          // [kv_dim, n_embd]
-  const float* bq = nullptr;         // f32 [q_dim], qwen2 only
-  const float* bk = nullptr;         // f32 [kv_dim], qwen2 only
-  const float* bv = nullptr;         // f32 [kv_dim], qwen2 only
+  const float* bq = nullptr;         // f32 [q_dim], where AttentionSpec::qkv_bias
+  const float* bk = nullptr;         // f32 [kv_dim], where AttentionSpec::qkv_bias
+  const float* bv = nullptr;         // f32 [kv_dim], where AttentionSpec::qkv_bias
   const float* q_norm = nullptr;     // f32 [head_dim], where AttentionSpec::qk_norm
   const float* k_norm = nullptr;     // f32 [head_dim], where AttentionSpec::qk_norm
   kernels::WeightMatrix wo;          // [n_embd, q_dim]
+  const float* bo = nullptr;         // f32 [n_embd], where AttentionSpec::output_bias
+  const float* attn_sinks = nullptr; // f32 [n_head], where AttentionSpec::sinks
   const float* attn_post_norm = nullptr;  // f32 [n_embd], where AttentionSpec::post_norm
-  const float* ffn_norm = nullptr;   // f32 [n_embd]
+  const float* ffn_norm = nullptr;   // f32 [n_embd] (ModelConfig::ffn_norm_tensor)
   // The dense FFN (ffn_{gate,up,down}), or a mixture's shared expert (ffn_{gate,up,down}_shexp,
   // n_ff_shared rows); absent (null data) for a mixture without one.
   kernels::WeightMatrix w_gate;      // [n_ff, n_embd]
@@ -49,6 +51,12 @@ struct LayerWeights {
   kernels::WeightMatrix router;
   std::vector<ExpertWeights> experts;
   kernels::WeightMatrix shared_expert_gate;
+  // Where ExpertsSpec::biases: the router's f32 [count], and the experts' f32 [count, n_ff],
+  // [count, n_ff], [count, n_embd] (expert e's row e).
+  const float* router_bias = nullptr;
+  const float* experts_gate_bias = nullptr;
+  const float* experts_up_bias = nullptr;
+  const float* experts_down_bias = nullptr;
   const float* ffn_post_norm = nullptr;  // f32 [n_embd], where FeedForwardSpec::post_norm
 };
 

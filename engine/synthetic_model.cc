@@ -95,24 +95,28 @@ absl::Status Validate(const SyntheticModelOptions& o) {
   }
   const std::string& a = o.architecture;
   if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "gemma3" && a != "qwen3moe" &&
-      a != "qwen2moe") {
+      a != "qwen2moe" && a != "gpt-oss") {
     return absl::InvalidArgumentError(absl::StrCat(
         "synthetic model: architecture '", a,
-        "' is none of llama, qwen2, qwen3, gemma3, qwen3moe, qwen2moe"));
+        "' is none of llama, qwen2, qwen3, gemma3, qwen3moe, qwen2moe, gpt-oss"));
   }
-  const bool moe_architecture = a == "qwen3moe" || a == "qwen2moe";
+  const bool moe_architecture = a == "qwen3moe" || a == "qwen2moe" || a == "gpt-oss";
   if ((moe_architecture && o.n_expert == 0) ||
       (o.n_expert > 0 && !moe_architecture && a != "llama") || o.n_expert_used > o.n_expert || (o.n_expert > 0 && o.n_expert_used < 1) ||
       ExpertFf(o) % 32 != 0 || SharedFf(o) % 32 != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "synthetic model: experts ", o.n_expert, " (used ", o.n_expert_used, ", ff ",
         ExpertFf(o), ", shared ff ", SharedFf(o), ") for ", a,
-        ": qwen3moe and qwen2moe need experts, llama may have them; 1 <= used <= experts; ff "
+        ": qwen3moe, qwen2moe and gpt-oss need experts, llama may have them; 1 <= used <= "
+        "experts; ff "
         "multiples of 32"));
   }
-  if (o.sliding_window > 0 && o.architecture != "llama" && o.architecture != "gemma3") {
+  if (o.sliding_window > 0 && a != "llama" && a != "gemma3" && a != "gpt-oss") {
     return absl::InvalidArgumentError(absl::StrCat(
-        "synthetic model: a sliding window is for llama and gemma3, not ", o.architecture));
+        "synthetic model: a sliding window is for llama, gemma3 and gpt-oss, not ", a));
+  }
+  if (a == "gpt-oss" && o.sliding_window == 0) {
+    return absl::InvalidArgumentError("synthetic model: gpt-oss needs a sliding window");
   }
   if (o.n_layer < 1 || o.n_head < 1 || o.n_head_kv < 1 || o.n_embd < 1 || o.n_ff < 1 ||
       o.n_ctx < 1 || (o.head_dim == 0 && o.n_embd % o.n_head != 0) || o.head_dim < 0 ||
@@ -192,6 +196,12 @@ absl::Status WriteSyntheticModel(const std::string& path, const SyntheticModelOp
     w.AddUint32(a + ".attention.value_length", head_dim);
   }
   if (o.sliding_window > 0) w.AddUint32(a + ".attention.sliding_window", o.sliding_window);
+  if (o.rope_yarn_factor > 0.0f) {
+    w.AddString(a + ".rope.scaling.type", "yarn");
+    w.AddFloat32(a + ".rope.scaling.factor", o.rope_yarn_factor);
+    w.AddUint32(a + ".rope.scaling.original_context_length",
+                static_cast<uint32_t>(static_cast<float>(o.n_ctx) / o.rope_yarn_factor));
+  }
   if (o.n_expert > 0) {
     w.AddUint32(a + ".expert_count", o.n_expert);
     w.AddUint32(a + ".expert_used_count", o.n_expert_used);
@@ -262,7 +272,8 @@ absl::Status WriteSyntheticModel(const std::string& path, const SyntheticModelOp
   const int32_t q_dim = head_dim * o.n_head;
   const int32_t kv_dim = head_dim * o.n_head_kv;
   const bool qk_norm = a == "qwen3" || a == "qwen3moe" || a == "gemma3";
-  const bool qkv_bias = a == "qwen2" || a == "qwen2moe";
+  const bool gpt_oss = a == "gpt-oss";
+  const bool qkv_bias = a == "qwen2" || a == "qwen2moe" || gpt_oss;
   const bool post_norms = a == "gemma3";
   absl::Status s = matrix("token_embd.weight", n_vocab, o.n_embd);
   if (s.ok()) s = w.AddTensorF32("output_norm.weight", {o.n_embd}, norm(o.n_embd));
@@ -283,10 +294,19 @@ absl::Status WriteSyntheticModel(const std::string& path, const SyntheticModelOp
       if (s.ok()) s = w.AddTensorF32(p + "attn_k_norm.weight", {head_dim}, norm(head_dim));
     }
     if (s.ok()) s = matrix(p + "attn_output.weight", o.n_embd, q_dim);
+    if (s.ok() && gpt_oss) {
+      s = w.AddTensorF32(p + "attn_output.bias", {o.n_embd}, random(o.n_embd, 0.1f));
+      // Sinks about as large as the scores, so that they take a real share of each softmax.
+      if (s.ok()) s = w.AddTensorF32(p + "attn_sinks.weight", {o.n_head}, random(o.n_head, 1.0f));
+    }
     if (s.ok() && post_norms) {
       s = w.AddTensorF32(p + "post_attention_norm.weight", {o.n_embd}, norm(o.n_embd));
     }
-    if (s.ok()) s = w.AddTensorF32(p + "ffn_norm.weight", {o.n_embd}, norm(o.n_embd));
+    // gpt-oss names its feed-forward block's input norm post_attention_norm.
+    if (s.ok()) {
+      s = w.AddTensorF32(p + (gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight"),
+                         {o.n_embd}, norm(o.n_embd));
+    }
     if (s.ok() && o.n_expert == 0) {
       s = matrix(p + "ffn_gate.weight", o.n_ff, o.n_embd);
       if (s.ok()) s = matrix(p + "ffn_up.weight", o.n_ff, o.n_embd);
@@ -300,6 +320,20 @@ absl::Status WriteSyntheticModel(const std::string& path, const SyntheticModelOp
       if (s.ok()) s = experts(p + "ffn_gate_exps.weight", ff, o.n_embd);
       if (s.ok()) s = experts(p + "ffn_up_exps.weight", ff, o.n_embd);
       if (s.ok()) s = experts(p + "ffn_down_exps.weight", o.n_embd, ff);
+      if (s.ok() && gpt_oss) {
+        const size_t n = static_cast<size_t>(o.n_expert);
+        s = w.AddTensorF32(p + "ffn_gate_inp.bias", {o.n_expert}, random(n, 0.5f));
+        if (s.ok()) {
+          s = w.AddTensorF32(p + "ffn_gate_exps.bias", {ff, o.n_expert}, random(n * ff, 0.1f));
+        }
+        if (s.ok()) {
+          s = w.AddTensorF32(p + "ffn_up_exps.bias", {ff, o.n_expert}, random(n * ff, 0.1f));
+        }
+        if (s.ok()) {
+          s = w.AddTensorF32(p + "ffn_down_exps.bias", {o.n_embd, o.n_expert},
+                             random(n * o.n_embd, 0.1f));
+        }
+      }
     }
     if (s.ok() && a == "qwen2moe") {
       const int32_t ff = SharedFf(o);
@@ -317,7 +351,8 @@ absl::Status WriteSyntheticModel(const std::string& path, const SyntheticModelOp
 }
 
 const char kSyntheticShapes[] =
-    "tiny, tiny-qwen3, tiny-gemma3, tiny-qwen3moe, tiny-qwen2moe, tiny-mixtral, tiny-256, "
+    "tiny, tiny-qwen3, tiny-gemma3, tiny-qwen3moe, tiny-qwen2moe, tiny-mixtral, tiny-gpt-oss, "
+    "tiny-256, "
     "smollm2-135m, "
     "qwen2-0.5b, llama-3.2-1b, llama-3-8b, qwen3-0.6b, gemma3-270m, qwen3moe-8x";
 
@@ -356,6 +391,18 @@ absl::StatusOr<SyntheticModelOptions> SyntheticShape(std::string_view name) {
     o.n_ff_expert = 32;
     o.n_ff_shared = 128;
     o.tied_output = false;  // llama.cpp's qwen2moe wants output.weight
+    return o;
+  }
+  if (name == "tiny-gpt-oss") {  // 4 layers (local, global, ...), 4 experts, 2 per token, YaRN
+    o.architecture = "gpt-oss";
+    o.n_layer = 4;
+    o.head_dim = 32;
+    o.sliding_window = 24;
+    o.n_expert = 4;
+    o.n_expert_used = 2;
+    o.n_ff_expert = 64;
+    o.rope_yarn_factor = 4.0f;
+    o.tied_output = false;  // llama.cpp's gpt-oss wants output.weight
     return o;
   }
   if (name == "tiny-mixtral") {  // llama with 4 experts, 2 per token

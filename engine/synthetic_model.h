@@ -33,8 +33,9 @@ struct SyntheticModelOptions {
   uint64_t seed = 1;
   // "llama", "qwen2" (adds QKV biases), "qwen3" (per-head Q/K norms), "gemma3" (Q/K norms,
   // post-norms, GeGLU, local sliding-window layers where sliding_window > 0), "qwen3moe" and
-  // "qwen2moe" (experts, the latter with a shared expert); llama with n_expert > 0 is Mixtral's
-  // layout.
+  // "qwen2moe" (experts, the latter with a shared expert), "gpt-oss" (QKV and output biases,
+  // attention sinks, biased experts, even layers local where sliding_window > 0, YaRN where
+  // rope_yarn_factor > 0); llama with n_expert > 0 is Mixtral's layout.
   std::string architecture = "llama";
   int32_t n_layer = 2;
   int32_t n_embd = 64;
@@ -52,6 +53,8 @@ struct SyntheticModelOptions {
   int32_t n_ctx = 256;
   int32_t n_vocab = 0;  // 0: the byte-level vocabulary alone (262 tokens); else at least 262
   float rope_freq_base = 10000.0f;
+  // > 0: rope.scaling.type yarn with this factor over an original context of n_ctx / factor.
+  float rope_yarn_factor = 0.0f;
   // Any type kernels::CanQuantize takes. A K-quant matrix whose rows are not a multiple of 256
   // falls back as llama-quantize's does: Q2_K, Q3_K -> Q4_0; Q4_K -> Q5_0; Q5_K -> Q5_1;
   // Q6_K -> Q8_0.

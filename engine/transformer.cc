@@ -27,6 +27,11 @@ Transformer::Transformer(const ModelConfig* config, const ModelWeights* weights,
         .freq_base = layer.attention.rope_freq_base,
         .freq_scale = layer.attention.rope_freq_scale,
         .neox = config_.rope_neox,
+        .ext_factor = config_.rope_yarn.ext_factor,
+        .attn_factor = config_.rope_yarn.attn_factor,
+        .beta_fast = config_.rope_yarn.beta_fast,
+        .beta_slow = config_.rope_yarn.beta_slow,
+        .n_ctx_orig = config_.rope_yarn.n_ctx_orig,
     });
   }
   // A backend with its own copy reads the file's pages no more (where its GetRows reads the
@@ -137,6 +142,13 @@ absl::Status Transformer::UploadVectors() {
     vectors.push_back({w.k_norm, c.head_dim, &to.k_norm});
     vectors.push_back({w.attn_post_norm, c.n_embd, &to.attn_post_norm});
     vectors.push_back({w.ffn_post_norm, c.n_embd, &to.ffn_post_norm});
+    vectors.push_back({w.bo, c.n_embd, &to.bo});
+    vectors.push_back({w.attn_sinks, c.n_head, &to.attn_sinks});
+    const ExpertsSpec& e = c.layers[l].feed_forward.experts;
+    vectors.push_back({w.router_bias, e.count, &to.router_bias});
+    vectors.push_back({w.experts_gate_bias, int64_t{e.count} * e.n_ff, &to.experts_gate_bias});
+    vectors.push_back({w.experts_up_bias, int64_t{e.count} * e.n_ff, &to.experts_up_bias});
+    vectors.push_back({w.experts_down_bias, int64_t{e.count} * c.n_embd, &to.experts_down_bias});
   }
   vectors.push_back({weights_.output_norm, c.n_embd, &output_norm_});
   vectors.push_back({weights_.rope_freq_factors, c.rope_n_dims / 2, &rope_freq_factors_});
@@ -327,8 +339,9 @@ void Transformer::QueueAttention(int32_t l, std::span<const SequenceInput> seque
                                .out = attn + row * c.q_dim()});
     row += n_seq;
   }
-  backend_.AttentionMany(attention_seqs_, c.n_head, spec.kq_scale);
+  backend_.AttentionMany(attention_seqs_, c.n_head, spec.kq_scale, wv.attn_sinks);
   backend_.MatMul(w.wo, attn, n, xb_.as<float>());
+  if (wv.bo != nullptr) backend_.AddRowBias(xb_.as<float>(), wv.bo, n, c.n_embd);
   if (spec.post_norm) {
     backend_.RmsNorm(xb_.as<float>(), wv.attn_post_norm, n, c.n_embd, c.rms_eps, xb_.as<float>());
   }
@@ -342,7 +355,7 @@ void Transformer::QueueFeedForward(int32_t l, int64_t n) {
   if (spec.experts.count > 0) {
     QueueExperts(l, n);
   } else {
-    QueueGatedFfn(w.w_gate, w.w_up, w.w_down, spec.activation, xb, n, gate_.as<float>(),
+    QueueGatedFfn(w.w_gate, w.w_up, w.w_down, {}, spec.activation, xb, n, gate_.as<float>(),
                   up_.as<float>(), xb);
   }
   if (spec.post_norm) {
@@ -351,7 +364,7 @@ void Transformer::QueueFeedForward(int32_t l, int64_t n) {
 }
 
 void Transformer::QueueGatedFfn(const kernels::WeightMatrix& gate, const kernels::WeightMatrix& up,
-                                const kernels::WeightMatrix& down,
+                                const kernels::WeightMatrix& down, const FfnBiases& biases,
                                 FeedForwardActivation activation, const float* x, int64_t n,
                                 float* gate_out, float* up_out, float* out) {
   {
@@ -359,6 +372,8 @@ void Transformer::QueueGatedFfn(const kernels::WeightMatrix& gate, const kernels
     float* outs[] = {gate_out, up_out};
     backend_.MatMulMany(gate_up, x, n, outs);
   }
+  if (biases.gate != nullptr) backend_.AddRowBias(gate_out, biases.gate, n, gate.n_rows);
+  if (biases.up != nullptr) backend_.AddRowBias(up_out, biases.up, n, up.n_rows);
   switch (activation) {
     case FeedForwardActivation::kSiluGated:
       backend_.SiluMul(gate_out, up_out, n * gate.n_rows, gate_out);
@@ -366,8 +381,12 @@ void Transformer::QueueGatedFfn(const kernels::WeightMatrix& gate, const kernels
     case FeedForwardActivation::kGeluGated:
       backend_.GeluMul(gate_out, up_out, n * gate.n_rows, gate_out);
       break;
+    case FeedForwardActivation::kSwigluOai:
+      backend_.SwigluOaiMul(gate_out, up_out, n * gate.n_rows, gate_out);
+      break;
   }
   backend_.MatMul(down, gate_out, n, out);
+  if (biases.down != nullptr) backend_.AddRowBias(out, biases.down, n, down.n_rows);
 }
 
 const float* Transformer::OnHost(const kernels::BackendBuffer& device, int64_t count,
@@ -383,8 +402,12 @@ void Transformer::QueueExperts(int32_t l, int64_t n) {
   const FeedForwardSpec& spec = c.layers[l].feed_forward;
   const ExpertsSpec& experts = spec.experts;
   const LayerWeights& w = weights_.layers[l];
+  const LayerVectors& wv = layer_vectors_[l];
   float* xb = xb_.as<float>();
   backend_.MatMul(w.router, xb, n, router_logits_.as<float>());
+  if (wv.router_bias != nullptr) {
+    backend_.AddRowBias(router_logits_.as<float>(), wv.router_bias, n, experts.count);
+  }
   const bool shared = experts.n_ff_shared > 0;
   if (shared) backend_.MatMul(w.shared_expert_gate, xb, n, shared_logits_.as<float>());
   routing_.Route(OnHost(router_logits_, n * experts.count, router_host_),
@@ -403,12 +426,18 @@ void Transformer::QueueExperts(int32_t l, int64_t n) {
     const int64_t m = routing_.first_row[e + 1] - first;
     if (m == 0) continue;
     const ExpertWeights& ew = w.experts[e];
-    QueueGatedFfn(ew.gate, ew.up, ew.down, spec.activation, in + first * c.n_embd, m,
+    FfnBiases biases;
+    if (experts.biases) {
+      biases = {.gate = wv.experts_gate_bias + int64_t{e} * experts.n_ff,
+                .up = wv.experts_up_bias + int64_t{e} * experts.n_ff,
+                .down = wv.experts_down_bias + int64_t{e} * c.n_embd};
+    }
+    QueueGatedFfn(ew.gate, ew.up, ew.down, biases, spec.activation, in + first * c.n_embd, m,
                   gate + first * experts.n_ff, up + first * experts.n_ff,
                   out + first * c.n_embd);
   }
   if (shared) {
-    QueueGatedFfn(w.w_gate, w.w_up, w.w_down, spec.activation, xb, n, gate_.as<float>(),
+    QueueGatedFfn(w.w_gate, w.w_up, w.w_down, {}, spec.activation, xb, n, gate_.as<float>(),
                   up_.as<float>(), out + rows * c.n_embd);
   }
   backend_.WeightedSumOfRows(out, routing_.slot_row.data(), routing_.slot_weight.data(), n,

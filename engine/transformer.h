@@ -82,11 +82,18 @@ class Transformer {
   // feed-forward block likewise.
   void QueueAttention(int32_t l, std::span<const SequenceInput> sequences, int64_t n);
   void QueueFeedForward(int32_t l, int64_t n);
-  // out [n, n_embd] = the gated FFN (gate, up, down) of x [n, n_embd]; gate_ and up_ hold its
-  // intermediate values.
+  // The biases of a gated FFN's three products, in the backend's memory; null: none.
+  struct FfnBiases {
+    const float* gate = nullptr;  // [n_ff]
+    const float* up = nullptr;    // [n_ff]
+    const float* down = nullptr;  // [n_embd]
+  };
+  // out [n, n_embd] = the gated FFN (gate, up, down) of x [n, n_embd]; gate_out and up_out hold
+  // its intermediate values.
   void QueueGatedFfn(const kernels::WeightMatrix& gate, const kernels::WeightMatrix& up,
-                     const kernels::WeightMatrix& down, FeedForwardActivation activation,
-                     const float* x, int64_t n, float* gate_out, float* up_out, float* out);
+                     const kernels::WeightMatrix& down, const FfnBiases& biases,
+                     FeedForwardActivation activation, const float* x, int64_t n,
+                     float* gate_out, float* up_out, float* out);
   // Layer l's mixture of experts from xb to xb: the router's logits to the host, the routing
   // there (ExpertRouting), each expert's products over the rows of its tokens, the weighted sum.
   void QueueExperts(int32_t l, int64_t n);
@@ -127,6 +134,12 @@ class Transformer {
     const float* k_norm = nullptr;
     const float* attn_post_norm = nullptr;
     const float* ffn_post_norm = nullptr;
+    const float* bo = nullptr;
+    const float* attn_sinks = nullptr;
+    const float* router_bias = nullptr;
+    const float* experts_gate_bias = nullptr;  // [count, n_ff]
+    const float* experts_up_bias = nullptr;    // [count, n_ff]
+    const float* experts_down_bias = nullptr;  // [count, n_embd]
   };
   kernels::BackendBuffer vectors_;
   std::vector<LayerVectors> layer_vectors_;  // [n_layer], set with vectors_

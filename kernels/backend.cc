@@ -1,11 +1,25 @@
 #include "kernels/backend.h"
 
 #include <algorithm>
+#include <cmath>
+#include <numbers>
 #include <new>
 
 #include "absl/strings/str_cat.h"
 
 namespace baton::kernels {
+
+void RopeYarnCorrDims(const RopeParams& params, float dims[2]) {
+  // The pair index at which a dimension turns n_rot times over the original context.
+  auto corr_dim = [&params](float n_rot) {
+    return static_cast<float>(params.n_dims) *
+           std::log(static_cast<float>(params.n_ctx_orig) /
+                    (n_rot * 2.0f * std::numbers::pi_v<float>)) /
+           (2.0f * std::log(params.freq_base));
+  };
+  dims[0] = std::max(0.0f, std::floor(corr_dim(params.beta_fast)));
+  dims[1] = std::min(static_cast<float>(params.n_dims - 1), std::ceil(corr_dim(params.beta_slow)));
+}
 
 absl::StatusOr<void*> Backend::AllocateHost(size_t bytes) {
   void* p = ::operator new(std::max<size_t>(bytes, 1), std::align_val_t{64}, std::nothrow);

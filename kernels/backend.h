@@ -47,7 +47,20 @@ struct RopeParams {
   float freq_scale = 1.0f;     // 1 / linear scaling factor
   bool neox = false;           // NeoX style rotates (i, i + n_dims/2); normal style (2i, 2i+1)
   const float* freq_factors = nullptr;  // [n_dims / 2] or null (Llama 3 rope scaling)
+  // YaRN (rope.scaling.type yarn), GGML's rope_yarn: where ext_factor != 0, pair i's angle mixes
+  // the scaled angle (freq_scale * theta) and the unscaled one by ramp(i) * ext_factor, the ramp
+  // 1 below the pairs RopeYarnCorrDims gives and 0 above them, and cos and sin are multiplied by
+  // attn_factor * (1 + 0.1 ln(1 / freq_scale)). With ext_factor 0, by attn_factor alone.
+  float ext_factor = 0.0f;
+  float attn_factor = 1.0f;
+  float beta_fast = 32.0f;  // the ramp's ends, in rotations over n_ctx_orig positions
+  float beta_slow = 1.0f;
+  int32_t n_ctx_orig = 0;   // the context the model was trained at before scaling
 };
+
+// YaRN's correction dims (GGML's ggml_rope_yarn_corr_dims): the pair indices [dims[0], dims[1]]
+// over which the ramp falls from 1 to 0.
+void RopeYarnCorrDims(const RopeParams& params, float dims[2]);
 
 // One layer of one sequence's paged KV cache, in the backend's memory (Attention reads it, WriteKv
 // writes it). Block b (a physical block id from block_table) holds K at k_base + b * block_stride
@@ -97,7 +110,8 @@ struct KvLayerView {
   }
 };
 
-// One sequence's queries for Backend::AttentionMany: Attention's arguments but n_head and scale.
+// One sequence's queries for Backend::AttentionMany: Attention's arguments but n_head, scale and
+// sinks.
 struct AttentionQueries {
   const float* q = nullptr;
   const int32_t* q_positions = nullptr;
@@ -248,6 +262,9 @@ class Backend {
 
   // y [count] = silu(gate) * up. y may alias gate.
   virtual void SiluMul(const float* gate, const float* up, int64_t count, float* y) = 0;
+  // y [count] = swiglu_oai(gate, up) (gpt-oss): with g = min(gate, 7) and u = clamp(up, -7, 7),
+  // g * sigmoid(1.702 g) * (u + 1), in f32 as GGML's swiglu_oai. y may alias gate.
+  virtual void SwigluOaiMul(const float* gate, const float* up, int64_t count, float* y) = 0;
   // y [count] = gelu(gate) * up, GELU's tanh approximation as GGML's CPU computes it: gate
   // rounded to f16, its GELU rounded to f16 (a table of the f16 values), gate <= -10 giving 0 and
   // gate >= 10 gate itself. y may alias gate.
@@ -263,16 +280,20 @@ class Backend {
   // out [n_q, n_head, head_dim] where query i (at position q_positions[i]) attends to the cached
   // tokens kv.FirstVisible(q_positions[i])..q_positions[i] (all must be < kv.n_tokens).
   // q [n_q, n_head, head_dim]; n_head a multiple of kv.n_kv_head (grouped-query attention).
-  // scale is usually 1/sqrt(head_dim).
+  // scale is usually 1/sqrt(head_dim). sinks: null, or [n_head] in the backend's memory, each
+  // head's learned logit that joins its softmax's denominator and adds no value (gpt-oss's
+  // attention sinks): out = sum_t exp(s_t) v_t / (exp(sink) + sum_t exp(s_t)).
   virtual void Attention(const float* q, const int32_t* q_positions, int64_t n_q, int32_t n_head,
-                         const KvLayerView& kv, float scale, float* out) = 0;
+                         const KvLayerView& kv, float scale, const float* sinks,
+                         float* out) = 0;
 
-  // Attention(s.q, s.q_positions, s.n_q, n_head, s.kv, scale, s.out) for every s of seqs (the
-  // sequences of a decode batch, each over its own cache), with the same results bit for bit; a
-  // backend may run them as one parallel job. Default: one Attention after the other.
-  virtual void AttentionMany(std::span<const AttentionQueries> seqs, int32_t n_head, float scale) {
+  // Attention(s.q, s.q_positions, s.n_q, n_head, s.kv, scale, sinks, s.out) for every s of seqs
+  // (the sequences of a decode batch, each over its own cache), with the same results bit for
+  // bit; a backend may run them as one parallel job. Default: one Attention after the other.
+  virtual void AttentionMany(std::span<const AttentionQueries> seqs, int32_t n_head, float scale,
+                             const float* sinks) {
     for (const AttentionQueries& s : seqs) {
-      Attention(s.q, s.q_positions, s.n_q, n_head, s.kv, scale, s.out);
+      Attention(s.q, s.q_positions, s.n_q, n_head, s.kv, scale, sinks, s.out);
     }
   }
 };

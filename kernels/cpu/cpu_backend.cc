@@ -134,9 +134,12 @@ class ReferenceCpuBackend final : public HostBackend {
   void GeluMul(const float* gate, const float* up, int64_t count, float* y) override {
     reference::GeluMul(gate, up, count, y);
   }
+  void SwigluOaiMul(const float* gate, const float* up, int64_t count, float* y) override {
+    reference::SwigluOaiMul(gate, up, count, y);
+  }
   void Attention(const float* q, const int32_t* q_positions, int64_t n_q, int32_t n_head,
-                 const KvLayerView& kv, float scale, float* out) override {
-    reference::Attention(q, q_positions, n_q, n_head, kv, scale, out);
+                 const KvLayerView& kv, float scale, const float* sinks, float* out) override {
+    reference::Attention(q, q_positions, n_q, n_head, kv, scale, sinks, out);
   }
 };
 
@@ -308,27 +311,33 @@ class FastCpuBackend final : public HostBackend {
     });
   }
 
+  void SwigluOaiMul(const float* gate, const float* up, int64_t count, float* y) override {
+    ForRows(count, 1, [&](int64_t begin, int64_t end) {
+      reference::SwigluOaiMul(gate + begin, up + begin, end - begin, y + begin);
+    });
+  }
+
   void Attention(const float* q, const int32_t* q_positions, int64_t n_q, int32_t n_head,
-                 const KvLayerView& kv, float scale, float* out) override {
+                 const KvLayerView& kv, float scale, const float* sinks, float* out) override {
     const int32_t max_pos = CheckAttention(q_positions, n_q, n_head, kv);
     if (n_q <= 0) return;
     const int32_t max_segments = max_pos / kAttentionSegment + 1;
     if (!VectorizedAttention(kv)) {
-      AttentionReference(q, q_positions, n_q, n_head, kv, scale, out);
+      AttentionReference(q, q_positions, n_q, n_head, kv, scale, sinks, out);
     } else if (kv.FirstVisible(max_pos) > 0) {
       // A window that hides some queries' first keys: each pair starts at its own first key.
       const AttentionQueries seq{
           .q = q, .q_positions = q_positions, .n_q = n_q, .kv = kv, .out = out};
-      AttentionPairs({&seq, 1}, n_q * kv.n_kv_head, n_head, scale);
+      AttentionPairs({&seq, 1}, n_q * kv.n_kv_head, n_head, scale, sinks);
     } else if (n_q * kv.n_kv_head >= 2 * pool_.n_threads() || max_segments == 1) {
-      AttentionInQueryBlocks(q, q_positions, n_q, n_head, kv, scale, out);
+      AttentionInQueryBlocks(q, q_positions, n_q, n_head, kv, scale, sinks, out);
     } else {
-      AttentionInSharedSegments(q, q_positions, n_q, n_head, kv, scale, out, max_segments);
+      AttentionInSharedSegments(q, q_positions, n_q, n_head, kv, scale, sinks, out, max_segments);
     }
   }
 
-  void AttentionMany(std::span<const AttentionQueries> seqs, int32_t n_head,
-                     float scale) override {
+  void AttentionMany(std::span<const AttentionQueries> seqs, int32_t n_head, float scale,
+                     const float* sinks) override {
     // One parallel job for a batch of short query runs (decode, speculative verification): a
     // sequence's own Attention call would be a job of its few (query, kv head) pairs, and a batch
     // would wait at a barrier per sequence.
@@ -340,10 +349,10 @@ class FastCpuBackend final : public HostBackend {
       n_pairs += s.n_q * s.kv.n_kv_head;
     }
     if (!one_job || n_pairs < 2 * pool_.n_threads()) {
-      Backend::AttentionMany(seqs, n_head, scale);
+      Backend::AttentionMany(seqs, n_head, scale, sinks);
       return;
     }
-    AttentionPairs(seqs, n_pairs, n_head, scale);
+    AttentionPairs(seqs, n_pairs, n_head, scale, sinks);
   }
 
  protected:
@@ -383,7 +392,7 @@ class FastCpuBackend final : public HostBackend {
   // hides its first keys starts at its first visible key: its first segment is the rest of the
   // fixed segment that key falls in.
   void AttentionPairs(std::span<const AttentionQueries> seqs, int64_t n_pairs, int32_t n_head,
-                      float scale) {
+                      float scale, const float* sinks) {
     std::vector<int64_t> first_pair(seqs.size() + 1, 0);
     int64_t max_size = 0;
     for (size_t k = 0; k < seqs.size(); ++k) {
@@ -412,6 +421,9 @@ class FastCpuBackend final : public HostBackend {
           kernels_.attention_fold(partial.data(), group, s.kv.head_dim, state.data());
           t0 = segment_end;
         }
+        if (sinks != nullptr) {
+          AttentionFoldSinks(sinks + kv_h * group, group, s.kv.head_dim, state.data());
+        }
         kernels_.attention_finish(state.data(), group, s.kv.head_dim, s.out + offset);
       }
     });
@@ -420,7 +432,8 @@ class FastCpuBackend final : public HostBackend {
   // The scalar reference, one (query, kv head) pair per task: where the level has no attention
   // kernel or the head dimension does not suit it.
   void AttentionReference(const float* q, const int32_t* q_positions, int64_t n_q,
-                          int32_t n_head, const KvLayerView& kv, float scale, float* out) {
+                          int32_t n_head, const KvLayerView& kv, float scale, const float* sinks,
+                          float* out) {
     const int32_t group = n_head / kv.n_kv_head;
     const int64_t d = kv.head_dim;
     pool_.ParallelFor(n_q * kv.n_kv_head, [&](int64_t begin, int64_t end, int) {
@@ -430,7 +443,7 @@ class FastCpuBackend final : public HostBackend {
         for (int32_t g = 0; g < group; ++g) {
           const int64_t offset = (i * n_head + kv_h * group + g) * d;
           reference::AttentionHead(q + offset, q_positions[i], kv_h * group + g, n_head, kv,
-                                   scale, out + offset);
+                                   scale, sinks, out + offset);
         }
       }
     });
@@ -442,7 +455,8 @@ class FastCpuBackend final : public HostBackend {
   // group, where that bounds a thread's work better (below). Each head's result is the same
   // either way.
   void AttentionInQueryBlocks(const float* q, const int32_t* q_positions, int64_t n_q,
-                              int32_t n_head, const KvLayerView& kv, float scale, float* out) {
+                              int32_t n_head, const KvLayerView& kv, float scale,
+                              const float* sinks, float* out) {
     const int32_t group = n_head / kv.n_kv_head;
     const int64_t d = kv.head_dim;
     const int64_t block = std::clamp<int64_t>(n_q * kv.n_kv_head / (4 * pool_.n_threads()), 1,
@@ -484,6 +498,9 @@ class FastCpuBackend final : public HostBackend {
           }
         }
         for (int64_t j = 0; j < n; ++j) {
+          if (sinks != nullptr) {
+            AttentionFoldSinks(sinks + h0, heads, kv.head_dim, state.data() + j * size);
+          }
           kernels_.attention_finish(state.data() + j * size, heads, kv.head_dim,
                                     out + offset + j * n_head * d);
         }
@@ -494,8 +511,8 @@ class FastCpuBackend final : public HostBackend {
   // Few queries over a long context (decode): the segments of every (query, kv head) pair are
   // shared out, then each pair folds its partials in segment order (the same arithmetic).
   void AttentionInSharedSegments(const float* q, const int32_t* q_positions, int64_t n_q,
-                                 int32_t n_head, const KvLayerView& kv, float scale, float* out,
-                                 int32_t max_segments) {
+                                 int32_t n_head, const KvLayerView& kv, float scale,
+                                 const float* sinks, float* out, int32_t max_segments) {
     const int32_t group = n_head / kv.n_kv_head;
     const int64_t d = kv.head_dim;
     const int64_t partial_size = group * AttentionPartialSize(kv.head_dim);
@@ -527,6 +544,9 @@ class FastCpuBackend final : public HostBackend {
         for (int32_t segment = 0; segment < n_segments; ++segment) {
           kernels_.attention_fold(scratch + (pair * max_segments + segment) * partial_size, group,
                                   kv.head_dim, state.data());
+        }
+        if (sinks != nullptr) {
+          AttentionFoldSinks(sinks + kv_h * group, group, kv.head_dim, state.data());
         }
         kernels_.attention_finish(state.data(), group, kv.head_dim,
                                   out + (i * n_head + kv_h * group) * d);
@@ -586,7 +606,10 @@ class FastCpuBackend final : public HostBackend {
                 : std::equal(q.freq_factors, q.freq_factors + half, factors.begin(),
                              factors.end());
         return !angles.empty() && q.n_dims == params.n_dims && q.freq_base == params.freq_base &&
-               q.freq_scale == params.freq_scale && same_factors &&
+               q.freq_scale == params.freq_scale && q.ext_factor == params.ext_factor &&
+               q.attn_factor == params.attn_factor && q.beta_fast == params.beta_fast &&
+               q.beta_slow == params.beta_slow && q.n_ctx_orig == params.n_ctx_orig &&
+               same_factors &&
                std::equal(p, p + n, positions.begin(), positions.end());
       }
 

@@ -118,6 +118,21 @@ void AttentionInitState(int32_t group, int32_t head_dim, float* state) {
   }
 }
 
+void AttentionFoldSinks(const float* sinks, int32_t group, int32_t head_dim, float* state) {
+  const int64_t size = AttentionPartialSize(head_dim);
+  for (int32_t g = 0; g < group; ++g) {
+    float* s = state + g * size;
+    if (sinks[g] > s[0]) {
+      const float rescale = std::exp(s[0] - sinks[g]);
+      s[0] = sinks[g];
+      s[1] = s[1] * rescale + 1.0f;
+      for (int32_t d = 0; d < head_dim; ++d) s[2 + d] *= rescale;
+    } else {
+      s[1] += std::exp(sinks[g] - s[0]);
+    }
+  }
+}
+
 MatMulRowsFn MatMulKernelFor(const IsaKernels& kernels, DType dtype) {
   switch (dtype) {
     case DType::kF32:

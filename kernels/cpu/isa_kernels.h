@@ -174,6 +174,10 @@ using AttentionFinishFn = void (*)(const float* state, int32_t group, int32_t he
 
 // The empty state: m = -inf, l = 0, acc = 0 for each head.
 void AttentionInitState(int32_t group, int32_t head_dim, float* state);
+// Folds each head's attention sink sinks[g] (a logit with no value, Backend::Attention) into
+// state [group, AttentionPartialSize(head_dim)], after its segments and before the finish:
+// GGML's correction, the state rescaled where the sink exceeds its max.
+void AttentionFoldSinks(const float* sinks, int32_t group, int32_t head_dim, float* state);
 
 using SiluMulFn = void (*)(const float* gate, const float* up, int64_t count, float* y);
 

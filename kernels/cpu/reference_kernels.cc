@@ -1,5 +1,6 @@
 #include "kernels/cpu/reference_kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -62,16 +63,31 @@ void CheckRope(const RopeParams& params, int64_t head_dim) {
 }
 
 void RopeAngles(int32_t pos, const RopeParams& params, float* cos_sin) {
-  // GGML's rope (its rope cache and rope_yarn without extrapolation), in f32:
-  // theta_i = pos * theta_scale^i by repeated multiplication, theta_scale = base^(-2 / n_dims),
-  // divided by the frequency factor and scaled by freq_scale; cos/sin of that in f32.
+  // GGML's rope (its rope cache and rope_yarn), in f32: theta_i = pos * theta_scale^i by
+  // repeated multiplication, theta_scale = base^(-2 / n_dims), divided by the frequency factor;
+  // scaled by freq_scale, mixed back toward the unscaled angle by YaRN's ramp; cos/sin of that
+  // in f32, times the magnitude scale.
   const float theta_scale = std::pow(params.freq_base, -2.0f / static_cast<float>(params.n_dims));
+  float corr_dims[2] = {0.0f, 0.0f};
+  float mscale = params.attn_factor;
+  if (params.ext_factor != 0.0f) {
+    RopeYarnCorrDims(params, corr_dims);
+    mscale *= 1.0f + 0.1f * std::log(1.0f / params.freq_scale);
+  }
   float theta_base = static_cast<float>(pos);
   for (int64_t i = 0; i < params.n_dims / 2; ++i) {
     const float ff = params.freq_factors != nullptr ? params.freq_factors[i] : 1.0f;
-    const float theta = params.freq_scale * (theta_base / ff);
-    cos_sin[2 * i] = std::cos(theta);
-    cos_sin[2 * i + 1] = std::sin(theta);
+    const float theta_extrap = theta_base / ff;
+    const float theta_interp = params.freq_scale * theta_extrap;
+    float theta = theta_interp;
+    if (params.ext_factor != 0.0f) {
+      const float y = (static_cast<float>(i) - corr_dims[0]) /
+                      std::max(0.001f, corr_dims[1] - corr_dims[0]);
+      const float ramp_mix = (1.0f - std::min(1.0f, std::max(0.0f, y))) * params.ext_factor;
+      theta = theta_interp * (1.0f - ramp_mix) + theta_extrap * ramp_mix;
+    }
+    cos_sin[2 * i] = std::cos(theta) * mscale;
+    cos_sin[2 * i + 1] = std::sin(theta) * mscale;
     theta_base *= theta_scale;
   }
 }
@@ -101,6 +117,16 @@ void SiluMul(const float* gate, const float* up, int64_t count, float* y) {
   for (int64_t i = 0; i < count; ++i) {
     const double g = gate[i];
     y[i] = static_cast<float>(g / (1.0 + std::exp(-g)) * up[i]);
+  }
+}
+
+void SwigluOaiMul(const float* gate, const float* up, int64_t count, float* y) {
+  constexpr float kAlpha = 1.702f;
+  constexpr float kLimit = 7.0f;
+  for (int64_t i = 0; i < count; ++i) {
+    const float g = std::min(gate[i], kLimit);
+    const float u = std::clamp(up[i], -kLimit, kLimit);
+    y[i] = g / (1.0f + std::exp(kAlpha * -g)) * (u + 1.0f);
   }
 }
 
@@ -155,7 +181,7 @@ void GeluMul(const float* gate, const float* up, int64_t count, float* y) {
 }
 
 void AttentionHead(const float* q_head, int32_t pos, int32_t h, int32_t n_head,
-                   const KvLayerView& kv, float scale, float* out_head) {
+                   const KvLayerView& kv, float scale, const float* sinks, float* out_head) {
   CHECK(pos >= 0 && pos < kv.n_tokens) << "Attention: position " << pos << " not in the cache of "
                                        << kv.n_tokens << " tokens";
   const int32_t kv_h = h / (n_head / kv.n_kv_head);
@@ -170,8 +196,9 @@ void AttentionHead(const float* q_head, int32_t pos, int32_t h, int32_t n_head,
     scores[t] = dot * scale;
     if (scores[t] > max_score) max_score = scores[t];
   }
+  if (sinks != nullptr) max_score = std::max<double>(max_score, sinks[h]);
   std::vector<double> acc(static_cast<size_t>(d), 0.0);
-  double sum = 0.0;
+  double sum = sinks != nullptr ? std::exp(sinks[h] - max_score) : 0.0;
   for (int32_t t = first; t <= pos; ++t) {
     const double p = std::exp(scores[t] - max_score);
     sum += p;
@@ -182,13 +209,13 @@ void AttentionHead(const float* q_head, int32_t pos, int32_t h, int32_t n_head,
 }
 
 void Attention(const float* q, const int32_t* q_positions, int64_t n_q, int32_t n_head,
-               const KvLayerView& kv, float scale, float* out) {
+               const KvLayerView& kv, float scale, const float* sinks, float* out) {
   CHECK(kv.n_kv_head > 0 && n_head % kv.n_kv_head == 0)
       << "Attention: " << n_head << " heads over " << kv.n_kv_head << " kv heads";
   const int64_t d = kv.head_dim;
   for (int64_t i = 0; i < n_q; ++i) {
     for (int32_t h = 0; h < n_head; ++h) {
-      AttentionHead(q + (i * n_head + h) * d, q_positions[i], h, n_head, kv, scale,
+      AttentionHead(q + (i * n_head + h) * d, q_positions[i], h, n_head, kv, scale, sinks,
                     out + (i * n_head + h) * d);
     }
   }

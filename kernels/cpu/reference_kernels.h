@@ -25,7 +25,7 @@ void GetRows(const WeightMatrix& w, const int32_t* ids, int64_t n, float* out);
 void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* y);
 
 // Rotates one token's heads x [n_heads, head_dim] in place at position `pos`, in f32 exactly as
-// GGML's rope does (the fast backend runs this too): theta_i = freq_scale * (p_i / freq_factors[i])
+// GGML's rope does (YaRN aside: RopeParams) (the fast backend runs this too): theta_i = freq_scale * (p_i / freq_factors[i])
 // for i < n_dims / 2, where p_0 = pos and p_(i+1) = p_i * freq_base^(-2 / n_dims) (powf, then
 // repeated f32 multiplication, as GGML's rope cache); cosf/sinf of theta_i; pairs (2i, 2i+1)
 // (normal) or (i, i + n_dims/2) (NeoX) of each head become (fma(x0, c, -(x1 s)), fma(x0, s, x1 c)),
@@ -44,6 +44,7 @@ void Rope(float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t*
           const RopeParams& params);
 
 void SiluMul(const float* gate, const float* up, int64_t count, float* y);
+void SwigluOaiMul(const float* gate, const float* up, int64_t count, float* y);
 
 // Backend::WeightedSumOfRows for out rows [row_begin, row_end).
 void WeightedSumOfRows(const float* x, const int64_t* rows, const float* weights,
@@ -56,11 +57,12 @@ uint16_t GeluF16(uint16_t h);
 void GeluMul(const float* gate, const float* up, int64_t count, float* y);
 
 // One query token and one head: out [head_dim] = softmax(q·Kᵀ * scale) · V over cached tokens
-// kv.FirstVisible(pos)..pos, reading the kv head h / (n_head / kv.n_kv_head).
+// kv.FirstVisible(pos)..pos, reading the kv head h / (n_head / kv.n_kv_head); sinks[h] in the
+// softmax's denominator where sinks is not null.
 void AttentionHead(const float* q_head, int32_t pos, int32_t h, int32_t n_head,
-                   const KvLayerView& kv, float scale, float* out_head);
+                   const KvLayerView& kv, float scale, const float* sinks, float* out_head);
 void Attention(const float* q, const int32_t* q_positions, int64_t n_q, int32_t n_head,
-               const KvLayerView& kv, float scale, float* out);
+               const KvLayerView& kv, float scale, const float* sinks, float* out);
 
 }  // namespace baton::kernels::reference
 

@@ -291,17 +291,23 @@ class CudaBackend final : public Backend {
   void Rope(float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* positions,
             const RopeParams& params) override {
     Activate();
-    const RopeLaunch rope{
+    RopeLaunch rope{
         .n_dims = params.n_dims,
         .theta_scale =
             std::pow(params.freq_base, -2.0f / static_cast<float>(std::max(params.n_dims, 1))),
         .freq_scale = params.freq_scale,
         .neox = params.neox,
         .freq_factors = params.freq_factors,
+        .ext_factor = params.ext_factor,
+        .mscale = params.ext_factor != 0.0f
+                      ? params.attn_factor * (1.0f + 0.1f * std::log(1.0f / params.freq_scale))
+                      : params.attn_factor,
     };
+    if (params.ext_factor != 0.0f) RopeYarnCorrDims(params, rope.corr_dims);
     const int32_t* device_positions = uploader_.Upload(positions, n);
     if (!steps_.Record(Op::kRope, x, n, n_heads, head_dim, device_positions, rope.n_dims,
-                       rope.theta_scale, rope.freq_scale, rope.neox, rope.freq_factors)) {
+                       rope.theta_scale, rope.freq_scale, rope.neox, rope.freq_factors,
+                       rope.ext_factor, rope.mscale, rope.corr_dims[0], rope.corr_dims[1])) {
       return;
     }
     LaunchRope(x, n, n_heads, head_dim, device_positions, rope, stream_);
@@ -317,6 +323,12 @@ class CudaBackend final : public Backend {
     Activate();
     if (!steps_.Record(Op::kGeluMul, gate, up, count, y)) return;
     LaunchGeluMul(gate, up, count, y, stream_);
+  }
+
+  void SwigluOaiMul(const float* gate, const float* up, int64_t count, float* y) override {
+    Activate();
+    if (!steps_.Record(Op::kSwigluOaiMul, gate, up, count, y)) return;
+    LaunchSwigluOaiMul(gate, up, count, y, stream_);
   }
 
   void WriteKv(const KvLayerView& kv, const int32_t* positions, int64_t n, const float* k,
@@ -335,14 +347,14 @@ class CudaBackend final : public Backend {
   }
 
   void Attention(const float* q, const int32_t* q_positions, int64_t n_q, int32_t n_head,
-                 const KvLayerView& kv, float scale, float* out) override {
+                 const KvLayerView& kv, float scale, const float* sinks, float* out) override {
     const AttentionQueries seq{
         .q = q, .q_positions = q_positions, .n_q = n_q, .kv = kv, .out = out};
-    AttentionMany({&seq, 1}, n_head, scale);
+    AttentionMany({&seq, 1}, n_head, scale, sinks);
   }
 
-  void AttentionMany(std::span<const AttentionQueries> seqs, int32_t n_head,
-                     float scale) override {
+  void AttentionMany(std::span<const AttentionQueries> seqs, int32_t n_head, float scale,
+                     const float* sinks) override {
     Activate();
     if (seqs.empty()) return;
     const KvLayout layout = LayoutOf(seqs[0].kv);
@@ -357,7 +369,7 @@ class CudaBackend final : public Backend {
         pack_.Add(batch.prefill_queries.data(), batch.prefill_queries.size());
     const void* base = uploader_.Upload(pack_);
     if (!steps_.Record(Op::kAttention, base, at_seqs, at_tables, at_decode, at_tiles, at_prefill,
-                       batch.decode_queries.size(), batch.prefill_tiles.size(), n_head, scale,
+                       batch.decode_queries.size(), batch.prefill_tiles.size(), n_head, scale, sinks,
                        layout.block_stride, layout.block_size, layout.n_kv_head,
                        layout.head_dim, layout.window, batch.bases_16_byte_aligned)) {
       return;
@@ -367,13 +379,13 @@ class CudaBackend final : public Backend {
     if (!batch.decode_queries.empty()) {
       LaunchAttention(device_seqs, IndexPack::At<AttentionQuery>(base, at_decode),
                       static_cast<int64_t>(batch.decode_queries.size()), device_tables, n_head,
-                      layout, scale, batch.bases_16_byte_aligned, stream_);
+                      layout, scale, sinks, batch.bases_16_byte_aligned, stream_);
     }
     if (!batch.prefill_tiles.empty()) {
       LaunchTiledAttention(device_seqs, IndexPack::At<AttentionTile>(base, at_tiles),
                            static_cast<int64_t>(batch.prefill_tiles.size()),
                            IndexPack::At<AttentionQuery>(base, at_prefill), device_tables, n_head,
-                           layout, scale, stream_);
+                           layout, scale, sinks, stream_);
     }
   }
 
@@ -386,7 +398,8 @@ class CudaBackend final : public Backend {
   // The operations a step's fingerprint tells apart.
   enum class Op {
     kAdd, kAddRowBias, kRoundToF16, kGatherRows, kMatMul, kMatMulMany, kRmsNorm, kAddRmsNorm,
-    kRope, kSiluMul, kWriteKv, kAttention, kScale, kGeluMul, kWeightedSumOfRows
+    kRope, kSiluMul, kWriteKv, kAttention, kScale, kGeluMul, kWeightedSumOfRows,
+    kSwigluOaiMul
   };
 
   // The calling thread's current device is this backend's (memory calls come from any thread).

@@ -136,15 +136,33 @@ __global__ void RopeKernel(float* x, int64_t n_pairs_total, int64_t n_heads, int
   float theta_base = static_cast<float>(positions[t]);
   for (int64_t k = 0; k < i; ++k) theta_base = __fmul_rn(theta_base, rope.theta_scale);
   const float ff = rope.freq_factors != nullptr ? rope.freq_factors[i] : 1.0f;
-  const float theta = __fmul_rn(rope.freq_scale, __fdiv_rn(theta_base, ff));
+  const float theta_extrap = __fdiv_rn(theta_base, ff);
+  float theta = __fmul_rn(rope.freq_scale, theta_extrap);
+  if (rope.ext_factor != 0.0f) {  // YaRN's ramp, as the host reference mixes it
+    const float y = (static_cast<float>(i) - rope.corr_dims[0]) /
+                    fmaxf(0.001f, rope.corr_dims[1] - rope.corr_dims[0]);
+    const float ramp_mix = (1.0f - fminf(1.0f, fmaxf(0.0f, y))) * rope.ext_factor;
+    theta = theta * (1.0f - ramp_mix) + theta_extrap * ramp_mix;
+  }
   float s, c;
   sincosf(theta, &s, &c);
+  s *= rope.mscale;
+  c *= rope.mscale;
   float* xh = x + head * head_dim;
   const int64_t i0 = rope.neox ? i : 2 * i;
   const int64_t i1 = rope.neox ? i + half : 2 * i + 1;
   const float x0 = xh[i0], x1 = xh[i1];
   xh[i0] = __fmaf_rn(x0, c, -__fmul_rn(x1, s));
   xh[i1] = __fmaf_rn(x0, s, __fmul_rn(x1, c));
+}
+
+__global__ void SwigluOaiMulKernel(const float* gate, const float* up, int64_t n, float* y) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) {
+    const float g = fminf(gate[i], 7.0f);
+    const float u = fminf(fmaxf(up[i], -7.0f), 7.0f);
+    y[i] = g / (1.0f + expf(1.702f * -g)) * (u + 1.0f);
+  }
 }
 
 __global__ void SiluMulKernel(const float* gate, const float* up, int64_t n, float* y) {
@@ -207,6 +225,13 @@ void LaunchWeightedSumOfRows(const float* x, const int64_t* rows, const float* w
 void LaunchScale(float* x, float s, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   ScaleKernel<<<Blocks(n), kThreads, 0, stream>>>(x, s, n);
+  BATON_CUDA_CHECK_LAUNCH();
+}
+
+void LaunchSwigluOaiMul(const float* gate, const float* up, int64_t count, float* y,
+                        cudaStream_t stream) {
+  if (count == 0) return;
+  SwigluOaiMulKernel<<<Blocks(count), kThreads, 0, stream>>>(gate, up, count, y);
   BATON_CUDA_CHECK_LAUNCH();
 }
 

@@ -33,6 +33,9 @@ struct RopeLaunch {
   float freq_scale;
   bool neox;
   const float* freq_factors;  // [n_dims / 2] device memory, or null
+  float ext_factor;           // RopeParams: YaRN's ramp where != 0
+  float mscale;               // cos and sin's factor (YaRN's magnitude scale, else attn_factor)
+  float corr_dims[2] = {0.0f, 0.0f};  // RopeYarnCorrDims
 };
 void LaunchRope(float* x, int64_t n, int64_t n_heads, int64_t head_dim, const int32_t* positions,
                 const RopeLaunch& rope, cudaStream_t stream);
@@ -45,6 +48,9 @@ void LaunchWeightedSumOfRows(const float* x, const int64_t* rows, const float* w
                              int64_t k, int64_t dim, float* out, cudaStream_t stream);
 // x [n] *= s.
 void LaunchScale(float* x, float s, int64_t n, cudaStream_t stream);
+// y [count] = swiglu_oai(gate, up) as Backend::SwigluOaiMul says; y may alias gate.
+void LaunchSwigluOaiMul(const float* gate, const float* up, int64_t count, float* y,
+                        cudaStream_t stream);
 // y [count] = gelu(gate) * up as Backend::GeluMul says (GGML's CPU GELU through f16).
 void LaunchGeluMul(const float* gate, const float* up, int64_t count, float* y,
                    cudaStream_t stream);

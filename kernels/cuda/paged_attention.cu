@@ -65,9 +65,11 @@ __device__ __forceinline__ DecodeHead DecodeHeadOfBlock(const AttentionSeq* seqs
 }
 
 // The block's kWarps partial softmaxes (each warp's running max m, sum l and its lanes'
-// accumulators acc: dims lane + 32 i) merged into out[0, d). Called by every thread.
+// accumulators acc: dims lane + 32 i) and the head's sink (a logit with no value; -inf: none)
+// merged into out[0, d). Called by every thread.
 template <int kDims>
-__device__ void MergeWarpsInto(float m, float l, const float* acc, int d, float* out) {
+__device__ void MergeWarpsInto(float m, float l, const float* acc, float sink, int d,
+                               float* out) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   __shared__ float warp_max[kWarps], warp_sum[kWarps];
   __shared__ float warp_acc[kWarps][32 * kDims];
@@ -80,8 +82,9 @@ __device__ void MergeWarpsInto(float m, float l, const float* acc, int d, float*
   __syncthreads();
   float max_all = warp_max[0];  // warp 0 has the first visible key: finite
   for (int w = 1; w < kWarps; ++w) max_all = fmaxf(max_all, warp_max[w]);
+  max_all = fmaxf(max_all, sink);
   float weight[kWarps];
-  float sum = 0.0f;
+  float sum = expf(sink - max_all);  // 0 without a sink
   for (int w = 0; w < kWarps; ++w) {
     weight[w] = warp_sum[w] > 0.0f ? expf(warp_max[w] - max_all) : 0.0f;
     sum += warp_sum[w] * weight[w];
@@ -97,7 +100,7 @@ __device__ void MergeWarpsInto(float m, float l, const float* acc, int d, float*
 template <int kDims>
 __global__ void AttentionKernel(const AttentionSeq* seqs, const AttentionQuery* queries,
                                 const int32_t* tables, int32_t n_head, KvLayout layout,
-                                float scale) {
+                                float scale, const float* sinks) {
   const DecodeHead head = DecodeHeadOfBlock(seqs, queries, tables, n_head, layout);
   const AttentionQuery& query = head.query;
   const AttentionSeq& seq = head.seq;
@@ -139,7 +142,8 @@ __global__ void AttentionKernel(const AttentionSeq* seqs, const AttentionQuery* 
     m = m_new;
   }
 
-  MergeWarpsInto<kDims>(m, l, acc, d, head.out);
+  MergeWarpsInto<kDims>(m, l, acc, sinks != nullptr ? sinks[blockIdx.y] : -INFINITY, d,
+                        head.out);
 }
 
 // Decode attention with a key per lane: each warp takes 32 keys at a time (warp w the chunks
@@ -151,7 +155,7 @@ template <int kDims>
 __global__ void __launch_bounds__(kWarps * 32)
     KeyPerLaneAttentionKernel(const AttentionSeq* seqs, const AttentionQuery* queries,
                               const int32_t* tables, int32_t n_head, KvLayout layout,
-                              float scale) {
+                              float scale, const float* sinks) {
   const DecodeHead head = DecodeHeadOfBlock(seqs, queries, tables, n_head, layout);
   const AttentionQuery& query = head.query;
   const AttentionSeq& seq = head.seq;
@@ -210,7 +214,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
     m = m_new;
   }
-  MergeWarpsInto<kDims>(m, l, acc, d, head.out);
+  MergeWarpsInto<kDims>(m, l, acc, sinks != nullptr ? sinks[blockIdx.y] : -INFINITY, d,
+                        head.out);
 }
 
 // Prefill attention: a block takes one head and a tile of up to kTileQueries consecutive query
@@ -229,7 +234,8 @@ constexpr int kKeyRowPad = 4;  // K rows padded so that float4 reads of 8 lanes 
 template <int kDims>
 __global__ void TiledAttentionKernel(const AttentionSeq* seqs, const AttentionTile* tiles,
                                      const AttentionQuery* queries, const int32_t* tables,
-                                     int32_t n_head, KvLayout layout, float scale) {
+                                     int32_t n_head, KvLayout layout, float scale,
+                                     const float* sinks) {
   constexpr int kD = kDims * 32;
   __shared__ __align__(16) float qs[kTileQueries][kD];
   __shared__ __align__(16) float ks[kKeysPerTile][kD + kKeyRowPad];
@@ -328,6 +334,13 @@ __global__ void TiledAttentionKernel(const AttentionSeq* seqs, const AttentionTi
 #pragma unroll
   for (int qi = 0; qi < kQueriesPerWarp; ++qi) {
     if (position[qi] < 0) continue;
+    if (sinks != nullptr) {  // the head's sink joins the denominator (GGML's correction)
+      const float m_new = fmaxf(m[qi], sinks[h]);
+      const float correction = expf(m[qi] - m_new);
+      l[qi] = l[qi] * correction + expf(sinks[h] - m_new);
+#pragma unroll
+      for (int k = 0; k < kDims; ++k) acc[qi][k] *= correction;
+    }
     const int32_t row = queries[tile.first_query + warp * kQueriesPerWarp + qi].row;
     float* out = seq.out + (static_cast<int64_t>(row) * n_head + h) * d;
 #pragma unroll
@@ -340,15 +353,15 @@ __global__ void TiledAttentionKernel(const AttentionSeq* seqs, const AttentionTi
 template <int kDims>
 void LaunchAttentionFor(const AttentionSeq* seqs, const AttentionQuery* queries,
                         int64_t n_queries, const int32_t* tables, int32_t n_head,
-                        const KvLayout& layout, float scale, bool rows_16_byte_aligned,
-                        cudaStream_t stream) {
+                        const KvLayout& layout, float scale, const float* sinks,
+                        bool rows_16_byte_aligned, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(n_queries), static_cast<unsigned>(n_head));
   if (rows_16_byte_aligned && layout.head_dim % 8 == 0 && layout.block_stride % 8 == 0) {
-    KeyPerLaneAttentionKernel<kDims><<<grid, kWarps * 32, 0, stream>>>(seqs, queries, tables,
-                                                                      n_head, layout, scale);
+    KeyPerLaneAttentionKernel<kDims><<<grid, kWarps * 32, 0, stream>>>(
+        seqs, queries, tables, n_head, layout, scale, sinks);
   } else {
     AttentionKernel<kDims><<<grid, kWarps * 32, 0, stream>>>(seqs, queries, tables, n_head,
-                                                            layout, scale);
+                                                            layout, scale, sinks);
   }
 }
 
@@ -356,10 +369,10 @@ template <int kDims>
 void LaunchTiledAttentionFor(const AttentionSeq* seqs, const AttentionTile* tiles,
                              int64_t n_tiles, const AttentionQuery* queries,
                              const int32_t* tables, int32_t n_head, const KvLayout& layout,
-                             float scale, cudaStream_t stream) {
+                             float scale, const float* sinks, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(n_tiles), static_cast<unsigned>(n_head));
   TiledAttentionKernel<kDims><<<grid, kWarps * 32, 0, stream>>>(seqs, tiles, queries, tables,
-                                                               n_head, layout, scale);
+                                                               n_head, layout, scale, sinks);
 }
 
 }  // namespace
@@ -378,11 +391,11 @@ void LaunchWriteKv(uint16_t* k_base, uint16_t* v_base, const KvLayout& layout,
 
 void LaunchAttention(const AttentionSeq* seqs, const AttentionQuery* queries, int64_t n_queries,
                      const int32_t* tables, int32_t n_head, const KvLayout& layout, float scale,
-                     bool bases_16_byte_aligned, cudaStream_t stream) {
+                     const float* sinks, bool bases_16_byte_aligned, cudaStream_t stream) {
   if (n_queries == 0) return;
   auto launch = [&](auto dims) {
     LaunchAttentionFor<decltype(dims)::value>(seqs, queries, n_queries, tables, n_head, layout,
-                                              scale, bases_16_byte_aligned, stream);
+                                              scale, sinks, bases_16_byte_aligned, stream);
   };
   switch ((layout.head_dim + 31) / 32) {
     case 1: launch(std::integral_constant<int, 1>{}); break;
@@ -406,20 +419,21 @@ bool TiledAttentionSupports(const KvLayout& layout) {
 
 void LaunchTiledAttention(const AttentionSeq* seqs, const AttentionTile* tiles, int64_t n_tiles,
                           const AttentionQuery* queries, const int32_t* tables, int32_t n_head,
-                          const KvLayout& layout, float scale, cudaStream_t stream) {
+                          const KvLayout& layout, float scale, const float* sinks,
+                          cudaStream_t stream) {
   if (n_tiles == 0) return;
   switch ((layout.head_dim + 31) / 32) {
     case 1: LaunchTiledAttentionFor<1>(seqs, tiles, n_tiles, queries, tables, n_head, layout,
-                                       scale, stream);
+                                       scale, sinks, stream);
       break;
     case 2: LaunchTiledAttentionFor<2>(seqs, tiles, n_tiles, queries, tables, n_head, layout,
-                                       scale, stream);
+                                       scale, sinks, stream);
       break;
     case 3: LaunchTiledAttentionFor<3>(seqs, tiles, n_tiles, queries, tables, n_head, layout,
-                                       scale, stream);
+                                       scale, sinks, stream);
       break;
     default: LaunchTiledAttentionFor<4>(seqs, tiles, n_tiles, queries, tables, n_head, layout,
-                                        scale, stream);
+                                        scale, sinks, stream);
       break;
   }
   BATON_CUDA_CHECK_LAUNCH();

@@ -38,19 +38,20 @@ void LaunchWriteKv(uint16_t* k_base, uint16_t* v_base, const KvLayout& layout,
 
 // AttentionSeq, AttentionQuery, AttentionTile: attention_batch.h.
 
-// All cache layouts of a batch are the same but for their block tables. One block per (query,
-// head): the kernel for decode queries. bases_16_byte_aligned: every sequence's k_base and
+// All cache layouts of a batch are the same but for their block tables. sinks: null or [n_head]
+// (Backend::Attention). One block per (query, head): the kernel for decode queries. bases_16_byte_aligned: every sequence's k_base and
 // v_base is (the key-per-lane kernel reads K rows 16 bytes at a time).
 void LaunchAttention(const AttentionSeq* seqs, const AttentionQuery* queries, int64_t n_queries,
                      const int32_t* tables, int32_t n_head, const KvLayout& layout, float scale,
-                     bool bases_16_byte_aligned, cudaStream_t stream);
+                     const float* sinks, bool bases_16_byte_aligned, cudaStream_t stream);
 
 // The same attention, one block per (tile, head): the kernel for prefills, which shares each
 // key's K and V among a tile's queries. Only for layouts TiledAttentionSupports (head_dim <= 128).
 bool TiledAttentionSupports(const KvLayout& layout);
 void LaunchTiledAttention(const AttentionSeq* seqs, const AttentionTile* tiles, int64_t n_tiles,
                           const AttentionQuery* queries, const int32_t* tables, int32_t n_head,
-                          const KvLayout& layout, float scale, cudaStream_t stream);
+                          const KvLayout& layout, float scale, const float* sinks,
+                          cudaStream_t stream);
 
 }  // namespace baton::kernels::cuda
 

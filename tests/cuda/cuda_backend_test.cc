@@ -428,6 +428,20 @@ TEST_F(CudaBackendTest, GeluMulAndScaleMatchTheCpu) {
   }
 }
 
+// gpt-oss's activation, with gates and ups past its clamps.
+TEST_F(CudaBackendTest, SwigluOaiMulMatchesTheCpu) {
+  for (const int64_t count : {1, 31, 4096}) {
+    const std::vector<float> gate = RandomFloats(count, 19, 6.0f);
+    const std::vector<float> up = RandomFloats(count, 20, 6.0f);
+    std::vector<float> expected(count);
+    cpu_->SwigluOaiMul(gate.data(), up.data(), count, expected.data());
+    Guarded dg = UploadGuarded(gate), du = UploadGuarded(up);
+    gpu_->SwigluOaiMul(dg.data(), du.data(), count, dg.data());
+    const std::vector<float> got = DownloadChecked(dg);
+    EXPECT_LT(MaxErrorOverRms(got.data(), expected.data(), count), 1e-6) << "count " << count;
+  }
+}
+
 TEST_F(CudaBackendTest, WeightedSumOfRowsMatchesTheCpuBitForBit) {
   const int64_t dim = 300, k = 3, n = 5;
   const std::vector<float> x = RandomFloats(12 * dim, 11);
@@ -463,11 +477,16 @@ TEST_F(CudaBackendTest, RopeMatchesTheReferenceInBothStyles) {
   const std::vector<float> factors = {1.0f, 1.5f, 2.0f, 4.0f, 8.0f, 8.0f, 16.0f, 32.0f};
   for (const bool neox : {false, true}) {
     for (const bool with_factors : {false, true}) {
+    for (const bool yarn : {false, true}) {
       const int64_t n = 5, heads = 3, head_dim = 24;
       const std::vector<int32_t> positions = {0, 1, 77, 4095, 131071};
       const std::vector<float> x = RandomFloats(n * heads * head_dim, 8);
       Guarded df = UploadGuarded(factors);
       RopeParams params{.n_dims = 16, .freq_base = 500000.0f, .freq_scale = 0.5f, .neox = neox};
+      if (yarn) {
+        params.ext_factor = 1.0f;
+        params.n_ctx_orig = 4096;
+      }
       std::vector<float> expected = x;
       params.freq_factors = with_factors ? factors.data() : nullptr;
       cpu_->Rope(expected.data(), n, heads, head_dim, positions.data(), params);
@@ -476,7 +495,8 @@ TEST_F(CudaBackendTest, RopeMatchesTheReferenceInBothStyles) {
       gpu_->Rope(dx.data(), n, heads, head_dim, positions.data(), params);
       const std::vector<float> got = DownloadChecked(dx);
       EXPECT_LT(MaxErrorOverRms(got.data(), expected.data(), n * heads * head_dim), 2e-6)
-          << "neox " << neox << " factors " << with_factors;
+          << "neox " << neox << " factors " << with_factors << " yarn " << yarn;
+    }
     }
   }
 }
@@ -555,17 +575,23 @@ TEST_P(CudaKvTest, WriteKvAndAttentionMatchTheReference) {
   }
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   // Whole contexts, then sliding windows narrower than a tile of keys and than the contexts.
+  // Each with and without attention sinks (one far above the scores).
+  std::vector<float> sinks = RandomFloats(c.n_head, 21, 3.0f);
+  sinks[0] = 30.0f;
+  Guarded device_sinks = UploadGuarded(sinks);
   for (const int32_t window : {0, 13, 40}) {
+  for (const bool with_sinks : {false, true}) {
     for (AttentionQueries& seq : cpu_seqs) seq.kv.window = window;
     for (AttentionQueries& seq : gpu_seqs) seq.kv.window = window;
-    cpu_->AttentionMany(cpu_seqs, c.n_head, scale);
-    gpu_->AttentionMany(gpu_seqs, c.n_head, scale);
+    cpu_->AttentionMany(cpu_seqs, c.n_head, scale, with_sinks ? sinks.data() : nullptr);
+    gpu_->AttentionMany(gpu_seqs, c.n_head, scale, with_sinks ? device_sinks.data() : nullptr);
     for (int s = 0; s < 2; ++s) {
       const std::vector<float> out = DownloadChecked(gpu_out[s]);
       EXPECT_LT(MaxErrorOverRms(out.data(), cpu_out[s].data(), static_cast<int64_t>(out.size())),
                 1e-5)
-          << "sequence " << s << ", window " << window;
+          << "sequence " << s << ", window " << window << ", sinks " << with_sinks;
     }
+  }
   }
 }
 

@@ -61,13 +61,14 @@ std::string Rewrite(const std::string& from, const std::string& file_name, const
 absl::Status LoadStatus(const std::string& path) { return Model::Load(path).status(); }
 
 TEST(ArchitectureRegistryTest, FindsEachArchitectureByItsName) {
-  for (const char* name : {"llama", "qwen2", "qwen3", "gemma3", "qwen2moe", "qwen3moe"}) {
+  for (const char* name :
+       {"llama", "qwen2", "qwen3", "gemma3", "qwen2moe", "qwen3moe", "gpt-oss"}) {
     const Architecture* a = FindArchitecture(name);
     ASSERT_NE(a, nullptr) << name;
     EXPECT_EQ(a->name, name);
   }
   EXPECT_EQ(FindArchitecture("mamba"), nullptr);
-  EXPECT_EQ(ArchitectureNames(), "gemma3, llama, qwen2, qwen2moe, qwen3, qwen3moe");
+  EXPECT_EQ(ArchitectureNames(), "gemma3, gpt-oss, llama, qwen2, qwen2moe, qwen3, qwen3moe");
 }
 
 TEST(ArchitectureSpecTest, Qwen3NormsEveryHeadWithTheFilesHeadSize) {
@@ -116,6 +117,60 @@ TEST(ArchitectureSpecTest, Gemma3InterleavesLocalLayersWithAGlobalOne) {
 }
 
 // Gemma 3 27B's 62 layers scale Q by 1/sqrt(n_embd / n_head), as llama.cpp does.
+TEST(ArchitectureSpecTest, GptOssAlternatesLocalAndGlobalLayersWithSinksBiasesAndYarn) {
+  absl::StatusOr<std::unique_ptr<Model>> model =
+      Model::Load(WriteShape("tiny-gpt-oss", "spec-gpt-oss.gguf"));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const ModelConfig& c = (*model)->config();
+  EXPECT_TRUE(c.rope_neox);
+  EXPECT_FLOAT_EQ(c.rope_freq_scale, 0.25f);
+  EXPECT_FLOAT_EQ(c.rope_yarn.ext_factor, 1.0f);
+  EXPECT_EQ(c.rope_yarn.n_ctx_orig, 64);
+  EXPECT_EQ(c.ffn_norm_tensor, "post_attention_norm");
+  ASSERT_EQ(c.layers.size(), 4u);
+  for (int l = 0; l < 4; ++l) {
+    const LayerSpec& spec = c.layers[l];
+    EXPECT_EQ(spec.attention.window, l % 2 == 0 ? 24 : 0) << "layer " << l;
+    EXPECT_TRUE(spec.attention.qkv_bias && spec.attention.output_bias && spec.attention.sinks);
+    EXPECT_FALSE(spec.attention.qk_norm || spec.attention.post_norm);
+    EXPECT_FLOAT_EQ(spec.attention.kq_scale, 1.0f / std::sqrt(32.0f));
+    EXPECT_EQ(spec.feed_forward.activation, FeedForwardActivation::kSwigluOai);
+    EXPECT_EQ(spec.feed_forward.experts.count, 4);
+    EXPECT_EQ(spec.feed_forward.experts.used, 2);
+    EXPECT_TRUE(spec.feed_forward.experts.normalize_weights && spec.feed_forward.experts.biases);
+    const LayerWeights& w = (*model)->weights().layers[l];
+    EXPECT_NE(w.attn_sinks, nullptr);
+    EXPECT_NE(w.bo, nullptr);
+    EXPECT_NE(w.router_bias, nullptr);
+    EXPECT_NE(w.experts_down_bias, nullptr);
+  }
+  // A file without its window, and one without a layer's sinks.
+  const std::string path = WriteShape("tiny-gpt-oss", "err-gpt-oss.gguf");
+  absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(path);
+  ASSERT_TRUE(file.ok());
+  GgufWriter w;
+  for (const auto& [key, value] : (*file)->metadata()) {
+    if (key != "gpt-oss.attention.sliding_window") w.Add(key, value);
+  }
+  const std::string no_window = test_support::TempPath("err-gpt-oss-window.gguf");
+  ASSERT_TRUE(w.WriteFile(no_window).ok());
+  EXPECT_THAT(LoadStatus(no_window).message(),
+              AllOf(HasSubstr(no_window), HasSubstr("gpt-oss.attention.sliding_window")));
+  const std::string no_sinks =
+      Rewrite(path, "err-gpt-oss-sinks.gguf", {}, "blk.1.attn_sinks.weight");
+  EXPECT_THAT(LoadStatus(no_sinks).message(),
+              AllOf(HasSubstr(no_sinks), HasSubstr("blk.1.attn_sinks.weight")));
+  const std::string no_bias =
+      Rewrite(path, "err-gpt-oss-bias.gguf", {}, "blk.2.ffn_down_exps.bias");
+  EXPECT_THAT(LoadStatus(no_bias).message(),
+              AllOf(HasSubstr(no_bias), HasSubstr("blk.2.ffn_down_exps.bias")));
+  // DeepSeek's YaRN magnitude scale is refused by name.
+  const std::string log_mul = Rewrite(path, "err-gpt-oss-yarn.gguf",
+                                      {{"gpt-oss.rope.scaling.yarn_log_multiplier", F32(0.1f)}});
+  EXPECT_THAT(LoadStatus(log_mul).message(),
+              AllOf(HasSubstr(log_mul), HasSubstr("yarn_log_multiplier")));
+}
+
 TEST(ArchitectureSpecTest, Gemma3With62LayersScalesQueriesByTheEmbeddingPerHead) {
   absl::StatusOr<SyntheticModelOptions> o = SyntheticShape("tiny-gemma3");
   ASSERT_TRUE(o.ok());
@@ -143,7 +198,7 @@ TEST(ArchitectureErrorsTest, AnUnknownArchitectureNamesTheFileAndTheOnesBatonRun
   EXPECT_THAT(std::string(LoadStatus(path).message()),
               AllOf(HasSubstr(path), HasSubstr("unsupported architecture 'mamba'"),
                     HasSubstr("general.architecture"),
-                    HasSubstr("gemma3, llama, qwen2, qwen2moe, qwen3, qwen3moe")));
+                    HasSubstr("gemma3, gpt-oss, llama, qwen2, qwen2moe, qwen3, qwen3moe")));
 }
 
 TEST(ArchitectureErrorsTest, MetadataThatDisagreesWithTheTensorsNamesTheTensorOrKey) {

@@ -94,11 +94,13 @@ struct ArchitectureCase {
   int32_t n_layer = 2;
   int32_t n_expert = 0;  // 2 of them per token
   int32_t n_ff_shared = 0;
+  float rope_yarn_factor = 0.0f;
 
   SyntheticModelOptions Options(uint64_t seed) const {
     return {.seed = seed, .architecture = architecture, .n_layer = n_layer,
             .head_dim = head_dim, .sliding_window = sliding_window, .n_expert = n_expert,
-            .n_expert_used = n_expert > 0 ? 2 : 0, .n_ff_shared = n_ff_shared};
+            .n_expert_used = n_expert > 0 ? 2 : 0, .n_ff_shared = n_ff_shared,
+            .rope_yarn_factor = rope_yarn_factor};
   }
 };
 
@@ -228,7 +230,8 @@ TEST_P(TransformerTest, FastKernelsAgreeWithReference) {
   ExpectClose(a, b, 1e-3f);
 }
 
-// gemma3 with six layers: five local (window 5), one global.
+// gemma3 with six layers: five local (window 5), one global; gpt-oss with four, local and
+// global in turn (window 5), YaRN over an original context of 64.
 INSTANTIATE_TEST_SUITE_P(
     Architectures, TransformerTest,
     testing::Values(ArchitectureCase{.name = "llama", .architecture = "llama"},
@@ -242,7 +245,10 @@ INSTANTIATE_TEST_SUITE_P(
                                      .head_dim = 32, .n_expert = 8},
                     ArchitectureCase{.name = "qwen2moe", .architecture = "qwen2moe",
                                      .n_expert = 4, .n_ff_shared = 64},
-                    ArchitectureCase{.name = "mixtral", .architecture = "llama", .n_expert = 4}),
+                    ArchitectureCase{.name = "mixtral", .architecture = "llama", .n_expert = 4},
+                    ArchitectureCase{.name = "gpt_oss", .architecture = "gpt-oss", .head_dim = 32,
+                                     .sliding_window = 5, .n_layer = 4, .n_expert = 4,
+                                     .rope_yarn_factor = 4.0f}),
     [](const testing::TestParamInfo<ArchitectureCase>& info) { return info.param.name; });
 
 // A backend whose memory is not the host's (a GPU's) gets the same operations in the same order:

@@ -88,9 +88,11 @@ class PagedKv {
   }
 
   // out [n_q, n_head, head_dim] in double from the dense K/V.
-  // window > 0: query i sees keys (positions[i] - window, positions[i]] only.
+  // window > 0: query i sees keys (positions[i] - window, positions[i]] only. sinks: null or
+  // [n_head], each head's logit in its denominator.
   std::vector<double> DenseAttention(const float* q, const std::vector<int32_t>& positions,
-                                     float scale, int32_t window = 0) const {
+                                     float scale, int32_t window = 0,
+                                     const float* sinks = nullptr) const {
     const int32_t d = s_.head_dim, group = s_.n_head / s_.n_kv_head;
     std::vector<double> out(positions.size() * s_.n_head * d);
     for (size_t i = 0; i < positions.size(); ++i) {
@@ -105,8 +107,9 @@ class PagedKv {
           for (int32_t j = 0; j < d; ++j) dot += static_cast<double>(qh[j]) * k[j];
           scores[t] = dot * scale;
         }
-        const double max_score = *std::max_element(scores.begin(), scores.end());
-        double sum = 0.0;
+        double max_score = *std::max_element(scores.begin(), scores.end());
+        if (sinks != nullptr) max_score = std::max<double>(max_score, sinks[h]);
+        double sum = sinks != nullptr ? std::exp(sinks[h] - max_score) : 0.0;
         for (double& sc : scores) sum += (sc = std::exp(sc - max_score));
         for (int32_t t = first; t <= positions[i]; ++t) {
           const float* v = &v_dense_[(static_cast<int64_t>(t) * s_.n_kv_head + kv_h) * d];
@@ -132,7 +135,8 @@ using AttentionParam = std::tuple<Impl, CacheShape>;
 
 class AttentionTest : public ::testing::TestWithParam<AttentionParam> {
  protected:
-  void Check(const std::vector<int32_t>& positions, uint64_t seed, int32_t window = 0) {
+  void Check(const std::vector<int32_t>& positions, uint64_t seed, int32_t window = 0,
+             const float* sinks = nullptr) {
     const auto [impl, s] = GetParam();
     if (!ImplSupported(impl)) GTEST_SKIP() << ImplName(impl) << " not supported by this CPU";
     const PagedKv kv(s, seed);
@@ -141,19 +145,36 @@ class AttentionTest : public ::testing::TestWithParam<AttentionParam> {
     // Sharp enough softmax to matter: |q·k| ~ sqrt(head_dim) * 2.
     const std::vector<float> q = RandomFloats(q_size, seed + 7, 2.0f);
     const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
-    const std::vector<double> want = kv.DenseAttention(q.data(), positions, scale, window);
+    const std::vector<double> want =
+        kv.DenseAttention(q.data(), positions, scale, window, sinks);
 
     GuardedBuffer out(q_size, NAN);
     MakeBackend(impl)->Attention(q.data(), positions.data(), n_q, s.n_head, kv.view(window),
-                                 scale, out.data());
+                                 scale, sinks, out.data());
     EXPECT_TRUE(out.CanariesIntact()) << "Attention wrote outside its output";
     ASSERT_TRUE(testing::AllFinite(out.data(), q_size)) << "NaN/Inf or unwritten outputs";
     double max_err = 0.0;
     for (int64_t e = 0; e < q_size; ++e) max_err = std::max(max_err, std::fabs(out[e] - want[e]));
     // Outputs are convex combinations of values ~N(0, 1).
-    EXPECT_LE(max_err, Tolerance(impl)) << "window " << window;
+    EXPECT_LE(max_err, Tolerance(impl))
+        << "window " << window << (sinks != nullptr ? ", with sinks" : "");
   }
 };
+
+// Each head's sink, from far below its scores to far above them (which rescales what the keys
+// gave), in prefill, decode over long contexts, and windows.
+TEST_P(AttentionTest, SinksJoinEachHeadsDenominator) {
+  const CacheShape s = std::get<1>(GetParam());
+  std::vector<float> sinks = RandomFloats(s.n_head, 31, 3.0f);
+  sinks[0] = 40.0f;
+  if (s.n_head > 1) sinks[s.n_head - 1] = -40.0f;
+  std::vector<int32_t> positions(s.n_tokens);
+  std::iota(positions.begin(), positions.end(), 0);
+  Check(positions, 21, 0, sinks.data());
+  Check({s.n_tokens - 1}, 22, 0, sinks.data());
+  Check(positions, 23, 5, sinks.data());
+  Check({s.n_tokens - 1}, 24, 17, sinks.data());
+}
 
 TEST_P(AttentionTest, PrefillCausal) {
   const int32_t n = std::get<1>(GetParam()).n_tokens;
@@ -199,10 +220,10 @@ TEST_P(AttentionTest, QueryResultDoesNotDependOnBatch) {
   for (int32_t window : {0, 3, 260}) {  // 0: none
     std::vector<float> all(s.n_tokens * per_q), one(per_q), batched(per_q), beside(per_q);
     backend->Attention(q.data(), positions.data(), s.n_tokens, s.n_head, kv.view(window), scale,
-                       all.data());
+                       nullptr, all.data());
     for (int32_t i : {0, s.n_tokens / 2, s.n_tokens - 1}) {
       backend->Attention(q.data() + i * per_q, &positions[i], 1, s.n_head, kv.view(window), scale,
-                         one.data());
+                         nullptr, one.data());
       EXPECT_EQ(0, std::memcmp(one.data(), all.data() + i * per_q, per_q * sizeof(float)))
           << "query " << i << ", window " << window;
       const AttentionQueries seqs[] = {
@@ -211,7 +232,7 @@ TEST_P(AttentionTest, QueryResultDoesNotDependOnBatch) {
           {.q = q.data(), .q_positions = &positions[0], .n_q = 1, .kv = other.view(window),
            .out = beside.data()},
       };
-      backend->AttentionMany(seqs, s.n_head, scale);
+      backend->AttentionMany(seqs, s.n_head, scale, nullptr);
       EXPECT_EQ(0, std::memcmp(one.data(), batched.data(), per_q * sizeof(float)))
           << "query " << i << " in a decode batch, window " << window;
     }
@@ -227,6 +248,8 @@ TEST_P(AttentionTest, AttentionManyEqualsOneCallPerSequence) {
   const int64_t per_q = static_cast<int64_t>(s.n_head) * s.head_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
   auto backend = MakeBackend(impl);
+  const std::vector<float> head_sinks = RandomFloats(s.n_head, 33, 3.0f);
+  for (const float* sinks : {static_cast<const float*>(nullptr), head_sinks.data()}) {
   for (int32_t long_run : {0, 20}) {
     // Caches of different lengths; queries at the last 1 or 3 positions, or long_run of them.
     std::vector<PagedKv> caches;
@@ -256,16 +279,18 @@ TEST_P(AttentionTest, AttentionManyEqualsOneCallPerSequence) {
                       .kv = caches[k].view(),
                       .out = many[k].data()});
     }
-    backend->AttentionMany(seqs, s.n_head, scale);
+    backend->AttentionMany(seqs, s.n_head, scale, sinks);
     for (size_t k = 0; k < caches.size(); ++k) {
       const int64_t n_q = static_cast<int64_t>(positions[k].size());
       std::vector<float> one(n_q * per_q);
       backend->Attention(q[k].data(), positions[k].data(), n_q, s.n_head, caches[k].view(), scale,
-                         one.data());
+                         sinks, one.data());
       EXPECT_TRUE(many[k].CanariesIntact()) << "sequence " << k;
       EXPECT_EQ(0, std::memcmp(one.data(), many[k].data(), one.size() * sizeof(float)))
-          << "sequence " << k << " of " << caches.size() << ", long run " << long_run;
+          << "sequence " << k << " of " << caches.size() << ", long run " << long_run
+          << (sinks != nullptr ? ", with sinks" : "");
     }
+  }
   }
 }
 

@@ -1,6 +1,7 @@
 // Rope of every CPU backend variant against values computed by hand (Python, double precision),
 // normal and NeoX pairing, partial rotation (n_dims < head_dim), freq_scale and freq_factors;
 // position 0 is the identity; tokens rotate independently of each other.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -67,6 +68,42 @@ TEST_P(RopeTest, PartialRotationWithScalingAndFactors) {
   }
 }
 
+// YaRN as transformers computes it (_compute_yarn_parameters, in double): n_dims 16, base 1e4,
+// factor 8 over an original context of 64. The ramp runs between pairs low = floor(corr(32)) = 0
+// and high = ceil(corr(1)) = 3, corr(r) = n_dims ln(64 / (2 pi r)) / (2 ln base): pair 0 keeps
+// its unscaled frequency, pairs 3.. are divided by 8, pairs 1 and 2 mix them; cos and sin are
+// scaled by 0.1 ln 8 + 1.
+TEST_P(RopeTest, YarnMixesScaledAndUnscaledFrequenciesByTheRamp) {
+  constexpr int kDims = 16;
+  constexpr double kBase = 10000.0, kFactor = 8.0, kOrig = 64.0;
+  auto corr = [](double rotations) {
+    return kDims * std::log(kOrig / (rotations * 2.0 * M_PI)) / (2.0 * std::log(kBase));
+  };
+  const double low = std::max(0.0, std::floor(corr(32.0)));
+  const double high = std::min(kDims - 1.0, std::ceil(corr(1.0)));
+  ASSERT_EQ(low, 0.0);
+  ASSERT_EQ(high, 3.0);
+  for (const int32_t pos : {1, 200}) {
+    const std::vector<float> x0 = testing::RandomFloats(kDims, 3);
+    std::vector<float> x = x0;
+    backend_->Rope(x.data(), 1, 1, kDims, &pos,
+                   {.n_dims = kDims, .freq_base = static_cast<float>(kBase),
+                    .freq_scale = static_cast<float>(1.0 / kFactor), .ext_factor = 1.0f,
+                    .n_ctx_orig = static_cast<int32_t>(kOrig)});
+    const double mscale = 0.1 * std::log(kFactor) + 1.0;
+    for (int i = 0; i < kDims / 2; ++i) {
+      const double extrapolated = std::pow(kBase, -2.0 * i / kDims);
+      const double ramp = std::clamp((i - low) / (high - low), 0.0, 1.0);
+      const double keep = 1.0 - ramp;  // the share of the unscaled frequency
+      const double theta = pos * (extrapolated / kFactor * (1.0 - keep) + extrapolated * keep);
+      const double c = std::cos(theta) * mscale, s = std::sin(theta) * mscale;
+      EXPECT_NEAR(x[2 * i], x0[2 * i] * c - x0[2 * i + 1] * s, 1e-4) << "pos " << pos << " pair " << i;
+      EXPECT_NEAR(x[2 * i + 1], x0[2 * i] * s + x0[2 * i + 1] * c, 1e-4)
+          << "pos " << pos << " pair " << i;
+    }
+  }
+}
+
 TEST_P(RopeTest, PositionZeroIsIdentity) {
   const std::vector<float> x0 = testing::RandomFloats(3 * 64, 1);
   std::vector<float> x = x0;
@@ -104,6 +141,10 @@ TEST_P(RopeTest, EveryCallOfASequenceOfCallsMatchesReference) {
   const RopeParams plain{.n_dims = 64, .freq_base = 10000.0f};
   const RopeParams scaled{.n_dims = 32, .freq_base = 10000.0f, .freq_scale = 0.25f,
                           .freq_factors = factors.data()};
+  const RopeParams yarn{.n_dims = 64, .freq_base = 10000.0f, .freq_scale = 0.25f,
+                        .ext_factor = 1.0f, .n_ctx_orig = 64};
+  RopeParams yarn_beta = yarn;
+  yarn_beta.beta_fast = 8.0f;
   struct Call {
     std::vector<int32_t> positions;
     RopeParams params;
@@ -113,6 +154,7 @@ TEST_P(RopeTest, EveryCallOfASequenceOfCallsMatchesReference) {
       {{5, 6, 8}, plain},        {{5, 6}, plain},      // one position changed; one fewer
       {{5, 6}, {.n_dims = 64, .freq_base = 500.0f}},  // another base
       {{5, 6}, scaled},          {{5, 6}, scaled},     // frequency factors
+      {{5, 6}, yarn},            {{5, 6}, yarn_beta},  // YaRN, then other ramp ends
   };
   auto reference = MakeBackend(Impl::kReference);
   for (size_t c = 0; c < calls.size(); ++c) {

@@ -149,20 +149,25 @@ class OwnMemoryBackend final : public kernels::Backend {
     if (Dropped()) return;
     inner_->GeluMul(gate, up, count, y);
   }
+  void SwigluOaiMul(const float* gate, const float* up, int64_t count, float* y) override {
+    if (Dropped()) return;
+    inner_->SwigluOaiMul(gate, up, count, y);
+  }
   void WriteKv(const kernels::KvLayerView& kv, const int32_t* positions, int64_t n,
                const float* k, const float* v) override {
     if (Dropped()) return;
     inner_->WriteKv(kv, positions, n, k, v);
   }
   void Attention(const float* q, const int32_t* q_positions, int64_t n_q, int32_t n_head,
-                 const kernels::KvLayerView& kv, float scale, float* out) override {
+                 const kernels::KvLayerView& kv, float scale, const float* sinks,
+                 float* out) override {
     if (Dropped()) return;
-    inner_->Attention(q, q_positions, n_q, n_head, kv, scale, out);
+    inner_->Attention(q, q_positions, n_q, n_head, kv, scale, sinks, out);
   }
-  void AttentionMany(std::span<const kernels::AttentionQueries> seqs, int32_t n_head,
-                     float scale) override {
+  void AttentionMany(std::span<const kernels::AttentionQueries> seqs, int32_t n_head, float scale,
+                     const float* sinks) override {
     if (Dropped()) return;
-    inner_->AttentionMany(seqs, n_head, scale);
+    inner_->AttentionMany(seqs, n_head, scale, sinks);
   }
 
  private:
