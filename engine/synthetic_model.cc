@@ -354,7 +354,7 @@ const char kSyntheticShapes[] =
     "tiny, tiny-qwen3, tiny-gemma3, tiny-qwen3moe, tiny-qwen2moe, tiny-mixtral, tiny-gpt-oss, "
     "tiny-256, "
     "smollm2-135m, "
-    "qwen2-0.5b, llama-3.2-1b, llama-3-8b, qwen3-0.6b, gemma3-270m, qwen3moe-8x";
+    "qwen2-0.5b, llama-3.2-1b, llama-3-8b, qwen3-0.6b, gemma3-270m, qwen3moe-8x, gpt-oss-mini";
 
 absl::StatusOr<SyntheticModelOptions> SyntheticShape(std::string_view name) {
   SyntheticModelOptions o;
@@ -443,6 +443,18 @@ absl::StatusOr<SyntheticModelOptions> SyntheticShape(std::string_view name) {
     o.n_expert = 8;
     o.n_expert_used = 2;
     o.n_ff_expert = 1536;
+  } else if (name == "gpt-oss-mini") {
+    // gpt-oss-20b's layout (head 64, 8 kv heads, 32 experts of which 4 per token, windows of 128
+    // on every other layer, YaRN 32 over 4096) at half its layers and about a third its width:
+    // 12 layers of 1024, experts of 512, 0.7B.
+    o.architecture = "gpt-oss";
+    shape(12, 1024, 16, 8, 512, 32000, 131072, 150000.0f, false);
+    o.head_dim = 64;
+    o.sliding_window = 128;
+    o.n_expert = 32;
+    o.n_expert_used = 4;
+    o.n_ff_expert = 512;
+    o.rope_yarn_factor = 32.0f;
   } else if (name == "gemma3-270m") {
     o.architecture = "gemma3";
     shape(18, 640, 4, 1, 2048, 262144, 32768, 1000000.0f, true);

@@ -145,6 +145,15 @@ TEST_P(CudaTransformerTest, TeacherForcedLogitsAndPerplexityMatchTheCpu) {
     options.n_expert_used = 2;
     options.n_ff_expert = 256;
   }
+  if (architecture == "gpt-oss") {  // sinks, biases, swiglu_oai, YaRN; local layers of 32
+    options.n_layer = 4;
+    options.head_dim = 64;
+    options.sliding_window = 32;
+    options.n_expert = 4;
+    options.n_expert_used = 2;
+    options.n_ff_expert = 256;
+    options.rope_yarn_factor = 4.0f;
+  }
   const std::string path = test_support::TempPath(
       "cuda-transformer-" + architecture + "-" + std::string(kernels::DTypeName(dtype)) +
       (mix == SyntheticMix::kQ4_K_M ? "-q4_k_m" : "") + ".gguf");
@@ -207,9 +216,12 @@ INSTANTIATE_TEST_SUITE_P(
                       ModelCase{"qwen2", kernels::DType::kQ8_0, SyntheticMix::kUniform},
                       ModelCase{"qwen3", kernels::DType::kQ8_0, SyntheticMix::kUniform},
                       ModelCase{"gemma3", kernels::DType::kQ8_0, SyntheticMix::kUniform},
-                      ModelCase{"qwen3moe", kernels::DType::kQ8_0, SyntheticMix::kUniform}),
+                      ModelCase{"qwen3moe", kernels::DType::kQ8_0, SyntheticMix::kUniform},
+                      ModelCase{"gpt-oss", kernels::DType::kQ8_0, SyntheticMix::kUniform}),
     [](const auto& info) {
-      return std::get<0>(info.param) + "_" +
+      std::string architecture = std::get<0>(info.param);
+      for (char& c : architecture) c = c == '-' ? '_' : c;
+      return architecture + "_" +
              std::string(kernels::DTypeName(std::get<1>(info.param))) +
              (std::get<2>(info.param) == SyntheticMix::kQ4_K_M ? "_m" : "");
     });
