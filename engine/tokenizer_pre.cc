@@ -43,6 +43,8 @@ constexpr NamedKind kNames[] = {
     {"codeshell", PreTokenizerKind::kStarCoder},
     {"exaone", PreTokenizerKind::kStarCoder},
     {"minerva-7b", PreTokenizerKind::kStarCoder},
+    {"gpt-4o", PreTokenizerKind::kGpt4o},
+    {"llama4", PreTokenizerKind::kGpt4o},
 };
 // clang-format on
 
@@ -64,6 +66,16 @@ constexpr std::string_view kQwen2Pattern =
     R"(|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^WS\p{L}\p{N}]+[\r\n]*)"
     R"(|[WS]*[\r\n]+|[WS]+(?![^WS])|[WS]+)";
 
+// o200k's regex as llama.cpp rewrites it for its engine: an upper-case letter is a letter that
+// is not a-z, a lower-case one a letter that is not A-Z (so a letter outside ASCII is both);
+// letter runs take an optional trailing contraction; digits in threes.
+constexpr std::string_view kGpt4oPattern =
+    R"([^\r\n\p{L}\p{N}]?(?:(?=[\p{L}])[^a-z])*(?:(?=[\p{L}])[^A-Z])+)"
+    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?)"
+    R"(|[^\r\n\p{L}\p{N}]?(?:(?=[\p{L}])[^a-z])+(?:(?=[\p{L}])[^A-Z])*)"
+    R"((?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?)"
+    R"(|\p{N}{1,3}| ?[^WS\p{L}\p{N}]+[\r\n/]*|[WS]*[\r\n]+|[WS]+(?![^WS])|[WS]+)";
+
 std::vector<std::string_view> PatternsFor(PreTokenizerKind kind) {
   switch (kind) {
     case PreTokenizerKind::kDefault:
@@ -76,6 +88,8 @@ std::vector<std::string_view> PatternsFor(PreTokenizerKind kind) {
       return {kQwen2Pattern};
     case PreTokenizerKind::kStarCoder:
       return {R"(\p{N})", kGpt2Pattern};
+    case PreTokenizerKind::kGpt4o:
+      return {kGpt4oPattern};
   }
   return {};
 }

@@ -28,6 +28,7 @@ enum class PreTokenizerKind {
   kLlama3,     // "llama3", "llama-bpe", ...: also whole-word lookup before merging
   kQwen2,      // "qwen2", ...
   kStarCoder,  // "starcoder", "smollm", ...: digits one by one, then the gpt-2 regex
+  kGpt4o,      // "gpt-4o", "llama4": o200k's words, cased runs kept apart (gpt-oss, Llama 4)
 };
 
 // The kind for a tokenizer.ggml.pre value ("" means "default"); INVALID_ARGUMENT naming the

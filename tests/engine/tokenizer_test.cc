@@ -278,6 +278,35 @@ TEST(PreTokenizerVariantsTest, MatchesLlamaCpp) {
   }
 }
 
+// "gpt-4o" (gpt-oss, Llama 4) likewise, against llama.cpp's own llama-tokenize
+// (make_gpt4o_refs.py; special tokens not parsed).
+TEST(PreTokenizerVariantsTest, Gpt4oMatchesLlamaCpp) {
+  absl::StatusOr<std::unique_ptr<GgufFile>> file =
+      GgufFile::Open(VectorsPath("ggml-vocab-gpt-2.gguf"));
+  ASSERT_TRUE(file.ok()) << file.status();
+  absl::StatusOr<Vocab> vocab = LoadVocab(**file);
+  ASSERT_TRUE(vocab.ok()) << vocab.status();
+  vocab->pre = "gpt-4o";
+  absl::StatusOr<std::unique_ptr<Tokenizer>> t = Tokenizer::Create(*std::move(vocab));
+  ASSERT_TRUE(t.ok()) << t.status();
+  std::ifstream in(test_support::SourcePath("tests/data/tokenizer/gpt2_pre_gpt4o.jsonl"));
+  ASSERT_TRUE(in.good());
+  int records = 0, passed = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    const nlohmann::json r = nlohmann::json::parse(line);
+    const std::string text = absl::HexStringToBytes(r.at("hex").get<std::string>());
+    const auto expected = r.at("ids").get<std::vector<TokenId>>();
+    const std::vector<TokenId> ids = (*t)->Encode(text, {});
+    EXPECT_EQ(ids, expected) << "'" << Escaped(text) << "'";
+    ++records;
+    if (ids == expected) ++passed;
+  }
+  EXPECT_GT(records, 1000);
+  std::cout << "[ variants ] gpt-2 vocabulary as pre 'gpt-4o': " << passed << "/" << records
+            << " inputs passed\n";
+}
+
 // ---------------------------------------------------------------------------------------------
 // Special tokens, options, invalid input.
 
@@ -555,6 +584,12 @@ TEST(PreTokenizerTest, Llama3) {
 TEST(PreTokenizerTest, Qwen2) {
   EXPECT_THAT(Split(PreTokenizerKind::kQwen2, "ab 1234"),
               ElementsAre("ab", " ", "1", "2", "3", "4"));
+}
+
+TEST(PreTokenizerTest, Gpt4oKeepsCasedRunsApart) {
+  EXPECT_THAT(Split(PreTokenizerKind::kGpt4o, "HelloWorld's 1234567 x/\n\n  y"),
+              ElementsAre("Hello", "World's", " ", "123", "456", "7", " x", "/\n\n", " ", " y"));
+  EXPECT_THAT(Split(PreTokenizerKind::kGpt4o, "iPhone iPad"), ElementsAre("i", "Phone", " i", "Pad"));
 }
 
 TEST(PreTokenizerTest, StarCoder) {
