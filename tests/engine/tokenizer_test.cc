@@ -238,11 +238,16 @@ TEST(CorpusTest, LlamaSpm) {
 // The other pre-tokenizers: the GPT-2 vocabulary re-labelled with each tokenizer.ggml.pre value,
 // against llama.cpp's ids for the same re-labelled files (make_extra_tokenizer_refs.py).
 
-TEST(PreTokenizerVariantsTest, MatchesLlamaCpp) {
+// The vocabulary of llama.cpp's GPT-2 test vectors.
+absl::StatusOr<Vocab> Gpt2TestVocab() {
   absl::StatusOr<std::unique_ptr<GgufFile>> file =
       GgufFile::Open(VectorsPath("ggml-vocab-gpt-2.gguf"));
-  ASSERT_TRUE(file.ok()) << file.status();
-  absl::StatusOr<Vocab> gpt2 = LoadVocab(**file);
+  if (!file.ok()) return file.status();
+  return LoadVocab(**file);
+}
+
+TEST(PreTokenizerVariantsTest, MatchesLlamaCpp) {
+  absl::StatusOr<Vocab> gpt2 = Gpt2TestVocab();
   ASSERT_TRUE(gpt2.ok()) << gpt2.status();
 
   const std::string path = test_support::SourcePath("tests/data/tokenizer/gpt2_pre_variants.jsonl");
@@ -281,10 +286,7 @@ TEST(PreTokenizerVariantsTest, MatchesLlamaCpp) {
 // "gpt-4o" (gpt-oss, Llama 4) likewise, against llama.cpp's own llama-tokenize
 // (make_gpt4o_refs.py; special tokens not parsed).
 TEST(PreTokenizerVariantsTest, Gpt4oMatchesLlamaCpp) {
-  absl::StatusOr<std::unique_ptr<GgufFile>> file =
-      GgufFile::Open(VectorsPath("ggml-vocab-gpt-2.gguf"));
-  ASSERT_TRUE(file.ok()) << file.status();
-  absl::StatusOr<Vocab> vocab = LoadVocab(**file);
+  absl::StatusOr<Vocab> vocab = Gpt2TestVocab();
   ASSERT_TRUE(vocab.ok()) << vocab.status();
   vocab->pre = "gpt-4o";
   absl::StatusOr<std::unique_ptr<Tokenizer>> t = Tokenizer::Create(*std::move(vocab));
