@@ -25,7 +25,8 @@ void GetRows(const WeightMatrix& w, const int32_t* ids, int64_t n, float* out);
 void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* y);
 
 // Rotates one token's heads x [n_heads, head_dim] in place at position `pos`, in f32 exactly as
-// GGML's rope does (YaRN aside: RopeParams) (the fast backend runs this too): theta_i = freq_scale * (p_i / freq_factors[i])
+// GGML's rope does (the fast backend runs this too): theta_i = freq_scale * (p_i / freq_factors[i])
+// (mixed with the unscaled angle, and cos/sin scaled, where RopeParams asks for YaRN)
 // for i < n_dims / 2, where p_0 = pos and p_(i+1) = p_i * freq_base^(-2 / n_dims) (powf, then
 // repeated f32 multiplication, as GGML's rope cache); cosf/sinf of theta_i; pairs (2i, 2i+1)
 // (normal) or (i, i + n_dims/2) (NeoX) of each head become (fma(x0, c, -(x1 s)), fma(x0, s, x1 c)),

@@ -369,7 +369,8 @@ class CudaBackend final : public Backend {
         pack_.Add(batch.prefill_queries.data(), batch.prefill_queries.size());
     const void* base = uploader_.Upload(pack_);
     if (!steps_.Record(Op::kAttention, base, at_seqs, at_tables, at_decode, at_tiles, at_prefill,
-                       batch.decode_queries.size(), batch.prefill_tiles.size(), n_head, scale, sinks,
+                       batch.decode_queries.size(), batch.prefill_tiles.size(), n_head, scale,
+                       sinks,
                        layout.block_stride, layout.block_size, layout.n_kv_head,
                        layout.head_dim, layout.window, batch.bases_16_byte_aligned)) {
       return;

@@ -138,16 +138,18 @@ __global__ void RopeKernel(float* x, int64_t n_pairs_total, int64_t n_heads, int
   const float ff = rope.freq_factors != nullptr ? rope.freq_factors[i] : 1.0f;
   const float theta_extrap = __fdiv_rn(theta_base, ff);
   float theta = __fmul_rn(rope.freq_scale, theta_extrap);
-  if (rope.ext_factor != 0.0f) {  // YaRN's ramp, as the host reference mixes it
-    const float y = (static_cast<float>(i) - rope.corr_dims[0]) /
-                    fmaxf(0.001f, rope.corr_dims[1] - rope.corr_dims[0]);
-    const float ramp_mix = (1.0f - fminf(1.0f, fmaxf(0.0f, y))) * rope.ext_factor;
-    theta = theta * (1.0f - ramp_mix) + theta_extrap * ramp_mix;
+  if (rope.ext_factor != 0.0f) {  // YaRN's ramp, as the host reference mixes it (no FMA)
+    const float y = __fdiv_rn(__fsub_rn(static_cast<float>(i), rope.corr_dims[0]),
+                              fmaxf(0.001f, __fsub_rn(rope.corr_dims[1], rope.corr_dims[0])));
+    const float ramp_mix =
+        __fmul_rn(__fsub_rn(1.0f, fminf(1.0f, fmaxf(0.0f, y))), rope.ext_factor);
+    theta = __fadd_rn(__fmul_rn(theta, __fsub_rn(1.0f, ramp_mix)),
+                      __fmul_rn(theta_extrap, ramp_mix));
   }
   float s, c;
   sincosf(theta, &s, &c);
-  s *= rope.mscale;
-  c *= rope.mscale;
+  s = __fmul_rn(s, rope.mscale);
+  c = __fmul_rn(c, rope.mscale);
   float* xh = x + head * head_dim;
   const int64_t i0 = rope.neox ? i : 2 * i;
   const int64_t i1 = rope.neox ? i + half : 2 * i + 1;

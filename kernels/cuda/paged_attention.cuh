@@ -39,8 +39,9 @@ void LaunchWriteKv(uint16_t* k_base, uint16_t* v_base, const KvLayout& layout,
 // AttentionSeq, AttentionQuery, AttentionTile: attention_batch.h.
 
 // All cache layouts of a batch are the same but for their block tables. sinks: null or [n_head]
-// (Backend::Attention). One block per (query, head): the kernel for decode queries. bases_16_byte_aligned: every sequence's k_base and
-// v_base is (the key-per-lane kernel reads K rows 16 bytes at a time).
+// (Backend::Attention). One block per (query, head): the kernel for decode queries.
+// bases_16_byte_aligned: every sequence's k_base and v_base is (the key-per-lane kernel reads K
+// rows 16 bytes at a time).
 void LaunchAttention(const AttentionSeq* seqs, const AttentionQuery* queries, int64_t n_queries,
                      const int32_t* tables, int32_t n_head, const KvLayout& layout, float scale,
                      const float* sinks, bool bases_16_byte_aligned, cudaStream_t stream);

@@ -591,7 +591,8 @@ TEST(PreTokenizerTest, Qwen2) {
 TEST(PreTokenizerTest, Gpt4oKeepsCasedRunsApart) {
   EXPECT_THAT(Split(PreTokenizerKind::kGpt4o, "HelloWorld's 1234567 x/\n\n  y"),
               ElementsAre("Hello", "World's", " ", "123", "456", "7", " x", "/\n\n", " ", " y"));
-  EXPECT_THAT(Split(PreTokenizerKind::kGpt4o, "iPhone iPad"), ElementsAre("i", "Phone", " i", "Pad"));
+  EXPECT_THAT(Split(PreTokenizerKind::kGpt4o, "iPhone iPad"),
+              ElementsAre("i", "Phone", " i", "Pad"));
 }
 
 TEST(PreTokenizerTest, StarCoder) {

@@ -97,7 +97,8 @@ TEST_P(RopeTest, YarnMixesScaledAndUnscaledFrequenciesByTheRamp) {
       const double keep = 1.0 - ramp;  // the share of the unscaled frequency
       const double theta = pos * (extrapolated / kFactor * (1.0 - keep) + extrapolated * keep);
       const double c = std::cos(theta) * mscale, s = std::sin(theta) * mscale;
-      EXPECT_NEAR(x[2 * i], x0[2 * i] * c - x0[2 * i + 1] * s, 1e-4) << "pos " << pos << " pair " << i;
+      EXPECT_NEAR(x[2 * i], x0[2 * i] * c - x0[2 * i + 1] * s, 1e-4)
+          << "pos " << pos << " pair " << i;
       EXPECT_NEAR(x[2 * i + 1], x0[2 * i] * s + x0[2 * i + 1] * c, 1e-4)
           << "pos " << pos << " pair " << i;
     }
