@@ -41,6 +41,19 @@ LayerSpec BaseLayerSpec(const ModelConfig& config) {
   return spec;
 }
 
+absl::Status SetWindowPattern(const GgufFile& file, int32_t default_pattern,
+                              const LayerSpec& local, const LayerSpec& global,
+                              ModelConfig& config) {
+  absl::StatusOr<int32_t> pattern = OptionalPositive(
+      file, config.architecture + ".attention.sliding_window_pattern", default_pattern);
+  if (!pattern.ok()) return pattern.status();
+  config.layers.clear();
+  for (int32_t l = 0; l < config.n_layer; ++l) {
+    config.layers.push_back(l % *pattern < *pattern - 1 ? local : global);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SetExperts(const GgufFile& file, ModelConfig& config, const ExpertsOptions& options) {
   const std::string p = config.architecture + ".";
   ExpertsSpec experts;

@@ -38,6 +38,14 @@ std::string ArchitectureNames();
 // softmax scale 1/sqrt(head_dim), SwiGLU, no biases, no extra norms, no window, dense).
 LayerSpec BaseLayerSpec(const ModelConfig& config);
 
+// Sets config.layers by llama.cpp's sliding-window pattern: layer l is `local` unless
+// l % pattern == pattern - 1, where it is `global`; the pattern is
+// {arch}.attention.sliding_window_pattern, default_pattern where the file has none. Errors name
+// the file and the key.
+absl::Status SetWindowPattern(const GgufFile& file, int32_t default_pattern,
+                              const LayerSpec& local, const LayerSpec& global,
+                              ModelConfig& config);
+
 // How an architecture's mixtures of experts weigh their experts.
 struct ExpertsOptions {
   bool normalize_weights = false;  // ExpertsSpec::normalize_weights

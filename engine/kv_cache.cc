@@ -158,12 +158,10 @@ int32_t KvCache::Truncate(BlockTable& table, int32_t n_tokens, int32_t keep_bloc
   const int32_t keep = static_cast<int32_t>(
       std::max<int64_t>(keep_blocks, KvBlocksFor(table.n_tokens, block_size_)));
   if (keep >= table.n_blocks()) return table.n_tokens;
-  std::vector<BlockId> dropped;
   for (std::vector<BlockId>& group : table.groups) {
-    dropped.insert(dropped.end(), group.begin() + keep, group.end());
+    ReleaseHeld(pool_, std::span<const BlockId>(group).subspan(keep));
     group.resize(keep);
   }
-  ReleaseHeld(pool_, dropped);
   return table.n_tokens;
 }
 
@@ -178,11 +176,7 @@ bool KvCache::HoldsVisibleBlocks(const BlockTable& table) const {
 }
 
 void KvCache::Free(BlockTable& table) {
-  std::vector<BlockId> all;
-  for (const std::vector<BlockId>& group : table.groups) {
-    all.insert(all.end(), group.begin(), group.end());
-  }
-  ReleaseHeld(pool_, all);
+  for (const std::vector<BlockId>& group : table.groups) ReleaseHeld(pool_, group);
   table.groups.clear();
   table.n_tokens = 0;
 }

@@ -21,6 +21,11 @@ void RopeYarnCorrDims(const RopeParams& params, float dims[2]) {
   dims[1] = std::min(static_cast<float>(params.n_dims - 1), std::ceil(corr_dim(params.beta_slow)));
 }
 
+float RopeMagnitudeScale(const RopeParams& params) {
+  if (params.ext_factor == 0.0f) return params.attn_factor;
+  return params.attn_factor * (1.0f + 0.1f * std::log(1.0f / params.freq_scale));
+}
+
 absl::StatusOr<void*> Backend::AllocateHost(size_t bytes) {
   void* p = ::operator new(std::max<size_t>(bytes, 1), std::align_val_t{64}, std::nothrow);
   if (p == nullptr) {

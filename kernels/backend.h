@@ -61,6 +61,8 @@ struct RopeParams {
 // YaRN's correction dims (GGML's ggml_rope_yarn_corr_dims): the pair indices [dims[0], dims[1]]
 // over which the ramp falls from 1 to 0.
 void RopeYarnCorrDims(const RopeParams& params, float dims[2]);
+// The factor of cos and sin: attn_factor, times 1 + 0.1 ln(1 / freq_scale) where ext_factor != 0.
+float RopeMagnitudeScale(const RopeParams& params);
 
 // One layer of one sequence's paged KV cache, in the backend's memory (Attention reads it, WriteKv
 // writes it). Block b (a physical block id from block_table) holds K at k_base + b * block_stride

@@ -22,9 +22,6 @@ namespace baton::engine::architectures {
 absl::Status ConfigureGemma3(const GgufFile& file, ModelConfig& c) {
   absl::StatusOr<int32_t> window = OptionalPositive(file, "gemma3.attention.sliding_window", 0);
   if (!window.ok()) return window.status();
-  absl::StatusOr<int32_t> pattern =
-      OptionalPositive(file, "gemma3.attention.sliding_window_pattern", 6);
-  if (!pattern.ok()) return pattern.status();
   absl::StatusOr<float> local_base = OptionalPositiveFloat(file, "gemma3.rope.freq_base_swa", 1e4f);
   if (!local_base.ok()) return local_base.status();
   if (file.Find("gemma3.final_logit_softcapping") != nullptr &&
@@ -50,12 +47,7 @@ absl::Status ConfigureGemma3(const GgufFile& file, ModelConfig& c) {
   local.attention.window = *window;
   local.attention.rope_freq_base = *local_base;
   local.attention.rope_freq_scale = 1.0f;
-  c.layers.clear();
-  for (int32_t l = 0; l < c.n_layer; ++l) {
-    const bool is_local = *window > 0 && l % *pattern < *pattern - 1;
-    c.layers.push_back(is_local ? local : global);
-  }
-  return absl::OkStatus();
+  return SetWindowPattern(file, 6, *window > 0 ? local : global, global, c);
 }
 
 }  // namespace baton::engine::architectures

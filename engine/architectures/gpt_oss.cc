@@ -21,9 +21,6 @@ absl::Status ConfigureGptOss(const GgufFile& file, ModelConfig& c) {
   const std::string p = c.architecture + ".";
   absl::StatusOr<int32_t> window = RequiredPositive(file, p + "attention.sliding_window");
   if (!window.ok()) return window.status();
-  absl::StatusOr<int32_t> pattern =
-      OptionalPositive(file, p + "attention.sliding_window_pattern", 2);
-  if (!pattern.ok()) return pattern.status();
   absl::StatusOr<float> local_base =
       OptionalPositiveFloat(file, p + "rope.freq_base_swa", c.rope_freq_base);
   if (!local_base.ok()) return local_base.status();
@@ -37,10 +34,7 @@ absl::Status ConfigureGptOss(const GgufFile& file, ModelConfig& c) {
   LayerSpec local = global;
   local.attention.window = *window;
   local.attention.rope_freq_base = *local_base;
-  c.layers.clear();
-  for (int32_t l = 0; l < c.n_layer; ++l) {
-    c.layers.push_back(l % *pattern < *pattern - 1 ? local : global);
-  }
+  if (absl::Status s = SetWindowPattern(file, 2, local, global, c); !s.ok()) return s;
   if (absl::Status s = SetExperts(file, c, {.normalize_weights = true, .required = true});
       !s.ok()) {
     return s;

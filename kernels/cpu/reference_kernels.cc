@@ -69,11 +69,8 @@ void RopeAngles(int32_t pos, const RopeParams& params, float* cos_sin) {
   // in f32, times the magnitude scale.
   const float theta_scale = std::pow(params.freq_base, -2.0f / static_cast<float>(params.n_dims));
   float corr_dims[2] = {0.0f, 0.0f};
-  float mscale = params.attn_factor;
-  if (params.ext_factor != 0.0f) {
-    RopeYarnCorrDims(params, corr_dims);
-    mscale *= 1.0f + 0.1f * std::log(1.0f / params.freq_scale);
-  }
+  if (params.ext_factor != 0.0f) RopeYarnCorrDims(params, corr_dims);
+  const float mscale = RopeMagnitudeScale(params);
   float theta_base = static_cast<float>(pos);
   for (int64_t i = 0; i < params.n_dims / 2; ++i) {
     const float ff = params.freq_factors != nullptr ? params.freq_factors[i] : 1.0f;

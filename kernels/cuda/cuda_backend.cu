@@ -299,9 +299,7 @@ class CudaBackend final : public Backend {
         .neox = params.neox,
         .freq_factors = params.freq_factors,
         .ext_factor = params.ext_factor,
-        .mscale = params.ext_factor != 0.0f
-                      ? params.attn_factor * (1.0f + 0.1f * std::log(1.0f / params.freq_scale))
-                      : params.attn_factor,
+        .mscale = RopeMagnitudeScale(params),
     };
     if (params.ext_factor != 0.0f) RopeYarnCorrDims(params, rope.corr_dims);
     const int32_t* device_positions = uploader_.Upload(positions, n);
