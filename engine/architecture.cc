@@ -13,6 +13,7 @@ namespace baton::engine {
 namespace {
 
 constexpr Architecture kArchitectures[] = {
+    {"deepseek2", architectures::ConfigureDeepseek2},
     {"gemma3", architectures::ConfigureGemma3}, {"gpt-oss", architectures::ConfigureGptOss},
     {"llama", architectures::ConfigureLlama},
     {"qwen2", architectures::ConfigureQwen2},   {"qwen2moe", architectures::ConfigureQwen2Moe},

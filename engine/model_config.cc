@@ -32,11 +32,10 @@ absl::StatusOr<RopeYarn> ReadRopeYarn(const GgufFile& file, const std::string& p
       OptionalPositive(file, p + "rope.scaling.original_context_length", n_ctx_train);
   if (!v.ok()) return v.status();
   yarn.n_ctx_orig = *v;
-  if (file.Find(p + "rope.scaling.yarn_log_multiplier") != nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        file.path(), ": ", p, "rope.scaling.yarn_log_multiplier is set (DeepSeek's YaRN "
-        "magnitude scale); baton's YaRN does not take it"));
+  if (!(f = OptionalPositiveFloat(file, p + "rope.scaling.yarn_log_multiplier", 0.0f)).ok()) {
+    return f.status();
   }
+  yarn.log_multiplier = *f;
   return yarn;
 }
 
@@ -83,11 +82,7 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const GgufFile& file) {
   if (!(v = OptionalPositive(file, p + "attention.value_length", c.head_dim)).ok()) {
     return v.status();
   }
-  if (*v != c.head_dim) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        file.path(), ": ", p, "attention.value_length ", *v, " differs from the key length ",
-        c.head_dim, "; baton runs models whose K and V heads have one size"));
-  }
+  const int32_t value_length = *v;
   if (c.n_head % c.n_head_kv != 0) {
     return absl::InvalidArgumentError(absl::StrCat(file.path(), ": head_count ", c.n_head,
                                                    " is not a multiple of head_count_kv ",
@@ -137,6 +132,19 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const GgufFile& file) {
     c.n_vocab = *v;
   }
   if (absl::Status s = architecture->configure(file, c); !s.ok()) return s;
+  // Latent attention's V is the latent, a prefix of K (its architecture checks the lengths).
+  const bool latent = c.layers.front().attention.latent.kv_rank > 0;
+  if (value_length != c.head_dim && !latent) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        file.path(), ": ", p, "attention.value_length ", value_length,
+        " differs from the key length ", c.head_dim,
+        "; baton runs models whose K and V heads have one size"));
+  }
+  if (c.rope_yarn.log_multiplier != 0.0f && !latent) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        file.path(), ": ", p, "rope.scaling.yarn_log_multiplier is set (DeepSeek's YaRN "
+        "magnitude scale), which only latent-attention models (deepseek2) take"));
+  }
   return c;
 }
 

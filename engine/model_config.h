@@ -24,6 +24,9 @@ struct RopeYarn {
   float beta_fast = 32.0f;   // {arch}.rope.scaling.yarn_beta_fast
   float beta_slow = 1.0f;    // {arch}.rope.scaling.yarn_beta_slow
   int32_t n_ctx_orig = 0;    // {arch}.rope.scaling.original_context_length (n_ctx_train)
+  // {arch}.rope.scaling.yarn_log_multiplier: DeepSeek's attention magnitude scale (0: none),
+  // which only a latent-attention architecture folds into its scores' scale.
+  float log_multiplier = 0.0f;
 };
 
 struct ModelConfig {
@@ -35,7 +38,9 @@ struct ModelConfig {
   int32_t n_layer = 0;        // {arch}.block_count
   int32_t n_head = 0;         // {arch}.attention.head_count
   int32_t n_head_kv = 0;      // {arch}.attention.head_count_kv (grouped-query attention)
-  int32_t head_dim = 0;       // n_embd / n_head unless {arch}.attention.key_length says otherwise
+  // The cache's head: n_embd / n_head unless {arch}.attention.key_length says otherwise; for
+  // latent attention the latent and its RoPE dims (layer_spec.h's LatentAttentionSpec).
+  int32_t head_dim = 0;
   int32_t n_ff = 0;           // {arch}.feed_forward_length
   float rms_eps = 1e-5f;      // {arch}.attention.layer_norm_rms_epsilon
 

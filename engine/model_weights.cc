@@ -32,21 +32,21 @@ class WeightLoader {
                                  .data = (*t)->data};
   }
 
-  // A 3-D tensor of n_expert matrices [n_rows, n_cols] (GGUF dims {n_cols, n_rows, n_expert}),
-  // one view per expert.
-  absl::StatusOr<std::vector<kernels::WeightMatrix>> Experts(const std::string& name,
-                                                             int64_t n_expert, int64_t n_rows,
-                                                             int64_t n_cols) {
-    absl::StatusOr<const GgufTensorInfo*> t = Find(name, {n_cols, n_rows, n_expert});
+  // A 3-D tensor of `count` matrices [n_rows, n_cols] (GGUF dims {n_cols, n_rows, count}: a
+  // layer's experts, or a matrix per head), one view each.
+  absl::StatusOr<std::vector<kernels::WeightMatrix>> Stack(const std::string& name,
+                                                           int64_t count, int64_t n_rows,
+                                                           int64_t n_cols) {
+    absl::StatusOr<const GgufTensorInfo*> t = Find(name, {n_cols, n_rows, count});
     if (!t.ok()) return t.status();
     if (absl::Status s = CheckMatrixType(name, (*t)->dtype); !s.ok()) return s;
     const int64_t bytes = n_rows * kernels::RowBytes((*t)->dtype, n_cols);
-    std::vector<kernels::WeightMatrix> experts;
-    for (int64_t e = 0; e < n_expert; ++e) {
-      experts.push_back({.dtype = (*t)->dtype, .n_rows = n_rows, .n_cols = n_cols,
+    std::vector<kernels::WeightMatrix> matrices;
+    for (int64_t e = 0; e < count; ++e) {
+      matrices.push_back({.dtype = (*t)->dtype, .n_rows = n_rows, .n_cols = n_cols,
                          .data = (*t)->data + e * bytes});
     }
-    return experts;
+    return matrices;
   }
 
   // A vector [n] as f32 (converted and owned when stored in another type).
@@ -104,18 +104,43 @@ class WeightLoader {
   ModelWeights& weights_;
 };
 
+#define BATON_ASSIGN(lhs, expr)               \
+  do {                                        \
+    auto result = (expr);                     \
+    if (!result.ok()) return result.status(); \
+    lhs = *result;                            \
+  } while (0)
+
+// Layer `l`'s latent attention (blk.N. is `p`).
+absl::Status LoadLatentAttention(WeightLoader& load, const ModelConfig& c,
+                                 const LatentAttentionSpec& latent, const std::string& p,
+                                 LayerWeights& l) {
+  const int64_t q_head = latent.nope_dim + c.rope_n_dims;
+  if (latent.q_rank > 0) {
+    BATON_ASSIGN(l.wq_a, load.Matrix(p + "attn_q_a.weight", latent.q_rank, c.n_embd));
+    BATON_ASSIGN(l.q_a_norm, load.Vector(p + "attn_q_a_norm.weight", latent.q_rank));
+    BATON_ASSIGN(l.wq, load.Matrix(p + "attn_q_b.weight", c.n_head * q_head, latent.q_rank));
+  } else {
+    BATON_ASSIGN(l.wq, load.Matrix(p + "attn_q.weight", c.n_head * q_head, c.n_embd));
+  }
+  BATON_ASSIGN(l.wkv_a, load.Matrix(p + "attn_kv_a_mqa.weight", latent.kv_rank + c.rope_n_dims,
+                                    c.n_embd));
+  BATON_ASSIGN(l.kv_a_norm, load.Vector(p + "attn_kv_a_norm.weight", latent.kv_rank));
+  BATON_ASSIGN(l.wk_b, load.Stack(p + "attn_k_b.weight", c.n_head, latent.kv_rank,
+                                    latent.nope_dim));
+  BATON_ASSIGN(l.wv_b, load.Stack(p + "attn_v_b.weight", c.n_head, latent.value_dim,
+                                    latent.kv_rank));
+  BATON_ASSIGN(l.wo, load.Matrix(p + "attn_output.weight", c.n_embd,
+                                 int64_t{c.n_head} * latent.value_dim));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ModelWeights> LoadModelWeights(const GgufFile& file, const ModelConfig& c) {
   ModelWeights w;
   w.file = &file;
   WeightLoader load(file, w);
-#define BATON_ASSIGN(lhs, expr)        \
-  do {                                 \
-    auto result = (expr);              \
-    if (!result.ok()) return result.status(); \
-    lhs = *result;                     \
-  } while (0)
 
   BATON_ASSIGN(w.token_embd, load.Matrix("token_embd.weight", c.n_vocab, c.n_embd));
   BATON_ASSIGN(w.output_norm, load.Vector("output_norm.weight", c.n_embd));
@@ -135,9 +160,16 @@ absl::StatusOr<ModelWeights> LoadModelWeights(const GgufFile& file, const ModelC
     const FeedForwardSpec& feed_forward = c.layers[i].feed_forward;
     const std::string p = absl::StrCat("blk.", i, ".");
     BATON_ASSIGN(l.attn_norm, load.Vector(p + "attn_norm.weight", c.n_embd));
-    BATON_ASSIGN(l.wq, load.Matrix(p + "attn_q.weight", c.q_dim(), c.n_embd));
-    BATON_ASSIGN(l.wk, load.Matrix(p + "attn_k.weight", c.kv_dim(), c.n_embd));
-    BATON_ASSIGN(l.wv, load.Matrix(p + "attn_v.weight", c.kv_dim(), c.n_embd));
+    if (attention.latent.kv_rank > 0) {
+      if (absl::Status s = LoadLatentAttention(load, c, attention.latent, p, l); !s.ok()) {
+        return s;
+      }
+    } else {
+      BATON_ASSIGN(l.wq, load.Matrix(p + "attn_q.weight", c.q_dim(), c.n_embd));
+      BATON_ASSIGN(l.wk, load.Matrix(p + "attn_k.weight", c.kv_dim(), c.n_embd));
+      BATON_ASSIGN(l.wv, load.Matrix(p + "attn_v.weight", c.kv_dim(), c.n_embd));
+      BATON_ASSIGN(l.wo, load.Matrix(p + "attn_output.weight", c.n_embd, c.q_dim()));
+    }
     if (attention.qkv_bias) {
       BATON_ASSIGN(l.bq, load.Vector(p + "attn_q.bias", c.q_dim()));
       BATON_ASSIGN(l.bk, load.Vector(p + "attn_k.bias", c.kv_dim()));
@@ -147,7 +179,6 @@ absl::StatusOr<ModelWeights> LoadModelWeights(const GgufFile& file, const ModelC
       BATON_ASSIGN(l.q_norm, load.Vector(p + "attn_q_norm.weight", c.head_dim));
       BATON_ASSIGN(l.k_norm, load.Vector(p + "attn_k_norm.weight", c.head_dim));
     }
-    BATON_ASSIGN(l.wo, load.Matrix(p + "attn_output.weight", c.n_embd, c.q_dim()));
     if (attention.output_bias) {
       BATON_ASSIGN(l.bo, load.Vector(p + "attn_output.bias", c.n_embd));
     }
@@ -165,10 +196,13 @@ absl::StatusOr<ModelWeights> LoadModelWeights(const GgufFile& file, const ModelC
       const int64_t n = experts.count, ff = experts.n_ff;
       BATON_ASSIGN(l.router, load.Matrix(p + "ffn_gate_inp.weight", n, c.n_embd));
       std::vector<kernels::WeightMatrix> gate, up, down;
-      BATON_ASSIGN(gate, load.Experts(p + "ffn_gate_exps.weight", n, ff, c.n_embd));
-      BATON_ASSIGN(up, load.Experts(p + "ffn_up_exps.weight", n, ff, c.n_embd));
-      BATON_ASSIGN(down, load.Experts(p + "ffn_down_exps.weight", n, c.n_embd, ff));
+      BATON_ASSIGN(gate, load.Stack(p + "ffn_gate_exps.weight", n, ff, c.n_embd));
+      BATON_ASSIGN(up, load.Stack(p + "ffn_up_exps.weight", n, ff, c.n_embd));
+      BATON_ASSIGN(down, load.Stack(p + "ffn_down_exps.weight", n, c.n_embd, ff));
       for (int64_t e = 0; e < n; ++e) l.experts.push_back({gate[e], up[e], down[e]});
+      if (experts.selection_bias) {
+        BATON_ASSIGN(l.selection_bias, load.Vector(p + "exp_probs_b.bias", n));
+      }
       if (experts.biases) {
         BATON_ASSIGN(l.router_bias, load.Vector(p + "ffn_gate_inp.bias", n));
         BATON_ASSIGN(l.experts_gate_bias, load.Vectors(p + "ffn_gate_exps.bias", n, ff));
@@ -178,7 +212,10 @@ absl::StatusOr<ModelWeights> LoadModelWeights(const GgufFile& file, const ModelC
     }
     if (experts.n_ff_shared > 0) {
       const int64_t ff = experts.n_ff_shared;
-      BATON_ASSIGN(l.shared_expert_gate, load.RowMatrix(p + "ffn_gate_inp_shexp.weight", c.n_embd));
+      if (experts.shared_gate) {
+        BATON_ASSIGN(l.shared_expert_gate,
+                     load.RowMatrix(p + "ffn_gate_inp_shexp.weight", c.n_embd));
+      }
       BATON_ASSIGN(l.w_gate, load.Matrix(p + "ffn_gate_shexp.weight", ff, c.n_embd));
       BATON_ASSIGN(l.w_up, load.Matrix(p + "ffn_up_shexp.weight", ff, c.n_embd));
       BATON_ASSIGN(l.w_down, load.Matrix(p + "ffn_down_shexp.weight", c.n_embd, ff));

@@ -40,6 +40,15 @@ struct LayerWeights {
   const float* bo = nullptr;         // f32 [n_embd], where AttentionSpec::output_bias
   const float* attn_sinks = nullptr; // f32 [n_head], where AttentionSpec::sinks
   const float* attn_post_norm = nullptr;  // f32 [n_embd], where AttentionSpec::post_norm
+  // Latent attention (AttentionSpec::latent, rope = rope_n_dims), in place of wk and wv; wq is
+  // attn_q [n_head * (nope + rope), n_embd], or attn_q_b [.., q_rank] after wq_a and its norm.
+  kernels::WeightMatrix wq_a;         // attn_q_a [q_rank, n_embd], where q_rank > 0
+  const float* q_a_norm = nullptr;    // f32 [q_rank], where q_rank > 0
+  kernels::WeightMatrix wkv_a;        // attn_kv_a_mqa [kv_rank + rope, n_embd]
+  const float* kv_a_norm = nullptr;   // f32 [kv_rank]
+  std::vector<kernels::WeightMatrix> wk_b;  // attn_k_b, per head [kv_rank, nope]
+  std::vector<kernels::WeightMatrix> wv_b;  // attn_v_b, per head [value_dim, kv_rank]
+  // wo is [n_embd, n_head * value_dim].
   const float* ffn_norm = nullptr;   // f32 [n_embd] (ModelConfig::ffn_norm_tensor)
   // The dense FFN (ffn_{gate,up,down}), or a mixture's shared expert (ffn_{gate,up,down}_shexp,
   // n_ff_shared rows); absent (null data) for a mixture without one.
@@ -51,6 +60,7 @@ struct LayerWeights {
   kernels::WeightMatrix router;
   std::vector<ExpertWeights> experts;
   kernels::WeightMatrix shared_expert_gate;
+  const float* selection_bias = nullptr;  // exp_probs_b.bias f32 [count], where selection_bias
   // Where ExpertsSpec::biases: the router's f32 [count], and the experts' f32 [count, n_ff],
   // [count, n_ff], [count, n_embd] (expert e's row e).
   const float* router_bias = nullptr;

@@ -95,12 +95,20 @@ absl::Status Validate(const SyntheticModelOptions& o) {
   }
   const std::string& a = o.architecture;
   if (a != "llama" && a != "qwen2" && a != "qwen3" && a != "gemma3" && a != "qwen3moe" &&
-      a != "qwen2moe" && a != "gpt-oss") {
+      a != "qwen2moe" && a != "gpt-oss" && a != "deepseek2") {
     return absl::InvalidArgumentError(absl::StrCat(
         "synthetic model: architecture '", a,
-        "' is none of llama, qwen2, qwen3, gemma3, qwen3moe, qwen2moe, gpt-oss"));
+        "' is none of llama, qwen2, qwen3, gemma3, qwen3moe, qwen2moe, gpt-oss, deepseek2"));
   }
-  const bool moe_architecture = a == "qwen3moe" || a == "qwen2moe" || a == "gpt-oss";
+  if (a == "deepseek2" &&
+      (o.kv_lora_rank <= 0 || o.qk_nope_dim <= 0 || o.qk_rope_dim <= 0 || o.qk_rope_dim % 2 ||
+       o.v_head_dim <= 0 || o.n_head_kv != 1 || HeadDim(o) != o.kv_lora_rank + o.qk_rope_dim)) {
+    return absl::InvalidArgumentError(
+        "synthetic model: deepseek2 needs kv_lora_rank, qk_nope_dim, an even qk_rope_dim and "
+        "v_head_dim, one kv head and head_dim kv_lora_rank + qk_rope_dim");
+  }
+  const bool moe_architecture =
+      a == "qwen3moe" || a == "qwen2moe" || a == "gpt-oss" || a == "deepseek2";
   if ((moe_architecture && o.n_expert == 0) ||
       (o.n_expert > 0 && !moe_architecture && a != "llama") || o.n_expert_used > o.n_expert || (o.n_expert > 0 && o.n_expert_used < 1) ||
       ExpertFf(o) % 32 != 0 || SharedFf(o) % 32 != 0) {
@@ -191,9 +199,31 @@ absl::Status WriteSyntheticModel(const std::string& path, const SyntheticModelOp
   w.AddFloat32(a + ".rope.freq_base", o.rope_freq_base);
   w.AddFloat32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
   const int32_t head_dim = HeadDim(o);
+  const bool deepseek2 = a == "deepseek2";
   if (o.head_dim > 0) {
     w.AddUint32(a + ".attention.key_length", head_dim);
-    w.AddUint32(a + ".attention.value_length", head_dim);
+    w.AddUint32(a + ".attention.value_length", deepseek2 ? o.kv_lora_rank : head_dim);
+  }
+  if (deepseek2) {
+    w.AddUint32(a + ".attention.kv_lora_rank", o.kv_lora_rank);
+    w.AddUint32(a + ".attention.q_lora_rank", o.q_lora_rank);
+    w.AddUint32(a + ".attention.key_length_mla", o.qk_nope_dim + o.qk_rope_dim);
+    w.AddUint32(a + ".attention.value_length_mla", o.v_head_dim);
+    w.AddUint32(a + ".rope.dimension_count", o.qk_rope_dim);
+    w.AddUint32(a + ".leading_dense_block_count", o.leading_dense);
+    w.AddUint32(a + ".expert_shared_count", o.n_expert_shared);
+    w.AddUint32(a + ".expert_gating_func", o.sigmoid_gating ? 2 : 1);
+    w.AddBool(a + ".expert_weights_norm", o.expert_weights_norm);
+    if (o.expert_weights_scale > 0.0f) {
+      w.AddFloat32(a + ".expert_weights_scale", o.expert_weights_scale);
+    }
+    if (o.expert_groups > 0) {
+      w.AddUint32(a + ".expert_group_count", o.expert_groups);
+      w.AddUint32(a + ".expert_group_used_count", o.expert_groups_used);
+    }
+  }
+  if (o.rope_yarn_log_multiplier > 0.0f) {
+    w.AddFloat32(a + ".rope.scaling.yarn_log_multiplier", o.rope_yarn_log_multiplier);
   }
   if (o.sliding_window > 0) w.AddUint32(a + ".attention.sliding_window", o.sliding_window);
   if (o.rope_yarn_factor > 0.0f) {
@@ -275,15 +305,38 @@ absl::Status WriteSyntheticModel(const std::string& path, const SyntheticModelOp
   const bool gpt_oss = a == "gpt-oss";
   const bool qkv_bias = a == "qwen2" || a == "qwen2moe" || gpt_oss;
   const bool post_norms = a == "gemma3";
+  // deepseek2's latent attention (blk.N. is p).
+  auto latent_attention = [&](const std::string& p) {
+    const int32_t q_head = o.qk_nope_dim + o.qk_rope_dim;
+    absl::Status s;
+    if (o.q_lora_rank > 0) {
+      s = matrix(p + "attn_q_a.weight", o.q_lora_rank, o.n_embd);
+      if (s.ok()) {
+        s = w.AddTensorF32(p + "attn_q_a_norm.weight", {o.q_lora_rank}, norm(o.q_lora_rank));
+      }
+      if (s.ok()) s = matrix(p + "attn_q_b.weight", o.n_head * q_head, o.q_lora_rank);
+    } else {
+      s = matrix(p + "attn_q.weight", o.n_head * q_head, o.n_embd);
+    }
+    if (s.ok()) s = matrix(p + "attn_kv_a_mqa.weight", head_dim, o.n_embd);
+    if (s.ok()) {
+      s = w.AddTensorF32(p + "attn_kv_a_norm.weight", {o.kv_lora_rank}, norm(o.kv_lora_rank));
+    }
+    if (s.ok()) s = stacked(p + "attn_k_b.weight", o.kv_lora_rank, o.qk_nope_dim, o.n_head);
+    if (s.ok()) s = stacked(p + "attn_v_b.weight", o.v_head_dim, o.kv_lora_rank, o.n_head);
+    if (s.ok()) s = matrix(p + "attn_output.weight", o.n_embd, o.n_head * o.v_head_dim);
+    return s;
+  };
   absl::Status s = matrix("token_embd.weight", n_vocab, o.n_embd);
   if (s.ok()) s = w.AddTensorF32("output_norm.weight", {o.n_embd}, norm(o.n_embd));
   if (s.ok() && !o.tied_output) s = matrix("output.weight", n_vocab, o.n_embd);
   for (int32_t l = 0; l < o.n_layer && s.ok(); ++l) {
     const std::string p = absl::StrCat("blk.", l, ".");
     s = w.AddTensorF32(p + "attn_norm.weight", {o.n_embd}, norm(o.n_embd));
-    if (s.ok()) s = matrix(p + "attn_q.weight", q_dim, o.n_embd);
-    if (s.ok()) s = matrix(p + "attn_k.weight", kv_dim, o.n_embd);
-    if (s.ok()) s = matrix(p + "attn_v.weight", kv_dim, o.n_embd);
+    if (s.ok() && deepseek2) s = latent_attention(p);
+    if (s.ok() && !deepseek2) s = matrix(p + "attn_q.weight", q_dim, o.n_embd);
+    if (s.ok() && !deepseek2) s = matrix(p + "attn_k.weight", kv_dim, o.n_embd);
+    if (s.ok() && !deepseek2) s = matrix(p + "attn_v.weight", kv_dim, o.n_embd);
     if (s.ok() && qkv_bias) {
       s = w.AddTensorF32(p + "attn_q.bias", {q_dim}, random(q_dim, 0.1f));
       if (s.ok()) s = w.AddTensorF32(p + "attn_k.bias", {kv_dim}, random(kv_dim, 0.1f));
@@ -293,7 +346,7 @@ absl::Status WriteSyntheticModel(const std::string& path, const SyntheticModelOp
       s = w.AddTensorF32(p + "attn_q_norm.weight", {head_dim}, norm(head_dim));
       if (s.ok()) s = w.AddTensorF32(p + "attn_k_norm.weight", {head_dim}, norm(head_dim));
     }
-    if (s.ok()) s = matrix(p + "attn_output.weight", o.n_embd, q_dim);
+    if (s.ok() && !deepseek2) s = matrix(p + "attn_output.weight", o.n_embd, q_dim);
     if (s.ok() && gpt_oss) {
       s = w.AddTensorF32(p + "attn_output.bias", {o.n_embd}, random(o.n_embd, 0.1f));
       // Sinks about as large as the scores, so that they take a real share of each softmax.
@@ -307,16 +360,20 @@ absl::Status WriteSyntheticModel(const std::string& path, const SyntheticModelOp
       s = w.AddTensorF32(p + (gpt_oss ? "post_attention_norm.weight" : "ffn_norm.weight"),
                          {o.n_embd}, norm(o.n_embd));
     }
-    if (s.ok() && o.n_expert == 0) {
+    const bool dense = o.n_expert == 0 || l < o.leading_dense;
+    if (s.ok() && dense) {
       s = matrix(p + "ffn_gate.weight", o.n_ff, o.n_embd);
       if (s.ok()) s = matrix(p + "ffn_up.weight", o.n_ff, o.n_embd);
       if (s.ok()) s = matrix(p + "ffn_down.weight", o.n_embd, o.n_ff);
     }
-    if (s.ok() && o.n_expert > 0) {
+    if (s.ok() && !dense) {
       const int32_t ff = ExpertFf(o);
       // A router's logits of a few units: sharp enough that the choice of experts matters.
       s = w.AddTensorF32(p + "ffn_gate_inp.weight", {o.n_embd, o.n_expert},
                          random(static_cast<size_t>(o.n_embd) * o.n_expert, 0.5f));
+      if (s.ok() && o.selection_bias) {
+        s = w.AddTensorF32(p + "exp_probs_b.bias", {o.n_expert}, random(o.n_expert, 0.1f));
+      }
       if (s.ok()) s = experts(p + "ffn_gate_exps.weight", ff, o.n_embd);
       if (s.ok()) s = experts(p + "ffn_up_exps.weight", ff, o.n_embd);
       if (s.ok()) s = experts(p + "ffn_down_exps.weight", o.n_embd, ff);
@@ -335,9 +392,11 @@ absl::Status WriteSyntheticModel(const std::string& path, const SyntheticModelOp
         }
       }
     }
-    if (s.ok() && a == "qwen2moe") {
-      const int32_t ff = SharedFf(o);
-      s = w.AddTensorF32(p + "ffn_gate_inp_shexp.weight", {o.n_embd}, random(o.n_embd, 0.2f));
+    if (s.ok() && (a == "qwen2moe" || (!dense && o.n_expert_shared > 0))) {
+      const int32_t ff = deepseek2 ? o.n_expert_shared * ExpertFf(o) : SharedFf(o);
+      if (!deepseek2) {
+        s = w.AddTensorF32(p + "ffn_gate_inp_shexp.weight", {o.n_embd}, random(o.n_embd, 0.2f));
+      }
       if (s.ok()) s = matrix(p + "ffn_gate_shexp.weight", ff, o.n_embd);
       if (s.ok()) s = matrix(p + "ffn_up_shexp.weight", ff, o.n_embd);
       if (s.ok()) s = matrix(p + "ffn_down_shexp.weight", o.n_embd, ff);
@@ -352,9 +411,10 @@ absl::Status WriteSyntheticModel(const std::string& path, const SyntheticModelOp
 
 const char kSyntheticShapes[] =
     "tiny, tiny-qwen3, tiny-gemma3, tiny-qwen3moe, tiny-qwen2moe, tiny-mixtral, tiny-gpt-oss, "
-    "tiny-256, "
+    "tiny-deepseek2, tiny-deepseek3, tiny-256, "
     "smollm2-135m, "
-    "qwen2-0.5b, llama-3.2-1b, llama-3-8b, qwen3-0.6b, gemma3-270m, qwen3moe-8x, gpt-oss-mini";
+    "qwen2-0.5b, llama-3.2-1b, llama-3-8b, qwen3-0.6b, gemma3-270m, qwen3moe-8x, gpt-oss-mini, "
+    "deepseek2-lite-mini";
 
 absl::StatusOr<SyntheticModelOptions> SyntheticShape(std::string_view name) {
   SyntheticModelOptions o;
@@ -403,6 +463,40 @@ absl::StatusOr<SyntheticModelOptions> SyntheticShape(std::string_view name) {
     o.n_ff_expert = 64;
     o.rope_yarn_factor = 4.0f;
     o.tied_output = false;  // llama.cpp's gpt-oss wants output.weight
+    return o;
+  }
+  if (name == "tiny-deepseek2" || name == "tiny-deepseek3") {
+    // DeepSeek-V2-Lite's layout in small: latent attention (rank 32, RoPE 16, nope 32, values
+    // 32), a dense first layer, 8 experts of which 2 per token and 2 shared, YaRN with
+    // DeepSeek's magnitude scale. V3's adds Q's low-rank bottleneck, sigmoid gating with a
+    // selection bias in 4 groups of which 2 count, renormalized and scaled weights, 1 shared.
+    o.architecture = "deepseek2";
+    o.n_layer = 3;
+    o.n_head_kv = 1;
+    o.kv_lora_rank = 32;
+    o.qk_rope_dim = 16;
+    o.qk_nope_dim = 32;
+    o.v_head_dim = 32;
+    o.head_dim = o.kv_lora_rank + o.qk_rope_dim;
+    o.leading_dense = 1;
+    o.n_expert = 8;
+    o.n_expert_used = 2;
+    o.n_ff_expert = 32;
+    o.n_expert_shared = 2;
+    o.tied_output = false;  // llama.cpp's deepseek2 wants output.weight
+    if (name == "tiny-deepseek2") {
+      o.rope_yarn_factor = 4.0f;
+      o.rope_yarn_log_multiplier = 0.1f * 0.707f;  // as the converter writes mscale_all_dim
+    } else {
+      o.q_lora_rank = 48;
+      o.n_expert_shared = 1;
+      o.sigmoid_gating = true;
+      o.selection_bias = true;
+      o.expert_groups = 4;
+      o.expert_groups_used = 2;
+      o.expert_weights_norm = true;
+      o.expert_weights_scale = 2.5f;
+    }
     return o;
   }
   if (name == "tiny-mixtral") {  // llama with 4 experts, 2 per token
@@ -455,6 +549,24 @@ absl::StatusOr<SyntheticModelOptions> SyntheticShape(std::string_view name) {
     o.n_expert_used = 4;
     o.n_ff_expert = 512;
     o.rope_yarn_factor = 32.0f;
+  } else if (name == "deepseek2-lite-mini") {
+    // DeepSeek-V2-Lite's layout (latent rank 512, RoPE 64, nope 128, values 128, 16 heads of
+    // 2048, a dense first layer, 64 experts of 1408 of which 6 per token and 2 shared, YaRN 40
+    // over 4096) at 8 of its 27 layers: 4.9B.
+    o.architecture = "deepseek2";
+    shape(8, 2048, 16, 1, 10944, 102400, 163840, 10000.0f, false);
+    o.kv_lora_rank = 512;
+    o.qk_rope_dim = 64;
+    o.qk_nope_dim = 128;
+    o.v_head_dim = 128;
+    o.head_dim = 576;
+    o.leading_dense = 1;
+    o.n_expert = 64;
+    o.n_expert_used = 6;
+    o.n_ff_expert = 1408;
+    o.n_expert_shared = 2;
+    o.rope_yarn_factor = 40.0f;
+    o.rope_yarn_log_multiplier = 0.1f * 0.707f;
   } else if (name == "gemma3-270m") {
     o.architecture = "gemma3";
     shape(18, 640, 4, 1, 2048, 262144, 32768, 1000000.0f, true);

@@ -35,7 +35,8 @@ struct SyntheticModelOptions {
   // post-norms, GeGLU, local sliding-window layers where sliding_window > 0), "qwen3moe" and
   // "qwen2moe" (experts, the latter with a shared expert), "gpt-oss" (QKV and output biases,
   // attention sinks, biased experts, even layers local where sliding_window > 0, YaRN where
-  // rope_yarn_factor > 0); llama with n_expert > 0 is Mixtral's layout.
+  // rope_yarn_factor > 0), "deepseek2" (latent attention, leading dense layers, routed and
+  // shared experts); llama with n_expert > 0 is Mixtral's layout.
   std::string architecture = "llama";
   int32_t n_layer = 2;
   int32_t n_embd = 64;
@@ -55,6 +56,25 @@ struct SyntheticModelOptions {
   float rope_freq_base = 10000.0f;
   // > 0: rope.scaling.type yarn with this factor over an original context of n_ctx / factor.
   float rope_yarn_factor = 0.0f;
+  float rope_yarn_log_multiplier = 0.0f;  // > 0: rope.scaling.yarn_log_multiplier (deepseek2)
+  // deepseek2: the latent attention (head_count_kv 1, head_dim kv_lora_rank + qk_rope_dim);
+  // q_lora_rank 0: Q straight from x.
+  int32_t kv_lora_rank = 0;
+  int32_t q_lora_rank = 0;
+  int32_t qk_nope_dim = 0;
+  int32_t qk_rope_dim = 0;
+  int32_t v_head_dim = 0;
+  // deepseek2's experts: the first leading_dense layers dense; n_expert_shared shared experts of
+  // n_ff_expert; sigmoid gating (else softmax) with a selection bias, in expert_groups groups of
+  // which expert_groups_used count (0: no groups); weights renormalized and scaled.
+  int32_t leading_dense = 0;
+  int32_t n_expert_shared = 0;
+  bool sigmoid_gating = false;
+  bool selection_bias = false;
+  int32_t expert_groups = 0;
+  int32_t expert_groups_used = 0;
+  bool expert_weights_norm = false;
+  float expert_weights_scale = 0.0f;  // 0: none
   // Any type kernels::CanQuantize takes. A K-quant matrix whose rows are not a multiple of 256
   // falls back as llama-quantize's does: Q2_K, Q3_K -> Q4_0; Q4_K -> Q5_0; Q5_K -> Q5_1;
   // Q6_K -> Q8_0.

@@ -22,6 +22,11 @@ Transformer::Transformer(const ModelConfig* config, const ModelWeights* weights,
     largest_experts_.used = std::max(largest_experts_.used, e.used);
     largest_experts_.n_ff = std::max(largest_experts_.n_ff, e.n_ff);
     largest_experts_.n_ff_shared = std::max(largest_experts_.n_ff_shared, e.n_ff_shared);
+    const LatentAttentionSpec& a = layer.attention.latent;
+    largest_latent_.kv_rank = std::max(largest_latent_.kv_rank, a.kv_rank);
+    largest_latent_.q_rank = std::max(largest_latent_.q_rank, a.q_rank);
+    largest_latent_.nope_dim = std::max(largest_latent_.nope_dim, a.nope_dim);
+    largest_latent_.value_dim = std::max(largest_latent_.value_dim, a.value_dim);
     layer_rope_.push_back(kernels::RopeParams{
         .n_dims = config_.rope_n_dims,
         .freq_base = layer.attention.rope_freq_base,
@@ -62,10 +67,13 @@ void Transformer::ForEachMatrix(const Fn& fn) const {
     if (m.data != nullptr) fn(m);
   };
   for (const LayerWeights& l : weights_.layers) {
-    for (const kernels::WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up,
-                                           &l.w_down, &l.router, &l.shared_expert_gate}) {
+    for (const kernels::WeightMatrix* m :
+         {&l.wq, &l.wk, &l.wv, &l.wo, &l.wq_a, &l.wkv_a, &l.w_gate, &l.w_up, &l.w_down,
+          &l.router, &l.shared_expert_gate}) {
       present(*m);
     }
+    for (const kernels::WeightMatrix& m : l.wk_b) present(m);
+    for (const kernels::WeightMatrix& m : l.wv_b) present(m);
     for (const ExpertWeights& e : l.experts) {
       for (const kernels::WeightMatrix* m : {&e.gate, &e.up, &e.down}) present(*m);
     }
@@ -144,6 +152,9 @@ absl::Status Transformer::UploadVectors() {
     vectors.push_back({w.ffn_post_norm, c.n_embd, &to.ffn_post_norm});
     vectors.push_back({w.bo, c.n_embd, &to.bo});
     vectors.push_back({w.attn_sinks, c.n_head, &to.attn_sinks});
+    const LatentAttentionSpec& a = c.layers[l].attention.latent;
+    vectors.push_back({w.q_a_norm, a.q_rank, &to.q_a_norm});
+    vectors.push_back({w.kv_a_norm, a.kv_rank, &to.kv_a_norm});
     const ExpertsSpec& e = c.layers[l].feed_forward.experts;
     vectors.push_back({w.router_bias, e.count, &to.router_bias});
     vectors.push_back({w.experts_gate_bias, int64_t{e.count} * e.n_ff, &to.experts_gate_bias});
@@ -192,6 +203,16 @@ absl::Status Transformer::ReserveScratch(int64_t n, int64_t n_out) {
                                {&k_, c.kv_dim()}, {&v_, c.kv_dim()}, {&attn_, c.q_dim()},
                                {&gate_, n_ff}, {&up_, n_ff}}) {
     if (absl::Status s = reserve(*buffer, n * width); !s.ok()) return s;
+  }
+  if (const LatentAttentionSpec& a = largest_latent_; a.kv_rank > 0) {
+    const int64_t rope = c.rope_n_dims;
+    for (auto [buffer, floats] :
+         {std::pair{&latent_q_, n * c.n_head * (a.nope_dim + rope)},
+          {&latent_q_a_, n * a.q_rank}, {&head_in_, n * std::max(a.nope_dim, a.kv_rank)},
+          {&head_out_, n * std::max(a.kv_rank, a.value_dim)}, {&rope_part_, n * c.n_head * rope},
+          {&latent_out_, n * c.n_head * a.value_dim}}) {
+      if (absl::Status s = reserve(*buffer, floats); !s.ok()) return s;
+    }
   }
   if (has_experts_) {
     for (auto [buffer, floats] :
@@ -301,12 +322,15 @@ void Transformer::QueueAttention(int32_t l, std::span<const SequenceInput> seque
                                  int64_t n) {
   const ModelConfig& c = config_;
   const AttentionSpec& spec = c.layers[l].attention;
+  if (spec.latent.kv_rank > 0) {
+    QueueLatentAttention(l, sequences, n);
+    return;
+  }
   const LayerWeights& w = weights_.layers[l];
   const LayerVectors& wv = layer_vectors_[l];
   float* q = q_.as<float>();
   float* k = k_.as<float>();
   float* v = v_.as<float>();
-  float* attn = attn_.as<float>();
   {
     const kernels::WeightMatrix* qkv[] = {&w.wq, &w.wk, &w.wv};
     float* out[] = {q, k, v};
@@ -322,6 +346,22 @@ void Transformer::QueueAttention(int32_t l, std::span<const SequenceInput> seque
   backend_.Rope(q, n, c.n_head, c.head_dim, positions_.data(), layer_rope_[l]);
   backend_.Rope(k, n, c.n_head_kv, c.head_dim, positions_.data(), layer_rope_[l]);
   if (spec.query_scale != 1.0f) backend_.Scale(q, spec.query_scale, n * c.q_dim());
+  QueueCachedAttention(l, sequences, k, v, spec.kq_scale, wv.attn_sinks);
+  backend_.MatMul(w.wo, attn_.as<float>(), n, xb_.as<float>());
+  if (wv.bo != nullptr) backend_.AddRowBias(xb_.as<float>(), wv.bo, n, c.n_embd);
+  if (spec.post_norm) {
+    backend_.RmsNorm(xb_.as<float>(), wv.attn_post_norm, n, c.n_embd, c.rms_eps, xb_.as<float>());
+  }
+}
+
+void Transformer::QueueCachedAttention(int32_t l, std::span<const SequenceInput> sequences,
+                                       const float* k, const float* v, float kq_scale,
+                                       const float* sinks) {
+  const ModelConfig& c = config_;
+  float* q = q_.as<float>();
+  float* attn = attn_.as<float>();
+  int64_t n = 0;
+  for (const SequenceInput& seq : sequences) n += static_cast<int64_t>(seq.tokens.size());
   // The product with the f16 K cache takes Q in f16 too, as GGML's mul_mat converts it
   // (llama.cpp's attention); K and V are rounded by the cache itself.
   backend_.RoundToF16(q, n * c.q_dim());
@@ -339,12 +379,7 @@ void Transformer::QueueAttention(int32_t l, std::span<const SequenceInput> seque
                                .out = attn + row * c.q_dim()});
     row += n_seq;
   }
-  backend_.AttentionMany(attention_seqs_, c.n_head, spec.kq_scale, wv.attn_sinks);
-  backend_.MatMul(w.wo, attn, n, xb_.as<float>());
-  if (wv.bo != nullptr) backend_.AddRowBias(xb_.as<float>(), wv.bo, n, c.n_embd);
-  if (spec.post_norm) {
-    backend_.RmsNorm(xb_.as<float>(), wv.attn_post_norm, n, c.n_embd, c.rms_eps, xb_.as<float>());
-  }
+  backend_.AttentionMany(attention_seqs_, c.n_head, kq_scale, sinks);
 }
 
 void Transformer::QueueFeedForward(int32_t l, int64_t n) {
@@ -409,9 +444,11 @@ void Transformer::QueueExperts(int32_t l, int64_t n) {
     backend_.AddRowBias(router_logits_.as<float>(), wv.router_bias, n, experts.count);
   }
   const bool shared = experts.n_ff_shared > 0;
-  if (shared) backend_.MatMul(w.shared_expert_gate, xb, n, shared_logits_.as<float>());
+  const bool gated = shared && experts.shared_gate;
+  if (gated) backend_.MatMul(w.shared_expert_gate, xb, n, shared_logits_.as<float>());
   routing_.Route(OnHost(router_logits_, n * experts.count, router_host_),
-                 shared ? OnHost(shared_logits_, n, shared_host_) : nullptr, n, experts);
+                 gated ? OnHost(shared_logits_, n, shared_host_) : nullptr, w.selection_bias, n,
+                 experts);
 
   // Every token's row once per expert it chose, grouped by expert: each expert's matrices are
   // read once for all of its tokens.

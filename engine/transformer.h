@@ -81,6 +81,13 @@ class Transformer {
   // One layer's attention block from xb (its input norm) to xb (its output projection), and its
   // feed-forward block likewise.
   void QueueAttention(int32_t l, std::span<const SequenceInput> sequences, int64_t n);
+  // QueueAttention for a layer of latent attention (layer_spec.h's LatentAttentionSpec);
+  // transformer_latent_attention.cc.
+  void QueueLatentAttention(int32_t l, std::span<const SequenceInput> sequences, int64_t n);
+  // Stores each sequence's rows of k and v [n, kv_dim] in layer l's cache and queues the
+  // attention of its queries (q_, rounded to f16) over its cache into attn_.
+  void QueueCachedAttention(int32_t l, std::span<const SequenceInput> sequences, const float* k,
+                            const float* v, float kq_scale, const float* sinks);
   void QueueFeedForward(int32_t l, int64_t n);
   // The biases of a gated FFN's three products, in the backend's memory; null: none.
   struct FfnBiases {
@@ -136,6 +143,8 @@ class Transformer {
     const float* ffn_post_norm = nullptr;
     const float* bo = nullptr;
     const float* attn_sinks = nullptr;
+    const float* q_a_norm = nullptr;
+    const float* kv_a_norm = nullptr;
     const float* router_bias = nullptr;
     const float* experts_gate_bias = nullptr;  // [count, n_ff]
     const float* experts_up_bias = nullptr;    // [count, n_ff]
@@ -164,6 +173,15 @@ class Transformer {
   kernels::BackendBuffer logits_;    // f32 [n_out, n_vocab], when the backend's memory is not
                                      // the host's (otherwise the caller's vector is written)
   std::vector<kernels::AttentionQueries> attention_seqs_;  // one per sequence of the batch
+
+  // Latent attention (LatentAttentionSpec; the largest over the layers).
+  LatentAttentionSpec largest_latent_;
+  kernels::BackendBuffer latent_q_;     // f32 [n, n_head * (nope + rope)] Q's projection
+  kernels::BackendBuffer latent_q_a_;   // f32 [n, q_rank] its low-rank bottleneck
+  kernels::BackendBuffer head_in_;      // f32 [n, max(nope, kv_rank)] one head's input
+  kernels::BackendBuffer head_out_;     // f32 [n, max(kv_rank, value_dim)] its product
+  kernels::BackendBuffer rope_part_;    // f32 [n, n_head, rope] the rotated dims
+  kernels::BackendBuffer latent_out_;   // f32 [n, n_head * value_dim] the heads' values
 
   // Mixtures of experts: their routing needs the router's logits on the host, so a model with
   // experts never records its steps (Backend::BeginStep).

@@ -209,6 +209,11 @@ class Backend {
   // overlap x.
   virtual void GatherRows(const float* x, const int64_t* rows, int64_t n, int64_t dim,
                           float* out) = 0;
+  // For each r < rows: y[r * y_stride + c] = x[r * x_stride + c], c < width (a column band of a
+  // row-major matrix into another's; e.g. one head's slice of each token's heads). y does not
+  // overlap x.
+  virtual void CopyColumns(const float* x, int64_t x_stride, int64_t rows, int64_t width,
+                           float* y, int64_t y_stride) = 0;
   // out [n, dim]: row i = sum over j < k, in j order, of weights[i * k + j] * x's row
   // rows[i * k + j] (each product rounded, then added: acc = w0 x0, acc = acc + w1 x1, ...), as
   // GGML sums a mixture of experts' outputs. rows and weights [n * k] in host memory; out does not

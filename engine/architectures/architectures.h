@@ -18,6 +18,7 @@ absl::Status ConfigureQwen3(const GgufFile& file, ModelConfig& config);
 absl::Status ConfigureQwen3Moe(const GgufFile& file, ModelConfig& config);
 absl::Status ConfigureGemma3(const GgufFile& file, ModelConfig& config);
 absl::Status ConfigureGptOss(const GgufFile& file, ModelConfig& config);
+absl::Status ConfigureDeepseek2(const GgufFile& file, ModelConfig& config);
 
 }  // namespace architectures
 }  // namespace baton::engine

@@ -97,6 +97,12 @@ class HostBackend : public Backend {
       std::memcpy(out + i * dim, x + rows[i] * dim, static_cast<size_t>(dim) * sizeof(float));
     }
   }
+  void CopyColumns(const float* x, int64_t x_stride, int64_t rows, int64_t width, float* y,
+                   int64_t y_stride) override {
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(y + r * y_stride, x + r * x_stride, static_cast<size_t>(width) * sizeof(float));
+    }
+  }
   void WeightedSumOfRows(const float* x, const int64_t* rows, const float* weights, int64_t n,
                          int64_t k, int64_t dim, float* out) override {
     reference::WeightedSumOfRows(x, rows, weights, 0, n, k, dim, out);

@@ -207,6 +207,15 @@ class CudaBackend final : public Backend {
     LaunchGatherRows(x, device_rows, n, dim, out, stream_);
   }
 
+  void CopyColumns(const float* x, int64_t x_stride, int64_t rows, int64_t width, float* y,
+                   int64_t y_stride) override {
+    Activate();
+    if (!steps_.Record(Op::kCopyColumns, x, x_stride, rows, width, y, y_stride)) return;
+    BATON_CUDA_CHECK(cudaMemcpy2DAsync(y, y_stride * sizeof(float), x, x_stride * sizeof(float),
+                                       width * sizeof(float), rows, cudaMemcpyDeviceToDevice,
+                                       stream_));
+  }
+
   void WeightedSumOfRows(const float* x, const int64_t* rows, const float* weights, int64_t n,
                          int64_t k, int64_t dim, float* out) override {
     Activate();
@@ -398,7 +407,7 @@ class CudaBackend final : public Backend {
   enum class Op {
     kAdd, kAddRowBias, kRoundToF16, kGatherRows, kMatMul, kMatMulMany, kRmsNorm, kAddRmsNorm,
     kRope, kSiluMul, kWriteKv, kAttention, kScale, kGeluMul, kWeightedSumOfRows,
-    kSwigluOaiMul
+    kSwigluOaiMul, kCopyColumns
   };
 
   // The calling thread's current device is this backend's (memory calls come from any thread).

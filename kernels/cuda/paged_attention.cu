@@ -404,7 +404,14 @@ void LaunchAttention(const AttentionSeq* seqs, const AttentionQuery* queries, in
     case 4: launch(std::integral_constant<int, 4>{}); break;
     case 5:
     case 6: launch(std::integral_constant<int, 6>{}); break;
-    default: launch(std::integral_constant<int, 8>{}); break;
+    case 7:
+    case 8: launch(std::integral_constant<int, 8>{}); break;
+    // Multi-head latent attention's heads: 512 + 64 (DeepSeek).
+    case 17:
+    case 18: launch(std::integral_constant<int, 18>{}); break;
+    default:
+      CudaFailed("LaunchAttention", "heads of this size have no kernel (up to 256 values, or 576)",
+                 __FILE__, __LINE__);
   }
   BATON_CUDA_CHECK_LAUNCH();
 }

@@ -9,7 +9,8 @@ cd "$(dirname "$0")/../.."
 bin=${1:?usage: $0 LLAMA_BIN_DIR}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-for shape in tiny tiny-qwen3 tiny-gemma3 tiny-qwen3moe tiny-qwen2moe tiny-mixtral tiny-gpt-oss; do
+for shape in tiny tiny-qwen3 tiny-gemma3 tiny-qwen3moe tiny-qwen2moe tiny-mixtral tiny-gpt-oss \
+    tiny-deepseek2 tiny-deepseek3; do
   build/bin/baton make-model --shape "$shape" --out "$tmp/$shape.gguf"
   "$bin/llama-perplexity" -m "$tmp/$shape.gguf" -f tests/data/engine/reference_text.txt \
     -c 128 --chunks 2 -t 2 -b 128 --kl-divergence-base "tests/data/engine/arch_${shape}_c128.kld" \

@@ -89,10 +89,10 @@ class DecodeBatchTest : public testing::Test {
     backend_ = kernels::CreateCpuBackend({.n_threads = 1});
   }
 
-  // Loads a model of these options in place of the default one and checks that its windowed
-  // layers keep the plain output (below).
-  void ExpectWindowedLayersKeepThePlainOutput(const engine::SyntheticModelOptions& options,
-                                              float temperature);
+  // Loads a model of these options in place of the default one and checks that speculation and
+  // prefix caching keep its plain output (below).
+  void ExpectThePlainOutputWithSpeculationAndPrefixCaching(
+      const engine::SyntheticModelOptions& options, float temperature);
 
   struct Run {
     std::unique_ptr<engine::KvCache> cache;
@@ -540,10 +540,10 @@ TEST_P(SpeculativeDecodeBatchTest, DraftModelProposalsKeepThePlainOutput) {
   }
 }
 
-// A model with windowed layers lets go of the blocks their window passed as the batch decodes;
-// speculation with a draft of the same windows (which rolls its own cache back) and prefix
-// caching keep the plain output, and every block comes back.
-void DecodeBatchTest::ExpectWindowedLayersKeepThePlainOutput(
+// Speculation with a draft of the same model (which rolls its own cache back) and prefix caching
+// keep the plain output, and every block comes back; a model with windowed layers lets go of
+// the blocks their window passed as the batch decodes.
+void DecodeBatchTest::ExpectThePlainOutputWithSpeculationAndPrefixCaching(
     const engine::SyntheticModelOptions& options, float temperature) {
   path_ = test_support::TempPath("decode-batch-" + options.architecture + ".gguf");
   ASSERT_TRUE(engine::WriteSyntheticModel(path_, options).ok());
@@ -575,20 +575,30 @@ void DecodeBatchTest::ExpectWindowedLayersKeepThePlainOutput(
 
 // gemma3's five local layers (window 5) and its global one.
 TEST_F(DecodeBatchTest, WindowedLayersKeepThePlainOutputWithSpeculationAndPrefixCaching) {
-  ExpectWindowedLayersKeepThePlainOutput({.seed = 11, .architecture = "gemma3", .n_layer = 6,
-                                          .head_dim = 32, .sliding_window = 5, .n_ctx = 512},
-                                         0.9f);
+  ExpectThePlainOutputWithSpeculationAndPrefixCaching(
+      {.seed = 11, .architecture = "gemma3", .n_layer = 6, .head_dim = 32, .sliding_window = 5,
+       .n_ctx = 512},
+      0.9f);
 }
 
 // gpt-oss: local and global layers in turn (window 5), attention sinks, biased experts, YaRN.
 // Its random experts spread the probabilities thinner: at a lower temperature the draft's
 // guesses are accepted often enough to keep speculation on.
 TEST_F(DecodeBatchTest, GptOssKeepsThePlainOutputWithSpeculationAndPrefixCaching) {
-  ExpectWindowedLayersKeepThePlainOutput({.seed = 12, .architecture = "gpt-oss", .n_layer = 4,
-                                          .head_dim = 32, .sliding_window = 5, .n_expert = 4,
-                                          .n_expert_used = 2, .n_ctx = 512,
-                                          .rope_yarn_factor = 4.0f},
-                                         0.3f);
+  ExpectThePlainOutputWithSpeculationAndPrefixCaching(
+      {.seed = 12, .architecture = "gpt-oss", .n_layer = 4, .head_dim = 32, .sliding_window = 5,
+       .n_expert = 4, .n_expert_used = 2, .n_ctx = 512, .rope_yarn_factor = 4.0f},
+      0.3f);
+}
+
+// deepseek2: latent attention (the cache holds one latent per token), a dense first layer,
+// routed and shared experts, YaRN with DeepSeek's magnitude scale.
+TEST_F(DecodeBatchTest, Deepseek2KeepsThePlainOutputWithSpeculationAndPrefixCaching) {
+  absl::StatusOr<engine::SyntheticModelOptions> options =
+      engine::SyntheticShape("tiny-deepseek2");
+  ASSERT_TRUE(options.ok());
+  options->seed = 13;
+  ExpectThePlainOutputWithSpeculationAndPrefixCaching(*options, 0.3f);
 }
 
 TEST_F(DecodeBatchTest, DraftWithAnotherVocabularyIsRefused) {

@@ -84,7 +84,8 @@ INSTANTIATE_TEST_SUITE_P(
     testing::Values(Agreement{"tiny", 1e-4, 0.99}, Agreement{"tiny-qwen3", 1e-4, 0.99},
                     Agreement{"tiny-gemma3", 1e-4, 0.99}, Agreement{"tiny-qwen3moe", 1e-4, 0.99},
                     Agreement{"tiny-qwen2moe", 1e-4, 0.99}, Agreement{"tiny-mixtral", 1e-4, 0.99},
-                    Agreement{"tiny-gpt-oss", 1e-4, 0.99}),
+                    Agreement{"tiny-gpt-oss", 1e-4, 0.99}, Agreement{"tiny-deepseek2", 1e-4, 0.99},
+                    Agreement{"tiny-deepseek3", 1e-4, 0.99}),
     [](const testing::TestParamInfo<Agreement>& info) {
       std::string name = info.param.shape;
       for (char& c : name) c = c == '-' ? '_' : c;

@@ -62,13 +62,14 @@ absl::Status LoadStatus(const std::string& path) { return Model::Load(path).stat
 
 TEST(ArchitectureRegistryTest, FindsEachArchitectureByItsName) {
   for (const char* name :
-       {"llama", "qwen2", "qwen3", "gemma3", "qwen2moe", "qwen3moe", "gpt-oss"}) {
+       {"llama", "qwen2", "qwen3", "gemma3", "qwen2moe", "qwen3moe", "gpt-oss", "deepseek2"}) {
     const Architecture* a = FindArchitecture(name);
     ASSERT_NE(a, nullptr) << name;
     EXPECT_EQ(a->name, name);
   }
   EXPECT_EQ(FindArchitecture("mamba"), nullptr);
-  EXPECT_EQ(ArchitectureNames(), "gemma3, gpt-oss, llama, qwen2, qwen2moe, qwen3, qwen3moe");
+  EXPECT_EQ(ArchitectureNames(),
+            "deepseek2, gemma3, gpt-oss, llama, qwen2, qwen2moe, qwen3, qwen3moe");
 }
 
 TEST(ArchitectureSpecTest, Qwen3NormsEveryHeadWithTheFilesHeadSize) {
@@ -171,6 +172,84 @@ TEST(ArchitectureSpecTest, GptOssAlternatesLocalAndGlobalLayersWithSinksBiasesAn
               AllOf(HasSubstr(log_mul), HasSubstr("yarn_log_multiplier")));
 }
 
+// llama.cpp's deepseek2 reading: the latent attention's dims, YaRN's magnitude scale in the
+// scores' scale (mscale = 1 + 0.1 * 0.707 * ln 4, squared, over sqrt(32 + 16)) and none in the
+// RoPE (attn_factor cancelling its 1 + 0.1 ln 4), a dense first layer, then routed and ungated
+// shared experts; V3's routing (sigmoid, selection bias, groups, renormalized and scaled).
+TEST(ArchitectureSpecTest, Deepseek2ReadsLatentAttentionAndItsExperts) {
+  absl::StatusOr<std::unique_ptr<Model>> v2 =
+      Model::Load(WriteShape("tiny-deepseek2", "spec-deepseek2.gguf"));
+  ASSERT_TRUE(v2.ok()) << v2.status();
+  const ModelConfig& c = (*v2)->config();
+  EXPECT_FALSE(c.rope_neox);
+  EXPECT_EQ(c.n_head_kv, 1);
+  EXPECT_EQ(c.head_dim, 48);
+  EXPECT_EQ(c.rope_n_dims, 16);
+  const float mscale = 1.0f + 0.1f * 0.707f * std::log(4.0f);
+  EXPECT_NEAR(c.rope_yarn.attn_factor * (1.0f + 0.1f * std::log(4.0f)), 1.0f, 1e-6);
+  ASSERT_EQ(c.layers.size(), 3u);
+  for (int l = 0; l < 3; ++l) {
+    const LayerSpec& spec = c.layers[l];
+    EXPECT_EQ(spec.attention.latent.kv_rank, 32);
+    EXPECT_EQ(spec.attention.latent.q_rank, 0);
+    EXPECT_EQ(spec.attention.latent.nope_dim, 32);
+    EXPECT_EQ(spec.attention.latent.value_dim, 32);
+    EXPECT_NEAR(spec.attention.kq_scale, mscale * mscale / std::sqrt(48.0f), 1e-6);
+    const ExpertsSpec& e = spec.feed_forward.experts;
+    EXPECT_EQ(e.count, l == 0 ? 0 : 8) << "layer " << l;
+    if (l == 0) continue;
+    EXPECT_EQ(e.used, 2);
+    EXPECT_EQ(e.n_ff_shared, 64);  // two shared experts of 32
+    EXPECT_FALSE(e.shared_gate || e.normalize_weights || e.selection_bias);
+    EXPECT_EQ(e.gating, ExpertGating::kSoftmax);
+    EXPECT_EQ((*v2)->weights().layers[l].wk_b.size(), 4u);
+  }
+
+  absl::StatusOr<std::unique_ptr<Model>> v3 =
+      Model::Load(WriteShape("tiny-deepseek3", "spec-deepseek3.gguf"));
+  ASSERT_TRUE(v3.ok()) << v3.status();
+  const LayerSpec& spec = (*v3)->config().layers[2];
+  EXPECT_EQ(spec.attention.latent.q_rank, 48);
+  EXPECT_FLOAT_EQ(spec.attention.kq_scale, 1.0f / std::sqrt(48.0f));
+  const ExpertsSpec& e = spec.feed_forward.experts;
+  EXPECT_EQ(e.gating, ExpertGating::kSigmoid);
+  EXPECT_TRUE(e.selection_bias && e.normalize_weights);
+  EXPECT_FLOAT_EQ(e.weights_scale, 2.5f);
+  EXPECT_EQ(e.groups, 4);
+  EXPECT_EQ(e.groups_used, 2);
+  EXPECT_NE((*v3)->weights().layers[2].selection_bias, nullptr);
+}
+
+TEST(ArchitectureErrorsTest, Deepseek2FilesThatCannotRunNameTheKeyOrTensor) {
+  const std::string path = WriteShape("tiny-deepseek2", "err-deepseek2.gguf");
+  // A file from before llama.cpp's latent-attention layout.
+  absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(path);
+  ASSERT_TRUE(file.ok());
+  GgufWriter w;
+  for (const auto& [key, value] : (*file)->metadata()) {
+    if (key != "deepseek2.attention.key_length_mla") w.Add(key, value);
+  }
+  const std::string old = test_support::TempPath("err-deepseek2-old.gguf");
+  ASSERT_TRUE(w.WriteFile(old).ok());
+  EXPECT_THAT(LoadStatus(old).message(),
+              AllOf(HasSubstr(old), HasSubstr("key_length_mla"), HasSubstr("attn_kv_b")));
+  const std::string kv_heads =
+      Rewrite(path, "err-deepseek2-kv.gguf", {{"deepseek2.attention.head_count_kv", U32(2)}});
+  EXPECT_THAT(LoadStatus(kv_heads).message(),
+              AllOf(HasSubstr(kv_heads), HasSubstr("head_count_kv 2")));
+  const std::string groups =
+      Rewrite(path, "err-deepseek2-groups.gguf", {{"deepseek2.expert_group_count", U32(3)}});
+  EXPECT_THAT(LoadStatus(groups).message(),
+              AllOf(HasSubstr(groups), HasSubstr("expert_group_count 3")));
+  const std::string no_k_b = Rewrite(path, "err-deepseek2-kb.gguf", {}, "blk.1.attn_k_b.weight");
+  EXPECT_THAT(LoadStatus(no_k_b).message(),
+              AllOf(HasSubstr(no_k_b), HasSubstr("blk.1.attn_k_b.weight")));
+  const std::string no_shared =
+      Rewrite(path, "err-deepseek2-shexp.gguf", {}, "blk.2.ffn_up_shexp.weight");
+  EXPECT_THAT(LoadStatus(no_shared).message(),
+              AllOf(HasSubstr(no_shared), HasSubstr("blk.2.ffn_up_shexp.weight")));
+}
+
 TEST(ArchitectureSpecTest, Gemma3With62LayersScalesQueriesByTheEmbeddingPerHead) {
   absl::StatusOr<SyntheticModelOptions> o = SyntheticShape("tiny-gemma3");
   ASSERT_TRUE(o.ok());
@@ -198,7 +277,8 @@ TEST(ArchitectureErrorsTest, AnUnknownArchitectureNamesTheFileAndTheOnesBatonRun
   EXPECT_THAT(std::string(LoadStatus(path).message()),
               AllOf(HasSubstr(path), HasSubstr("unsupported architecture 'mamba'"),
                     HasSubstr("general.architecture"),
-                    HasSubstr("gemma3, gpt-oss, llama, qwen2, qwen2moe, qwen3, qwen3moe")));
+                    HasSubstr("deepseek2, gemma3, gpt-oss, llama, qwen2, qwen2moe, qwen3, "
+                              "qwen3moe")));
 }
 
 TEST(ArchitectureErrorsTest, MetadataThatDisagreesWithTheTensorsNamesTheTensorOrKey) {

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/log/check.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/model.h"
@@ -42,7 +43,7 @@ absl::StatusOr<Engine> MakeEngine(const SyntheticModelOptions& options, bool ref
       std::to_string(static_cast<int>(options.weight_dtype)) + "-" +
       std::to_string(options.n_embd) + "-" + std::to_string(options.n_layer) + "-" +
       std::to_string(options.head_dim) + "-" + std::to_string(options.sliding_window) + "-" +
-      std::to_string(options.n_expert) +
+      std::to_string(options.n_expert) + "-" + std::to_string(options.q_lora_rank) +
       (reference ? "-reference" : "") +
       (own_memory ? "-own-memory" : "") + ".gguf");
   if (absl::Status written = engine::WriteSyntheticModel(path, options); !written.ok()) {
@@ -88,6 +89,7 @@ void ExpectClose(const std::vector<float>& a, const std::vector<float>& b, float
 // architecture reads one, sliding windows shorter than the tests' prompts.
 struct ArchitectureCase {
   std::string name;  // the test's name
+  std::string shape;  // a synthetic shape (SyntheticShape) in place of the fields below
   std::string architecture;
   int32_t head_dim = 0;
   int32_t sliding_window = 0;
@@ -97,6 +99,12 @@ struct ArchitectureCase {
   float rope_yarn_factor = 0.0f;
 
   SyntheticModelOptions Options(uint64_t seed) const {
+    if (!shape.empty()) {
+      absl::StatusOr<SyntheticModelOptions> o = SyntheticShape(shape);
+      CHECK(o.ok()) << o.status();
+      o->seed = seed;
+      return *o;
+    }
     return {.seed = seed, .architecture = architecture, .n_layer = n_layer,
             .head_dim = head_dim, .sliding_window = sliding_window, .n_expert = n_expert,
             .n_expert_used = n_expert > 0 ? 2 : 0, .n_ff_shared = n_ff_shared,
@@ -231,7 +239,8 @@ TEST_P(TransformerTest, FastKernelsAgreeWithReference) {
 }
 
 // gemma3 with six layers: five local (window 5), one global; gpt-oss with four, local and
-// global in turn (window 5), YaRN over an original context of 64.
+// global in turn (window 5), YaRN over an original context of 64; deepseek2 (latent attention)
+// in V2-Lite's and V3's outline.
 INSTANTIATE_TEST_SUITE_P(
     Architectures, TransformerTest,
     testing::Values(ArchitectureCase{.name = "llama", .architecture = "llama"},
@@ -248,13 +257,17 @@ INSTANTIATE_TEST_SUITE_P(
                     ArchitectureCase{.name = "mixtral", .architecture = "llama", .n_expert = 4},
                     ArchitectureCase{.name = "gpt_oss", .architecture = "gpt-oss", .head_dim = 32,
                                      .sliding_window = 5, .n_layer = 4, .n_expert = 4,
-                                     .rope_yarn_factor = 4.0f}),
+                                     .rope_yarn_factor = 4.0f},
+                    ArchitectureCase{.name = "deepseek2", .shape = "tiny-deepseek2"},
+                    ArchitectureCase{.name = "deepseek3", .shape = "tiny-deepseek3"}),
     [](const testing::TestParamInfo<ArchitectureCase>& info) { return info.param.name; });
 
 // A backend whose memory is not the host's (a GPU's) gets the same operations in the same order:
-// the logits are the same bits, and they come back through one CopyToHost per forward pass.
-TEST(TransformerMemoryTest, ABackendWithMemoryOfItsOwnGivesTheSameLogits) {
-  SyntheticModelOptions options;
+// the logits are the same bits, and they come back through one CopyToHost per forward pass (a
+// mixture of experts also brings its router's logits to the host, each layer). Latent attention
+// (deepseek2) included.
+void ExpectTheSameLogitsFromABackendWithMemoryOfItsOwn(const SyntheticModelOptions& options,
+                                                       bool only_logits_to_host) {
   absl::StatusOr<Engine> host = MakeEngine(options);
   absl::StatusOr<Engine> own = MakeEngine(options, /*reference=*/false, /*own_memory=*/true);
   ASSERT_TRUE(host.ok() && own.ok());
@@ -277,8 +290,19 @@ TEST(TransformerMemoryTest, ABackendWithMemoryOfItsOwnGivesTheSameLogits) {
   ASSERT_EQ(host_logits.size(), static_cast<size_t>((9 + 1 + 1) * n_vocab));
   EXPECT_TRUE(std::memcmp(host_logits.data(), own_logits.data(),
                           host_logits.size() * sizeof(float)) == 0);
+  if (!only_logits_to_host) return;
   const auto& backend = static_cast<const test_support::OwnMemoryBackend&>(*own->backend);
   EXPECT_EQ(backend.bytes_to_host(), host_logits.size() * sizeof(float));
+}
+
+TEST(TransformerMemoryTest, ABackendWithMemoryOfItsOwnGivesTheSameLogits) {
+  ExpectTheSameLogitsFromABackendWithMemoryOfItsOwn({}, /*only_logits_to_host=*/true);
+}
+
+TEST(TransformerMemoryTest, LatentAttentionOnABackendWithMemoryOfItsOwnGivesTheSameLogits) {
+  absl::StatusOr<SyntheticModelOptions> options = SyntheticShape("tiny-deepseek3");
+  ASSERT_TRUE(options.ok());
+  ExpectTheSameLogitsFromABackendWithMemoryOfItsOwn(*options, /*only_logits_to_host=*/false);
 }
 
 // Each forward pass is one step for the backend to record (Backend::BeginStep); a step the

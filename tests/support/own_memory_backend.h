@@ -114,6 +114,11 @@ class OwnMemoryBackend final : public kernels::Backend {
     if (Dropped()) return;
     inner_->GatherRows(x, rows, n, dim, out);
   }
+  void CopyColumns(const float* x, int64_t x_stride, int64_t rows, int64_t width, float* y,
+                   int64_t y_stride) override {
+    if (Dropped()) return;
+    inner_->CopyColumns(x, x_stride, rows, width, y, y_stride);
+  }
   void MatMul(const kernels::WeightMatrix& w, const float* x, int64_t n, float* y) override {
     if (Dropped()) return;
     inner_->MatMul(w, x, n, y);
