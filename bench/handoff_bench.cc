@@ -166,6 +166,7 @@ absl::StatusOr<std::vector<TransferResult>> MeasureTransfers(const engine::Model
   kvtransfer::KvPushSpec shape;
   shape.n_layer = config.n_layer;
   shape.kv_dim = config.kv_dim();
+  shape.kv_planes = config.kv_planes();
   shape.block_size = kBlockSize;
   for (int32_t layer = 0; layer < config.n_layer; ++layer) {
     shape.layer_windows.push_back(ends.cache->window(layer));

@@ -249,6 +249,9 @@ absl::Status ReservationTable::BeginPush(const kvtransfer::KvPushSpec& spec) {
   }
   if (spec.n_layer != cache_.n_layer()) return mismatch("n_layer", cache_.n_layer(), spec.n_layer);
   if (spec.kv_dim != cache_.kv_dim()) return mismatch("kv_dim", cache_.kv_dim(), spec.kv_dim);
+  if (spec.kv_planes != cache_.kv_planes()) {
+    return mismatch("kv_planes", cache_.kv_planes(), spec.kv_planes);
+  }
   if (spec.block_size != cache_.block_size()) {
     return mismatch("block_size", cache_.block_size(), spec.block_size);
   }

@@ -17,6 +17,7 @@ KvCache::KvCache(const ModelConfig& config, const KvCacheOptions& options,
       n_kv_head_(config.n_head_kv),
       head_dim_(config.head_dim),
       kv_dim_(config.kv_dim()),
+      planes_(config.kv_planes()),
       block_size_(options.block_size),
       n_blocks_(options.n_blocks),
       block_elements_(int64_t{options.block_size} * config.kv_dim()),
@@ -33,8 +34,8 @@ absl::StatusOr<std::unique_ptr<KvCache>> KvCache::Create(const ModelConfig& conf
                                                    ") must be positive"));
   }
   std::unique_ptr<KvCache> cache(new KvCache(config, options, backend));
-  const int64_t elements = int64_t{cache->groups_.layers_per_group} * options.n_blocks * 2 *
-                           cache->block_elements_;
+  const int64_t elements = int64_t{cache->groups_.layers_per_group} * options.n_blocks *
+                           cache->planes_ * cache->block_elements_;
   absl::StatusOr<kernels::BackendBuffer> memory = kernels::BackendBuffer::Allocate(
       backend, static_cast<size_t>(elements) * sizeof(uint16_t));
   if (!memory.ok()) {
@@ -193,7 +194,7 @@ int32_t KvCache::HeldBlocks(const BlockTable& table) const {
 uint16_t* KvCache::LayerBlock(int32_t layer, BlockId id) {
   DCHECK(layer >= 0 && layer < n_layer_ && id >= 0 && id < n_blocks_);
   const int64_t slot = groups_.slot_of[layer];
-  return memory_.as<uint16_t>() + (slot * n_blocks_ + id) * 2 * block_elements_;
+  return memory_.as<uint16_t>() + (slot * n_blocks_ + id) * planes_ * block_elements_;
 }
 
 const uint16_t* KvCache::LayerBlock(int32_t layer, BlockId id) const {
@@ -207,12 +208,12 @@ uint16_t* KvCache::LayerBlock(int32_t layer, const BlockTable& table, int32_t bl
 kernels::KvLayerView KvCache::LayerView(int32_t layer, const BlockTable& table,
                                         int32_t n_tokens) const {
   uint16_t* layer_base = memory_.as<uint16_t>() +
-                         int64_t{groups_.slot_of[layer]} * n_blocks_ * 2 * block_elements_;
+                         int64_t{groups_.slot_of[layer]} * n_blocks_ * planes_ * block_elements_;
   const int32_t group = groups_.group_of[layer];
   return kernels::KvLayerView{
       .k_base = layer_base,
-      .v_base = layer_base + block_elements_,
-      .block_stride = 2 * block_elements_,
+      .v_base = layer_base + (planes_ - 1) * block_elements_,
+      .block_stride = planes_ * block_elements_,
       .block_table = table.groups.empty() ? nullptr : table.groups[group].data(),
       .n_tokens = n_tokens,
       .block_size = block_size_,

@@ -11,7 +11,9 @@
 // Memory layout (f16): [layers_per_group][n_blocks][K|V][n_kv_head][block_size][head_dim], in the
 // backend's memory (Backend::Allocate; what a block holds before it is written is undefined):
 // layer l lives at slot slot_of[l], in the blocks of its group's table. One layer's block of one
-// sequence — its K then its V — is contiguous: the unit the KV hand-off sends.
+// sequence — its K then its V — is contiguous: the unit the KV hand-off sends. A model whose
+// attention reads V from K (ModelConfig::kv_planes() 1: latent attention) stores K alone, and
+// its layer views give V K's base.
 //
 // Planning is separate from committing: BlocksNeeded() says what a growth would take, Reserve()
 // takes it all or changes nothing.
@@ -84,6 +86,7 @@ class KvCache {
   int32_t block_size() const { return block_size_; }
   int32_t n_layer() const { return n_layer_; }
   int32_t kv_dim() const { return kv_dim_; }
+  int32_t kv_planes() const { return planes_; }  // ModelConfig::kv_planes()
   const KvLayerGroups& groups() const { return groups_; }
   // The most tokens one sequence can hold: every group holding a block for each of them.
   int64_t MaxSequenceTokens() const {
@@ -94,8 +97,8 @@ class KvCache {
   // The first of the table's blocks that `layer` holds once queries start at `position`
   // (kernels/kv_block_layout.h FirstVisibleBlock; 0 for a layer without window).
   int32_t FirstHeldBlock(int32_t layer, int32_t position) const;
-  // f16 elements of one block of one layer, K and V together.
-  int64_t layer_block_elements() const { return 2 * block_elements_; }
+  // f16 elements of one block of one layer, K and V together (or K alone: kv_planes()).
+  int64_t layer_block_elements() const { return planes_ * block_elements_; }
 
   // Additional blocks `table` needs to hold n_tokens tokens for queries from `first_query` on
   // (-1: table.n_tokens), counting no block that Reserve would let go first.
@@ -144,6 +147,7 @@ class KvCache {
   const int32_t n_kv_head_;
   const int32_t head_dim_;
   const int32_t kv_dim_;
+  const int32_t planes_;
   const int32_t block_size_;
   const int32_t n_blocks_;
   const int64_t block_elements_;  // block_size * kv_dim: one of K or V

@@ -2,8 +2,9 @@
 // reservation on a decode worker.
 //
 // Layout of the data: each block of one layer is `layer_block_bytes()` bytes: `dtype`
-// [K|V][n_kv_head][block_size][head_dim] (engine/kv_cache.h's layout, kernels/kv_block_layout.h;
-// the sender's cache type, kv_dtype.h), blocks indexed in block-table order.
+// [K|V][n_kv_head][block_size][head_dim], or K alone where kv_planes is 1 (engine/kv_cache.h's
+// layout, kernels/kv_block_layout.h; the sender's cache type, kv_dtype.h), blocks indexed in
+// block-table order.
 //
 // What is sent: blocks [LayerFirstBlock(layer), n_blocks()) of each layer of the prompt. The
 // receiver already holds blocks [0, first_block) (a prefix it had cached, engine/prefix_cache.h);
@@ -38,6 +39,7 @@ struct KvPushSpec {
   std::string model_fingerprint;
   int32_t n_layer = 0;
   int32_t kv_dim = 0;        // n_kv_head * head_dim
+  int32_t kv_planes = 2;     // 2: a block's K then V; 1: K alone (ModelConfig::kv_planes)
   int32_t block_size = 0;    // tokens per block
   int32_t n_tokens = 0;      // prompt tokens whose KV is pushed
   int32_t chunk_blocks = 0;  // blocks per range; 0: one range
@@ -54,8 +56,8 @@ struct KvPushSpec {
     const int32_t window = layer_windows.empty() ? 0 : layer_windows[layer];
     return std::max(first_block, kernels::FirstVisibleBlock(window, n_tokens, block_size));
   }
-  // Elements of one layer's block (K and V), and their bytes as sent.
-  int64_t layer_block_elements() const { return int64_t{2} * block_size * kv_dim; }
+  // Elements of one layer's block (K and V, or K alone), and their bytes as sent.
+  int64_t layer_block_elements() const { return int64_t{kv_planes} * block_size * kv_dim; }
   int64_t layer_block_bytes() const { return layer_block_elements() * KvDtypeBytes(dtype); }
   // Blocks sent, over every layer.
   int64_t sent_blocks() const {

@@ -75,6 +75,10 @@ absl::Status ValidateSpec(const KvPushSpec& spec) {
           absl::StrCat(field.name, " must be positive, got ", field.value));
     }
   }
+  if (spec.kv_planes != 1 && spec.kv_planes != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kv_planes must be 1 (K alone) or 2 (K and V), got ", spec.kv_planes));
+  }
   if (spec.chunk_blocks < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("chunk_blocks must not be negative, got ", spec.chunk_blocks));
@@ -111,6 +115,7 @@ v1::KvPushHeader HeaderFromSpec(const KvPushSpec& spec, int32_t stream_index, in
   header.set_model_fingerprint(spec.model_fingerprint);
   header.set_n_layer(spec.n_layer);
   header.set_kv_dim(spec.kv_dim);
+  header.set_kv_planes(spec.kv_planes);
   header.set_block_size(spec.block_size);
   header.set_n_tokens(spec.n_tokens);
   header.set_dtype(std::string(KvDtypeName(spec.dtype)));
@@ -129,6 +134,7 @@ absl::StatusOr<PushHeaderInfo> ParseHeader(const v1::KvPushHeader& header) {
   info.spec.model_fingerprint = header.model_fingerprint();
   info.spec.n_layer = header.n_layer();
   info.spec.kv_dim = header.kv_dim();
+  info.spec.kv_planes = header.kv_planes() == 0 ? 2 : header.kv_planes();
   info.spec.block_size = header.block_size();
   info.spec.n_tokens = header.n_tokens();
   info.spec.chunk_blocks = header.chunk_blocks();

@@ -216,6 +216,7 @@ absl::Status PrefillScheduler::Start(Work& work) {
       .model_fingerprint = options_.model_fingerprint,
       .n_layer = config.n_layer,
       .kv_dim = config.kv_dim(),
+      .kv_planes = config.kv_planes(),
       .block_size = cache_.block_size(),
       .n_tokens = work.n_prompt(),
       .chunk_blocks = work.chunk_tokens / cache_.block_size(),

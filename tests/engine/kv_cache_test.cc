@@ -186,6 +186,28 @@ TEST(KvCacheTest, TheLayerViewWritesIntoTheLayerBlockKThenV) {
   EXPECT_EQ(std::count(other, other + 2 * block_elements, uint16_t{0x1234}), 2 * block_elements);
 }
 
+// Latent attention reads V from K: its cache stores K alone, in blocks of half the bytes, and
+// its layer views give V K's base.
+TEST(KvCacheTest, ALatentAttentionCacheHoldsKAlone) {
+  ModelConfig c = SmallConfig();
+  c.n_head_kv = 1;
+  c.layers.assign(c.n_layer, LayerSpec{});
+  const int64_t two_planes = KvCache::BlockBytes(c, 4);
+  for (LayerSpec& layer : c.layers) layer.attention.latent.kv_rank = 4;
+  EXPECT_EQ(c.kv_planes(), 1);
+  EXPECT_EQ(KvCache::BlockBytes(c, 4), two_planes / 2);
+  auto cache = KvCache::Create(c, {.block_size = 4, .n_blocks = 4}, HostBackend());
+  ASSERT_TRUE(cache.ok());
+  EXPECT_EQ((*cache)->layer_block_elements(), 4 * c.kv_dim());
+  BlockTable t;
+  ASSERT_TRUE((*cache)->Reserve(t, 8).ok());
+  const kernels::KvLayerView view = (*cache)->LayerView(1, t, 8);
+  EXPECT_EQ(view.v_base, view.k_base);
+  EXPECT_EQ(view.block_stride, 4 * c.kv_dim());
+  EXPECT_EQ(view.k_base + t.groups[0][1] * view.block_stride,
+            (*cache)->LayerBlock(1, t.groups[0][1]));
+}
+
 TEST(KvCacheTest, RejectsBadOptions) {
   EXPECT_FALSE(
       KvCache::Create(SmallConfig(), {.block_size = 0, .n_blocks = 4}, HostBackend()).ok());

@@ -121,6 +121,26 @@ TEST(ConvertPiecesToBlocksTest, ConvertsWhenPiecesSplitElements) {
   }
 }
 
+// Latent attention's blocks hold K alone: half the bytes, said in the header; a sender from
+// before the field sent K and V.
+TEST(KvWireTest, KAloneBlocksTravelAsSuchAndHalveTheBlockBytes) {
+  KvPushSpec spec = MakeSpec("r1", 6, 60);
+  const int64_t two_planes = spec.layer_block_bytes();
+  spec.kv_planes = 1;
+  EXPECT_EQ(spec.layer_block_bytes(), two_planes / 2);
+  v1::KvPushHeader header = HeaderFromSpec(spec, 0, 1);
+  absl::StatusOr<PushHeaderInfo> info = ParseHeader(header);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->spec.kv_planes, 1);
+  header.clear_kv_planes();
+  info = ParseHeader(header);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->spec.kv_planes, 2);
+  header.set_kv_planes(3);
+  EXPECT_THAT(std::string(ParseHeader(header).status().message()),
+              ::testing::HasSubstr("kv_planes must be 1 (K alone) or 2 (K and V), got 3"));
+}
+
 TEST(KvWireTest, HeaderWithoutStreamFieldsIsOneStream) {
   v1::KvPushHeader header = HeaderFromSpec(MakeSpec("r1"), 0, 1);
   header.clear_n_streams();
