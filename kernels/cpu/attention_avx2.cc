@@ -34,7 +34,7 @@ namespace {
 
 constexpr int kChunk = 32;                          // keys per online-softmax step
 constexpr int kMaxGroup = 8;                        // query heads processed together
-constexpr int kMaxHeadDim = kAttentionMaxHeadDim;   // larger: the reference path
+constexpr int kMaxHeadDim = kAttentionLatentHeadDim;  // AttentionTakes; else the reference path
 
 #include "kernels/cpu/horizontal_avx2.inc"
 #include "kernels/cpu/rope_rotate.inc"

@@ -98,8 +98,8 @@ inline __m512 ReduceAdd16x16(const __m512* r) {
 
 // The chunk's K and V rows, converted to f32 (rows past the chunk's last key: K zero, V unread).
 struct ChunkRows {
-  alignas(64) float k[kChunk][kAttentionMaxHeadDim];
-  alignas(64) float v[kChunk][kAttentionMaxHeadDim];
+  alignas(64) float k[kChunk][kAttentionLatentHeadDim];
+  alignas(64) float v[kChunk][kAttentionLatentHeadDim];
 };
 
 // Converts the K and V rows of tokens [t0, t0 + count) of kv head kv_h into rows; `vectors`
@@ -247,10 +247,16 @@ constexpr auto TileChunkTable(std::integer_sequence<int, kVectors...>) {
           TileChunk<kVectors + 1, 3, Rows>, TileChunk<kVectors + 1, 4, Rows>}...};
 }
 
-// [vectors - 1][heads - 1]: the step for heads of 16 * vectors floats.
+// [vectors - 1][heads - 1]: the step for heads of 16 * vectors floats, up to
+// kAttentionMaxHeadDim; and latent attention's.
 template <class Rows>
 constexpr auto kTileChunks =
     TileChunkTable<Rows>(std::make_integer_sequence<int, kAttentionMaxHeadDim / 16>());
+constexpr int kLatentVectors = kAttentionLatentHeadDim / 16;
+template <class Rows>
+constexpr std::array<TileChunkFn<Rows>, kMaxTileHeads> kLatentTileChunks = {
+    TileChunk<kLatentVectors, 1, Rows>, TileChunk<kLatentVectors, 2, Rows>,
+    TileChunk<kLatentVectors, 3, Rows>, TileChunk<kLatentVectors, 4, Rows>};
 
 // One query's `group` heads, q [group, 16 * vectors] and state [group, AttentionPartialSize],
 // through a chunk, kMaxTileHeads at a time.
@@ -260,8 +266,10 @@ void GroupChunk(const float* q, int32_t group, int vectors, const Rows& rows, in
   const int64_t d = 16 * vectors;
   for (int32_t g0 = 0; g0 < group; g0 += kMaxTileHeads) {
     const int heads = std::min<int32_t>(kMaxTileHeads, group - g0);
-    kTileChunks<Rows>[vectors - 1][heads - 1](q + g0 * d, rows, count, scale,
-                                               state + g0 * AttentionPartialSize(d));
+    const TileChunkFn<Rows> step = vectors == kLatentVectors
+                                       ? kLatentTileChunks<Rows>[heads - 1]
+                                       : kTileChunks<Rows>[vectors - 1][heads - 1];
+    step(q + g0 * d, rows, count, scale, state + g0 * AttentionPartialSize(d));
   }
 }
 

@@ -389,8 +389,7 @@ class FastCpuBackend final : public HostBackend {
 
   // Whether the level's attention kernels take heads of kv's shape.
   bool VectorizedAttention(const KvLayerView& kv) const {
-    return kernels_.attention_partial != nullptr && kv.head_dim % 8 == 0 &&
-           kv.head_dim <= kAttentionMaxHeadDim;
+    return kernels_.attention_partial != nullptr && AttentionTakes(kv.head_dim);
   }
 
   // Every (query, kv head) pair of every sequence a task of one job, each through its segments

@@ -84,7 +84,14 @@ ActivationFormat ActivationFormatFor(const IsaKernels& kernels, DType dtype);
 
 inline constexpr int kQ8_1BlockSize = 32;
 inline constexpr int kQ8_KBlockSize = 256;
+// The attention kernels take heads of up to kAttentionMaxHeadDim values, and latent
+// attention's of kAttentionLatentHeadDim (DeepSeek's latent 512 and RoPE 64): AttentionTakes.
 inline constexpr int kAttentionMaxHeadDim = 256;
+inline constexpr int kAttentionLatentHeadDim = 576;
+inline constexpr bool AttentionTakes(int32_t head_dim) {
+  return head_dim % 8 == 0 && (head_dim <= kAttentionMaxHeadDim ||
+                               head_dim == kAttentionLatentHeadDim);
+}
 
 // Rows of x prepared for a MatMul.
 struct MatMulActivations {
@@ -149,7 +156,7 @@ inline int64_t AttentionPartialSize(int32_t head_dim) { return 2 + head_dim; }
 
 // Partial attention of one query's `group` heads q [group, head_dim] (all sharing kv head kv_h)
 // over cached tokens [t_begin, t_end): partial [group, AttentionPartialSize(head_dim)].
-// Needs head_dim % 8 == 0 and head_dim <= kAttentionMaxHeadDim.
+// Needs AttentionTakes(head_dim).
 using AttentionPartialFn = void (*)(const float* q, int32_t kv_h, int32_t group, int32_t t_begin,
                                     int32_t t_end, const KvLayerView& kv, float scale,
                                     float* partial);

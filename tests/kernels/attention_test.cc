@@ -316,7 +316,8 @@ INSTANTIATE_TEST_SUITE_P(
                                          CacheShape{50, 4, 2, 72, 16},   // head_dim % 16 == 8
                                          CacheShape{600, 9, 3, 64, 16},  // 3 segments of keys
                                          CacheShape{300, 8, 2, 256, 32},  // largest SIMD head
-                                         CacheShape{40, 4, 2, 320, 16})),  // above: reference
+                                         CacheShape{40, 4, 2, 320, 16},   // above: reference
+                                         CacheShape{100, 16, 1, 576, 16})),  // latent attention
     AttentionName);
 
 // Within a block, each kv head's rows are contiguous: [n_kv_head, block_size, head_dim].
