@@ -83,11 +83,19 @@ def run(cmd, with_stderr=False, must_succeed=True):
     return done.stdout + (done.stderr if with_stderr else "")
 
 
+def json_rows(out):
+    """The JSON array of llama-bench's output, without the lines its model loader prints among
+    them (ik_llama.cpp's, as it converts a DeepSeek file's latent-attention tensors): each line
+    of llama-bench's JSON starts with a bracket, a brace or a quoted key."""
+    return json.loads("\n".join(line for line in out.splitlines()
+                                 if line.lstrip()[:1] in ("[", "]", "{", "}", '"')))
+
+
 def llama_bench(name, bin_dir, model, a):
     """Best prefill and decode tokens/s over the flag combinations, and the winning flags."""
-    rows = json.loads(run([os.path.join(bin_dir, "llama-bench"), "-m", model, "-t", str(a.threads),
-                           "-p", str(PROMPT_TOKENS), "-n", str(DECODE_TOKENS), "-r", str(a.repeats),
-                           "-o", "json", *BENCH_FLAGS[name]]))
+    rows = json_rows(run([os.path.join(bin_dir, "llama-bench"), "-m", model, "-t", str(a.threads),
+                          "-p", str(PROMPT_TOKENS), "-n", str(DECODE_TOKENS), "-r", str(a.repeats),
+                          "-o", "json", *BENCH_FLAGS[name]]))
     best = {}
     for row in rows:
         test = "prefill" if row["n_prompt"] > 0 else "decode"
@@ -105,17 +113,17 @@ def llama_bench_at_context(name, bin_dir, model, a):
     n = str(a.decode_context)
     depth = (["-n", "0", "-gp", f"{n},{DECODE_TOKENS}"] if name == "ik_llama.cpp"
              else ["-n", str(DECODE_TOKENS), "-d", n])
-    rows = json.loads(run([os.path.join(bin_dir, "llama-bench"), "-m", model, "-t", str(a.threads),
-                           "-p", "0", *depth, "-r", str(a.repeats), "-o", "json",
-                           *BENCH_FLAGS[name]]))
+    rows = json_rows(run([os.path.join(bin_dir, "llama-bench"), "-m", model, "-t", str(a.threads),
+                          "-p", "0", *depth, "-r", str(a.repeats), "-o", "json",
+                          *BENCH_FLAGS[name]]))
     return max(row["avg_ts"] for row in rows if row["n_gen"] > 0)
 
 
 def llama_bench_long_prompt(name, bin_dir, model, a):
     """Best prefill tokens/s of an a.long_prompt-token prompt, over the flag sets."""
-    rows = json.loads(run([os.path.join(bin_dir, "llama-bench"), "-m", model, "-t", str(a.threads),
-                           "-p", str(a.long_prompt), "-n", "0", "-r", str(a.repeats), "-o", "json",
-                           *BENCH_FLAGS[name]]))
+    rows = json_rows(run([os.path.join(bin_dir, "llama-bench"), "-m", model, "-t", str(a.threads),
+                          "-p", str(a.long_prompt), "-n", "0", "-r", str(a.repeats), "-o", "json",
+                          *BENCH_FLAGS[name]]))
     return max(row["avg_ts"] for row in rows if row["n_prompt"] > 0)
 
 

@@ -18,6 +18,7 @@ void Softmax(const float *x, int32_t n, float *p) {
   for (int32_t i = 0; i < n; ++i) p[i] *= scale;
 }
 
+// GGML's sigmoid of each value: 1 / (1 + exp(-x)) in f32.
 void Sigmoid(const float *x, int32_t n, float *p) {
   for (int32_t i = 0; i < n; ++i) p[i] = 1.0f / (1.0f + std::exp(-x[i]));
 }

@@ -44,7 +44,7 @@ class WeightLoader {
     std::vector<kernels::WeightMatrix> matrices;
     for (int64_t e = 0; e < count; ++e) {
       matrices.push_back({.dtype = (*t)->dtype, .n_rows = n_rows, .n_cols = n_cols,
-                         .data = (*t)->data + e * bytes});
+                          .data = (*t)->data + e * bytes});
     }
     return matrices;
   }
@@ -126,10 +126,10 @@ absl::Status LoadLatentAttention(WeightLoader& load, const ModelConfig& c,
   BATON_ASSIGN(l.wkv_a, load.Matrix(p + "attn_kv_a_mqa.weight", latent.kv_rank + c.rope_n_dims,
                                     c.n_embd));
   BATON_ASSIGN(l.kv_a_norm, load.Vector(p + "attn_kv_a_norm.weight", latent.kv_rank));
-  BATON_ASSIGN(l.wk_b, load.Stack(p + "attn_k_b.weight", c.n_head, latent.kv_rank,
-                                    latent.nope_dim));
-  BATON_ASSIGN(l.wv_b, load.Stack(p + "attn_v_b.weight", c.n_head, latent.value_dim,
-                                    latent.kv_rank));
+  BATON_ASSIGN(l.wk_b,
+               load.Stack(p + "attn_k_b.weight", c.n_head, latent.kv_rank, latent.nope_dim));
+  BATON_ASSIGN(l.wv_b,
+               load.Stack(p + "attn_v_b.weight", c.n_head, latent.value_dim, latent.kv_rank));
   BATON_ASSIGN(l.wo, load.Matrix(p + "attn_output.weight", c.n_embd,
                                  int64_t{c.n_head} * latent.value_dim));
   return absl::OkStatus();

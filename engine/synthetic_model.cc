@@ -214,9 +214,9 @@ absl::Status WriteSyntheticModel(const std::string& path, const SyntheticModelOp
     w.AddUint32(a + ".expert_shared_count", o.n_expert_shared);
     w.AddUint32(a + ".expert_gating_func", o.sigmoid_gating ? 2 : 1);
     w.AddBool(a + ".expert_weights_norm", o.expert_weights_norm);
-    if (o.expert_weights_scale > 0.0f) {
-      w.AddFloat32(a + ".expert_weights_scale", o.expert_weights_scale);
-    }
+    // As the converter writes it (routed_scaling_factor), 1 for none; ik_llama.cpp wants it.
+    w.AddFloat32(a + ".expert_weights_scale",
+                 o.expert_weights_scale > 0.0f ? o.expert_weights_scale : 1.0f);
     if (o.expert_groups > 0) {
       w.AddUint32(a + ".expert_group_count", o.expert_groups);
       w.AddUint32(a + ".expert_group_used_count", o.expert_groups_used);
@@ -414,7 +414,7 @@ const char kSyntheticShapes[] =
     "tiny-deepseek2, tiny-deepseek3, tiny-256, "
     "smollm2-135m, "
     "qwen2-0.5b, llama-3.2-1b, llama-3-8b, qwen3-0.6b, gemma3-270m, qwen3moe-8x, gpt-oss-mini, "
-    "deepseek2-lite-mini";
+    "deepseek2-mini";
 
 absl::StatusOr<SyntheticModelOptions> SyntheticShape(std::string_view name) {
   SyntheticModelOptions o;
@@ -549,13 +549,15 @@ absl::StatusOr<SyntheticModelOptions> SyntheticShape(std::string_view name) {
     o.n_expert_used = 4;
     o.n_ff_expert = 512;
     o.rope_yarn_factor = 32.0f;
-  } else if (name == "deepseek2-lite-mini") {
+  } else if (name == "deepseek2-mini") {
     // DeepSeek-V2-Lite's layout (latent rank 512, RoPE 64, nope 128, values 128, 16 heads of
     // 2048, a dense first layer, 64 experts of 1408 of which 6 per token and 2 shared, YaRN 40
-    // over 4096) at 8 of its 27 layers: 4.9B.
+    // over 4096) at 8 of its 27 layers, with V2's Q bottleneck of 1536 (which ik_llama.cpp's
+    // loader wants of a DeepSeek without 27 layers): 4.9B.
     o.architecture = "deepseek2";
     shape(8, 2048, 16, 1, 10944, 102400, 163840, 10000.0f, false);
     o.kv_lora_rank = 512;
+    o.q_lora_rank = 1536;
     o.qk_rope_dim = 64;
     o.qk_nope_dim = 128;
     o.v_head_dim = 128;

@@ -74,7 +74,7 @@ struct SyntheticModelOptions {
   int32_t expert_groups = 0;
   int32_t expert_groups_used = 0;
   bool expert_weights_norm = false;
-  float expert_weights_scale = 0.0f;  // 0: none
+  float expert_weights_scale = 0.0f;  // 0: none (written as 1)
   // Any type kernels::CanQuantize takes. A K-quant matrix whose rows are not a multiple of 256
   // falls back as llama-quantize's does: Q2_K, Q3_K -> Q4_0; Q4_K -> Q5_0; Q5_K -> Q5_1;
   // Q6_K -> Q8_0.

@@ -9,6 +9,7 @@
 //   expert_weights_norm; scaled by expert_weights_scale; the V3 selection bias exp_probs_b and
 //   group-limited routing where the file has them) plus expert_shared_count shared experts run
 //   as one ungated expert.
+//   The nextn_predict_layers multi-token-prediction blocks after the trunk are not run.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -49,7 +50,8 @@ absl::StatusOr<LatentAttentionSpec> ReadLatentAttention(const GgufFile& file,
   a.q_rank = *v;
   if (file.Find(p + "attention.key_length_mla") == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(
-        file.path(), ": ", p, "attention.key_length_mla is missing: a file converted before "
+        file.path(), ": ", p,
+        "attention.key_length_mla is missing: a file converted before "
         "llama.cpp's latent-attention layout (attn_kv_b rather than attn_k_b and attn_v_b); "
         "convert it again with a current convert_hf_to_gguf.py"));
   }
@@ -65,8 +67,7 @@ absl::StatusOr<LatentAttentionSpec> ReadLatentAttention(const GgufFile& file,
   absl::StatusOr<int32_t> value_length =
       OptionalPositive(file, p + "attention.value_length", c.head_dim);
   if (!value_length.ok()) return value_length.status();
-  if (c.n_head_kv != 1 || c.head_dim != a.kv_rank + c.rope_n_dims ||
-      *value_length != a.kv_rank) {
+  if (c.n_head_kv != 1 || c.head_dim != a.kv_rank + c.rope_n_dims || *value_length != a.kv_rank) {
     return absl::InvalidArgumentError(absl::StrCat(
         file.path(), ": latent attention caches one head of kv_lora_rank + rope dims: ", p,
         "attention.head_count_kv ", c.n_head_kv, " (1), key_length ", c.head_dim, " (",
@@ -117,8 +118,7 @@ absl::Status SetDeepseekExperts(const GgufFile& file, ModelConfig& c) {
   e.shared_gate = false;
   if (!(v = OptionalCount(file, p + "expert_gating_func", 0)).ok()) return v.status();
   if (*v > 2) {
-    return absl::InvalidArgumentError(absl::StrCat(file.path(), ": ", p,
-                                                   "expert_gating_func ", *v,
+    return absl::InvalidArgumentError(absl::StrCat(file.path(), ": ", p, "expert_gating_func ", *v,
                                                    " is none of 1 (softmax), 2 (sigmoid)"));
   }
   e.gating = *v == 2 ? ExpertGating::kSigmoid : ExpertGating::kSoftmax;
@@ -130,10 +130,12 @@ absl::Status SetDeepseekExperts(const GgufFile& file, ModelConfig& c) {
   e.groups_used = std::max(*v, 1);
   if (e.count % e.groups != 0 || e.groups_used > e.groups ||
       int64_t{e.groups_used} * (e.count / e.groups) < e.used) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        file.path(), ": ", p, "expert_group_count ", e.groups, " and expert_group_used_count ",
-        e.groups_used, " must divide the ", e.count, " experts into groups of which the used "
-        "ones hold at least expert_used_count ", e.used));
+    return absl::InvalidArgumentError(absl::StrCat(file.path(), ": ", p, "expert_group_count ",
+                                                   e.groups, " and expert_group_used_count ",
+                                                   e.groups_used, " must divide the ", e.count,
+                                                   " experts into groups of which the used "
+                                                   "ones hold at least expert_used_count ",
+                                                   e.used));
   }
   for (int32_t l = 0; l < c.n_layer; ++l) {
     ExpertsSpec& layer = c.layers[l].feed_forward.experts;
@@ -147,6 +149,22 @@ absl::Status SetDeepseekExperts(const GgufFile& file, ModelConfig& c) {
 }  // namespace
 
 absl::Status ConfigureDeepseek2(const GgufFile& file, ModelConfig& c) {
+  const std::string p = c.architecture + ".";
+  // The multi-token-prediction blocks after the trunk (speculative heads) are not run.
+  absl::StatusOr<int32_t> nextn = OptionalCount(file, p + "nextn_predict_layers", 0);
+  if (!nextn.ok()) return nextn.status();
+  if (*nextn >= c.n_layer) {
+    return absl::InvalidArgumentError(absl::StrCat(file.path(), ": ", p, "nextn_predict_layers ",
+                                                   *nextn, " leaves no layer of the ", c.n_layer,
+                                                   " of ", p, "block_count"));
+  }
+  c.n_layer -= *nextn;
+  if (file.Find(p + "attention.temperature_scale") != nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file.path(), ": ", p,
+                     "attention.temperature_scale is set (Llama 4's attention "
+                     "temperature tuning, which baton does not apply)"));
+  }
   absl::StatusOr<LatentAttentionSpec> latent = ReadLatentAttention(file, c);
   if (!latent.ok()) return latent.status();
   c.rope_neox = false;

@@ -390,6 +390,17 @@ TEST_F(CudaBackendTest, GatherRowsTakesTheRowsInTheirOrder) {
   EXPECT_EQ(DownloadChecked(out), expected);
 }
 
+// A column band of each row into another matrix's rows (latent attention's per-head slices),
+// leaving the destination's other columns as they were.
+TEST_F(CudaBackendTest, CopyColumnsCopiesTheBandOfEachRow) {
+  const std::vector<float> x = RandomFloats(5 * 24, 8);
+  std::vector<float> expected(5 * 40, 1.5f);
+  cpu_->CopyColumns(x.data() + 16, 24, 5, 8, expected.data() + 32, 40);
+  Guarded dx = UploadGuarded(x), out = UploadGuarded(std::vector<float>(5 * 40, 1.5f));
+  gpu_->CopyColumns(dx.data() + 16, 24, 5, 8, out.data() + 32, 40);
+  EXPECT_EQ(DownloadChecked(out), expected);
+}
+
 TEST_F(CudaBackendTest, RmsNormSiluMulMatchTheReference) {
   for (const int64_t dim : {1, 31, 576, 4096}) {
     const std::vector<float> x = RandomFloats(3 * dim, 6, 4.0f);

@@ -154,6 +154,19 @@ TEST_P(CudaTransformerTest, TeacherForcedLogitsAndPerplexityMatchTheCpu) {
     options.n_ff_expert = 256;
     options.rope_yarn_factor = 4.0f;
   }
+  if (architecture == "deepseek2") {  // latent attention at DeepSeek's dims: heads of 576 values
+    options.n_head_kv = 1;
+    options.kv_lora_rank = 512;
+    options.qk_rope_dim = 64;
+    options.qk_nope_dim = 128;
+    options.v_head_dim = 128;
+    options.head_dim = 576;
+    options.leading_dense = 1;
+    options.n_expert = 4;
+    options.n_expert_used = 2;
+    options.n_ff_expert = 256;
+    options.n_expert_shared = 1;
+  }
   const std::string path = test_support::TempPath(
       "cuda-transformer-" + architecture + "-" + std::string(kernels::DTypeName(dtype)) +
       (mix == SyntheticMix::kQ4_K_M ? "-q4_k_m" : "") + ".gguf");
@@ -217,7 +230,8 @@ INSTANTIATE_TEST_SUITE_P(
                       ModelCase{"qwen3", kernels::DType::kQ8_0, SyntheticMix::kUniform},
                       ModelCase{"gemma3", kernels::DType::kQ8_0, SyntheticMix::kUniform},
                       ModelCase{"qwen3moe", kernels::DType::kQ8_0, SyntheticMix::kUniform},
-                      ModelCase{"gpt-oss", kernels::DType::kQ8_0, SyntheticMix::kUniform}),
+                      ModelCase{"gpt-oss", kernels::DType::kQ8_0, SyntheticMix::kUniform},
+                      ModelCase{"deepseek2", kernels::DType::kQ8_0, SyntheticMix::kUniform}),
     [](const auto& info) {
       std::string architecture = std::get<0>(info.param);
       for (char& c : architecture) c = c == '-' ? '_' : c;

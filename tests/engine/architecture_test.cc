@@ -248,6 +248,17 @@ TEST(ArchitectureErrorsTest, Deepseek2FilesThatCannotRunNameTheKeyOrTensor) {
       Rewrite(path, "err-deepseek2-shexp.gguf", {}, "blk.2.ffn_up_shexp.weight");
   EXPECT_THAT(LoadStatus(no_shared).message(),
               AllOf(HasSubstr(no_shared), HasSubstr("blk.2.ffn_up_shexp.weight")));
+  const std::string temperature = Rewrite(path, "err-deepseek2-temperature.gguf",
+                                          {{"deepseek2.attention.temperature_scale", F32(0.1f)}});
+  EXPECT_THAT(LoadStatus(temperature).message(),
+              AllOf(HasSubstr(temperature), HasSubstr("attention.temperature_scale")));
+  // A multi-token-prediction block after the trunk is not run: the model has one layer less.
+  const std::string nextn =
+      Rewrite(path, "spec-deepseek2-nextn.gguf", {{"deepseek2.nextn_predict_layers", U32(1)}});
+  absl::StatusOr<std::unique_ptr<Model>> trunk = Model::Load(nextn);
+  ASSERT_TRUE(trunk.ok()) << trunk.status();
+  EXPECT_EQ((*trunk)->config().n_layer, 2);
+  EXPECT_EQ((*trunk)->weights().layers.size(), 2u);
 }
 
 TEST(ArchitectureSpecTest, Gemma3With62LayersScalesQueriesByTheEmbeddingPerHead) {

@@ -9,11 +9,13 @@
 #include "engine/generator.h"
 #include "engine/model.h"
 #include "engine/prefix_cache.h"
+#include "engine/synthetic_model.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kvtransfer/kv_push_spec.h"
 #include "rpc/sampling_params_proto.h"
 #include "tests/integration/local_cluster.h"
+#include "tests/support/temp_path.h"
 #include "tests/support/test_paths.h"
 
 namespace baton {
@@ -94,6 +96,7 @@ class ClusterTest : public testing::Test {
         kvtransfer::KvPushSpec spec;
         spec.n_layer = config.n_layer;
         spec.kv_dim = config.kv_dim();
+        spec.kv_planes = config.kv_planes();
         spec.block_size = 16;
         spec.n_tokens = n_prompt;
         spec.first_block = decode_cached / 16;
@@ -150,6 +153,20 @@ TEST_F(ClusterTest, SlidingWindowLayersHandOffOnlyTheirWindow) {
     long_prompt += " Day " + std::to_string(i) + ", the keeper lit the lamp and watched the sea.";
   }
   ExpectOutputsEqualInProcess({long_prompt}, gemma);
+}
+
+// deepseek2's latent attention: the cache holds one latent row per token and layer (K alone),
+// and the hand-off ships exactly those bytes; the output is the in-process output.
+TEST_F(ClusterTest, LatentAttentionHandsOffOneLatentPerToken) {
+  absl::StatusOr<engine::SyntheticModelOptions> options =
+      engine::SyntheticShape("tiny-deepseek2");
+  ASSERT_TRUE(options.ok());
+  const std::string path = test_support::TempPath("cluster-deepseek2.gguf");
+  ASSERT_TRUE(engine::WriteSyntheticModel(path, *options).ok());
+  cluster_.set_model(path);
+  StartCluster();
+  ExpectOutputsEqualInProcess({"The keeper lit the lamp and watched the sea, night after night."},
+                              path);
 }
 
 TEST_F(ClusterTest, CancelledRequestFreesEveryBlock) {
