@@ -28,6 +28,21 @@ absl::StatusOr<int32_t> OptionalPositive(const GgufFile& file, const std::string
   return RequiredPositive(file, key);
 }
 
+absl::StatusOr<int32_t> OptionalCount(const GgufFile& file, const std::string& key,
+                                      int32_t fallback) {
+  if (file.Find(key) == nullptr) return fallback;
+  absl::StatusOr<uint64_t> value = file.GetUint(key);
+  if (!value.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file.path(), ": model metadata: ", value.status().message()));
+  }
+  if (*value > static_cast<uint64_t>(std::numeric_limits<int32_t>::max())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file.path(), ": model metadata: '", key, "' = ", *value, " is out of range"));
+  }
+  return static_cast<int32_t>(*value);
+}
+
 absl::StatusOr<float> OptionalPositiveFloat(const GgufFile& file, const std::string& key,
                                             float fallback) {
   if (file.Find(key) == nullptr) return fallback;

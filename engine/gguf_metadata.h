@@ -19,6 +19,10 @@ absl::StatusOr<int32_t> RequiredPositive(const GgufFile& file, const std::string
 // As RequiredPositive, or `fallback` where the file lacks the key.
 absl::StatusOr<int32_t> OptionalPositive(const GgufFile& file, const std::string& key,
                                          int32_t fallback);
+// An unsigned integer key in [0, INT32_MAX] (a count that may be none), or `fallback` where the
+// file lacks it.
+absl::StatusOr<int32_t> OptionalCount(const GgufFile& file, const std::string& key,
+                                      int32_t fallback);
 // A finite positive float key, or `fallback` where the file lacks it.
 absl::StatusOr<float> OptionalPositiveFloat(const GgufFile& file, const std::string& key,
                                             float fallback);

@@ -430,6 +430,16 @@ absl::StatusOr<SyntheticModelOptions> SyntheticShape(std::string_view name) {
     o.rope_freq_base = rope_base;
     o.tied_output = tied;
   };
+  // deepseek2's latent attention: one kv head of kv_rank + rope values.
+  auto latent = [&o](int32_t kv_rank, int32_t q_rank, int32_t rope, int32_t nope, int32_t value) {
+    o.n_head_kv = 1;
+    o.kv_lora_rank = kv_rank;
+    o.q_lora_rank = q_rank;
+    o.qk_rope_dim = rope;
+    o.qk_nope_dim = nope;
+    o.v_head_dim = value;
+    o.head_dim = kv_rank + rope;
+  };
   if (name == "tiny") return o;
   if (name == "tiny-qwen3") {
     o.architecture = "qwen3";
@@ -472,12 +482,7 @@ absl::StatusOr<SyntheticModelOptions> SyntheticShape(std::string_view name) {
     // selection bias in 4 groups of which 2 count, renormalized and scaled weights, 1 shared.
     o.architecture = "deepseek2";
     o.n_layer = 3;
-    o.n_head_kv = 1;
-    o.kv_lora_rank = 32;
-    o.qk_rope_dim = 16;
-    o.qk_nope_dim = 32;
-    o.v_head_dim = 32;
-    o.head_dim = o.kv_lora_rank + o.qk_rope_dim;
+    latent(32, name == "tiny-deepseek2" ? 0 : 48, 16, 32, 32);
     o.leading_dense = 1;
     o.n_expert = 8;
     o.n_expert_used = 2;
@@ -488,7 +493,6 @@ absl::StatusOr<SyntheticModelOptions> SyntheticShape(std::string_view name) {
       o.rope_yarn_factor = 4.0f;
       o.rope_yarn_log_multiplier = 0.1f * 0.707f;  // as the converter writes mscale_all_dim
     } else {
-      o.q_lora_rank = 48;
       o.n_expert_shared = 1;
       o.sigmoid_gating = true;
       o.selection_bias = true;
@@ -556,12 +560,7 @@ absl::StatusOr<SyntheticModelOptions> SyntheticShape(std::string_view name) {
     // loader wants of a DeepSeek without 27 layers): 4.9B.
     o.architecture = "deepseek2";
     shape(8, 2048, 16, 1, 10944, 102400, 163840, 10000.0f, false);
-    o.kv_lora_rank = 512;
-    o.q_lora_rank = 1536;
-    o.qk_rope_dim = 64;
-    o.qk_nope_dim = 128;
-    o.v_head_dim = 128;
-    o.head_dim = 576;
+    latent(512, 1536, 64, 128, 128);
     o.leading_dense = 1;
     o.n_expert = 64;
     o.n_expert_used = 6;

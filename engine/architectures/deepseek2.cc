@@ -25,18 +25,6 @@
 namespace baton::engine::architectures {
 namespace {
 
-// An unsigned integer key that may be 0, or `fallback` where the file lacks it.
-absl::StatusOr<int32_t> OptionalCount(const GgufFile& file, const std::string& key,
-                                      int32_t fallback) {
-  if (file.Find(key) == nullptr) return fallback;
-  absl::StatusOr<uint64_t> v = file.GetUint(key);
-  if (!v.ok() || *v > INT32_MAX) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(file.path(), ": ", key, " must be an unsigned integer below 2^31"));
-  }
-  return static_cast<int32_t>(*v);
-}
-
 // The latent attention's dimensions, checked against the cache's head (key_length,
 // value_length, head_count_kv) that llama.cpp's converter writes for it.
 absl::StatusOr<LatentAttentionSpec> ReadLatentAttention(const GgufFile& file,

@@ -248,6 +248,11 @@ TEST(ArchitectureErrorsTest, Deepseek2FilesThatCannotRunNameTheKeyOrTensor) {
       Rewrite(path, "err-deepseek2-shexp.gguf", {}, "blk.2.ffn_up_shexp.weight");
   EXPECT_THAT(LoadStatus(no_shared).message(),
               AllOf(HasSubstr(no_shared), HasSubstr("blk.2.ffn_up_shexp.weight")));
+  const std::string dense =
+      Rewrite(path, "err-deepseek2-dense.gguf",
+              {{"deepseek2.leading_dense_block_count", GgufValue::String("one")}});
+  EXPECT_THAT(LoadStatus(dense).message(),
+              AllOf(HasSubstr(dense), HasSubstr("deepseek2.leading_dense_block_count")));
   const std::string temperature = Rewrite(path, "err-deepseek2-temperature.gguf",
                                           {{"deepseek2.attention.temperature_scale", F32(0.1f)}});
   EXPECT_THAT(LoadStatus(temperature).message(),
