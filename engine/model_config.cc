@@ -133,7 +133,7 @@ absl::StatusOr<ModelConfig> ReadModelConfig(const GgufFile& file) {
   }
   if (absl::Status s = architecture->configure(file, c); !s.ok()) return s;
   // Latent attention's V is the latent, a prefix of K (its architecture checks the lengths).
-  const bool latent = c.layers.front().attention.latent.kv_rank > 0;
+  const bool latent = c.latent_attention();
   if (value_length != c.head_dim && !latent) {
     return absl::InvalidArgumentError(absl::StrCat(
         file.path(), ": ", p, "attention.value_length ", value_length,

@@ -62,11 +62,14 @@ struct ModelConfig {
 
   int32_t q_dim() const { return n_head * head_dim; }
   int32_t kv_dim() const { return n_head_kv * head_dim; }
+  // Whether the layers run latent attention (LatentAttentionSpec; an architecture's layers all
+  // do or none do).
+  bool latent_attention() const {
+    return !layers.empty() && layers.front().attention.latent.kv_rank > 0;
+  }
   // What the cache stores per token and layer: 2, K then V; 1, K alone, where attention reads V
   // from it (latent attention, whose V is the latent: K's first dims).
-  int32_t kv_planes() const {
-    return !layers.empty() && layers.front().attention.latent.kv_rank > 0 ? 1 : 2;
-  }
+  int32_t kv_planes() const { return latent_attention() ? 1 : 2; }
   // Bytes of f16 KV cache per token (all layers).
   int64_t kv_bytes_per_token() const { return int64_t{kv_planes()} * n_layer * kv_dim() * 2; }
 };

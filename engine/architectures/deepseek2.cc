@@ -72,20 +72,15 @@ float LatentKqScale(const LatentAttentionSpec& a, ModelConfig& c) {
   if (c.rope_yarn.ext_factor == 0.0f) return 1.0f / std::sqrt(head);
   const float factor = 1.0f / c.rope_freq_scale;
   const float log_mul = c.rope_yarn.log_multiplier / 0.1f;
-  auto get_mscale = [](float scale, float mscale) {
-    return scale <= 1.0f ? 1.0f : 0.1f * mscale * std::log(scale) + 1.0f;
-  };
-  float attn_factor = get_mscale(factor, 1.0f);
-  if (log_mul != 0.0f) {
-    const float mscale = log_mul != 1.0f ? log_mul : 1.0f;
-    attn_factor = get_mscale(factor, mscale) / get_mscale(factor, log_mul);
-  }
+  // llama.cpp's get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim), both the file's
+  // multiplier for deepseek2 (so 1); get_mscale(factor, 1) without one.
+  float attn_factor = log_mul != 0.0f || factor <= 1.0f ? 1.0f : 0.1f * std::log(factor) + 1.0f;
   attn_factor *= 1.0f / (1.0f + 0.1f * std::log(factor));
   attn_factor *= c.rope_yarn.attn_factor;
   c.rope_yarn.attn_factor = attn_factor;
-  const float original = attn_factor * (1.0f + 0.1f * std::log(1.0f / c.rope_freq_scale));
-  const float mscale = original * (1.0f + 0.1f * log_mul * std::log(1.0f / c.rope_freq_scale));
-  return 1.0f * mscale * mscale / std::sqrt(head);
+  const float original = attn_factor * (1.0f + 0.1f * std::log(factor));
+  const float mscale = original * (1.0f + 0.1f * log_mul * std::log(factor));
+  return mscale * mscale / std::sqrt(head);
 }
 
 // The routed and shared experts of every layer from leading_dense_block_count on.

@@ -6,7 +6,8 @@
 // Attention: for decode, one thread block per (query, head), four warps taking every fourth
 // chunk of 32 keys, a key per lane, with an online softmax each, merged at the end; lane l holds
 // dims l, l + 32, ... of the output (head_dim <= 256, or 544 to 576 for latent attention; a key
-// per warp step where rows are not 16-byte aligned). For prefill, tiles of 16 queries share each key (LaunchTiledAttention).
+// per warp step where rows are not 16-byte aligned). For prefill, tiles of 16 queries share each
+// key (LaunchTiledAttention).
 // Thread-safety: launches only; the stream orders them.
 #ifndef BATON_KERNELS_CUDA_PAGED_ATTENTION_CUH_
 #define BATON_KERNELS_CUDA_PAGED_ATTENTION_CUH_
