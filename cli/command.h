@@ -18,6 +18,7 @@ using Args = std::vector<std::string>;
 
 int RunInfo(const Args& args);
 int RunTokenize(const Args& args);
+int RunChatTemplate(const Args& args);
 int RunGenerate(const Args& args);
 int RunPerplexity(const Args& args);
 int RunBench(const Args& args);

@@ -4,6 +4,7 @@
 #include "absl/strings/str_format.h"
 #include "cli/command.h"
 #include "cli/remote_generate.h"
+#include "engine/chat_template_source.h"
 #include "engine/prompt_encoder.h"
 #include "engine/generator.h"
 #include "engine/model.h"
@@ -16,7 +17,8 @@ int RunGenerate(const Args& args) {
       {"prompt", "TEXT", "raw prompt, tokenized as llama.cpp does (BOS per the model)"},
       {"chat", "TEXT", "a user message, formatted with the model's chat template"},
       {"system", "TEXT", "system message for --chat"},
-      {"template", "NAME", "chat template when the model's is unknown: chatml | llama3"},
+      {"template", "NAME|FILE", "chat template instead of the model's own: a Jinja file, or "
+                                "chatml | llama3 | gemma"},
       {"max-tokens", "N", "tokens to generate at most (default 256)"},
       {"temperature", "T", "0 = greedy (default 0.8)"},
       {"top-k", "K", "0 = off (default 40)"},
@@ -113,9 +115,14 @@ int RunGenerate(const Args& args) {
   absl::StatusOr<std::unique_ptr<engine::Model>> model =
       engine::Model::Load(flags->GetOr("model", DefaultModelPath()));
   if (!model.ok()) return RunError("generate", model.status());
-  const engine::PromptEncoder encoder(&(*model)->tokenizer(), flags->GetOr("template", ""));
+  absl::StatusOr<std::string> chat_template = engine::ChatTemplateSource(
+      flags->GetOr("template", ""), (*model)->tokenizer().vocab().chat_template);
+  if (flags->Has("template") && !chat_template.ok()) {
+    return UsageError("generate", chat_template.status(), usage);
+  }
+  const engine::PromptEncoder encoder(&(*model)->tokenizer(), chat_template);
   absl::StatusOr<std::vector<engine::TokenId>> encoded =
-      flags->Has("chat") ? encoder.EncodeChat(chat) : encoder.EncodeText(text);
+      flags->Has("chat") ? encoder.EncodeChat(engine::TextChat(chat)) : encoder.EncodeText(text);
   if (!encoded.ok()) return RunError("generate", encoded.status());
   const std::vector<engine::TokenId>& prompt = *encoded;
 

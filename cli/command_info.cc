@@ -100,11 +100,10 @@ int RunInfo(const Args& args) {
     if (v.chat_template.empty()) {
       std::cout << "chat template: none\n";
     } else {
-      absl::StatusOr<engine::ChatTemplateKind> kind = engine::DetectChatTemplate(v.chat_template);
-      std::cout << "chat template: "
-                << (kind.ok() ? std::string(engine::ChatTemplateName(*kind))
-                              : std::string(kind.status().message()))
-                << "\n";
+      absl::StatusOr<engine::ChatTemplate> compiled = engine::ChatTemplate::Compile(
+          v.chat_template, /*bos_token=*/"", /*eos_token=*/"");
+      std::cout << absl::StrFormat("chat template: %d bytes, %s\n", v.chat_template.size(),
+                                   compiled.ok() ? "parses" : compiled.status().message());
     }
   }
   if (flags->Has("metadata")) {

@@ -47,8 +47,8 @@ int RunRouter(const Args& args) {
   std::vector<FlagSpec> specs = ServeFlagSpecs();
   const std::vector<FlagSpec> own = {
       {"model", "PATH", "the model the workers serve (default: the default model)"},
-      {"chat-template", "NAME", "render chats with this template family: chatml, llama3 or "
-                                "gemma (default: the one the model's metadata names)"},
+      {"chat-template", "NAME|FILE", "render chats with this Jinja template: a file, or one "
+                                     "built in (chatml, llama3, gemma); default: the model's own"},
       {"prefill", "ADDRS", "static prefill workers, host:port,..."},
       {"decode", "ADDRS", "static decode workers, host:port,..."},
       {"colocated", "ADDRS", "static colocated workers (role both), host:port,..."},

@@ -15,6 +15,7 @@ constexpr char kUsage[] =
     "commands:\n"
     "  info        describe a GGUF model file (architecture, tensors, tokenizer, template)\n"
     "  tokenize    print the token ids of UTF-8 text read from stdin\n"
+    "  chat-template  render a chat (JSON on stdin) with a model's or a named chat template\n"
     "  generate    generate text from a prompt or a chat message\n"
     "  perplexity  perplexity of a model on a text file\n"
     "  bench       benchmarks (bench engine)\n"
@@ -40,6 +41,7 @@ int main(int argc, char** argv) {
   baton::SetLogTag(std::string(command));
   if (command == "info") return RunInfo(args);
   if (command == "tokenize") return RunTokenize(args);
+  if (command == "chat-template") return RunChatTemplate(args);
   if (command == "generate") return RunGenerate(args);
   if (command == "perplexity") return RunPerplexity(args);
   if (command == "bench") return RunBench(args);

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/chat_template.h"
+#include "engine/prompt_encoder.h"
 #include "engine/sampling_params.h"
 #include "rpc/server_options.h"
 

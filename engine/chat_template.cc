@@ -1,176 +1,172 @@
 #include "engine/chat_template.h"
 
-#include <cstdint>
+#include <array>
+#include <exception>
+#include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "engine/unicode.h"
+// llama.cpp's Jinja engine (third_party/llama-jinja/common/jinja).
+#include "jinja/lexer.h"
+#include "jinja/parser.h"
+#include "jinja/runtime.h"
+#include "jinja/value.h"
 
 namespace baton::engine {
+
+struct ChatTemplate::Compiled {
+  std::string source;
+  std::string bos_token;
+  std::string eos_token;
+  jinja::program program;
+};
+
 namespace {
 
-absl::string_view Sv(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+// The names a message's reasoning comes under, the first the one templates read (transformers'
+// _REASONING_FIELDS).
+constexpr std::array<std::string_view, 3> kReasoningFields = {"reasoning_content", "thinking",
+                                                              "reasoning"};
 
-constexpr std::string_view kNameHint = "name one instead: chatml, llama3 or gemma";
-
-// Python's str.isspace(), which Jinja's trim filter strips.
-bool IsPythonSpace(uint32_t c) {
-  return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
-         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
-         c == 0x205F || c == 0x3000;
-}
-
-// The code point of the well-formed sequence at the start of `s`, or -1 when it is not one.
-int64_t LeadingCodePoint(std::string_view s, size_t* length) {
-  if (unicode::ScanUtf8(s, length) != unicode::Utf8Scan::kValid) return -1;
-  std::vector<uint32_t> cpt;
-  unicode::DecodeUtf8Lenient(s.substr(0, *length), &cpt);
-  return cpt.empty() ? -1 : cpt[0];
-}
-
-// Jinja's `| trim`: Python's str.strip().
-std::string_view Trim(std::string_view s) {
-  // Forward scan, remembering where the last non-space character ends.
-  size_t begin = std::string_view::npos;
-  size_t end = 0;
-  for (size_t i = 0; i < s.size();) {
-    size_t length = 1;
-    const int64_t c = LeadingCodePoint(s.substr(i), &length);
-    if (length == 0) length = 1;
-    if (c < 0 || !IsPythonSpace(static_cast<uint32_t>(c))) {
-      if (begin == std::string_view::npos) begin = i;
-      end = i + length;
+jinja::value ToJinja(const nlohmann::ordered_json& json) {
+  switch (json.type()) {
+    case nlohmann::ordered_json::value_t::null:
+    case nlohmann::ordered_json::value_t::discarded:
+      return jinja::mk_val<jinja::value_none>();
+    case nlohmann::ordered_json::value_t::boolean:
+      return jinja::mk_val<jinja::value_bool>(json.get<bool>());
+    case nlohmann::ordered_json::value_t::number_integer:
+    case nlohmann::ordered_json::value_t::number_unsigned:
+      return jinja::mk_val<jinja::value_int>(json.get<int64_t>());
+    case nlohmann::ordered_json::value_t::number_float:
+      return jinja::mk_val<jinja::value_float>(json.get<double>());
+    case nlohmann::ordered_json::value_t::string:
+      return jinja::mk_val<jinja::value_string>(json.get<std::string>());
+    case nlohmann::ordered_json::value_t::array: {
+      jinja::value_array array = jinja::mk_val<jinja::value_array>();
+      for (const nlohmann::ordered_json& item : json) array->push_back(ToJinja(item));
+      return array;
     }
-    i += length;
+    case nlohmann::ordered_json::value_t::object:
+    case nlohmann::ordered_json::value_t::binary:
+      break;
   }
-  return begin == std::string_view::npos ? std::string_view() : s.substr(begin, end - begin);
+  jinja::value_object object = jinja::mk_val<jinja::value_object>();
+  if (json.is_object()) {
+    for (const auto& [key, item] : json.items()) object->insert(key, ToJinja(item));
+  }
+  return object;
 }
 
-// Undoes the escapes of a Jinja string literal.
-std::string Unescape(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '\\' || i + 1 == s.size()) {
-      out.push_back(s[i]);
-      continue;
-    }
-    const char c = s[++i];
-    switch (c) {
-      case 'n':
-        out.push_back('\n');
-        break;
-      case 't':
-        out.push_back('\t');
-        break;
-      case 'r':
-        out.push_back('\r');
-        break;
-      default:
-        out.push_back(c);
-        break;  // \\ \' \"
-    }
+// A message as transformers hands it to the template: keys whose value is null dropped (OpenAI's
+// clients send content: null beside tool_calls); where it has reasoning, that reasoning under
+// "thinking" (first, unless the message has its own) and "reasoning_content" too.
+nlohmann::ordered_json TemplateMessage(const nlohmann::ordered_json& message) {
+  if (!message.is_object()) return message;
+  nlohmann::ordered_json present = nlohmann::ordered_json::object();
+  for (const auto& [key, value] : message.items()) {
+    if (!value.is_null()) present[key] = value;
   }
-  return out;
+  for (std::string_view field : kReasoningFields) {
+    auto it = present.find(std::string(field));
+    if (it == present.end()) continue;
+    nlohmann::ordered_json out = {{"thinking", *it}};
+    for (const auto& [key, value] : present.items()) out[key] = value;
+    out["reasoning_content"] = *it;
+    return out;
+  }
+  return present;
+}
+
+absl::Status TemplateError(const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat("chat template: ", what));
 }
 
 }  // namespace
 
-absl::StatusOr<ChatTemplateKind> DetectChatTemplate(std::string_view jinja_source) {
-  if (jinja_source.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the model has no chat template (tokenizer.chat_template); ", Sv(kNameHint)));
+absl::StatusOr<ChatTemplateInput> ChatTemplateInput::FromRequest(
+    const nlohmann::ordered_json& request) {
+  if (!request.is_object()) return absl::InvalidArgumentError("the request is not an object");
+  ChatTemplateInput input;
+  auto messages = request.find("messages");
+  if (messages == request.end() || !messages->is_array()) {
+    return absl::InvalidArgumentError("'messages' must be a list");
   }
-  if (jinja_source.find("<|im_start|>") != std::string_view::npos) return ChatTemplateKind::kChatML;
-  if (jinja_source.find("<|start_header_id|>") != std::string_view::npos) {
-    return ChatTemplateKind::kLlama3;
+  input.messages = *messages;
+  if (auto tools = request.find("tools"); tools != request.end() && !tools->is_null()) {
+    if (!tools->is_array()) return absl::InvalidArgumentError("'tools' must be a list");
+    input.tools = *tools;
   }
-  if (jinja_source.find("<start_of_turn>") != std::string_view::npos) {
-    return ChatTemplateKind::kGemma;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unsupported chat template (none of ChatML's <|im_start|>, Llama 3's "
-                   "<|start_header_id|> and Gemma's <start_of_turn> appears in "
-                   "tokenizer.chat_template); ",
-                   Sv(kNameHint)));
-}
-
-absl::StatusOr<ChatTemplateKind> ParseChatTemplateName(std::string_view name) {
-  if (name == "chatml") return ChatTemplateKind::kChatML;
-  if (name == "llama3") return ChatTemplateKind::kLlama3;
-  if (name == "gemma") return ChatTemplateKind::kGemma;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown chat template '", Sv(name), "'; known: chatml, llama3, gemma"));
-}
-
-std::string_view ChatTemplateName(ChatTemplateKind kind) {
-  switch (kind) {
-    case ChatTemplateKind::kChatML:
-      return "chatml";
-    case ChatTemplateKind::kLlama3:
-      return "llama3";
-    case ChatTemplateKind::kGemma:
-      return "gemma";
-  }
-  return "unknown";
-}
-
-std::string ChatTemplateDefaultSystem(std::string_view jinja_source) {
-  constexpr std::string_view kStart = "<|im_start|>system";
-  constexpr std::string_view kEnd = "<|im_end|>";
-  for (size_t pos = jinja_source.find(kStart); pos != std::string_view::npos;
-       pos = jinja_source.find(kStart, pos + 1)) {
-    std::string_view rest = jinja_source.substr(pos + kStart.size());
-    if (rest.substr(0, 1) == "\n") {
-      rest.remove_prefix(1);
-    } else if (rest.substr(0, 2) == "\\n") {
-      rest.remove_prefix(2);
-    } else {
-      continue;
+  if (auto add = request.find("add_generation_prompt"); add != request.end()) {
+    if (!add->is_boolean()) {
+      return absl::InvalidArgumentError("'add_generation_prompt' must be true or false");
     }
-    const size_t end = rest.find(kEnd);
-    if (end == std::string_view::npos) continue;
-    const std::string_view body = rest.substr(0, end);
-    // A literal message: the text must not leave the string literal.
-    if (body.find_first_of("'\"{}") != std::string_view::npos) continue;
-    return Unescape(body);
+    input.add_generation_prompt = add->get<bool>();
   }
-  return "";
+  if (auto extra = request.find("chat_template_kwargs");
+      extra != request.end() && !extra->is_null()) {
+    if (!extra->is_object()) {
+      return absl::InvalidArgumentError("'chat_template_kwargs' must be an object");
+    }
+    input.extra = *extra;
+  }
+  return input;
 }
 
-std::string ApplyChatTemplate(ChatTemplateKind kind, const std::vector<ChatMessage>& messages,
-                              bool add_generation_prompt, const std::string& default_system) {
-  std::string out;
-  switch (kind) {
-    case ChatTemplateKind::kChatML:
-      if (!messages.empty() && messages[0].role != "system" && !default_system.empty()) {
-        absl::StrAppend(&out, "<|im_start|>system\n", default_system, "<|im_end|>\n");
-      }
-      for (const ChatMessage& m : messages) {
-        absl::StrAppend(&out, "<|im_start|>", m.role, "\n", m.content, "<|im_end|>\n");
-      }
-      if (add_generation_prompt) out += "<|im_start|>assistant\n";
-      break;
-    case ChatTemplateKind::kLlama3:
-      for (const ChatMessage& m : messages) {
-        absl::StrAppend(&out, "<|start_header_id|>", m.role, "<|end_header_id|>\n\n",
-                        Sv(Trim(m.content)), "<|eot_id|>");
-      }
-      if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
-      break;
-    case ChatTemplateKind::kGemma: {
-      const bool system_first = !messages.empty() && messages[0].role == "system";
-      for (size_t i = system_first ? 1 : 0; i < messages.size(); ++i) {
-        const ChatMessage& m = messages[i];
-        const bool first_turn = i == (system_first ? 1u : 0u);
-        absl::StrAppend(&out, "<start_of_turn>", m.role == "assistant" ? "model" : m.role, "\n",
-                        first_turn && system_first ? messages[0].content + "\n\n" : "",
-                        Sv(Trim(m.content)), "<end_of_turn>\n");
-      }
-      if (add_generation_prompt) out += "<start_of_turn>model\n";
-      break;
+absl::StatusOr<ChatTemplate> ChatTemplate::Compile(std::string_view source, std::string bos_token,
+                                                   std::string eos_token) {
+  auto compiled = std::make_shared<Compiled>();
+  compiled->bos_token = std::move(bos_token);
+  compiled->eos_token = std::move(eos_token);
+  try {
+    jinja::lexer lexer;
+    jinja::lexer_result tokens = lexer.tokenize(std::string(source));
+    compiled->program = jinja::parse_from_tokens(tokens);
+    compiled->source = std::move(tokens.source);
+  } catch (const std::exception& e) {
+    return TemplateError(absl::StrCat("does not parse: ", e.what()));
+  }
+  return ChatTemplate(std::move(compiled));
+}
+
+absl::StatusOr<std::string> ChatTemplate::Render(const ChatTemplateInput& input,
+                                                 std::time_t now) const {
+  if (!input.messages.is_array()) return absl::InvalidArgumentError("messages is not a list");
+  if (!input.extra.is_object()) {
+    return absl::InvalidArgumentError("chat template arguments are not an object");
+  }
+  for (const char* reserved : {"messages", "tools", "documents", "add_generation_prompt"}) {
+    if (input.extra.contains(reserved)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("chat template argument '", reserved, "' may not be set by the request"));
     }
   }
-  return out;
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  for (const nlohmann::ordered_json& message : input.messages) {
+    messages.push_back(TemplateMessage(message));
+  }
+  try {
+    jinja::context context(compiled_->source);
+    context.current_time = now;
+    // transformers passes the special tokens first and the caller's arguments over them.
+    context.set_val("bos_token", jinja::mk_val<jinja::value_string>(compiled_->bos_token));
+    context.set_val("eos_token", jinja::mk_val<jinja::value_string>(compiled_->eos_token));
+    for (const auto& [key, value] : input.extra.items()) context.set_val(key, ToJinja(value));
+    context.set_val("messages", ToJinja(messages));
+    context.set_val("tools", ToJinja(input.tools));
+    context.set_val("documents", jinja::mk_val<jinja::value_none>());
+    context.set_val("add_generation_prompt",
+                    jinja::mk_val<jinja::value_bool>(input.add_generation_prompt));
+    jinja::runtime runtime(context);
+    const jinja::value results = runtime.execute(compiled_->program);
+    return jinja::runtime::gather_string_parts(results)->as_string().str();
+  } catch (const std::exception& e) {
+    return TemplateError(e.what());
+  }
 }
+
+const std::string& ChatTemplate::source() const { return compiled_->source; }
+const std::string& ChatTemplate::bos_token() const { return compiled_->bos_token; }
 
 }  // namespace baton::engine

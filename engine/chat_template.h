@@ -1,64 +1,72 @@
-// Chat templates: turning a conversation into the prompt text the model was trained on.
+// Chat templates: turning a conversation into the prompt text the model was trained on, with the
+// model's own Jinja template (tokenizer.chat_template in a GGUF file, or one a user names).
 //
-// baton does not interpret Jinja. It recognizes the template families it supports in the model's
-// tokenizer.chat_template and renders them in C++ exactly as the reference templates do:
-//  - ChatML (SmolLM2, Qwen2, ...): "<|im_start|>" role "\n" content "<|im_end|>\n" per message,
-//    then "<|im_start|>assistant\n" as the generation prompt. When the first message is not a
-//    system message, a default system message is rendered first (SmolLM2's template does this).
-//  - Llama 3: "<|start_header_id|>" role "<|end_header_id|>\n\n" content-trimmed "<|eot_id|>" per
-//    message, then "<|start_header_id|>assistant<|end_header_id|>\n\n". The template's leading
-//    "<|begin_of_text|>" is not rendered: it is the BOS token, added by encoding with add_bos.
-//  - Gemma (Gemma 2 and 3): "<start_of_turn>" role "\n" content-trimmed "<end_of_turn>\n" per
-//    message, the assistant's role named "model", a leading system message's content joined to
-//    the first turn's ("system\n\nuser"); then "<start_of_turn>model\n". Its leading
-//    "<bos>" is the BOS token, as Llama 3's. (The template's check that roles alternate is not
-//    enforced.)
+// Rendering follows transformers' apply_chat_template: jinja2's sandboxed environment with
+// trim_blocks and lstrip_blocks, its tojson (no HTML escaping; ensure_ascii, indent and separators
+// as json.dumps takes them), raise_exception, strftime_now (local time), the variables messages,
+// tools (none when the request has no tools), documents (none), add_generation_prompt,
+// bos_token, eos_token and the request's extra variables (Qwen3's enable_thinking, ...). A
+// message's reasoning under any of its names (reasoning_content, thinking, reasoning) is given
+// under "thinking" and "reasoning_content" too, as transformers does. The engine is llama.cpp's
+// (third_party/llama-jinja, built from its PyPI source distribution).
+//
 // The rendered text contains special-token text: encode it with parse_special.
 //
-// Thread-safety: pure functions.
+// Thread-safety: a ChatTemplate is immutable after Compile; Render may run on many threads at once.
 #ifndef BATON_ENGINE_CHAT_TEMPLATE_H_
 #define BATON_ENGINE_CHAT_TEMPLATE_H_
 
+#include <ctime>
+#include <memory>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
 
 namespace baton::engine {
 
-enum class ChatTemplateKind { kChatML, kLlama3, kGemma };
+// What a template renders. JSON keeps its objects' key order: a template's tojson of a tool or a
+// tool call's arguments writes them in the order the client sent them, as Python's dicts do.
+struct ChatTemplateInput {
+  // Messages as OpenAI's chat API sends them: role, content (a string, null, or a list of parts),
+  // and name, tool_calls, tool_call_id, reasoning_content where present.
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  // Tool schemas ({"type": "function", "function": {...}}); null when the request has none.
+  nlohmann::ordered_json tools = nullptr;
+  bool add_generation_prompt = true;
+  // Further variables the template may read (an object), e.g. {"enable_thinking": false}; they
+  // may not replace messages, tools, documents or add_generation_prompt.
+  nlohmann::ordered_json extra = nlohmann::ordered_json::object();
 
-struct ChatMessage {
-  std::string role;  // "system", "user", "assistant", ...
-  std::string content;
+  // From a request object as vLLM's chat API takes one: "messages" (required), "tools",
+  // "add_generation_prompt" (default true) and "chat_template_kwargs" (the extra variables).
+  // INVALID_ARGUMENT naming the field that is missing or of the wrong type.
+  static absl::StatusOr<ChatTemplateInput> FromRequest(const nlohmann::ordered_json& request);
 };
 
-// The default system message of SmolLM2-Instruct's template (the default model).
-inline constexpr std::string_view kSmolLM2DefaultSystemPrompt =
-    "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
+class ChatTemplate {
+ public:
+  // Parses `source`. `bos_token` and `eos_token` are the texts the template sees under those
+  // names. INVALID_ARGUMENT naming the template's error and where it is when it does not parse.
+  static absl::StatusOr<ChatTemplate> Compile(std::string_view source, std::string bos_token,
+                                              std::string eos_token);
 
-// The family of a Jinja chat template: ChatML when it contains "<|im_start|>", Llama 3 when it
-// contains "<|start_header_id|>", Gemma when it contains "<start_of_turn>". INVALID_ARGUMENT,
-// saying how to name a template instead, when the template is empty (the model has none) or of
-// another family.
-absl::StatusOr<ChatTemplateKind> DetectChatTemplate(std::string_view jinja_source);
+  // The rendered prompt. INVALID_ARGUMENT "chat template: ..." naming the template's error (one
+  // it raises with raise_exception, or one of evaluation) when it fails. `now` is the time
+  // strftime_now formats.
+  absl::StatusOr<std::string> Render(const ChatTemplateInput& input,
+                                     std::time_t now = std::time(nullptr)) const;
 
-// "chatml", "llama3" or "gemma"; INVALID_ARGUMENT listing those otherwise.
-absl::StatusOr<ChatTemplateKind> ParseChatTemplateName(std::string_view name);
-std::string_view ChatTemplateName(ChatTemplateKind kind);
+  const std::string& source() const;
+  const std::string& bos_token() const;
 
-// The default system message a ChatML template injects (the text between a literal
-// "<|im_start|>system\n" and "<|im_end|>" in the template, string escapes undone); "" when none.
-std::string ChatTemplateDefaultSystem(std::string_view jinja_source);
-
-// Renders `messages`. `default_system` (ChatML only) is rendered as a system message before the
-// first message when that is not a system message and `default_system` is not empty; the default
-// is SmolLM2's, so pass ChatTemplateDefaultSystem(template) for other ChatML models. Llama 3 and
-// Gemma ignore it (their templates inject none).
-std::string ApplyChatTemplate(
-    ChatTemplateKind kind, const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-    const std::string& default_system = std::string(kSmolLM2DefaultSystemPrompt));
+ private:
+  struct Compiled;
+  explicit ChatTemplate(std::shared_ptr<const Compiled> compiled)
+      : compiled_(std::move(compiled)) {}
+  std::shared_ptr<const Compiled> compiled_;
+};
 
 }  // namespace baton::engine
 

@@ -1,16 +1,83 @@
 #include "engine/prompt_encoder.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/unicode.h"
 
 namespace baton::engine {
+namespace {
 
-PromptEncoder::PromptEncoder(const Tokenizer* tokenizer, std::string_view template_name)
-    : tokenizer_(*tokenizer),
-      chat_template_(template_name.empty()
-                         ? DetectChatTemplate(tokenizer->vocab().chat_template)
-                         : ParseChatTemplateName(template_name)),
-      default_system_(ChatTemplateDefaultSystem(tokenizer->vocab().chat_template)) {}
+using Json = nlohmann::ordered_json;
+
+// The text a special token stands for in a template ("" when the vocabulary has none).
+std::string SpecialText(const Tokenizer& tokenizer, TokenId id) {
+  return id == kNoToken ? "" : tokenizer.TokenToPiece(id, /*render_special=*/true);
+}
+
+absl::StatusOr<ChatTemplate> CompileFor(const Tokenizer& tokenizer,
+                                        const absl::StatusOr<std::string>& source) {
+  if (!source.ok()) return source.status();
+  return ChatTemplate::Compile(*source, SpecialText(tokenizer, tokenizer.vocab().bos_id),
+                               SpecialText(tokenizer, tokenizer.vocab().eos_id));
+}
+
+// Every string in `value` is valid UTF-8.
+bool AllValidUtf8(const Json& value) {
+  if (value.is_string()) return unicode::IsValidUtf8(value.get_ref<const std::string&>());
+  if (value.is_structured()) {
+    for (const auto& [key, item] : value.items()) {
+      if (!unicode::IsValidUtf8(key) || !AllValidUtf8(item)) return false;
+    }
+  }
+  return true;
+}
+
+bool HasContent(const Json& message) {
+  auto content = message.find("content");
+  if (content == message.end()) return false;
+  if (content->is_string()) return !content->get_ref<const std::string&>().empty();
+  return content->is_array() && !content->empty();
+}
+
+absl::Status CheckMessages(const Json& messages) {
+  if (!messages.is_array() || messages.empty()) {
+    return absl::InvalidArgumentError("prompt is empty: chat has no messages");
+  }
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const Json& m = messages[i];
+    if (!m.is_object()) {
+      return absl::InvalidArgumentError(absl::StrCat("chat message ", i, " is not an object"));
+    }
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string() || role->get_ref<const std::string&>().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("chat message ", i, " has no role"));
+    }
+    if (!AllValidUtf8(m)) {
+      return absl::InvalidArgumentError(absl::StrCat("chat message ", i, " is not valid UTF-8"));
+    }
+    // Only an assistant turn may be empty (a model's earlier answer, or one of tool calls only).
+    const std::string& role_name = role->get_ref<const std::string&>();
+    if (role_name != "assistant" && !HasContent(m)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("chat message ", i, " (", role_name, ") has no content"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+ChatTemplateInput TextChat(absl::Span<const ChatMessage> messages) {
+  ChatTemplateInput input;
+  for (const ChatMessage& m : messages) {
+    input.messages.push_back({{"role", m.role}, {"content", m.content}});
+  }
+  return input;
+}
+
+PromptEncoder::PromptEncoder(const Tokenizer* tokenizer,
+                             const absl::StatusOr<std::string>& chat_template)
+    : tokenizer_(*tokenizer), chat_template_(CompileFor(*tokenizer, chat_template)) {}
 
 std::vector<TokenId> PromptEncoder::Encode(std::string_view text) const {
   return tokenizer_.Encode(text, {.add_bos = tokenizer_.vocab().add_bos, .parse_special = true});
@@ -22,26 +89,26 @@ absl::StatusOr<std::vector<TokenId>> PromptEncoder::EncodeText(std::string_view 
   return Encode(text);
 }
 
-absl::StatusOr<std::vector<TokenId>> PromptEncoder::EncodeChat(
-    absl::Span<const ChatMessage> messages) const {
-  if (messages.empty()) return absl::InvalidArgumentError("prompt is empty: chat has no messages");
-  for (size_t i = 0; i < messages.size(); ++i) {
-    if (messages[i].role.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("chat message ", i, " has no role"));
-    }
-    if (!unicode::IsValidUtf8(messages[i].role) || !unicode::IsValidUtf8(messages[i].content)) {
-      return absl::InvalidArgumentError(absl::StrCat("chat message ", i, " is not valid UTF-8"));
-    }
-    // Only an assistant turn may be empty (a model's earlier answer can be).
-    if (messages[i].content.empty() && messages[i].role != "assistant") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("chat message ", i, " (", messages[i].role, ") has no content"));
-    }
+absl::StatusOr<std::string> PromptEncoder::RenderChat(const ChatTemplateInput& chat) const {
+  if (absl::Status checked = CheckMessages(chat.messages); !checked.ok()) return checked;
+  if (!AllValidUtf8(chat.tools) || !AllValidUtf8(chat.extra)) {
+    return absl::InvalidArgumentError("chat tools or template arguments are not valid UTF-8");
   }
   if (!chat_template_.ok()) return chat_template_.status();
-  return Encode(ApplyChatTemplate(*chat_template_,
-                                  std::vector<ChatMessage>(messages.begin(), messages.end()),
-                                  /*add_generation_prompt=*/true, default_system_));
+  absl::StatusOr<std::string> text = chat_template_->Render(chat);
+  if (!text.ok()) return text.status();
+  const std::string& bos = chat_template_->bos_token();
+  if (tokenizer_.vocab().add_bos && !bos.empty() && absl::StartsWith(*text, bos)) {
+    text->erase(0, bos.size());
+  }
+  return text;
+}
+
+absl::StatusOr<std::vector<TokenId>> PromptEncoder::EncodeChat(
+    const ChatTemplateInput& chat) const {
+  absl::StatusOr<std::string> text = RenderChat(chat);
+  if (!text.ok()) return text.status();
+  return Encode(*text);
 }
 
 }  // namespace baton::engine

@@ -22,7 +22,7 @@ absl::StatusOr<std::vector<engine::TokenId>> Tokenize(const v1::GenerateRequest&
       for (const v1::ChatMessage& m : request.chat().messages()) {
         chat.push_back({m.role(), m.content()});
       }
-      return model.prompt_encoder().EncodeChat(chat);
+      return model.prompt_encoder().EncodeChat(engine::TextChat(chat));
     }
     case v1::GenerateRequest::kPromptTokens: {
       const auto& ids = request.prompt_tokens().ids();

@@ -2,24 +2,35 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "engine/chat_template.h"
+#include "engine/chat_template_source.h"
 
 namespace baton::router {
 
 absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string& path,
                                                                int32_t n_ctx,
                                                                const std::string& chat_template) {
-  if (!chat_template.empty()) {
-    if (absl::Status s = engine::ParseChatTemplateName(chat_template).status(); !s.ok()) return s;
-  }
   absl::StatusOr<std::unique_ptr<engine::Model>> model = engine::Model::Load(path);
   if (!model.ok()) return model.status();
+  // A template the operator names must be usable; the model's own may not be (chats are then
+  // refused, saying why, and text prompts still served).
+  absl::StatusOr<std::string> source =
+      engine::ChatTemplateSource(chat_template, (*model)->tokenizer().vocab().chat_template);
+  if (!chat_template.empty()) {
+    if (!source.ok()) return source.status();
+    absl::Status parsed = engine::ChatTemplate::Compile(*source, "", "").status();
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--chat-template ", chat_template, ": ", parsed.message()));
+    }
+  }
   std::unique_ptr<ServedModel> served(new ServedModel());
   served->model_ = std::move(*model);
   const int32_t n_ctx_train = served->model_->config().n_ctx_train;
   served->n_ctx_ = n_ctx > 0 ? std::min(n_ctx, n_ctx_train) : n_ctx_train;
   served->prompt_encoder_ =
-      std::make_unique<engine::PromptEncoder>(&served->model_->tokenizer(), chat_template);
+      std::make_unique<engine::PromptEncoder>(&served->model_->tokenizer(), source);
   return served;
 }
 

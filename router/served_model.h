@@ -21,9 +21,9 @@ class ServedModel {
  public:
   // Opens the GGUF file at `path` (mapped; no weight is read). `n_ctx` > 0 caps the context the
   // router allows per request (prompt + max_tokens); 0 means the model's training context.
-  // `chat_template` names the template family chats are rendered with (engine/chat_template.h:
-  // chatml, llama3, gemma); empty: the one the model's metadata names. INVALID_ARGUMENT for an
-  // unknown name.
+  // `chat_template` names the template chats are rendered with: a built-in name or a file
+  // (engine/chat_template_source.h); empty: the model's own. An error naming it when it cannot be
+  // read or does not parse.
   static absl::StatusOr<std::unique_ptr<ServedModel>> Load(const std::string& path,
                                                            int32_t n_ctx = 0,
                                                            const std::string& chat_template = "");

@@ -16,6 +16,7 @@ case "$flavor" in
   fuzz) dir=build-fuzz; args=(-DBATON_FUZZ=ON -DBATON_CUDA=OFF -DCMAKE_C_COMPILER=clang
           -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo) ;;
 esac
+scripts/fetch_deps.sh
 if [ ! -f "$dir/build.ninja" ]; then
   cmake -S . -B "$dir" -G Ninja "${args[@]}" >&2
 fi

@@ -23,5 +23,6 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
 fi
 
+scripts/fetch_deps.sh
 scripts/fetch_model.sh
 scripts/python_env.sh
