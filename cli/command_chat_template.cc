@@ -64,6 +64,7 @@ int RunChatTemplate(const Args& args) {
       {"eos", "TEXT", "eos_token's text without --model (default: empty)"},
       {"now", "SECONDS", "the Unix time strftime_now formats (default: now)"},
       {"jsonl", "", "one request per input line; one {\"text\"} or {\"error\"} line per request"},
+      {"print-source", "", "print the template's Jinja source instead of rendering"},
       {"help", "", "show this help"},
   };
   const std::string usage =
@@ -89,6 +90,10 @@ int RunChatTemplate(const Args& args) {
   absl::StatusOr<std::string> source =
       engine::ChatTemplateSource(flags->GetOr("template", ""), texts.model_template);
   if (!source.ok()) return RunError("chat-template", source.status());
+  if (flags->Has("print-source")) {
+    std::cout << *source;
+    return 0;
+  }
   absl::StatusOr<engine::ChatTemplate> chat_template =
       engine::ChatTemplate::Compile(*source, texts.bos, texts.eos);
   if (!chat_template.ok()) return RunError("chat-template", chat_template.status());

@@ -59,14 +59,31 @@ jinja::value ToJinja(const nlohmann::ordered_json& json) {
   return object;
 }
 
+// Tool calls with their arguments as an object where they came as JSON text of one.
+nlohmann::ordered_json ToolCallsWithObjectArguments(nlohmann::ordered_json calls) {
+  if (!calls.is_array()) return calls;
+  for (nlohmann::ordered_json& call : calls) {
+    if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
+    nlohmann::ordered_json& function = call["function"];
+    auto arguments = function.find("arguments");
+    if (arguments == function.end() || !arguments->is_string()) continue;
+    nlohmann::ordered_json parsed = nlohmann::ordered_json::parse(
+        arguments->get_ref<const std::string&>(), nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_object()) *arguments = std::move(parsed);
+  }
+  return calls;
+}
+
 // A message as transformers hands it to the template: keys whose value is null dropped (OpenAI's
 // clients send content: null beside tool_calls); where it has reasoning, that reasoning under
-// "thinking" (first, unless the message has its own) and "reasoning_content" too.
+// "thinking" (first, unless the message has its own) and "reasoning_content" too. Tool calls'
+// arguments as ToolCallsWithObjectArguments gives them.
 nlohmann::ordered_json TemplateMessage(const nlohmann::ordered_json& message) {
   if (!message.is_object()) return message;
   nlohmann::ordered_json present = nlohmann::ordered_json::object();
   for (const auto& [key, value] : message.items()) {
-    if (!value.is_null()) present[key] = value;
+    if (value.is_null()) continue;
+    present[key] = key == "tool_calls" ? ToolCallsWithObjectArguments(value) : value;
   }
   for (std::string_view field : kReasoningFields) {
     auto it = present.find(std::string(field));

@@ -7,7 +7,9 @@
 // tools (none when the request has no tools), documents (none), add_generation_prompt,
 // bos_token, eos_token and the request's extra variables (Qwen3's enable_thinking, ...). A
 // message's reasoning under any of its names (reasoning_content, thinking, reasoning) is given
-// under "thinking" and "reasoning_content" too, as transformers does. The engine is llama.cpp's
+// under "thinking" and "reasoning_content" too, as transformers does; a tool call's arguments
+// sent as JSON text of an object (as OpenAI's clients send them) are given as that object, as
+// vLLM and llama.cpp give them (templates write them with tojson). The engine is llama.cpp's
 // (third_party/llama-jinja, built from its PyPI source distribution).
 //
 // The rendered text contains special-token text: encode it with parse_special.

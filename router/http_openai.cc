@@ -161,6 +161,73 @@ absl::StatusOr<std::string> MessageContent(const json& message, const std::strin
   return text;
 }
 
+// An optional string field: absent or null is "", anything but a string an error naming it.
+absl::StatusOr<std::string> OptionalString(const json& m, const char* name,
+                                           const std::string& where) {
+  const json* v = Field(m, name);
+  if (v == nullptr) return std::string();
+  if (!v->is_string()) {
+    return Invalid(absl::StrCat(where, ".", name),
+                   absl::StrCat("'", where, ".", name, "' must be a string, got ", TypeName(*v)));
+  }
+  return v->get<std::string>();
+}
+
+// tool_calls: [{"id", "type": "function", "function": {"name", "arguments": "{...}"}}, ...]
+absl::Status ParseToolCalls(const json& calls, const std::string& where, v1::ChatMessage& out) {
+  if (!calls.is_array()) {
+    return Invalid(where, absl::StrCat("'", where, "' must be an array, got ", TypeName(calls)));
+  }
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const std::string at = absl::StrCat(where, "[", i, "]");
+    const json* function = calls[i].is_object() ? Field(calls[i], "function") : nullptr;
+    if (function == nullptr || !function->is_object()) {
+      return Invalid(at, absl::StrCat("'", at, ".function' must be an object"));
+    }
+    absl::StatusOr<std::string> id = OptionalString(calls[i], "id", at);
+    absl::StatusOr<std::string> name = OptionalString(*function, "name", at + ".function");
+    if (!id.ok()) return id.status();
+    if (!name.ok()) return name.status();
+    if (name->empty()) {
+      return Invalid(at, absl::StrCat("'", at, ".function.name' must be a non-empty string"));
+    }
+    v1::ToolCall& call = *out.add_tool_calls();
+    call.set_id(*std::move(id));
+    call.set_name(*std::move(name));
+    // OpenAI's clients send the arguments as JSON text; an object is taken as its text.
+    const json* arguments = Field(*function, "arguments");
+    if (arguments != nullptr && !arguments->is_null()) {
+      call.set_arguments(arguments->is_string() ? arguments->get<std::string>() : arguments->dump());
+    }
+  }
+  return absl::OkStatus();
+}
+
+// What a message carries besides role and content: an assistant's tool_calls and
+// reasoning_content, a tool message's tool_call_id, and a name.
+absl::Status MessageExtras(const json& m, const std::string& where, const std::string& role,
+                           v1::ChatMessage& out) {
+  if (const json* calls = Field(m, "tool_calls")) {
+    if (role != "assistant") {
+      return Invalid(absl::StrCat(where, ".tool_calls"),
+                     absl::StrCat("'", where, ".tool_calls' is only for assistant messages"));
+    }
+    if (absl::Status s = ParseToolCalls(*calls, absl::StrCat(where, ".tool_calls"), out); !s.ok()) {
+      return s;
+    }
+  }
+  absl::StatusOr<std::string> tool_call_id = OptionalString(m, "tool_call_id", where);
+  absl::StatusOr<std::string> name = OptionalString(m, "name", where);
+  absl::StatusOr<std::string> reasoning = OptionalString(m, "reasoning_content", where);
+  for (const auto* s : {&tool_call_id, &name, &reasoning}) {
+    if (!s->ok()) return s->status();
+  }
+  out.set_tool_call_id(*std::move(tool_call_id));
+  out.set_name(*std::move(name));
+  out.set_reasoning_content(*std::move(reasoning));
+  return absl::OkStatus();
+}
+
 absl::Status ParseMessages(const json& body, v1::GenerateRequest& request) {
   const json* messages = Field(body, "messages");
   if (messages == nullptr) return Invalid("messages", "'messages' is required");
@@ -191,8 +258,17 @@ absl::Status ParseMessages(const json& body, v1::GenerateRequest& request) {
     absl::StatusOr<std::string> content = MessageContent(m, where);
     if (!content.ok()) return content.status();
     v1::ChatMessage& out = *chat.add_messages();
-    out.set_role(std::move(role_name));
     out.set_content(*std::move(content));
+    if (absl::Status s = MessageExtras(m, where, role_name, out); !s.ok()) return s;
+    out.set_role(std::move(role_name));
+  }
+  if (const json* kwargs = Field(body, "chat_template_kwargs")) {
+    if (!kwargs->is_object()) {
+      return Invalid("chat_template_kwargs",
+                     absl::StrCat("'chat_template_kwargs' must be an object, got ",
+                                  TypeName(*kwargs)));
+    }
+    chat.set_template_kwargs(kwargs->dump());
   }
   return absl::OkStatus();
 }

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "router/chat_input.h"
 #include "rpc/sampling_params_proto.h"
 
 namespace baton::router {
@@ -17,12 +18,9 @@ absl::StatusOr<std::vector<engine::TokenId>> Tokenize(const v1::GenerateRequest&
     case v1::GenerateRequest::kPrompt:
       return model.prompt_encoder().EncodeText(request.prompt());
     case v1::GenerateRequest::kChat: {
-      std::vector<engine::ChatMessage> chat;
-      chat.reserve(request.chat().messages_size());
-      for (const v1::ChatMessage& m : request.chat().messages()) {
-        chat.push_back({m.role(), m.content()});
-      }
-      return model.prompt_encoder().EncodeChat(engine::TextChat(chat));
+      absl::StatusOr<engine::ChatTemplateInput> chat = ChatInput(request.chat());
+      if (!chat.ok()) return chat.status();
+      return model.prompt_encoder().EncodeChat(*chat);
     }
     case v1::GenerateRequest::kPromptTokens: {
       const auto& ids = request.prompt_tokens().ids();

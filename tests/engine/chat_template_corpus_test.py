@@ -9,7 +9,9 @@ up. A case agrees when both renderings are byte-equal or both fail. Templates kn
 are listed in KNOWN_DIFFERENCES with the reason; the list must stay exact (a listed template that
 agrees fails the test too).
 
-usage: chat_template_corpus_test.py --baton PATH --templates DIR [--show NAME]
+The templates of the GGUF files in --models (those that have one) are compared the same way.
+
+usage: chat_template_corpus_test.py --baton PATH --templates DIR [--models DIR] [--show NAME]
 """
 import argparse
 import datetime
@@ -17,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import jinja2
@@ -200,6 +203,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--baton", required=True)
     parser.add_argument("--templates", required=True, type=Path)
+    parser.add_argument("--models", type=Path, help="also the templates of these GGUF files")
     parser.add_argument("--show", help="print both renderings of this template's failing cases")
     args = parser.parse_args()
     os.environ["TZ"] = "UTC"
@@ -207,6 +211,15 @@ def main():
     templates = sorted(args.templates.glob("*.jinja"))
     if not templates:
         sys.exit(f"no templates in {args.templates}: run scripts/fetch_deps.sh")
+    model_templates = tempfile.TemporaryDirectory()
+    for model in sorted(args.models.glob("*.gguf")) if args.models else []:
+        source = subprocess.run([args.baton, "chat-template", "--model", str(model),
+                                 "--print-source"], capture_output=True, text=True)
+        if source.returncode == 0:
+            path = Path(model_templates.name) / f"{model.stem}.jinja"
+            path.write_text(source.stdout, encoding="utf-8")
+            templates.append(path)
+            print(f"{model.name}: its own template is compared too")
     names = list(CASES)
     cases = [CASES[n] for n in names]
     failures, agreeing_templates, case_counts = {}, 0, [0, 0]
@@ -232,6 +245,11 @@ def main():
     print(f"chat templates byte-equal to jinja2 on every case: {agreeing_templates} of "
           f"{len(templates)}; cases {case_counts[0]} of {case_counts[1]} "
           f"({both_fail} where both refuse the conversation)")
+    rendered = [k for k, e in errors.items() if not e]
+    rendered_equal = sum(1 for k in rendered
+                         if f"{k[1]}:differs" not in failures.get(k[0], [])
+                         and f"{k[1]}:strict" not in failures.get(k[0], []))
+    print(f"where jinja2 renders the conversation: {rendered_equal} of {len(rendered)} byte-equal")
     problems = []
     observed_differences = set()
     lenient = 0

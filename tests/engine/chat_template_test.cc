@@ -170,6 +170,18 @@ TEST(ChatTemplateTest, ExtraVariablesAndTheClock) {
   EXPECT_THAT(t->Render(input).status().message(), HasSubstr("'messages' may not be set"));
 }
 
+TEST(ChatTemplateTest, ToolCallArgumentsSentAsJsonTextAreAnObject) {
+  const Json messages = Json::parse(
+      R"([{"role": "assistant", "tool_calls": [
+           {"function": {"name": "f", "arguments": "{\"b\": 1, \"a\": [2]}"}},
+           {"function": {"name": "g", "arguments": "not json"}},
+           {"function": {"name": "h", "arguments": "[1]"}}]}])");
+  EXPECT_EQ(RenderJson("{% for c in messages[0].tool_calls %}{{ c.function.arguments | tojson }};"
+                       "{% endfor %}",
+                       messages),
+            R"({"b": 1, "a": [2]};"not json";"[1]";)");
+}
+
 TEST(ChatTemplateTest, MessagesAsTransformersPassesThem) {
   // A null value is as if absent; reasoning is also given as "thinking" and "reasoning_content".
   const Json messages = Json::parse(

@@ -142,6 +142,59 @@ TEST(HttpOpenAiTest, ChatMessages) {
   }
 }
 
+// What a tool-calling conversation carries back: an assistant's tool calls (arguments as the
+// JSON text OpenAI's clients send), a tool message's call id and name, reasoning, and vLLM's
+// chat_template_kwargs for the template.
+TEST(HttpOpenAiTest, ToolMessagesAndTemplateArguments) {
+  absl::StatusOr<OpenAiRequest> r = Chat(R"({"messages": [
+      {"role": "user", "content": "Weather in Paris?"},
+      {"role": "assistant", "content": null, "reasoning_content": "Call the tool.",
+       "tool_calls": [{"id": "call_1", "type": "function",
+                       "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}},
+                      {"id": "call_2", "type": "function",
+                       "function": {"name": "get_time", "arguments": {"tz": "CET"}}}]},
+      {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "21 C"}],
+      "chat_template_kwargs": {"enable_thinking": false, "b": 1}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const v1::ChatMessages& chat = r->generate.chat();
+  ASSERT_EQ(chat.messages_size(), 3);
+  const v1::ChatMessage& assistant = chat.messages(1);
+  EXPECT_EQ(assistant.content(), "");
+  EXPECT_EQ(assistant.reasoning_content(), "Call the tool.");
+  ASSERT_EQ(assistant.tool_calls_size(), 2);
+  EXPECT_EQ(assistant.tool_calls(0).id(), "call_1");
+  EXPECT_EQ(assistant.tool_calls(0).name(), "get_weather");
+  EXPECT_EQ(assistant.tool_calls(0).arguments(), R"({"city": "Paris"})");
+  EXPECT_EQ(assistant.tool_calls(1).arguments(), R"({"tz":"CET"})");
+  EXPECT_EQ(chat.messages(2).tool_call_id(), "call_1");
+  EXPECT_EQ(chat.messages(2).name(), "get_weather");
+  EXPECT_EQ(chat.template_kwargs(), R"({"enable_thinking":false,"b":1})");
+
+  struct Case {
+    const char* body;
+    const char* param;
+  };
+  for (const Case& c : {
+           Case{R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": 1})",
+                "chat_template_kwargs"},
+           Case{R"({"messages": [{"role": "user", "content": "x", "tool_calls": []}]})",
+                "messages[0].tool_calls"},
+           Case{R"({"messages": [{"role": "assistant", "tool_calls": {}}]})",
+                "messages[0].tool_calls"},
+           Case{R"({"messages": [{"role": "assistant", "tool_calls": [{"function": {}}]}]})",
+                "messages[0].tool_calls[0]"},
+           Case{R"({"messages": [{"role": "assistant", "tool_calls": [{"id": 1,
+                 "function": {"name": "f"}}]}]})",
+                "messages[0].tool_calls[0].id"},
+           Case{R"({"messages": [{"role": "tool", "content": "x", "tool_call_id": 7}]})",
+                "messages[0].tool_call_id"},
+       }) {
+    const HttpError e = ErrorOf(Chat(c.body));
+    EXPECT_EQ(e.http_status, 400) << c.body;
+    EXPECT_EQ(e.param, c.param) << c.body;
+  }
+}
+
 TEST(HttpOpenAiTest, DeeplyNestedJsonIsRefusedAtParse) {
   const int too_deep = kMaxJsonDepth + 1;
   std::string body = R"({"prompt": "x", "user": )";

@@ -9,4 +9,4 @@ if [ ! -x "$python" ]; then
   exit 1
 fi
 exec "$python" -m pytest -q -p no:cacheprovider "$root/tests/http/test_openai_client.py" \
-  "$root/tests/http/test_openai_client_gemma.py" "$@"
+  "$root/tests/http/test_openai_client_gemma.py" "$root/tests/http/test_openai_client_templates.py" "$@"

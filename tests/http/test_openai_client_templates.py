@@ -1,0 +1,122 @@
+"""A chat template the operator names (`--chat-template FILE`) served by a `baton up` cluster,
+prefill and decode in separate processes, driven by the official `openai` client.
+
+The template is Qwen2.5-7B-Instruct's (llama.cpp's corpus, third_party/llama-jinja/templates),
+which renders tools, assistant tool calls and tool results in ChatML, the default model's
+format; two lines are put before it: one raises for a message "RAISE", one writes
+chat_template_kwargs' enable_thinking. Each chat's prompt must be what `baton chat-template`
+renders for the same request, tokenized as `baton tokenize --parse-special` does; a template
+error is a 400 naming it, and the cluster serves on.
+"""
+
+import json
+import pathlib
+import subprocess
+import tempfile
+
+import openai
+import pytest
+
+from baton_cluster import BINARY, ROOT, running_cluster
+
+MODEL = ROOT / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf"
+QWEN_TEMPLATE = ROOT / "third_party" / "llama-jinja" / "templates" / "Qwen-Qwen2.5-7B-Instruct.jinja"
+PREFIX = (
+    "{%- if messages[-1]['content'] == 'RAISE' %}"
+    "{{ raise_exception('this template refuses RAISE') }}{% endif %}"
+    "{%- if enable_thinking is defined %}[thinking={{ enable_thinking }}]{% endif %}"
+)
+
+TOOL_CHAT = [
+    {"role": "user", "content": "Weather in Paris?"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function",
+         "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\", \"unit\": \"c\"}"}}]},
+    {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "21 C"},
+]
+
+
+@pytest.fixture(scope="module")
+def template_file():
+    with tempfile.TemporaryDirectory() as tmp:
+        path = pathlib.Path(tmp) / "qwen-with-checks.jinja"
+        path.write_text(PREFIX + QWEN_TEMPLATE.read_text(encoding="utf-8"), encoding="utf-8")
+        yield path
+
+
+@pytest.fixture(scope="module")
+def client(template_file):
+    assert MODEL.exists(), f"{MODEL} is missing: run scripts/fetch_model.sh"
+    assert QWEN_TEMPLATE.exists(), f"{QWEN_TEMPLATE} is missing: run scripts/fetch_deps.sh"
+    cluster_yaml = f"""\
+host: 127.0.0.1
+model: {MODEL}
+router:
+  port: 0
+  http_port: 0
+  args: ["--chat-template", "{template_file}"]
+prefill:
+  - threads: 1
+decode:
+  - threads: 1
+    kv_cache_memory: 64M
+"""
+    with running_cluster(cluster_yaml) as url:
+        yield openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=120)
+
+
+def rendered_prompt_tokens(template_file, request):
+    """The token count of `baton chat-template`'s rendering of `request` (what the server must
+    have encoded: SmolLM2 adds no BOS)."""
+    text = subprocess.run(
+        [BINARY, "chat-template", "--model", str(MODEL), "--template", str(template_file)],
+        input=json.dumps(request), capture_output=True, text=True, check=True).stdout
+    ids = subprocess.run(
+        [BINARY, "tokenize", "--model", str(MODEL), "--parse-special"],
+        input=text, capture_output=True, text=True, check=True).stdout.split()
+    return text, len(ids)
+
+
+def test_tool_conversation_renders_as_baton_chat_template_does(client, template_file):
+    for kwargs in ({}, {"enable_thinking": False}):
+        extra = {"chat_template_kwargs": kwargs} if kwargs else None
+        reply = client.chat.completions.create(
+            model="SmolLM2-135M-Instruct.Q4_1", messages=TOOL_CHAT, max_tokens=8, temperature=0,
+            extra_body=extra)
+        request = {"messages": TOOL_CHAT, **({"chat_template_kwargs": kwargs} if kwargs else {})}
+        text, n_tokens = rendered_prompt_tokens(template_file, request)
+        assert ("[thinking=False]" in text) == bool(kwargs)
+        assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "c"}}' \
+            in text, text
+        assert "<tool_response>\n21 C\n</tool_response>" in text, text
+        assert reply.usage.prompt_tokens == n_tokens
+        # The same prompt sent as text: the same greedy continuation.
+        raw = client.completions.create(
+            model="SmolLM2-135M-Instruct.Q4_1", prompt=text, max_tokens=8, temperature=0)
+        assert raw.usage.prompt_tokens == n_tokens
+        assert raw.choices[0].text == reply.choices[0].message.content
+
+
+def test_a_template_error_is_a_400_naming_it_and_the_cluster_serves_on(client):
+    with pytest.raises(openai.BadRequestError) as error:
+        client.chat.completions.create(
+            model="SmolLM2-135M-Instruct.Q4_1", max_tokens=4,
+            messages=[{"role": "user", "content": "RAISE"}])
+    assert "this template refuses RAISE" in str(error.value)
+    reply = client.chat.completions.create(
+        model="SmolLM2-135M-Instruct.Q4_1", max_tokens=4, temperature=0,
+        messages=[{"role": "user", "content": "Hello"}])
+    assert reply.choices[0].message.content
+
+
+def test_bad_tool_messages_are_400s_naming_the_field(client):
+    for messages, param in (
+        ([{"role": "assistant", "tool_calls": [{"type": "function", "function": {"arguments": "{}"}}]}],
+         "messages[0].tool_calls[0]"),
+        ([{"role": "user", "content": "x"}, {"role": "tool", "content": "y", "tool_call_id": 3}],
+         "messages[1].tool_call_id"),
+    ):
+        with pytest.raises(openai.BadRequestError) as error:
+            client.chat.completions.create(
+                model="SmolLM2-135M-Instruct.Q4_1", max_tokens=4, messages=messages)
+        assert error.value.body["param"] == param
