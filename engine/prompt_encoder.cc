@@ -94,7 +94,10 @@ absl::StatusOr<std::string> PromptEncoder::RenderChat(const ChatTemplateInput& c
   if (!AllValidUtf8(chat.tools) || !AllValidUtf8(chat.extra)) {
     return absl::InvalidArgumentError("chat tools or template arguments are not valid UTF-8");
   }
-  if (!chat_template_.ok()) return chat_template_.status();
+  // The model's template is missing or broken: this request cannot be served as asked.
+  if (!chat_template_.ok()) {
+    return absl::InvalidArgumentError(chat_template_.status().message());
+  }
   absl::StatusOr<std::string> text = chat_template_->Render(chat);
   if (!text.ok()) return text.status();
   const std::string& bos = chat_template_->bos_token();

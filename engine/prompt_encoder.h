@@ -39,7 +39,7 @@ class PromptEncoder {
   // INVALID_ARGUMENT when there is no message, a message is not an object or has no role, a
   // message other than an assistant's has no content, a text is not valid UTF-8 (each naming the
   // message's index), or the template fails on the conversation ("chat template: ..." with its
-  // error); the reason the model has no usable template otherwise.
+  // error); INVALID_ARGUMENT with the reason the model has no usable template otherwise.
   absl::StatusOr<std::vector<TokenId>> EncodeChat(const ChatTemplateInput& chat) const;
   // The rendered prompt text EncodeChat encodes (its BOS text taken off where the tokenizer adds
   // BOS); the same errors.

@@ -32,6 +32,7 @@ Json Message(const v1::ChatMessage& m) {
 absl::StatusOr<engine::ChatTemplateInput> ChatInput(const v1::ChatMessages& chat) {
   engine::ChatTemplateInput input;
   for (const v1::ChatMessage& m : chat.messages()) input.messages.push_back(Message(m));
+  input.add_generation_prompt = !chat.has_add_generation_prompt() || chat.add_generation_prompt();
   if (!chat.template_kwargs().empty()) {
     input.extra = Json::parse(chat.template_kwargs(), nullptr, /*allow_exceptions=*/false);
     if (!input.extra.is_object()) {

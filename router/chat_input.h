@@ -5,7 +5,8 @@
 // tool call as {"id", "type": "function", "function": {"name", "arguments"}} (the arguments' JSON
 // text, which the template's input takes as an object); tool_call_id, name and reasoning_content
 // where set.
-// template_kwargs becomes the template's extra variables.
+// template_kwargs becomes the template's extra variables; add_generation_prompt is true unless
+// set false.
 //
 // Thread-safety: pure functions.
 #ifndef BATON_ROUTER_CHAT_INPUT_H_

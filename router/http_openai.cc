@@ -270,6 +270,14 @@ absl::Status ParseMessages(const json& body, v1::GenerateRequest& request) {
     }
     chat.set_template_kwargs(kwargs->dump());
   }
+  if (const json* add = Field(body, "add_generation_prompt")) {
+    if (!add->is_boolean()) {
+      return Invalid("add_generation_prompt",
+                     absl::StrCat("'add_generation_prompt' must be true or false, got ",
+                                  TypeName(*add)));
+    }
+    chat.set_add_generation_prompt(add->get<bool>());
+  }
   return absl::OkStatus();
 }
 

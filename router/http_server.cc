@@ -25,6 +25,7 @@
 #include "router/http_errors.h"
 #include "router/http_listener.h"
 #include "router/http_openai.h"
+#include "router/http_tokenize.h"
 #include "router/request_admission.h"
 #include "router/request_intake.h"
 #include "rpc/auth.h"
@@ -305,6 +306,13 @@ void HttpServer::Api::Handle(std::shared_ptr<HttpConnection> connection) {
 }
 
 HttpResponse HttpServer::Api::Route(const HttpRequest& request, const std::string& path) {
+  if (request.method() == http::verb::post && (path == "/tokenize" || path == "/detokenize")) {
+    if (absl::Status s = CheckAuth(request); !s.ok()) return ErrorResponse(s);
+    const ServedModel& model = *server_.env_.driver.model;
+    absl::StatusOr<json> answer = path == "/tokenize" ? TokenizeBody(request.body(), model)
+                                                      : DetokenizeBody(request.body(), model);
+    return answer.ok() ? JsonResponse(200, *answer) : ErrorResponse(answer.status());
+  }
   if (request.method() == http::verb::get) {
     if (path == "/health") return Health();
     if (path == "/metrics") {

@@ -4,12 +4,15 @@
 //
 //   POST /v1/completions, POST /v1/chat/completions   OpenAI requests, JSON or SSE streams
 //   GET  /v1/models, GET /v1/models/{id}              the served model
+//   POST /tokenize, POST /detokenize                  vLLM's: a prompt or chat to its token ids,
+//                                                     ids to text (router/http_tokenize.h)
 //   GET  /health                                      200 when the router can serve a request:
 //                                                     not draining, a healthy prefill-capable and
 //                                                     a healthy decode-capable worker; else 503
 //   GET  /metrics                                     metrics::Registry::Global(), Prometheus text
 //
-// /v1/ routes require "Authorization: Bearer KEY" when options.api_keys is not empty; /health and
+// /v1/ routes and /tokenize, /detokenize require "Authorization: Bearer KEY" when
+// options.api_keys is not empty; /health and
 // /metrics never do (probes and scrapers). Errors are OpenAI error objects (http_errors.h), those
 // of the HTTP layer too (router/http_connection.h, router/http_listener.h): 400 for a malformed
 // request or a bad Content-Length, 408 for one that does not arrive within header_timeout /

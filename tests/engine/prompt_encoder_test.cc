@@ -81,8 +81,9 @@ TEST(PromptEncoderTest, ErrorsNameTheMessageOrTheTemplate) {
               HasSubstr("chat template: does not parse"));
   EXPECT_TRUE(broken.EncodeText("Hi").ok());
   PromptEncoder none(&model->tokenizer(), ChatTemplateSource("", ""));
-  EXPECT_EQ(none.EncodeChat(TextChat({{"user", "Hi"}})).status().code(),
-            absl::StatusCode::kNotFound);
+  absl::Status no_template = none.EncodeChat(TextChat({{"user", "Hi"}})).status();
+  EXPECT_EQ(no_template.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(no_template.message(), HasSubstr("the model has no chat template"));
 }
 
 }  // namespace

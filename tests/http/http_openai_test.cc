@@ -169,6 +169,13 @@ TEST(HttpOpenAiTest, ToolMessagesAndTemplateArguments) {
   EXPECT_EQ(chat.messages(2).tool_call_id(), "call_1");
   EXPECT_EQ(chat.messages(2).name(), "get_weather");
   EXPECT_EQ(chat.template_kwargs(), R"({"enable_thinking":false,"b":1})");
+  EXPECT_FALSE(chat.has_add_generation_prompt());
+  r = Chat(R"({"messages": [{"role": "user", "content": "x"}], "add_generation_prompt": false})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->generate.chat().add_generation_prompt());
+  EXPECT_EQ(ErrorOf(Chat(R"({"messages": [{"role": "user", "content": "x"}],
+                             "add_generation_prompt": 1})")).param,
+            "add_generation_prompt");
 
   struct Case {
     const char* body;

@@ -120,3 +120,23 @@ def test_bad_tool_messages_are_400s_naming_the_field(client):
             client.chat.completions.create(
                 model="SmolLM2-135M-Instruct.Q4_1", max_tokens=4, messages=messages)
         assert error.value.body["param"] == param
+
+
+def test_tokenize_gives_the_ids_a_chat_is_prefilled_with(client, template_file):
+    import httpx2 as httpx
+    base = str(client.base_url).removesuffix("/v1/")
+    tokenized = httpx.post(f"{base}/tokenize", json={"messages": TOOL_CHAT}).json()
+    text, n_tokens = rendered_prompt_tokens(template_file, {"messages": TOOL_CHAT})
+    assert tokenized["count"] == len(tokenized["tokens"]) == n_tokens
+    assert tokenized["max_model_len"] == 8192
+    back = httpx.post(f"{base}/detokenize", json={"tokens": tokenized["tokens"]}).json()
+    assert back["prompt"] == text
+    no_prompt = httpx.post(f"{base}/tokenize", json={"messages": TOOL_CHAT,
+                                                     "add_generation_prompt": False}).json()
+    assert no_prompt["count"] < n_tokens
+    plain = httpx.post(f"{base}/tokenize", json={"prompt": "Hello world"}).json()
+    assert plain["tokens"] == [19556, 905]
+    bad = httpx.post(f"{base}/detokenize", json={"tokens": [1, 10 ** 9]})
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "tokens"
+    bad = httpx.post(f"{base}/tokenize", json={"messages": [{"role": "user", "content": "RAISE"}]})
+    assert bad.status_code == 400 and "this template refuses RAISE" in bad.json()["error"]["message"]

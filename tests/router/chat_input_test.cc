@@ -42,6 +42,9 @@ TEST(ChatInputTest, MessagesAsTemplatesExpectThem) {
             R"({"role":"tool","content":"21 C","tool_call_id":"c1","name":"get_weather"}])");
   EXPECT_EQ(input->extra, Json({{"enable_thinking", false}}));
   EXPECT_TRUE(input->tools.is_null());
+  EXPECT_TRUE(input->add_generation_prompt);
+  chat.set_add_generation_prompt(false);
+  EXPECT_FALSE(ChatInput(chat)->add_generation_prompt);
 }
 
 TEST(ChatInputTest, TemplateKwargsMustBeAnObject) {

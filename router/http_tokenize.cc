@@ -1,0 +1,70 @@
+#include "router/http_tokenize.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "router/chat_input.h"
+#include "router/http_errors.h"
+#include "router/http_openai.h"
+
+namespace baton::router {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+absl::Status Invalid(absl::string_view param, absl::string_view message) {
+  return WithParam(absl::InvalidArgumentError(message), param);
+}
+
+absl::StatusOr<std::vector<engine::TokenId>> Encode(const v1::GenerateRequest& request,
+                                                    const ServedModel& model) {
+  switch (request.input_case()) {
+    case v1::GenerateRequest::kChat: {
+      absl::StatusOr<engine::ChatTemplateInput> chat = ChatInput(request.chat());
+      if (!chat.ok()) return chat.status();
+      return model.prompt_encoder().EncodeChat(*chat);
+    }
+    case v1::GenerateRequest::kPrompt:
+      return model.prompt_encoder().EncodeText(request.prompt());
+    default:
+      return Invalid("prompt", "'prompt' must be text here: token ids are tokens already");
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<json> TokenizeBody(const std::string& body, const ServedModel& model) {
+  const json root = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  const bool chat = root.is_object() && root.contains("messages");
+  // The OpenAI parser checks the body (JSON, depth, types, the model's name) and reads the
+  // prompt or the chat the way generation does.
+  absl::StatusOr<OpenAiRequest> request =
+      ParseOpenAiRequest(chat ? OpenAiEndpoint::kChatCompletions : OpenAiEndpoint::kCompletions,
+                         body, model.id(), model.general_name());
+  if (!request.ok()) return request.status();
+  absl::StatusOr<std::vector<engine::TokenId>> ids = Encode(request->generate, model);
+  if (!ids.ok()) return WithParam(ids.status(), chat ? "messages" : "prompt");
+  return json{{"count", ids->size()}, {"max_model_len", model.n_ctx()}, {"tokens", *ids}};
+}
+
+absl::StatusOr<json> DetokenizeBody(const std::string& body, const ServedModel& model) {
+  const json root = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!root.is_object()) return Invalid("", "the body must be a JSON object");
+  auto tokens = root.find("tokens");
+  if (tokens == root.end() || !tokens->is_array()) {
+    return Invalid("tokens", "'tokens' must be an array of token ids");
+  }
+  std::vector<engine::TokenId> ids;
+  ids.reserve(tokens->size());
+  for (size_t i = 0; i < tokens->size(); ++i) {
+    const json& id = (*tokens)[i];
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= model.n_vocab()) {
+      return Invalid("tokens", absl::StrCat("'tokens[", i, "]' must be a token id in [0, ",
+                                            model.n_vocab(), ")"));
+    }
+    ids.push_back(static_cast<engine::TokenId>(id.get<int64_t>()));
+  }
+  return json{{"prompt", model.tokenizer().Decode(ids, /*render_special=*/true)}};
+}
+
+}  // namespace baton::router

@@ -1,0 +1,32 @@
+// vLLM's /tokenize and /detokenize on the router's HTTP API: what a prompt or a chat becomes
+// (the very ids the router would prefill), and ids back to text.
+//
+//   POST /tokenize    {"prompt": "..."} or {"messages": [...], "add_generation_prompt": true,
+//                     "chat_template_kwargs": {...}}, "model" optional
+//                     -> {"count": N, "max_model_len": CTX, "tokens": [...]}
+//   POST /detokenize  {"tokens": [...]} -> {"prompt": "..."} (special tokens written out)
+//
+// Bodies are read with the OpenAI API's parser and limits (router/http_openai.h), so a chat here
+// is rendered and checked exactly as /v1/chat/completions renders it.
+//
+// Thread-safety: pure functions.
+#ifndef BATON_ROUTER_HTTP_TOKENIZE_H_
+#define BATON_ROUTER_HTTP_TOKENIZE_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
+#include "router/served_model.h"
+
+namespace baton::router {
+
+// The response body, or INVALID_ARGUMENT / NOT_FOUND as the OpenAI endpoints give them.
+absl::StatusOr<nlohmann::ordered_json> TokenizeBody(const std::string& body,
+                                                    const ServedModel& model);
+absl::StatusOr<nlohmann::ordered_json> DetokenizeBody(const std::string& body,
+                                                      const ServedModel& model);
+
+}  // namespace baton::router
+
+#endif  // BATON_ROUTER_HTTP_TOKENIZE_H_
