@@ -12,6 +12,7 @@
 #include "engine/chat_template.h"
 #include "engine/chat_template_source.h"
 #include "engine/gguf_file.h"
+#include "engine/prompt_encoder.h"
 #include "engine/tokenizer.h"
 #include "engine/vocab.h"
 
@@ -30,26 +31,12 @@ absl::StatusOr<std::string> RenderRequest(const engine::ChatTemplate& chat_templ
   return chat_template.Render(*input, now);
 }
 
-// The special-token texts the template sees: the model's, or the flags'.
-struct SpecialTexts {
-  std::string bos;
-  std::string eos;
-  std::string model_template;
-};
-
-absl::StatusOr<SpecialTexts> ModelTexts(const std::string& path) {
+absl::StatusOr<std::unique_ptr<engine::Tokenizer>> LoadTokenizer(const std::string& path) {
   absl::StatusOr<std::unique_ptr<engine::GgufFile>> file = engine::GgufFile::Open(path);
   if (!file.ok()) return file.status();
   absl::StatusOr<engine::Vocab> vocab = engine::LoadVocab(**file);
   if (!vocab.ok()) return vocab.status();
-  absl::StatusOr<std::unique_ptr<engine::Tokenizer>> tokenizer =
-      engine::Tokenizer::Create(std::move(*vocab));
-  if (!tokenizer.ok()) return tokenizer.status();
-  const engine::Vocab& v = (*tokenizer)->vocab();
-  auto text = [&](engine::TokenId id) {
-    return id == engine::kNoToken ? std::string() : (*tokenizer)->TokenToPiece(id, true);
-  };
-  return SpecialTexts{text(v.bos_id), text(v.eos_id), v.chat_template};
+  return engine::Tokenizer::Create(std::move(*vocab));
 }
 
 }  // namespace
@@ -81,21 +68,25 @@ int RunChatTemplate(const Args& args) {
   }
   absl::StatusOr<int64_t> now = flags->GetInt("now", std::time(nullptr), 0, int64_t{1} << 40);
   if (!now.ok()) return UsageError("chat-template", now.status(), usage);
-  SpecialTexts texts{flags->GetOr("bos", ""), flags->GetOr("eos", ""), ""};
+  // The model's template and BOS/EOS texts, unless a template is named without a model.
+  std::unique_ptr<engine::Tokenizer> tokenizer;
   if (flags->Has("model") || !flags->Has("template")) {
-    absl::StatusOr<SpecialTexts> model = ModelTexts(flags->GetOr("model", DefaultModelPath()));
-    if (!model.ok()) return RunError("chat-template", model.status());
-    texts = *std::move(model);
+    absl::StatusOr<std::unique_ptr<engine::Tokenizer>> loaded =
+        LoadTokenizer(flags->GetOr("model", DefaultModelPath()));
+    if (!loaded.ok()) return RunError("chat-template", loaded.status());
+    tokenizer = *std::move(loaded);
   }
-  absl::StatusOr<std::string> source =
-      engine::ChatTemplateSource(flags->GetOr("template", ""), texts.model_template);
+  absl::StatusOr<std::string> source = engine::ChatTemplateSource(
+      flags->GetOr("template", ""), tokenizer ? tokenizer->vocab().chat_template : "");
   if (!source.ok()) return RunError("chat-template", source.status());
   if (flags->Has("print-source")) {
     std::cout << *source;
     return 0;
   }
   absl::StatusOr<engine::ChatTemplate> chat_template =
-      engine::ChatTemplate::Compile(*source, texts.bos, texts.eos);
+      tokenizer ? engine::CompileChatTemplate(*tokenizer, *source)
+                : engine::ChatTemplate::Compile(*source, flags->GetOr("bos", ""),
+                                                flags->GetOr("eos", ""));
   if (!chat_template.ok()) return RunError("chat-template", chat_template.status());
 
   if (!flags->Has("jsonl")) {

@@ -14,13 +14,6 @@ std::string SpecialText(const Tokenizer& tokenizer, TokenId id) {
   return id == kNoToken ? "" : tokenizer.TokenToPiece(id, /*render_special=*/true);
 }
 
-absl::StatusOr<ChatTemplate> CompileFor(const Tokenizer& tokenizer,
-                                        const absl::StatusOr<std::string>& source) {
-  if (!source.ok()) return source.status();
-  return ChatTemplate::Compile(*source, SpecialText(tokenizer, tokenizer.vocab().bos_id),
-                               SpecialText(tokenizer, tokenizer.vocab().eos_id));
-}
-
 // Every string in `value` is valid UTF-8.
 bool AllValidUtf8(const Json& value) {
   if (value.is_string()) return unicode::IsValidUtf8(value.get_ref<const std::string&>());
@@ -67,6 +60,12 @@ absl::Status CheckMessages(const Json& messages) {
 
 }  // namespace
 
+absl::StatusOr<ChatTemplate> CompileChatTemplate(const Tokenizer& tokenizer,
+                                                 std::string_view source) {
+  return ChatTemplate::Compile(source, SpecialText(tokenizer, tokenizer.vocab().bos_id),
+                               SpecialText(tokenizer, tokenizer.vocab().eos_id));
+}
+
 ChatTemplateInput TextChat(absl::Span<const ChatMessage> messages) {
   ChatTemplateInput input;
   for (const ChatMessage& m : messages) {
@@ -77,7 +76,9 @@ ChatTemplateInput TextChat(absl::Span<const ChatMessage> messages) {
 
 PromptEncoder::PromptEncoder(const Tokenizer* tokenizer,
                              const absl::StatusOr<std::string>& chat_template)
-    : tokenizer_(*tokenizer), chat_template_(CompileFor(*tokenizer, chat_template)) {}
+    : tokenizer_(*tokenizer),
+      chat_template_(chat_template.ok() ? CompileChatTemplate(*tokenizer, *chat_template)
+                                        : absl::StatusOr<ChatTemplate>(chat_template.status())) {}
 
 std::vector<TokenId> PromptEncoder::Encode(std::string_view text) const {
   return tokenizer_.Encode(text, {.add_bos = tokenizer_.vocab().add_bos, .parse_special = true});

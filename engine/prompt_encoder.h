@@ -28,6 +28,11 @@ struct ChatMessage {
 // `messages` as a template's input, with the generation prompt asked for.
 ChatTemplateInput TextChat(absl::Span<const ChatMessage> messages);
 
+// `source` compiled with the texts of the tokenizer's BOS and EOS tokens as bos_token and
+// eos_token ("" where it has none).
+absl::StatusOr<ChatTemplate> CompileChatTemplate(const Tokenizer& tokenizer,
+                                                 std::string_view source);
+
 class PromptEncoder {
  public:
   // `chat_template` is the template's source (ChatTemplateSource) or why there is none; chats are
