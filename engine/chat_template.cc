@@ -59,7 +59,8 @@ jinja::value ToJinja(const nlohmann::ordered_json& json) {
   return object;
 }
 
-// Tool calls with their arguments as an object where they came as JSON text of one.
+// Tool calls with their arguments as an object where they came as JSON text of one (that nests
+// no deeper than the input may).
 nlohmann::ordered_json ToolCallsWithObjectArguments(nlohmann::ordered_json calls) {
   if (!calls.is_array()) return calls;
   for (nlohmann::ordered_json& call : calls) {
@@ -69,7 +70,9 @@ nlohmann::ordered_json ToolCallsWithObjectArguments(nlohmann::ordered_json calls
     if (arguments == function.end() || !arguments->is_string()) continue;
     nlohmann::ordered_json parsed = nlohmann::ordered_json::parse(
         arguments->get_ref<const std::string&>(), nullptr, /*allow_exceptions=*/false);
-    if (parsed.is_object()) *arguments = std::move(parsed);
+    if (parsed.is_object() && JsonNestsWithin(parsed, kMaxChatInputDepth)) {
+      *arguments = std::move(parsed);
+    }
   }
   return calls;
 }
@@ -101,6 +104,15 @@ absl::Status TemplateError(const std::string& what) {
 }
 
 }  // namespace
+
+bool JsonNestsWithin(const nlohmann::ordered_json& json, int levels) {
+  if (!json.is_structured()) return true;
+  if (levels <= 0) return false;
+  for (const nlohmann::ordered_json& item : json) {
+    if (!JsonNestsWithin(item, levels - 1)) return false;
+  }
+  return true;
+}
 
 absl::StatusOr<ChatTemplateInput> ChatTemplateInput::FromRequest(
     const nlohmann::ordered_json& request) {
@@ -152,6 +164,13 @@ absl::StatusOr<std::string> ChatTemplate::Render(const ChatTemplateInput& input,
   if (!input.messages.is_array()) return absl::InvalidArgumentError("messages is not a list");
   if (!input.extra.is_object()) {
     return absl::InvalidArgumentError("chat template arguments are not an object");
+  }
+  for (const nlohmann::ordered_json* part : {&input.messages, &input.tools, &input.extra}) {
+    if (!JsonNestsWithin(*part, kMaxChatInputDepth)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the chat's messages, tools or template arguments nest deeper than ",
+                       kMaxChatInputDepth, " levels"));
+    }
   }
   for (const char* reserved : {"messages", "tools", "documents", "add_generation_prompt"}) {
     if (input.extra.contains(reserved)) {

@@ -47,6 +47,14 @@ struct ChatTemplateInput {
   static absl::StatusOr<ChatTemplateInput> FromRequest(const nlohmann::ordered_json& request);
 };
 
+// How deep the JSON of a template's input may nest (a message with tool calls needs 6 levels and
+// its arguments' own): deeper input is refused before anything walks it.
+inline constexpr int kMaxChatInputDepth = 32;
+
+// Whether `json` nests at most `levels` deep (a scalar is 0 deep, [] and {} 1). Visits at most
+// `levels` + 1 levels.
+bool JsonNestsWithin(const nlohmann::ordered_json& json, int levels);
+
 class ChatTemplate {
  public:
   // Parses `source`. `bos_token` and `eos_token` are the texts the template sees under those
@@ -55,8 +63,8 @@ class ChatTemplate {
                                               std::string eos_token);
 
   // The rendered prompt. INVALID_ARGUMENT "chat template: ..." naming the template's error (one
-  // it raises with raise_exception, or one of evaluation) when it fails. `now` is the time
-  // strftime_now formats.
+  // it raises with raise_exception, or one of evaluation) when it fails; INVALID_ARGUMENT when
+  // the input nests deeper than kMaxChatInputDepth. `now` is the time strftime_now formats.
   absl::StatusOr<std::string> Render(const ChatTemplateInput& input,
                                      std::time_t now = std::time(nullptr)) const;
 

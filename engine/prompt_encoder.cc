@@ -36,6 +36,10 @@ absl::Status CheckMessages(const Json& messages) {
   if (!messages.is_array() || messages.empty()) {
     return absl::InvalidArgumentError("prompt is empty: chat has no messages");
   }
+  if (!JsonNestsWithin(messages, kMaxChatInputDepth)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chat messages nest deeper than ", kMaxChatInputDepth, " levels"));
+  }
   for (size_t i = 0; i < messages.size(); ++i) {
     const Json& m = messages[i];
     if (!m.is_object()) {
@@ -92,6 +96,11 @@ absl::StatusOr<std::vector<TokenId>> PromptEncoder::EncodeText(std::string_view 
 
 absl::StatusOr<std::string> PromptEncoder::RenderChat(const ChatTemplateInput& chat) const {
   if (absl::Status checked = CheckMessages(chat.messages); !checked.ok()) return checked;
+  if (!JsonNestsWithin(chat.tools, kMaxChatInputDepth) ||
+      !JsonNestsWithin(chat.extra, kMaxChatInputDepth)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "chat tools or template arguments nest deeper than ", kMaxChatInputDepth, " levels"));
+  }
   if (!AllValidUtf8(chat.tools) || !AllValidUtf8(chat.extra)) {
     return absl::InvalidArgumentError("chat tools or template arguments are not valid UTF-8");
   }

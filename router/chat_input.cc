@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 
 namespace baton::router {
 namespace {
@@ -37,6 +38,10 @@ absl::StatusOr<engine::ChatTemplateInput> ChatInput(const v1::ChatMessages& chat
     input.extra = Json::parse(chat.template_kwargs(), nullptr, /*allow_exceptions=*/false);
     if (!input.extra.is_object()) {
       return absl::InvalidArgumentError("chat template_kwargs is not a JSON object");
+    }
+    if (!engine::JsonNestsWithin(input.extra, engine::kMaxChatInputDepth)) {
+      return absl::InvalidArgumentError(absl::StrCat("chat template_kwargs nests deeper than ",
+                                                     engine::kMaxChatInputDepth, " levels"));
     }
   }
   return input;

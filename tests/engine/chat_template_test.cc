@@ -182,6 +182,25 @@ TEST(ChatTemplateTest, ToolCallArgumentsSentAsJsonTextAreAnObject) {
             R"({"b": 1, "a": [2]};"not json";"[1]";)");
 }
 
+TEST(ChatTemplateTest, InputNestedTooDeepIsRefused) {
+  Json deep = Json::array();
+  for (int i = 0; i < 1000; ++i) deep = Json::array({std::move(deep)});
+  EXPECT_THAT(RenderJson("{{ messages | length }}", Json::array({{{"role", "user"}, {"x", deep}}})),
+              HasSubstr("nest deeper than"));
+  EXPECT_THAT(RenderJson("x", Json::array(), {{"deep", deep}}), HasSubstr("nest deeper than"));
+  EXPECT_TRUE(JsonNestsWithin(Json::array({Json::array()}), 2));
+  EXPECT_FALSE(JsonNestsWithin(Json::array({Json::array()}), 1));
+  EXPECT_TRUE(JsonNestsWithin(3, 0));
+  // Arguments nested too deep stay the text they came as.
+  const std::string deep_text = std::string(40, '[') + std::string(40, ']');
+  const Json calls = Json::array(
+      {{{"role", "assistant"},
+        {"tool_calls",
+         Json::array({{{"function", {{"arguments", "{\"a\": " + deep_text + "}"}}}}})}}});
+  EXPECT_EQ(RenderJson("{{ messages[0].tool_calls[0].function.arguments is string }}", calls),
+            "True");
+}
+
 TEST(ChatTemplateTest, MessagesAsTransformersPassesThem) {
   // A null value is as if absent; reasoning is also given as "thinking" and "reasoning_content".
   const Json messages = Json::parse(

@@ -53,6 +53,9 @@ TEST(ChatInputTest, TemplateKwargsMustBeAnObject) {
   EXPECT_EQ(ChatInput(chat).status().code(), absl::StatusCode::kInvalidArgument);
   chat.set_template_kwargs("{");
   EXPECT_EQ(ChatInput(chat).status().code(), absl::StatusCode::kInvalidArgument);
+  // A gRPC client's 100,000 levels: refused without walking them.
+  chat.set_template_kwargs("{\"a\": " + std::string(100000, '[') + std::string(100000, ']') + "}");
+  EXPECT_THAT(ChatInput(chat).status().message(), ::testing::HasSubstr("nests deeper than"));
 }
 
 }  // namespace
