@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "base/log.h"
 #include "engine/chat_template.h"
 #include "engine/chat_template_source.h"
 
@@ -17,20 +18,21 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string
   // refused, saying why, and text prompts still served).
   absl::StatusOr<std::string> source =
       engine::ChatTemplateSource(chat_template, (*model)->tokenizer().vocab().chat_template);
-  if (!chat_template.empty()) {
-    if (!source.ok()) return source.status();
-    absl::Status parsed = engine::ChatTemplate::Compile(*source, "", "").status();
-    if (!parsed.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--chat-template ", chat_template, ": ", parsed.message()));
-    }
-  }
+  if (!chat_template.empty() && !source.ok()) return source.status();
   std::unique_ptr<ServedModel> served(new ServedModel());
   served->model_ = std::move(*model);
   const int32_t n_ctx_train = served->model_->config().n_ctx_train;
   served->n_ctx_ = n_ctx > 0 ? std::min(n_ctx, n_ctx_train) : n_ctx_train;
   served->prompt_encoder_ =
       std::make_unique<engine::PromptEncoder>(&served->model_->tokenizer(), source);
+  const absl::Status usable = served->prompt_encoder_->chat_template().status();
+  if (!usable.ok()) {
+    if (!chat_template.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--chat-template ", chat_template, ": ", usable.message()));
+    }
+    BATON_LOG(WARNING) << "chat requests will be refused: " << usable.message();
+  }
   return served;
 }
 

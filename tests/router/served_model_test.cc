@@ -1,0 +1,50 @@
+// The model a router serves: its chat template, the model's own or the one the operator names.
+#include "router/served_model.h"
+
+#include <fstream>
+#include <string>
+
+#include "absl/status/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/test_paths.h"
+
+namespace baton::router {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string WriteTemp(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+TEST(ServedModelTest, ATemplateTheOperatorNamesMustParse) {
+  const std::string broken = WriteTemp("served_model_test_broken.jinja", "{% for m in %}");
+  absl::StatusOr<std::unique_ptr<ServedModel>> served =
+      ServedModel::Load(test_support::DefaultModelPath(), 0, broken);
+  ASSERT_FALSE(served.ok());
+  EXPECT_EQ(served.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(served.status().message(), HasSubstr(broken));
+  EXPECT_THAT(served.status().message(), HasSubstr("does not parse"));
+
+  served = ServedModel::Load(test_support::DefaultModelPath(), 0, "/nonexistent/t.jinja");
+  EXPECT_EQ(served.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(ServedModelTest, TheNamedTemplateRendersChats) {
+  const std::string file = WriteTemp("served_model_test.jinja",
+                                     "{% for m in messages %}[{{ m.role }}]{{ m.content }}"
+                                     "{% endfor %}");
+  absl::StatusOr<std::unique_ptr<ServedModel>> served =
+      ServedModel::Load(test_support::DefaultModelPath(), 0, file);
+  ASSERT_TRUE(served.ok()) << served.status();
+  absl::StatusOr<std::string> text =
+      (*served)->prompt_encoder().RenderChat(engine::TextChat({{"user", "Hi"}}));
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(*text, "[user]Hi");
+}
+
+}  // namespace
+}  // namespace baton::router
