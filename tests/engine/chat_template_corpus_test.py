@@ -180,7 +180,10 @@ def render_baton(baton, template, cases):
         env={**os.environ, "TZ": "UTC"})
     if out.returncode != 0:
         return [{"error": f"baton exited {out.returncode}: {out.stderr.strip()}"}] * len(cases)
-    return [json.loads(line) for line in out.stdout.splitlines()]
+    rendered = [json.loads(line) for line in out.stdout.splitlines()]
+    if len(rendered) != len(cases):
+        return [{"error": f"baton answered {len(rendered)} of {len(cases)} requests"}] * len(cases)
+    return rendered
 
 
 def agrees(ours, reference):
