@@ -7,14 +7,11 @@
 #include <memory>
 #include <string>
 
-#include "absl/strings/str_cat.h"
 #include "cli/command.h"
 #include "engine/chat_template.h"
 #include "engine/chat_template_source.h"
-#include "engine/gguf_file.h"
 #include "engine/prompt_encoder.h"
 #include "engine/tokenizer.h"
-#include "engine/vocab.h"
 
 namespace baton::cli {
 namespace {
@@ -29,14 +26,6 @@ absl::StatusOr<std::string> RenderRequest(const engine::ChatTemplate& chat_templ
   absl::StatusOr<engine::ChatTemplateInput> input = engine::ChatTemplateInput::FromRequest(request);
   if (!input.ok()) return input.status();
   return chat_template.Render(*input, now);
-}
-
-absl::StatusOr<std::unique_ptr<engine::Tokenizer>> LoadTokenizer(const std::string& path) {
-  absl::StatusOr<std::unique_ptr<engine::GgufFile>> file = engine::GgufFile::Open(path);
-  if (!file.ok()) return file.status();
-  absl::StatusOr<engine::Vocab> vocab = engine::LoadVocab(**file);
-  if (!vocab.ok()) return vocab.status();
-  return engine::Tokenizer::Create(std::move(*vocab));
 }
 
 }  // namespace
@@ -72,7 +61,7 @@ int RunChatTemplate(const Args& args) {
   std::unique_ptr<engine::Tokenizer> tokenizer;
   if (flags->Has("model") || !flags->Has("template")) {
     absl::StatusOr<std::unique_ptr<engine::Tokenizer>> loaded =
-        LoadTokenizer(flags->GetOr("model", DefaultModelPath()));
+        engine::Tokenizer::Load(flags->GetOr("model", DefaultModelPath()));
     if (!loaded.ok()) return RunError("chat-template", loaded.status());
     tokenizer = *std::move(loaded);
   }

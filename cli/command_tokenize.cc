@@ -4,9 +4,7 @@
 #include <sstream>
 
 #include "cli/command.h"
-#include "engine/gguf_file.h"
 #include "engine/tokenizer.h"
-#include "engine/vocab.h"
 
 namespace baton::cli {
 
@@ -25,13 +23,8 @@ int RunTokenize(const Args& args) {
     std::cout << usage;
     return 0;
   }
-  absl::StatusOr<std::unique_ptr<engine::GgufFile>> file =
-      engine::GgufFile::Open(flags->GetOr("model", DefaultModelPath()));
-  if (!file.ok()) return RunError("tokenize", file.status());
-  absl::StatusOr<engine::Vocab> vocab = engine::LoadVocab(**file);
-  if (!vocab.ok()) return RunError("tokenize", vocab.status());
   absl::StatusOr<std::unique_ptr<engine::Tokenizer>> tokenizer =
-      engine::Tokenizer::Create(std::move(*vocab));
+      engine::Tokenizer::Load(flags->GetOr("model", DefaultModelPath()));
   if (!tokenizer.ok()) return RunError("tokenize", tokenizer.status());
 
   std::string text(std::istreambuf_iterator<char>(std::cin), {});

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/unicode.h"
 // llama.cpp's Jinja engine (third_party/llama-jinja/common/jinja).
 #include "jinja/lexer.h"
 #include "jinja/parser.h"
@@ -99,6 +100,48 @@ nlohmann::ordered_json TemplateMessage(const nlohmann::ordered_json& message) {
   return present;
 }
 
+// Every string in `value` (keys too) is valid UTF-8. `value` nests within kMaxChatInputDepth.
+bool AllValidUtf8(const nlohmann::ordered_json& value) {
+  if (value.is_string()) return unicode::IsValidUtf8(value.get_ref<const std::string&>());
+  if (value.is_structured()) {
+    for (const auto& [key, item] : value.items()) {
+      if (!unicode::IsValidUtf8(key) || !AllValidUtf8(item)) return false;
+    }
+  }
+  return true;
+}
+
+// The input's shapes, depth (checked before anything recursive walks it), UTF-8 and the
+// variables the request may not set.
+absl::Status CheckInput(const ChatTemplateInput& input) {
+  if (!input.messages.is_array()) return absl::InvalidArgumentError("messages is not a list");
+  if (!input.extra.is_object()) {
+    return absl::InvalidArgumentError("chat template arguments are not an object");
+  }
+  for (const nlohmann::ordered_json* part : {&input.messages, &input.tools, &input.extra}) {
+    if (!JsonNestsWithin(*part, kMaxChatInputDepth)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the chat's messages, tools or template arguments nest deeper than ",
+                       kMaxChatInputDepth, " levels"));
+    }
+  }
+  for (size_t i = 0; i < input.messages.size(); ++i) {
+    if (!AllValidUtf8(input.messages[i])) {
+      return absl::InvalidArgumentError(absl::StrCat("chat message ", i, " is not valid UTF-8"));
+    }
+  }
+  if (!AllValidUtf8(input.tools) || !AllValidUtf8(input.extra)) {
+    return absl::InvalidArgumentError("chat tools or template arguments are not valid UTF-8");
+  }
+  for (const char* reserved : {"messages", "tools", "documents", "add_generation_prompt"}) {
+    if (input.extra.contains(reserved)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("chat template argument '", reserved, "' may not be set by the request"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status TemplateError(const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("chat template: ", what));
 }
@@ -161,23 +204,7 @@ absl::StatusOr<ChatTemplate> ChatTemplate::Compile(std::string_view source, std:
 
 absl::StatusOr<std::string> ChatTemplate::Render(const ChatTemplateInput& input,
                                                  std::time_t now) const {
-  if (!input.messages.is_array()) return absl::InvalidArgumentError("messages is not a list");
-  if (!input.extra.is_object()) {
-    return absl::InvalidArgumentError("chat template arguments are not an object");
-  }
-  for (const nlohmann::ordered_json* part : {&input.messages, &input.tools, &input.extra}) {
-    if (!JsonNestsWithin(*part, kMaxChatInputDepth)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the chat's messages, tools or template arguments nest deeper than ",
-                       kMaxChatInputDepth, " levels"));
-    }
-  }
-  for (const char* reserved : {"messages", "tools", "documents", "add_generation_prompt"}) {
-    if (input.extra.contains(reserved)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("chat template argument '", reserved, "' may not be set by the request"));
-    }
-  }
+  if (absl::Status checked = CheckInput(input); !checked.ok()) return checked;
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
   for (const nlohmann::ordered_json& message : input.messages) {
     messages.push_back(TemplateMessage(message));

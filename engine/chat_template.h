@@ -64,7 +64,8 @@ class ChatTemplate {
 
   // The rendered prompt. INVALID_ARGUMENT "chat template: ..." naming the template's error (one
   // it raises with raise_exception, or one of evaluation) when it fails; INVALID_ARGUMENT when
-  // the input nests deeper than kMaxChatInputDepth. `now` is the time strftime_now formats.
+  // the input nests deeper than kMaxChatInputDepth or a string in it is not valid UTF-8 (naming
+  // the message). `now` is the time strftime_now formats.
   absl::StatusOr<std::string> Render(const ChatTemplateInput& input,
                                      std::time_t now = std::time(nullptr)) const;
 

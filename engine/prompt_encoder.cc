@@ -14,17 +14,6 @@ std::string SpecialText(const Tokenizer& tokenizer, TokenId id) {
   return id == kNoToken ? "" : tokenizer.TokenToPiece(id, /*render_special=*/true);
 }
 
-// Every string in `value` is valid UTF-8.
-bool AllValidUtf8(const Json& value) {
-  if (value.is_string()) return unicode::IsValidUtf8(value.get_ref<const std::string&>());
-  if (value.is_structured()) {
-    for (const auto& [key, item] : value.items()) {
-      if (!unicode::IsValidUtf8(key) || !AllValidUtf8(item)) return false;
-    }
-  }
-  return true;
-}
-
 bool HasContent(const Json& message) {
   auto content = message.find("content");
   if (content == message.end()) return false;
@@ -36,10 +25,6 @@ absl::Status CheckMessages(const Json& messages) {
   if (!messages.is_array() || messages.empty()) {
     return absl::InvalidArgumentError("prompt is empty: chat has no messages");
   }
-  if (!JsonNestsWithin(messages, kMaxChatInputDepth)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("chat messages nest deeper than ", kMaxChatInputDepth, " levels"));
-  }
   for (size_t i = 0; i < messages.size(); ++i) {
     const Json& m = messages[i];
     if (!m.is_object()) {
@@ -48,9 +33,6 @@ absl::Status CheckMessages(const Json& messages) {
     auto role = m.find("role");
     if (role == m.end() || !role->is_string() || role->get_ref<const std::string&>().empty()) {
       return absl::InvalidArgumentError(absl::StrCat("chat message ", i, " has no role"));
-    }
-    if (!AllValidUtf8(m)) {
-      return absl::InvalidArgumentError(absl::StrCat("chat message ", i, " is not valid UTF-8"));
     }
     // Only an assistant turn may be empty (a model's earlier answer, or one of tool calls only).
     const std::string& role_name = role->get_ref<const std::string&>();
@@ -96,14 +78,6 @@ absl::StatusOr<std::vector<TokenId>> PromptEncoder::EncodeText(std::string_view 
 
 absl::StatusOr<std::string> PromptEncoder::RenderChat(const ChatTemplateInput& chat) const {
   if (absl::Status checked = CheckMessages(chat.messages); !checked.ok()) return checked;
-  if (!JsonNestsWithin(chat.tools, kMaxChatInputDepth) ||
-      !JsonNestsWithin(chat.extra, kMaxChatInputDepth)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "chat tools or template arguments nest deeper than ", kMaxChatInputDepth, " levels"));
-  }
-  if (!AllValidUtf8(chat.tools) || !AllValidUtf8(chat.extra)) {
-    return absl::InvalidArgumentError("chat tools or template arguments are not valid UTF-8");
-  }
   // The model's template is missing or broken: this request cannot be served as asked.
   if (!chat_template_.ok()) {
     return absl::InvalidArgumentError(chat_template_.status().message());

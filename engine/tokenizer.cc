@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/gguf_file.h"
 #include "engine/tokenizer_bpe.h"
 #include "engine/tokenizer_special.h"
 #include "engine/tokenizer_spm.h"
@@ -138,6 +139,14 @@ class TokenizerImpl final : public Tokenizer {
 };
 
 }  // namespace
+
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& gguf_path) {
+  absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(gguf_path);
+  if (!file.ok()) return file.status();
+  absl::StatusOr<Vocab> vocab = LoadVocab(**file);
+  if (!vocab.ok()) return vocab.status();
+  return Create(std::move(*vocab));
+}
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(Vocab vocab) {
   absl::StatusOr<VocabIndex> index = BuildVocabIndex(&vocab);

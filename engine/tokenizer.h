@@ -35,6 +35,9 @@ struct EncodeOptions {
 class Tokenizer {
  public:
   static absl::StatusOr<std::unique_ptr<Tokenizer>> Create(Vocab vocab);
+  // The tokenizer of the GGUF file at `gguf_path` (a vocabulary-only file works): the file's or
+  // its vocabulary's error otherwise.
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> Load(const std::string& gguf_path);
   virtual ~Tokenizer() = default;
 
   virtual std::vector<TokenId> Encode(std::string_view text, const EncodeOptions& options) const = 0;

@@ -500,9 +500,7 @@ json Base(const OpenAiResponseContext& context, const char* object) {
 
 }  // namespace
 
-absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const std::string& body,
-                                                 absl::string_view model_id,
-                                                 absl::string_view model_alias) {
+absl::StatusOr<json> ParseJsonBody(const std::string& body) {
   json root;
   struct TooDeep {};
   try {
@@ -525,6 +523,20 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
     return absl::InvalidArgumentError(
         absl::StrCat("the request body must be a JSON object, got ", TypeName(root)));
   }
+  return root;
+}
+
+absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const std::string& body,
+                                                 absl::string_view model_id,
+                                                 absl::string_view model_alias) {
+  absl::StatusOr<json> root = ParseJsonBody(body);
+  if (!root.ok()) return root.status();
+  return ParseOpenAiRequest(endpoint, *root, model_id, model_alias);
+}
+
+absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const json& root,
+                                                 absl::string_view model_id,
+                                                 absl::string_view model_alias) {
   OpenAiRequest out;
   out.endpoint = endpoint;
   if (const json* model = Field(root, "model")) {

@@ -49,6 +49,15 @@ inline constexpr int kMaxJsonDepth = 32;
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const std::string& body,
                                                  absl::string_view model_id,
                                                  absl::string_view model_alias);
+// The same, of a body ParseJsonBody has read.
+absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint,
+                                                 const nlohmann::ordered_json& root,
+                                                 absl::string_view model_id,
+                                                 absl::string_view model_alias);
+
+// A request body as a JSON object: INVALID_ARGUMENT for malformed JSON, JSON nested deeper than
+// kMaxJsonDepth, or a body that is not an object. The one reading of every JSON body.
+absl::StatusOr<nlohmann::ordered_json> ParseJsonBody(const std::string& body);
 
 // What every response object of one request repeats.
 struct OpenAiResponseContext {

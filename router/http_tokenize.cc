@@ -34,13 +34,14 @@ absl::StatusOr<std::vector<engine::TokenId>> Encode(const v1::GenerateRequest& r
 }  // namespace
 
 absl::StatusOr<json> TokenizeBody(const std::string& body, const ServedModel& model) {
-  const json root = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  const bool chat = root.is_object() && root.contains("messages");
-  // The OpenAI parser checks the body (JSON, depth, types, the model's name) and reads the
-  // prompt or the chat the way generation does.
+  absl::StatusOr<json> root = ParseJsonBody(body);
+  if (!root.ok()) return root.status();
+  const bool chat = root->contains("messages");
+  // The OpenAI parser checks the fields (types, the model's name) and reads the prompt or the
+  // chat the way generation does.
   absl::StatusOr<OpenAiRequest> request =
       ParseOpenAiRequest(chat ? OpenAiEndpoint::kChatCompletions : OpenAiEndpoint::kCompletions,
-                         body, model.id(), model.general_name());
+                         *root, model.id(), model.general_name());
   if (!request.ok()) return request.status();
   absl::StatusOr<std::vector<engine::TokenId>> ids = Encode(request->generate, model);
   if (!ids.ok()) return WithParam(ids.status(), chat ? "messages" : "prompt");
@@ -48,10 +49,10 @@ absl::StatusOr<json> TokenizeBody(const std::string& body, const ServedModel& mo
 }
 
 absl::StatusOr<json> DetokenizeBody(const std::string& body, const ServedModel& model) {
-  const json root = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (!root.is_object()) return Invalid("", "the body must be a JSON object");
-  auto tokens = root.find("tokens");
-  if (tokens == root.end() || !tokens->is_array()) {
+  absl::StatusOr<json> root = ParseJsonBody(body);
+  if (!root.ok()) return root.status();
+  auto tokens = root->find("tokens");
+  if (tokens == root->end() || !tokens->is_array()) {
     return Invalid("tokens", "'tokens' must be an array of token ids");
   }
   std::vector<engine::TokenId> ids;

@@ -1,24 +1,18 @@
 // Where a chat template comes from: the model's own, a built-in name, or a file.
 #include "engine/chat_template_source.h"
 
-#include <fstream>
 #include <string>
 
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/temp_path.h"
 
 namespace baton::engine {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-
-std::string WriteTemp(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + "/" + name;
-  std::ofstream(path, std::ios::binary) << text;
-  return path;
-}
 
 TEST(ChatTemplateSourceTest, TheModelsOwnUnlessOneIsNamed) {
   EXPECT_EQ(*ChatTemplateSource("", "{{ x }}"), "{{ x }}");
@@ -35,7 +29,8 @@ TEST(ChatTemplateSourceTest, BuiltInNames) {
 }
 
 TEST(ChatTemplateSourceTest, AFileNamedIsRead) {
-  const std::string path = WriteTemp("chat_template_source_test.jinja", "{{ messages }}\n");
+  const std::string path =
+      test_support::WriteTempFile("chat_template_source_test.jinja", "{{ messages }}\n");
   EXPECT_EQ(*ChatTemplateSource(path, "{{ x }}"), "{{ messages }}\n");
 }
 
@@ -45,9 +40,10 @@ TEST(ChatTemplateSourceTest, BadFilesAreNamed) {
   EXPECT_THAT(missing.status().message(), HasSubstr("/nonexistent/t.jinja"));
   EXPECT_THAT(missing.status().message(), HasSubstr("built-in"));
 
-  const std::string empty = WriteTemp("chat_template_source_empty.jinja", "");
+  const std::string empty = test_support::WriteTempFile("chat_template_source_empty.jinja", "");
   EXPECT_THAT(ChatTemplateSource(empty, "").status().message(), HasSubstr("is empty"));
-  const std::string binary = WriteTemp("chat_template_source_binary.jinja", "\xff\xfe{{ x }}");
+  const std::string binary =
+      test_support::WriteTempFile("chat_template_source_binary.jinja", "\xff\xfe{{ x }}");
   EXPECT_THAT(ChatTemplateSource(binary, "").status().message(), HasSubstr("not valid UTF-8"));
 }
 

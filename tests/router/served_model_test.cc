@@ -1,12 +1,12 @@
 // The model a router serves: its chat template, the model's own or the one the operator names.
 #include "router/served_model.h"
 
-#include <fstream>
 #include <string>
 
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/support/temp_path.h"
 #include "tests/support/test_paths.h"
 
 namespace baton::router {
@@ -14,14 +14,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string WriteTemp(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + "/" + name;
-  std::ofstream(path, std::ios::binary) << text;
-  return path;
-}
-
 TEST(ServedModelTest, ATemplateTheOperatorNamesMustParse) {
-  const std::string broken = WriteTemp("served_model_test_broken.jinja", "{% for m in %}");
+  const std::string broken =
+      test_support::WriteTempFile("served_model_test_broken.jinja", "{% for m in %}");
   absl::StatusOr<std::unique_ptr<ServedModel>> served =
       ServedModel::Load(test_support::DefaultModelPath(), 0, broken);
   ASSERT_FALSE(served.ok());
@@ -34,9 +29,10 @@ TEST(ServedModelTest, ATemplateTheOperatorNamesMustParse) {
 }
 
 TEST(ServedModelTest, TheNamedTemplateRendersChats) {
-  const std::string file = WriteTemp("served_model_test.jinja",
-                                     "{% for m in messages %}[{{ m.role }}]{{ m.content }}"
-                                     "{% endfor %}");
+  const std::string file =
+      test_support::WriteTempFile("served_model_test.jinja",
+                                  "{% for m in messages %}[{{ m.role }}]{{ m.content }}"
+                                  "{% endfor %}");
   absl::StatusOr<std::unique_ptr<ServedModel>> served =
       ServedModel::Load(test_support::DefaultModelPath(), 0, file);
   ASSERT_TRUE(served.ok()) << served.status();

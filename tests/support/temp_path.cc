@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include <unistd.h>
 
@@ -30,6 +31,12 @@ std::string TempPath(const std::string& name) {
     return &made;
   }();
   return (*dir / name).string();
+}
+
+std::string WriteTempFile(const std::string& name, const std::string& text) {
+  const std::string path = TempPath(name);
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
 }
 
 }  // namespace baton::test_support

@@ -12,6 +12,9 @@ namespace baton::test_support {
 // system's), which is removed with its contents when the process exits.
 std::string TempPath(const std::string& name);
 
+// Writes `text` to TempPath(name) and returns that path.
+std::string WriteTempFile(const std::string& name, const std::string& text);
+
 }  // namespace baton::test_support
 
 #endif  // BATON_TESTS_SUPPORT_TEMP_PATH_H_
