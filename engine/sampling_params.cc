@@ -109,6 +109,11 @@ absl::Status ValidateSamplingParams(const SamplingParams& params, int32_t n_voca
                                                    kMaxLogprobs, "] (or -1 = off), got ",
                                                    params.logprobs));
   }
+  if (params.prompt_logprobs < -1 || params.prompt_logprobs > kMaxLogprobs) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sampling parameter prompt_logprobs must be in [0, ", kMaxLogprobs,
+                     "] (or -1 = off), got ", params.prompt_logprobs));
+  }
   return absl::OkStatus();
 }
 

@@ -81,6 +81,11 @@ struct SamplingParams {
   // Report each generated token's log-probability and those of the `logprobs` most likely tokens
   // at its position (engine::LogprobsOf). -1 = off; else in [0, kMaxLogprobs].
   int32_t logprobs = -1;
+  // Report every prompt token's log-probability after the first, with those of the
+  // `prompt_logprobs` most likely tokens at its position (vLLM's prompt_logprobs; OpenAI's
+  // `echo` with `logprobs`). -1 = off; else in [0, kMaxLogprobs]. The prefill worker computes
+  // the logits of every prompt position for it and so takes nothing from its prefix cache.
+  int32_t prompt_logprobs = -1;
   // Added to these tokens' logits before anything else (the penalties included), as OpenAI's and
   // llama.cpp's logit_bias: -100 all but bans a token, 100 all but forces it. Each token in
   // [0, n_vocab) at most once, each bias in [-100, 100], at most kMaxLogitBiasTokens of them.

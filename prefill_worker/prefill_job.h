@@ -25,6 +25,9 @@ struct PrefillResult {
   engine::TokenId first_token = 0;
   // When the request's sampling asked for them (SamplingParams::logprobs >= 0).
   std::optional<engine::TokenLogprobs> first_token_logprobs;
+  // When the request's sampling asked for them (SamplingParams::prompt_logprobs >= 0):
+  // prompt_logprobs[i] is prompt token i + 1's, [n_prompt - 1].
+  std::vector<engine::TokenLogprobs> prompt_logprobs;
   int64_t kv_bytes = 0;
   double prefill_seconds = 0;      // forward pass and sampling
   double kv_transfer_seconds = 0;  // first layer pushed -> push acknowledged

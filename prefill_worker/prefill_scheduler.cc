@@ -142,7 +142,7 @@ int32_t PrefillScheduler::NextPiece(const Work& work) const {
 void PrefillScheduler::MatchPrefix(Work& work) {
   work.matched = true;
   engine::PrefixCache* prefix = options_.prefix_cache;
-  if (prefix != nullptr && prefix->enabled()) {
+  if (prefix != nullptr && prefix->enabled() && !work.wants_prompt_logprobs()) {
     work.n_cached = prefix->Match(
         work.job->prompt, engine::MaxCachedTokens(work.n_prompt(), cache_.block_size()),
         work.table, work.job->cache_salt);
@@ -336,7 +336,8 @@ bool PrefillScheduler::Step() {
   for (Work& work : running) {
     inputs.push_back({.tokens = std::span<const engine::TokenId>(work.job->prompt)
                                     .subspan(work.n_done, work.n_step),
-                      .kv = &work.table});
+                      .kv = &work.table,
+                      .all_logits = work.wants_prompt_logprobs()});
   }
   auto step_end_block = [&](const Work& work) {
     return (work.n_done + work.n_step + cache_.block_size() - 1) / cache_.block_size();
@@ -359,8 +360,14 @@ bool PrefillScheduler::Step() {
   if (forward.ok()) Metrics().prompt_tokens.Increment(static_cast<double>(batch_tokens));
 
   std::vector<Work> unfinished;
+  const float* rows = logits_.data();  // the next work's logits: one row, or one per token
   for (size_t i = 0; i < running.size(); ++i) {
     Work& work = running[i];
+    const float* work_rows = rows;
+    rows += static_cast<size_t>(work.wants_prompt_logprobs() ? work.n_step : 1) * config.n_vocab;
+    if (forward.ok() && work.status.ok() && work.wants_prompt_logprobs()) {
+      AppendPromptLogprobs(work, work_rows);
+    }
     work.forward_seconds += step_seconds;
     work.next_send_block = std::max(work.next_send_block, step_end_block(work));
     work.n_done += work.n_step;
@@ -387,22 +394,37 @@ bool PrefillScheduler::Step() {
       continue;
     }
     const std::vector<engine::TokenId>& prompt = work.job->prompt;
-    const std::span<const float> logits(logits_.data() + i * config.n_vocab,
-                                        static_cast<size_t>(config.n_vocab));
+    const std::span<const float> logits(rows - config.n_vocab, static_cast<size_t>(config.n_vocab));
     engine::DrawnToken first = engine::DrawToken(sampler_, work.job->params, logits, prompt,
                                                  static_cast<int64_t>(prompt.size()));
     PrefillResult result{.first_token = first.token,
                          .first_token_logprobs = std::move(first.logprobs),
+                         .prompt_logprobs = std::move(work.prompt_logprobs),
                          .prefill_seconds = work.forward_seconds,
                          .cached_tokens = work.n_cached};
     if (work.job->forward_done) work.job->forward_done();
     FinishLater(std::move(work), std::move(result));
   }
+  // A step with every prompt position's logits leaves a large buffer: it is not kept.
+  if (logits_.size() > running.size() * static_cast<size_t>(config.n_vocab)) logits_ = {};
   absl::MutexLock lock(&mu_);
   running_.clear();
   // Part-way prompts go to the back of the queue (the no-starvation rule in the header).
   for (Work& work : unfinished) queue_.push_back(std::move(work));
   return true;
+}
+
+void PrefillScheduler::AppendPromptLogprobs(Work& work, const float* rows) const {
+  const int32_t n_vocab = transformer_.config().n_vocab;
+  const std::vector<engine::TokenId>& prompt = work.job->prompt;
+  for (int32_t j = 0; j < work.n_step; ++j) {
+    const int32_t predicted = work.n_done + j + 1;  // the prompt position row j predicts
+    if (predicted >= work.n_prompt()) break;        // the last row predicts the first token
+    const std::span<const float> row(rows + static_cast<size_t>(j) * n_vocab,
+                                     static_cast<size_t>(n_vocab));
+    work.prompt_logprobs.push_back(
+        engine::LogprobsOf(row, prompt[predicted], work.job->params.prompt_logprobs));
+  }
 }
 
 void PrefillScheduler::FinishLater(Work work, PrefillResult result) {

@@ -21,6 +21,10 @@
 // over) but not sent. A chunked prompt's chunks end on the push's range boundaries (multiples of
 // chunk_tokens from token 0), so that each chunk completes one range.
 //
+// Prompt log-probabilities (SamplingParams::prompt_logprobs): such a prompt takes nothing from the
+// prefix cache (every position's logits are computed; its blocks are still published), and each
+// of its steps asks the forward pass for the logits of all of its tokens, not only the last.
+//
 // Scratch KV: a prompt takes the blocks for all of its tokens when its first chunk starts and
 // returns them once its push is over (acknowledged, failed or cancelled) and the transport reads
 // them no more (kv_transport.h: the network may hold views of them a while longer); a finisher
@@ -109,11 +113,14 @@ class PrefillScheduler {
     int32_t next_send_block = 0;  // the next block of the push to send
     int32_t n_done = 0;         // prompt tokens prefilled (or cached)
     int32_t n_step = 0;         // tokens this step prefills
+    // When the request asks for them, the prompt tokens' log-probabilities so far.
+    std::vector<engine::TokenLogprobs> prompt_logprobs;
     double forward_seconds = 0;
     std::chrono::steady_clock::time_point push_start;
     absl::Status status;        // first failure of this step
 
     int32_t n_prompt() const { return static_cast<int32_t>(job->prompt.size()); }
+    bool wants_prompt_logprobs() const { return job->params.prompt_logprobs >= 0; }
     bool started() const { return push != nullptr; }
   };
   // Tokens `work` prefills in its next step.
@@ -136,6 +143,9 @@ class PrefillScheduler {
   // (rpc::KvDestinationFault) unless staging the KV here failed.
   static absl::Status PushFailure(const Work& work, absl::Status status);
   std::vector<Work> TakeBatch();
+  // After a step's forward pass: appends the log-probabilities of the prompt tokens that the
+  // step's logits `rows` [n_step, n_vocab] predict (all but the last row predict one).
+  void AppendPromptLogprobs(Work& work, const float* rows) const;
   // Reserves the scratch KV and opens the push: the error when either fails.
   absl::Status Start(Work& work);
   // Fails the job with `status`: abandons its push and returns its scratch blocks (through a

@@ -138,6 +138,9 @@ grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* c
       rpc::TokenLogprobsToProto(*result->first_token_logprobs,
                                 response->mutable_first_token_logprobs());
     }
+    for (const engine::TokenLogprobs& logprobs : result->prompt_logprobs) {
+      rpc::TokenLogprobsToProto(logprobs, response->add_prompt_logprobs());
+    }
     response->set_kv_bytes_sent(result->kv_bytes);
     response->set_prefill_seconds(result->prefill_seconds);
     response->set_kv_transfer_seconds(result->kv_transfer_seconds);

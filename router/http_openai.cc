@@ -310,9 +310,6 @@ absl::Status ParseStop(const json& stop, v1::SamplingParams& sampling) {
 
 // Known OpenAI features this server does not implement: refused unless "off".
 absl::Status RefuseUnsupported(const json& body, OpenAiEndpoint endpoint) {
-  if (const json* v = Field(body, "echo")) {
-    if (!(v->is_boolean() && !v->get<bool>())) return Unsupported("echo", "'echo'");
-  }
   if (const json* v = Field(body, "best_of")) {
     if (!(v->is_number_integer() && v->get<int64_t>() == 1)) {
       return Invalid("best_of", "'best_of' must be 1: this server generates one choice");
@@ -338,6 +335,20 @@ absl::Status RefuseUnsupported(const json& body, OpenAiEndpoint endpoint) {
   }
   (void)endpoint;
   return absl::OkStatus();
+}
+
+// "echo": completions only, and not with a stream (its prompt entries would precede the first
+// chunk's role and text: a client reads them more simply from the whole answer).
+absl::StatusOr<bool> ParseEcho(const json& body, OpenAiEndpoint endpoint, bool stream) {
+  const json* v = Field(body, "echo");
+  if (v == nullptr) return false;
+  absl::StatusOr<bool> echo = Bool(*v, "echo");
+  if (!echo.ok() || !*echo) return echo;
+  if (endpoint != OpenAiEndpoint::kCompletions) {
+    return Unsupported("echo", "'echo' on /v1/chat/completions");
+  }
+  if (stream) return Invalid("echo", "'echo' cannot be combined with 'stream': true");
+  return true;
 }
 
 // Completions' "logprobs": n, the n most likely tokens (and the generated one) at each position.
@@ -592,9 +603,12 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
     out.generate.set_cache_salt(salt->get<std::string>());
   }
   if (absl::Status s = RefuseUnsupported(root, endpoint); !s.ok()) return s;
-  if (absl::Status s = ParseSampling(root, endpoint, *out.generate.mutable_sampling()); !s.ok()) {
-    return s;
-  }
+  v1::SamplingParams& sampling = *out.generate.mutable_sampling();
+  if (absl::Status s = ParseSampling(root, endpoint, sampling); !s.ok()) return s;
+  absl::StatusOr<bool> echo = ParseEcho(root, endpoint, out.stream);
+  if (!echo.ok()) return echo.status();
+  out.echo = *echo;
+  if (out.echo && sampling.has_logprobs()) sampling.set_prompt_logprobs(sampling.logprobs());
   absl::Status input = endpoint == OpenAiEndpoint::kCompletions
                            ? ParsePrompt(root, out.generate)
                            : ParseMessages(root, out.generate);

@@ -6,7 +6,7 @@
 // Request parsing checks shapes and ranges and names the offending field (the status carries it
 // as the error's "param", http_errors.h); what depends on the model (tokens, context length) is
 // left to the router's intake (request_intake.h). Unknown fields are ignored; known but
-// unsupported ones (echo, n > 1, tools, ...) are refused with INVALID_ARGUMENT instead of being
+// unsupported ones (n > 1, tools, echo with stream, ...) are refused with INVALID_ARGUMENT instead of being
 // silently dropped.
 //
 // Thread-safety: pure functions; an OpenAiStreamEncoder is used by one thread at a time.
@@ -38,6 +38,9 @@ struct OpenAiRequest {
   v1::GenerateRequest generate;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // /v1/completions' echo: the answer's text starts with the prompt, and its logprobs (when
+  // asked for) with the prompt's tokens (generate.sampling.prompt_logprobs is set to them).
+  bool echo = false;
 };
 
 // JSON objects and arrays nest at most this deep in a request body (OpenAI requests need about 5).

@@ -143,6 +143,7 @@ class HttpServer::GenerateCall final : public std::enable_shared_from_this<Gener
     bool stream = false;
     bool include_usage = false;
     std::optional<OpenAiLogprobs> logprobs;  // when the request asked for them
+    std::optional<EchoedPrompt> echo;        // when the request asked for it
   };
   Launch Prepare();
   void Launched(Launch launch);
@@ -177,6 +178,7 @@ class HttpServer::GenerateCall final : public std::enable_shared_from_this<Gener
   std::string text_;
   std::optional<OpenAiLogprobs> logprobs_builder_;
   nlohmann::ordered_json logprobs_;  // null unless the request asked for them
+  std::optional<EchoedPrompt> echo_;  // until its logprobs entries are in (the first message)
   v1::FinishReason finish_reason_ = v1::FINISH_REASON_UNSPECIFIED;
   v1::Usage usage_;
 };
@@ -321,6 +323,10 @@ HttpResponse HttpServer::Api::Route(const HttpRequest& request, const std::strin
               .body = metrics::Registry::Global().RenderText()};
     }
     if (path == "/v1/models") return Models(request);
+    if (path == "/tokenizer_info") {
+      if (absl::Status s = CheckAuth(request); !s.ok()) return ErrorResponse(s);
+      return JsonResponse(200, TokenizerInfo(*server_.env_.driver.model));
+    }
     constexpr absl::string_view kModelPrefix = "/v1/models/";
     if (absl::StartsWith(path, kModelPrefix) && path.size() > kModelPrefix.size()) {
       return Model(request, absl::string_view(path).substr(kModelPrefix.size()));
@@ -500,7 +506,10 @@ HttpServer::GenerateCall::Launch HttpServer::GenerateCall::Prepare() {
           .include_usage = parsed->include_usage,
           .logprobs = prepared->params.logprobs >= 0
                           ? std::optional(OpenAiLogprobs(endpoint_, &model.tokenizer()))
-                          : std::nullopt};
+                          : std::nullopt,
+          .echo = parsed->echo ? std::optional(EchoPrompt(parsed->generate, prepared->prompt,
+                                                          model.tokenizer()))
+                               : std::nullopt};
 }
 
 void HttpServer::GenerateCall::Launched(Launch launch) {
@@ -520,9 +529,13 @@ void HttpServer::GenerateCall::Launched(Launch launch) {
     status_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
       if (!ec && !self->done_ && !self->streaming_) self->StartStreaming();
     });
-  } else if (launch.logprobs.has_value()) {
-    logprobs_builder_ = std::move(launch.logprobs);
-    logprobs_ = logprobs_builder_->Empty();
+  } else {
+    if (launch.logprobs.has_value()) {
+      logprobs_builder_ = std::move(launch.logprobs);
+      logprobs_ = logprobs_builder_->Empty();
+    }
+    echo_ = std::move(launch.echo);
+    if (echo_.has_value()) text_ = echo_->text;
   }
   Pump();
 }
@@ -551,6 +564,11 @@ void HttpServer::GenerateCall::PumpWhole() {
   HttpSink::Taken taken = sink_->Take();
   for (const v1::GenerateResponse& message : taken.messages) {
     text_ += message.text();
+    if (echo_.has_value() && logprobs_builder_.has_value()) {
+      logprobs_builder_->AppendPrompt(echo_->tokens, message.prompt_logprobs(), echo_->added_bos,
+                                      Utf8Characters(echo_->text), logprobs_);
+    }
+    echo_.reset();
     if (logprobs_builder_.has_value()) logprobs_builder_->Append(message, logprobs_);
     if (message.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
       finish_reason_ = message.finish_reason();

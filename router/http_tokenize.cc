@@ -31,6 +31,20 @@ absl::StatusOr<std::vector<engine::TokenId>> Encode(const v1::GenerateRequest& r
   }
 }
 
+// vLLM's "add_special_tokens" (default true).
+absl::StatusOr<bool> AddSpecialTokens(const json& root) {
+  auto v = root.find("add_special_tokens");
+  if (v == root.end()) return true;
+  if (!v->is_boolean()) return Invalid("add_special_tokens", "'add_special_tokens' must be a boolean");
+  return v->get<bool>();
+}
+
+// A special token's text, or null where the vocabulary has none.
+json TokenText(const engine::Tokenizer& tokenizer, engine::TokenId id) {
+  if (id < 0 || id >= tokenizer.vocab().size()) return nullptr;
+  return tokenizer.TokenToPiece(id, /*render_special=*/true);
+}
+
 }  // namespace
 
 absl::StatusOr<json> TokenizeBody(const std::string& body, const ServedModel& model) {
@@ -45,6 +59,12 @@ absl::StatusOr<json> TokenizeBody(const std::string& body, const ServedModel& mo
   if (!request.ok()) return request.status();
   absl::StatusOr<std::vector<engine::TokenId>> ids = Encode(request->generate, model);
   if (!ids.ok()) return WithParam(ids.status(), chat ? "messages" : "prompt");
+  absl::StatusOr<bool> add_special = AddSpecialTokens(*root);
+  if (!add_special.ok()) return add_special.status();
+  const engine::Vocab& vocab = model.tokenizer().vocab();
+  if (!*add_special && !chat && vocab.add_bos && !ids->empty() && ids->front() == vocab.bos_id) {
+    ids->erase(ids->begin());
+  }
   return json{{"count", ids->size()}, {"max_model_len", model.n_ctx()}, {"tokens", *ids}};
 }
 
@@ -66,6 +86,24 @@ absl::StatusOr<json> DetokenizeBody(const std::string& body, const ServedModel& 
     ids.push_back(static_cast<engine::TokenId>(id.get<int64_t>()));
   }
   return json{{"prompt", model.tokenizer().Decode(ids, /*render_special=*/true)}};
+}
+
+}  // namespace baton::router
+
+namespace baton::router {
+
+json TokenizerInfo(const ServedModel& model) {
+  const engine::Tokenizer& tokenizer = model.tokenizer();
+  const engine::Vocab& vocab = tokenizer.vocab();
+  const absl::StatusOr<engine::ChatTemplate>& chat_template =
+      model.prompt_encoder().chat_template();
+  return json{{"tokenizer_class", "baton"},
+              {"bos_token", TokenText(tokenizer, vocab.bos_id)},
+              {"eos_token", TokenText(tokenizer, vocab.eos_id)},
+              {"pad_token", TokenText(tokenizer, vocab.pad_id)},
+              {"add_bos_token", vocab.add_bos},
+              {"model_max_length", model.n_ctx()},
+              {"chat_template", chat_template.ok() ? json(chat_template->source()) : json(nullptr)}};
 }
 
 }  // namespace baton::router

@@ -1,10 +1,14 @@
-// vLLM's /tokenize and /detokenize on the router's HTTP API: what a prompt or a chat becomes
+// vLLM's /tokenize, /detokenize and /tokenizer_info on the router's HTTP API: what a prompt or a chat becomes
 // (the very ids the router would prefill), and ids back to text.
 //
 //   POST /tokenize    {"prompt": "..."} or {"messages": [...], "add_generation_prompt": true,
 //                     "chat_template_kwargs": {...}}, "model" optional
 //                     -> {"count": N, "max_model_len": CTX, "tokens": [...]}
+//                     "add_special_tokens": false leaves out the BOS a text prompt would get
 //   POST /detokenize  {"tokens": [...]} -> {"prompt": "..."} (special tokens written out)
+//   GET /tokenizer_info -> {"tokenizer_class", "bos_token", "eos_token", "pad_token",
+//                     "add_bos_token", "model_max_length", "chat_template"} (what
+//                     lm-evaluation-harness's remote tokenizer reads; absent tokens are null)
 //
 // Bodies are read with the OpenAI API's parser and limits (router/http_openai.h), so a chat here
 // is rendered and checked exactly as /v1/chat/completions renders it.
@@ -26,6 +30,7 @@ absl::StatusOr<nlohmann::ordered_json> TokenizeBody(const std::string& body,
                                                     const ServedModel& model);
 absl::StatusOr<nlohmann::ordered_json> DetokenizeBody(const std::string& body,
                                                       const ServedModel& model);
+nlohmann::ordered_json TokenizerInfo(const ServedModel& model);
 
 }  // namespace baton::router
 

@@ -21,14 +21,24 @@ json Bytes(const std::string& piece) {
   return bytes;
 }
 
-// Characters that start in `piece`: its bytes that are not UTF-8 continuation bytes.
-int64_t CharactersStarted(const std::string& piece) {
+}  // namespace
+
+int64_t Utf8Characters(const std::string& text) {
   int64_t n = 0;
-  for (const char c : piece) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  for (const char c : text) n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
   return n;
 }
 
-}  // namespace
+EchoedPrompt EchoPrompt(const v1::GenerateRequest& request, std::vector<int32_t> prompt,
+                        const engine::Tokenizer& tokenizer) {
+  EchoedPrompt echo;
+  const bool text_prompt = request.input_case() == v1::GenerateRequest::kPrompt;
+  echo.text = text_prompt ? request.prompt() : tokenizer.Decode(prompt, /*render_special=*/true);
+  const engine::Vocab& vocab = tokenizer.vocab();
+  echo.added_bos = text_prompt && vocab.add_bos && !prompt.empty() && prompt[0] == vocab.bos_id;
+  echo.tokens = std::move(prompt);
+  return echo;
+}
 
 json OpenAiLogprobs::Empty() const {
   if (endpoint_ == OpenAiEndpoint::kChatCompletions) return {{"content", json::array()}};
@@ -43,7 +53,7 @@ void OpenAiLogprobs::Append(const v1::GenerateResponse& message, json& object) {
     if (endpoint_ == OpenAiEndpoint::kChatCompletions) {
       object["content"].push_back(ChatEntry(message.tokens(i), message.logprobs(i)));
     } else {
-      AppendCompletionsEntry(message.tokens(i), message.logprobs(i), object);
+      AppendCompletionsEntry(message.tokens(i), &message.logprobs(i), object);
     }
   }
 }
@@ -62,20 +72,40 @@ json OpenAiLogprobs::ChatEntry(int32_t token, const v1::TokenLogprobs& logprobs)
   return out;
 }
 
-void OpenAiLogprobs::AppendCompletionsEntry(int32_t token, const v1::TokenLogprobs& logprobs,
+void OpenAiLogprobs::AppendCompletionsEntry(int32_t token, const v1::TokenLogprobs* logprobs,
                                             json& object) {
   const std::string piece = tokenizer_->TokenToPiece(token, /*render_special=*/true);
   object["tokens"].push_back(piece);
-  object["token_logprobs"].push_back(JsonLogprob(logprobs.logprob()));
-  json top = json::object();
-  for (int j = 0; j < logprobs.top_tokens_size(); ++j) {
-    top[tokenizer_->TokenToPiece(logprobs.top_tokens(j), true)] =
-        JsonLogprob(logprobs.top_logprobs(j));
-  }
-  top[piece] = JsonLogprob(logprobs.logprob());  // the same value when among the top ones
-  object["top_logprobs"].push_back(std::move(top));
   object["text_offset"].push_back(text_offset_);
-  text_offset_ += CharactersStarted(piece);
+  text_offset_ += Utf8Characters(piece);
+  if (logprobs == nullptr) {
+    object["token_logprobs"].push_back(nullptr);
+    object["top_logprobs"].push_back(nullptr);
+    return;
+  }
+  object["token_logprobs"].push_back(JsonLogprob(logprobs->logprob()));
+  json top = json::object();
+  for (int j = 0; j < logprobs->top_tokens_size(); ++j) {
+    top[tokenizer_->TokenToPiece(logprobs->top_tokens(j), true)] =
+        JsonLogprob(logprobs->top_logprobs(j));
+  }
+  top[piece] = JsonLogprob(logprobs->logprob());  // the same value when among the top ones
+  object["top_logprobs"].push_back(std::move(top));
+}
+
+void OpenAiLogprobs::AppendPrompt(
+    const std::vector<int32_t>& tokens,
+    const google::protobuf::RepeatedPtrField<v1::TokenLogprobs>& logprobs, bool added_bos,
+    int64_t echo_characters, json& object) {
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const int64_t offset = text_offset_;
+    const int predictor = static_cast<int>(i) - 1;  // the entry of token i, when there is one
+    AppendCompletionsEntry(
+        tokens[i], predictor >= 0 && predictor < logprobs.size() ? &logprobs[predictor] : nullptr,
+        object);
+    if (i == 0 && added_bos) text_offset_ = offset;
+  }
+  text_offset_ = echo_characters;
 }
 
 }  // namespace baton::router

@@ -216,6 +216,9 @@ void RequestDriver::BeginAttempt(const engine::GenerationState& generation) {
                                  attempt_.prompt);
   attempt_.wire = prepared_.wire;
   attempt_.wire.set_max_tokens(prepared_.params.max_tokens - generation.n_generated());
+  // The client has the prompt's log-probabilities once a token went out; a migrated request's
+  // prompt (with the tokens generated) needs none.
+  if (generation.n_generated() > 0) attempt_.wire.clear_prompt_logprobs();
 }
 
 absl::Status RequestDriver::RunAttempt(engine::GenerationState& generation) {
@@ -243,11 +246,13 @@ absl::Status RequestDriver::AcceptPrefillToken(engine::GenerationState& generati
                                   prepared_.params.logprobs, deps_.model->n_vocab())
                   : absl::InternalError("returned no log-probabilities for the first token");
   }
+  if (checked.ok()) checked = CheckPromptLogprobs();
   if (!checked.ok()) {
     return WorkerFailed(attempt_.prefill, "prefill worker", "Prefill", rpc::ToGrpcStatus(checked));
   }
   v1::GenerateResponse out;
   if (want_logprobs) *out.add_logprobs() = attempt_.prefill_response.first_token_logprobs();
+  out.mutable_prompt_logprobs()->Swap(attempt_.prefill_response.mutable_prompt_logprobs());
   out.set_request_id(request_id_);
   out.set_text(generation.Accept(token));
   n_generated_ = generation.n_generated();
@@ -261,6 +266,28 @@ absl::Status RequestDriver::AcceptPrefillToken(engine::GenerationState& generati
     Finalize(generation, rpc::FinishReasonToProto(generation.finish_reason()), out);
   }
   return sink_->Send(std::move(out)) ? absl::OkStatus() : CancelledStatus();
+}
+
+absl::Status RequestDriver::CheckPromptLogprobs() const {
+  const v1::PrefillResponse& response = attempt_.prefill_response;
+  if (!attempt_.wire.has_prompt_logprobs()) {
+    if (response.prompt_logprobs_size() == 0) return absl::OkStatus();
+    return absl::InternalError("returned prompt log-probabilities nobody asked for");
+  }
+  const int expected = static_cast<int>(attempt_.prompt.size()) - 1;
+  if (response.prompt_logprobs_size() != expected) {
+    return absl::InternalError(absl::StrCat("returned ", response.prompt_logprobs_size(),
+                                            " prompt log-probabilities for a prompt of ",
+                                            attempt_.prompt.size(), " tokens"));
+  }
+  for (const v1::TokenLogprobs& logprobs : response.prompt_logprobs()) {
+    if (absl::Status s = CheckLogprobs(logprobs, attempt_.wire.prompt_logprobs(),
+                                       deps_.model->n_vocab());
+        !s.ok()) {
+      return s;
+    }
+  }
+  return absl::OkStatus();
 }
 
 void RequestDriver::EndAttempt(const absl::Status& status) {

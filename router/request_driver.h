@@ -124,6 +124,9 @@ class RequestDriver {
                             const grpc::Status& status);
   // The prefill worker's sampled token: into `generation` and to the client.
   absl::Status AcceptPrefillToken(engine::GenerationState& generation);
+  // The prefill worker's prompt log-probabilities: one per prompt token after the first, each
+  // with the top tokens asked for, when the attempt asked for them; none otherwise.
+  absl::Status CheckPromptLogprobs() const;
   // The request's one line in the log (info): id, outcome, tokens, TTFT, E2E, workers.
   void LogRequestEnd(const absl::Status& status, absl::Time ended) const;
   absl::Status Reserve();

@@ -319,6 +319,94 @@ TEST_F(HttpClusterTest, CompletionsAndChat) {
   EXPECT_LE(chat["usage"]["completion_tokens"].get<int>(), 12);
 }
 
+// Echo with logprobs: the answer's text and tokens start with the prompt's, the first prompt
+// token without a log-probability. Each prompt token's log-probability is what the model gives
+// it after the tokens before it: the token the model generates greedily after a prompt P has,
+// as the last token of the prompt P + token, the log-probability it had when generated.
+TEST_F(HttpClusterTest, EchoWithLogprobsScoresThePrompt) {
+  const std::string prompt = "The capital of France is";
+  httplib::Result r = client_->Post("/tokenize", json({{"prompt", prompt}}).dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const std::vector<int> prompt_ids = json::parse(r->body)["tokens"].get<std::vector<int>>();
+
+  r = client_->Post("/v1/completions",
+                    json({{"prompt", prompt}, {"max_tokens", 1}, {"temperature", 0},
+                          {"logprobs", 2}})
+                        .dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json generated = json::parse(r->body)["choices"][0];
+  const std::string next = generated["logprobs"]["tokens"][0];
+  const double next_logprob = generated["logprobs"]["token_logprobs"][0];
+
+  r = client_->Post("/v1/completions",
+                    json({{"prompt", prompt + next}, {"max_tokens", 1}, {"temperature", 0},
+                          {"logprobs", 2}, {"echo", true}})
+                        .dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json choice = json::parse(r->body)["choices"][0];
+  const json& logprobs = choice["logprobs"];
+  const size_t n_prompt = prompt_ids.size() + 1;
+  ASSERT_EQ(logprobs["tokens"].size(), n_prompt + 1) << logprobs.dump();
+  EXPECT_EQ(choice["text"].get<std::string>().rfind(prompt + next, 0), 0u) << choice["text"];
+  EXPECT_TRUE(logprobs["token_logprobs"][0].is_null());
+  EXPECT_TRUE(logprobs["top_logprobs"][0].is_null());
+  std::string spelled;
+  for (size_t i = 0; i < n_prompt; ++i) {
+    EXPECT_EQ(logprobs["text_offset"][i].get<size_t>(), spelled.size()) << i;
+    spelled += logprobs["tokens"][i].get<std::string>();
+  }
+  EXPECT_EQ(spelled, prompt + next);
+  EXPECT_EQ(logprobs["tokens"][n_prompt - 1], next);
+  EXPECT_EQ(logprobs["token_logprobs"][n_prompt - 1].get<double>(), next_logprob);
+  EXPECT_EQ(logprobs["text_offset"][n_prompt].get<size_t>(), spelled.size());
+  for (size_t i = 1; i <= n_prompt; ++i) {
+    // The most likely token and the scored one, at most.
+    EXPECT_GE(logprobs["top_logprobs"][i].size(), 2u) << i;
+    EXPECT_LE(logprobs["top_logprobs"][i].size(), 3u) << i;
+    EXPECT_LE(logprobs["token_logprobs"][i].get<double>(), 0.0) << i;
+  }
+  EXPECT_EQ(json::parse(r->body)["usage"]["prompt_tokens"], n_prompt);
+
+  // Echo alone: the text, no logprobs; with a stream: refused.
+  r = client_->Post("/v1/completions",
+                    json({{"prompt", prompt}, {"max_tokens", 2}, {"echo", true}}).dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["choices"][0]["text"].get<std::string>().rfind(prompt, 0), 0u);
+  EXPECT_TRUE(json::parse(r->body)["choices"][0]["logprobs"].is_null());
+  r = client_->Post("/v1/completions",
+                    json({{"prompt", prompt}, {"echo", true}, {"stream", true}}).dump());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+  EXPECT_EQ(json::parse(r->body)["error"]["param"], "echo");
+}
+
+// What lm-evaluation-harness's remote tokenizer reads: the special tokens and the context.
+TEST_F(HttpClusterTest, TokenizerInfoAndTokenizingWithoutSpecialTokens) {
+  httplib::Result r = client_->Get("/tokenizer_info", "wrong-key");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 401);  // behind the API key, as the other endpoints
+  r = client_->Get("/tokenizer_info");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json info = json::parse(r->body);
+  EXPECT_EQ(info["eos_token"], "<|im_end|>");
+  EXPECT_EQ(info["bos_token"], "<|im_start|>");
+  EXPECT_EQ(info["add_bos_token"], false);
+  EXPECT_GT(info["model_max_length"].get<int>(), 0);
+  EXPECT_NE(info["chat_template"].get<std::string>().find("<|im_start|>"), std::string::npos);
+  r = client_->Post("/tokenize", R"({"prompt": "<|im_end|>", "add_special_tokens": false})");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  EXPECT_EQ(json::parse(r->body)["tokens"].size(), 1u);  // lm-eval's eos_token_id lookup
+  r = client_->Post("/tokenize", R"({"prompt": "x", "add_special_tokens": "no"})");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400) << r->body;
+}
+
 TEST_F(HttpClusterTest, StreamingEqualsNonStreamingAndEndsWithUsage) {
   for (const std::string path : {"/v1/completions", "/v1/chat/completions"}) {
     const bool chat = path == "/v1/chat/completions";

@@ -244,7 +244,8 @@ TEST(HttpOpenAiTest, BadParametersNameTheParameter) {
            Case{R"({"prompt": "x", "logprobs": 21})", "logprobs"},
            Case{R"({"prompt": "x", "logprobs": -1})", "logprobs"},
            Case{R"({"prompt": "x", "logprobs": true})", "logprobs"},
-           Case{R"({"prompt": "x", "echo": true})", "echo"},
+           Case{R"({"prompt": "x", "echo": true, "stream": true})", "echo"},
+           Case{R"({"prompt": "x", "echo": 1})", "echo"},
            Case{R"({"prompt": "x", "best_of": 3})", "best_of"},
            Case{R"({"prompt": "x", "logit_bias": {"abc": -100}})", "logit_bias"},
            Case{R"({"prompt": "x", "logit_bias": {"5": 101}})", "logit_bias"},
@@ -305,6 +306,28 @@ TEST(HttpOpenAiTest, LogprobsOfBothEndpoints) {
   r = Chat(absl::StrCat("{", user, "}"));
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->generate.sampling().has_logprobs());
+}
+
+// Completions' echo: on its own it asks for no log-probabilities; with logprobs k, the prompt's
+// are asked for too, with the same k. Off by default and when false.
+TEST(HttpOpenAiTest, EchoAsksForThePromptsLogprobsWhenLogprobsAreAsked) {
+  absl::StatusOr<OpenAiRequest> r = Completions(R"({"prompt": "x", "echo": true})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->echo);
+  EXPECT_FALSE(r->generate.sampling().has_prompt_logprobs());
+  EXPECT_FALSE(r->generate.sampling().has_logprobs());
+  r = Completions(R"({"prompt": "x", "echo": true, "logprobs": 3})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->echo);
+  EXPECT_EQ(r->generate.sampling().prompt_logprobs(), 3);
+  EXPECT_EQ(r->generate.sampling().logprobs(), 3);
+  for (const char* body : {R"({"prompt": "x", "logprobs": 3})",
+                           R"({"prompt": "x", "echo": false, "logprobs": 3})"}) {
+    r = Completions(body);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_FALSE(r->echo) << body;
+    EXPECT_FALSE(r->generate.sampling().has_prompt_logprobs()) << body;
+  }
 }
 
 TEST(HttpOpenAiTest, LogitBiasMapsTokenIdsToBiases) {

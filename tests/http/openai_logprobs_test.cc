@@ -103,6 +103,37 @@ TEST_F(OpenAiLogprobsTest, CompletionsListsTokensWithTextOffsetsAcrossMessages) 
   EXPECT_EQ(second["text_offset"], json({9}));
 }
 
+// Echo: the prompt's entries come first, the first with null log-probabilities (nothing predicts
+// it), the rest from the prompt log-probabilities; the generated tokens' offsets count on from
+// the echoed text's length. A BOS the tokenizer added takes no room in the text.
+TEST_F(OpenAiLogprobsTest, EchoPutsThePromptsEntriesFirst) {
+  const std::vector<int32_t> prompt = {is_, paris_};
+  const v1::GenerateResponse prompt_message = Message({paris_}, -0.75f, {is_});
+  for (const bool added_bos : {false, true}) {
+    OpenAiLogprobs logprobs(OpenAiEndpoint::kCompletions, &tokenizer());
+    json object = logprobs.Empty();
+    std::vector<int32_t> tokens = prompt;
+    if (added_bos) tokens.insert(tokens.begin(), eos_);  // any special token stands in for BOS
+    v1::GenerateResponse prompt_logprobs;
+    if (added_bos) *prompt_logprobs.add_logprobs() = prompt_message.logprobs(0);
+    *prompt_logprobs.add_logprobs() = prompt_message.logprobs(0);
+    logprobs.AppendPrompt(tokens, prompt_logprobs.logprobs(), added_bos, Utf8Characters(" is Paris"),
+                          object);
+    logprobs.Append(Message({is_}, -0.5f, {}), object);
+    const size_t p = added_bos ? 1 : 0;  // where " is" is
+    EXPECT_EQ(object["tokens"][p], " is");
+    EXPECT_EQ(object["tokens"][p + 1], " Paris");
+    EXPECT_EQ(object["token_logprobs"][0], nullptr);
+    EXPECT_EQ(object["top_logprobs"][0], nullptr);
+    EXPECT_EQ(object["token_logprobs"][p + 1], -0.75);
+    EXPECT_EQ(object["top_logprobs"][p + 1], json({{" is", -1.0}, {" Paris", -0.75}}));
+    EXPECT_EQ(object["token_logprobs"].back(), -0.5);
+    EXPECT_EQ(object["text_offset"], added_bos ? json({0, 0, 3, 9}) : json({0, 3, 9}))
+        << added_bos;
+  }
+  EXPECT_EQ(Utf8Characters("\xC3\xA9t\xC3\xA9"), 3);  // été
+}
+
 TEST_F(OpenAiLogprobsTest, StreamChunksCarryTheirTokensLogprobsEvenWithTextHeldBack) {
   OpenAiStreamEncoder encoder({.endpoint = OpenAiEndpoint::kCompletions, .id = "cmpl-1"},
                               /*include_usage=*/false,

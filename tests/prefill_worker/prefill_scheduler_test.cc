@@ -138,7 +138,8 @@ class PrefillSchedulerTest : public testing::Test {
   // `decode_lookup`) and queues the prompt; returns the reservation id (empty, after a test
   // failure, when the reservation is refused).
   std::string Enqueue(const std::string& id, std::vector<engine::TokenId> prompt,
-                      bool decode_lookup = false, int32_t logprobs = -1) {
+                      bool decode_lookup = false, int32_t logprobs = -1,
+                      int32_t prompt_logprobs = -1) {
     const std::span<const engine::TokenId> lookup =
         decode_lookup ? std::span<const engine::TokenId>(prompt) : std::span<const engine::TokenId>();
     absl::StatusOr<decode_worker::ReserveResult> reserved = reservations_->Reserve(
@@ -148,7 +149,7 @@ class PrefillSchedulerTest : public testing::Test {
     auto job = std::make_shared<PrefillJob>();
     job->request_id = id;
     job->prompt = std::move(prompt);
-    job->params = {.temperature = 0.0f, .logprobs = logprobs};
+    job->params = {.temperature = 0.0f, .logprobs = logprobs, .prompt_logprobs = prompt_logprobs};
     job->reservation_id = reserved->reservation_id;
     job->destination_cached_blocks = reserved->n_cached_tokens / kBlockSize;
     job->deadline = std::chrono::system_clock::now() + std::chrono::seconds(60);
@@ -196,6 +197,45 @@ class PrefillSchedulerTest : public testing::Test {
     }
     decode_cache_->Free(claimed->table);
     return kv;
+  }
+
+  // The prompt's log-probabilities computed apart: one forward pass of the whole prompt with
+  // every position's logits, on a cache of its own; entry i is token i + 1's.
+  std::vector<engine::TokenLogprobs> ReferencePromptLogprobs(
+      const std::vector<engine::TokenId>& prompt, int32_t k) {
+    absl::StatusOr<std::unique_ptr<engine::KvCache>> cache = engine::KvCache::Create(
+        model_->config(), {.block_size = kBlockSize, .n_blocks = 64}, *backend_);
+    EXPECT_TRUE(cache.ok()) << cache.status();
+    if (!cache.ok()) return {};
+    engine::Transformer transformer(&model_->config(), &model_->weights(), backend_.get(),
+                                    cache->get());
+    engine::BlockTable table;
+    EXPECT_TRUE((*cache)->Reserve(table, static_cast<int32_t>(prompt.size())).ok());
+    const std::vector<engine::SequenceInput> input = {
+        {.tokens = prompt, .kv = &table, .all_logits = true}};
+    std::vector<float> logits;
+    EXPECT_TRUE(transformer.Prefill(input, logits).ok());
+    const size_t n_vocab = static_cast<size_t>(model_->config().n_vocab);
+    std::vector<engine::TokenLogprobs> out;
+    for (size_t i = 0; i + 1 < prompt.size(); ++i) {
+      out.push_back(engine::LogprobsOf(
+          std::span<const float>(logits.data() + i * n_vocab, n_vocab), prompt[i + 1], k));
+    }
+    (*cache)->Free(table);
+    return out;
+  }
+
+  static void ExpectSameLogprobs(const std::vector<engine::TokenLogprobs>& got,
+                                 const std::vector<engine::TokenLogprobs>& want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].logprob, want[i].logprob) << "prompt token " << i + 1;
+      ASSERT_EQ(got[i].top.size(), want[i].top.size()) << "prompt token " << i + 1;
+      for (size_t j = 0; j < got[i].top.size(); ++j) {
+        EXPECT_EQ(got[i].top[j].id, want[i].top[j].id) << "prompt token " << i + 1;
+        EXPECT_EQ(got[i].top[j].logprob, want[i].top[j].logprob) << "prompt token " << i + 1;
+      }
+    }
   }
 
   std::string path_;
@@ -262,6 +302,71 @@ TEST_F(PrefillSchedulerTest, TheFirstTokensLogprobsComeWithItWhenAsked) {
   EXPECT_FALSE(without->first_token_logprobs.has_value());
   ReceivedKv(with_id, 20);
   ReceivedKv(without_id, 20);
+}
+
+// Prompt log-probabilities are every prompt position's, bit for bit those of one forward pass
+// over the whole prompt: when the prompt shares its steps with another prompt (whose first token
+// they leave alone), when it is chunked, and when its prefix is cached (nothing is taken from the
+// cache then). A request that does not ask gets none.
+TEST_F(PrefillSchedulerTest, PromptLogprobsAreEveryPositionsWhateverTheBatchChunksOrCache) {
+  const std::vector<engine::TokenId> prompt = Prompt(50, 6);
+  const std::vector<engine::TokenLogprobs> reference = ReferencePromptLogprobs(prompt, 3);
+  ASSERT_EQ(reference.size(), 49u);
+
+  ASSERT_NO_FATAL_FAILURE(StartWorker(2048, /*prefix_caching=*/true));
+  const std::string alone_id = Enqueue("alone", Prompt(30, 7));
+  RunAll();
+  absl::StatusOr<PrefillResult> alone = outcomes_.Await("alone");
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_TRUE(alone->prompt_logprobs.empty());
+  ReceivedKv(alone_id, 30);
+
+  // Batched: a short prompt, then the one with prompt logprobs, then another short one.
+  const std::string before_id = Enqueue("before", Prompt(30, 7));
+  const std::string with_id = Enqueue("with", prompt, false, -1, /*prompt_logprobs=*/3);
+  const std::string after_id = Enqueue("after", Prompt(30, 7));
+  EXPECT_EQ(RunAll(), 1);
+  absl::StatusOr<PrefillResult> with = outcomes_.Await("with");
+  ASSERT_TRUE(with.ok()) << with.status();
+  ExpectSameLogprobs(with->prompt_logprobs, reference);
+  for (const char* id : {"before", "after"}) {
+    absl::StatusOr<PrefillResult> other = outcomes_.Await(id);
+    ASSERT_TRUE(other.ok()) << other.status();
+    EXPECT_EQ(other->first_token, alone->first_token) << id;
+    EXPECT_TRUE(other->prompt_logprobs.empty()) << id;
+  }
+  ReceivedKv(before_id, 30);
+  ReceivedKv(after_id, 30);
+  ReceivedKv(with_id, 50);
+
+  // The same prompt again: its blocks are cached, and taken by a request without prompt
+  // logprobs, but not by one with them.
+  const std::string again_id = Enqueue("again", prompt, false, -1, /*prompt_logprobs=*/3);
+  RunAll();
+  absl::StatusOr<PrefillResult> again = outcomes_.Await("again");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->cached_tokens, 0);
+  EXPECT_EQ(again->first_token, with->first_token);
+  ExpectSameLogprobs(again->prompt_logprobs, reference);
+  ReceivedKv(again_id, 50);
+  const std::string plain_id = Enqueue("plain", prompt);
+  RunAll();
+  absl::StatusOr<PrefillResult> plain = outcomes_.Await("plain");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_GT(plain->cached_tokens, 0);
+  EXPECT_EQ(plain->first_token, with->first_token);
+  ReceivedKv(plain_id, 50);
+
+  // Chunked: 16 + 16 + 16 + 2 tokens in 4 steps.
+  ASSERT_NO_FATAL_FAILURE(StartWorker(18));
+  const std::string chunked_id = Enqueue("chunked", prompt, false, -1, /*prompt_logprobs=*/3);
+  EXPECT_EQ(RunAll(), 4);
+  absl::StatusOr<PrefillResult> chunked = outcomes_.Await("chunked");
+  ASSERT_TRUE(chunked.ok()) << chunked.status();
+  EXPECT_EQ(chunked->first_token, with->first_token);
+  ExpectSameLogprobs(chunked->prompt_logprobs, reference);
+  ReceivedKv(chunked_id, 50);
+  EXPECT_EQ(prefill_cache_->pool().n_free(), prefill_cache_->pool().n_blocks());
 }
 
 // Prefill on a backend whose memory is not the host's (a GPU's): each layer's blocks are staged on

@@ -71,6 +71,11 @@ class FakePrefillWorker final : public v1::PrefillWorker::CallbackService {
     absl::MutexLock lock(&mu_);
     first_token_logprobs_ = std::move(logprobs);
   }
+  // Sent with the first token when not empty (whatever the request asked).
+  void set_prompt_logprobs(std::vector<v1::TokenLogprobs> logprobs) {
+    absl::MutexLock lock(&mu_);
+    prompt_logprobs_ = std::move(logprobs);
+  }
   std::vector<v1::PrefillRequest> prefills() {
     absl::MutexLock lock(&mu_);
     return prefills_;
@@ -94,6 +99,9 @@ class FakePrefillWorker final : public v1::PrefillWorker::CallbackService {
         response->set_first_token(first_token_);
         if (first_token_logprobs_.has_value()) {
           *response->mutable_first_token_logprobs() = *first_token_logprobs_;
+        }
+        for (const v1::TokenLogprobs& logprobs : prompt_logprobs_) {
+          *response->add_prompt_logprobs() = logprobs;
         }
         response->set_kv_bytes_sent(12345);
         response->set_kv_transfer_seconds(0.25);
@@ -153,6 +161,7 @@ class FakePrefillWorker final : public v1::PrefillWorker::CallbackService {
   grpc::Status failure_ ABSL_GUARDED_BY(mu_);
   int32_t first_token_ ABSL_GUARDED_BY(mu_) = 0;
   std::optional<v1::TokenLogprobs> first_token_logprobs_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::TokenLogprobs> prompt_logprobs_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::PrefillRequest> prefills_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> cancel_prefills_ ABSL_GUARDED_BY(mu_);
   int cancelled_calls_ ABSL_GUARDED_BY(mu_) = 0;

@@ -602,6 +602,57 @@ TEST_F(RouterServiceTest, MissingOrMalformedLogprobsFailTheRequestAsTheWorkersFa
   EXPECT_TRUE(WaitUntil([&] { return router_->requests().active() == 0; }));
 }
 
+// Prompt log-probabilities come on the first message, one per prompt token after the first; a
+// prefill worker that sends the wrong number of them, or sends them unasked, fails the request as
+// its own fault.
+TEST_F(RouterServiceTest, PromptLogprobsComeOnTheFirstMessageAndAreChecked) {
+  StartRouter();
+  const std::vector<int32_t> generated = Tokens(" one two");
+  prefill_->set_first_token(generated[0]);
+  decode_->set_script({.tokens = {generated[1]}, .finish_reason = v1::FINISH_REASON_LENGTH});
+  v1::GenerateRequest request = Prompt("Count to three");
+  const size_t n_prompt = Tokens("Count to three").size();
+  ASSERT_GE(n_prompt, 2u);
+  request.mutable_sampling()->set_max_tokens(2);
+  request.mutable_sampling()->set_prompt_logprobs(1);
+
+  std::vector<v1::TokenLogprobs> prompt_logprobs;
+  for (size_t i = 1; i < n_prompt; ++i) {
+    prompt_logprobs.push_back(Logprobs(-0.25f * static_cast<float>(i), {generated[0]}));
+  }
+  prefill_->set_prompt_logprobs(prompt_logprobs);
+  GenerateResult result = Generate(request);
+  ASSERT_TRUE(result.status.ok()) << result.status.error_message();
+  ASSERT_GE(result.messages.size(), 2u);
+  ASSERT_EQ(result.messages[0].prompt_logprobs_size(), static_cast<int>(n_prompt - 1));
+  for (size_t i = 1; i < n_prompt; ++i) {
+    EXPECT_EQ(result.messages[0].prompt_logprobs(static_cast<int>(i - 1)).logprob(),
+              -0.25f * static_cast<float>(i));
+  }
+  for (size_t m = 1; m < result.messages.size(); ++m) {
+    EXPECT_EQ(result.messages[m].prompt_logprobs_size(), 0);
+  }
+  EXPECT_EQ(result.messages[0].logprobs_size(), 0);  // generated tokens' were not asked for
+  EXPECT_EQ(prefill_->prefills().back().sampling().prompt_logprobs(), 1);
+
+  prompt_logprobs.pop_back();
+  prefill_->set_prompt_logprobs(prompt_logprobs);
+  result = Generate(request);
+  EXPECT_FALSE(result.status.ok());
+  EXPECT_THAT(result.status.error_message(),
+              AllOf(HasSubstr("prefill worker"),
+                    HasSubstr(absl::StrCat("returned ", n_prompt - 2,
+                                           " prompt log-probabilities for a prompt of ", n_prompt,
+                                           " tokens"))));
+
+  request.mutable_sampling()->clear_prompt_logprobs();
+  result = Generate(request);
+  EXPECT_FALSE(result.status.ok());
+  EXPECT_THAT(result.status.error_message(),
+              HasSubstr("returned prompt log-probabilities nobody asked for"));
+  EXPECT_TRUE(WaitUntil([&] { return router_->requests().active() == 0; }));
+}
+
 TEST_F(RouterServiceTest, ClientCancelMidStreamCancelsDecodeAndReleases) {
   StartRouter();
   Script(Tokens(" and so on and so forth, forever and ever"), /*hold_open=*/true);

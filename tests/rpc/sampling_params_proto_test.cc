@@ -40,6 +40,35 @@ TEST(SamplingParamsProtoTest, LogprobsOutOfRangeAreRefusedByName) {
   }
 }
 
+TEST(SamplingParamsProtoTest, PromptLogprobsUnsetIsOffAndTravelsBothWays) {
+  baton::v1::SamplingParams wire;
+  absl::StatusOr<engine::SamplingParams> params = SamplingParamsFromProto(wire, kVocab, 1);
+  ASSERT_TRUE(params.ok()) << params.status();
+  EXPECT_EQ(params->prompt_logprobs, -1);
+  EXPECT_FALSE(SamplingParamsToProto(*params).has_prompt_logprobs());
+  for (int32_t k : {0, 3, engine::kMaxLogprobs}) {
+    wire.set_prompt_logprobs(k);
+    params = SamplingParamsFromProto(wire, kVocab, 1);
+    ASSERT_TRUE(params.ok()) << params.status();
+    EXPECT_EQ(params->prompt_logprobs, k);
+    EXPECT_EQ(params->logprobs, -1);  // the two are independent
+    const baton::v1::SamplingParams back = SamplingParamsToProto(*params);
+    ASSERT_TRUE(back.has_prompt_logprobs());
+    EXPECT_EQ(back.prompt_logprobs(), k);
+  }
+}
+
+TEST(SamplingParamsProtoTest, PromptLogprobsOutOfRangeAreRefusedByName) {
+  baton::v1::SamplingParams wire;
+  for (int32_t k : {engine::kMaxLogprobs + 1, -2}) {
+    wire.set_prompt_logprobs(k);
+    const absl::StatusOr<engine::SamplingParams> params = SamplingParamsFromProto(wire, kVocab, 1);
+    ASSERT_FALSE(params.ok()) << k;
+    EXPECT_EQ(params.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(std::string(params.status().message()).find("prompt_logprobs"), std::string::npos);
+  }
+}
+
 TEST(SamplingParamsProtoTest, LogitBiasTravelsBothWaysInTokenOrder) {
   baton::v1::SamplingParams wire;
   (*wire.mutable_logit_bias())[42] = -100.0f;
