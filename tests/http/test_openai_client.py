@@ -233,6 +233,32 @@ def test_completion_logprobs_stream_as_they_answer_whole(client, model):
 PARIS, ZEBRA = "7042", "29106"  # the default model's token ids of " Paris" and " zebra"
 
 
+def test_completion_echo_scores_the_prompt(client, model):
+    prompt = "The capital of France is"
+    response = client.completions.create(
+        model=model, prompt=prompt, max_tokens=2, temperature=0, echo=True, logprobs=2)
+    choice = response.choices[0]
+    assert choice.text.startswith(prompt)
+    logprobs = choice.logprobs
+    n_prompt = response.usage.prompt_tokens
+    assert len(logprobs.tokens) == n_prompt + response.usage.completion_tokens
+    assert "".join(logprobs.tokens) == choice.text
+    assert logprobs.token_logprobs[0] is None and logprobs.top_logprobs[0] is None
+    assert all(lp <= 0 for lp in logprobs.token_logprobs[1:])
+    # Each scored position lists its two most likely tokens, and the scored one.
+    assert all(2 <= len(top) <= 3 for top in logprobs.top_logprobs[1:])
+    assert logprobs.text_offset[n_prompt] == len(prompt)
+    # A prompt token's score is what the token has when generated after the tokens before it
+    # (greedily, " of" follows "The capital").
+    start = client.completions.create(
+        model=model, prompt="The capital", max_tokens=1, temperature=0, logprobs=0)
+    assert start.choices[0].logprobs.tokens[0] == logprobs.tokens[2] == " of"
+    assert start.choices[0].logprobs.token_logprobs[0] == logprobs.token_logprobs[2]
+    with pytest.raises(openai.BadRequestError) as error:
+        client.completions.create(model=model, prompt=prompt, echo=True, stream=True)
+    assert error.value.body["param"] == "echo"
+
+
 def test_logit_bias_bans_and_forces_tokens(client, model):
     kwargs = dict(
         model=model, prompt="The capital of France is", max_tokens=3, temperature=0, logprobs=0
