@@ -310,11 +310,6 @@ absl::Status ParseStop(const json& stop, v1::SamplingParams& sampling) {
 
 // Known OpenAI features this server does not implement: refused unless "off".
 absl::Status RefuseUnsupported(const json& body, OpenAiEndpoint endpoint) {
-  if (const json* v = Field(body, "best_of")) {
-    if (!(v->is_number_integer() && v->get<int64_t>() == 1)) {
-      return Invalid("best_of", "'best_of' must be 1: this server generates one choice");
-    }
-  }
   if (const json* v = Field(body, "suffix")) {
     if (!(v->is_string() && v->get_ref<const std::string&>().empty())) {
       return Unsupported("suffix", "'suffix'");
@@ -335,6 +330,27 @@ absl::Status RefuseUnsupported(const json& body, OpenAiEndpoint endpoint) {
   }
   (void)endpoint;
   return absl::OkStatus();
+}
+
+// "best_of": completions only, in [n, kMaxChoices]; n when absent; not with a stream when more
+// than n (the answer is known only once every candidate is done).
+absl::StatusOr<int32_t> ParseBestOf(const json& body, OpenAiEndpoint endpoint, int32_t n,
+                                    bool stream) {
+  const json* v = Field(body, "best_of");
+  if (v == nullptr) return n;
+  if (endpoint != OpenAiEndpoint::kCompletions) {
+    return Unsupported("best_of", "'best_of' on /v1/chat/completions");
+  }
+  absl::StatusOr<int64_t> best_of = Integer(*v, "best_of", 1, kMaxChoices);
+  if (!best_of.ok()) return best_of.status();
+  if (*best_of < n) {
+    return Invalid("best_of", absl::StrCat("'best_of' must be at least 'n' (", n, "), got ",
+                                           *best_of));
+  }
+  if (*best_of > n && stream) {
+    return Invalid("best_of", "'best_of' greater than 'n' cannot be combined with 'stream'");
+  }
+  return static_cast<int32_t>(*best_of);
 }
 
 // "echo": completions only, and not with a stream (its prompt entries would precede the first
@@ -566,14 +582,9 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
     out.generate.set_model(name);
   }
   if (const json* n = Field(root, "n")) {
-    absl::StatusOr<int64_t> v = Integer(*n, "n", std::numeric_limits<int64_t>::min(),
-                                        std::numeric_limits<int64_t>::max());
+    absl::StatusOr<int64_t> v = Integer(*n, "n", 1, kMaxChoices);
     if (!v.ok()) return v.status();
-    if (*v != 1) {
-      return Invalid("n", absl::StrCat("'n' must be 1: this server generates one choice per "
-                                       "request, got ",
-                                       *v));
-    }
+    out.n = static_cast<int32_t>(*v);
   }
   if (const json* stream = Field(root, "stream")) {
     absl::StatusOr<bool> v = Bool(*stream, "stream");
@@ -605,6 +616,9 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
   if (absl::Status s = RefuseUnsupported(root, endpoint); !s.ok()) return s;
   v1::SamplingParams& sampling = *out.generate.mutable_sampling();
   if (absl::Status s = ParseSampling(root, endpoint, sampling); !s.ok()) return s;
+  absl::StatusOr<int32_t> best_of = ParseBestOf(root, endpoint, out.n, out.stream);
+  if (!best_of.ok()) return best_of.status();
+  out.best_of = *best_of;
   absl::StatusOr<bool> echo = ParseEcho(root, endpoint, out.stream);
   if (!echo.ok()) return echo.status();
   out.echo = *echo;
@@ -627,21 +641,44 @@ json OpenAiUsage(const v1::Usage& usage) {
           {"prompt_tokens_details", {{"cached_tokens", usage.cached_prompt_tokens()}}}};
 }
 
-json OpenAiCompletion(const OpenAiResponseContext& context, const std::string& text,
-                      v1::FinishReason finish_reason, const v1::Usage& usage, json logprobs) {
-  const bool chat = context.endpoint == OpenAiEndpoint::kChatCompletions;
-  json out = Base(context, chat ? "chat.completion" : "text_completion");
-  json choice = {{"index", 0}};
-  if (chat) {
+v1::Usage CombinedUsage(const std::vector<v1::Usage>& choices) {
+  v1::Usage usage;
+  if (choices.empty()) return usage;
+  usage.set_prompt_tokens(choices[0].prompt_tokens());
+  usage.set_cached_prompt_tokens(choices[0].cached_prompt_tokens());
+  int32_t completion = 0;
+  for (const v1::Usage& choice : choices) completion += choice.completion_tokens();
+  usage.set_completion_tokens(completion);
+  return usage;
+}
+
+json OpenAiChoice(OpenAiEndpoint endpoint, int index, const std::string& text,
+                  v1::FinishReason finish_reason, json logprobs) {
+  json choice = {{"index", index}};
+  if (endpoint == OpenAiEndpoint::kChatCompletions) {
     choice["message"] = {{"role", "assistant"}, {"content", text}};
   } else {
     choice["text"] = text;
   }
   choice["logprobs"] = std::move(logprobs);
   choice["finish_reason"] = OpenAiFinishReason(finish_reason);
-  out["choices"] = json::array({std::move(choice)});
+  return choice;
+}
+
+json OpenAiCompletion(const OpenAiResponseContext& context, json choices, const v1::Usage& usage) {
+  const bool chat = context.endpoint == OpenAiEndpoint::kChatCompletions;
+  json out = Base(context, chat ? "chat.completion" : "text_completion");
+  out["choices"] = std::move(choices);
   out["usage"] = OpenAiUsage(usage);
   return out;
+}
+
+json OpenAiCompletion(const OpenAiResponseContext& context, const std::string& text,
+                      v1::FinishReason finish_reason, const v1::Usage& usage, json logprobs) {
+  return OpenAiCompletion(
+      context,
+      json::array({OpenAiChoice(context.endpoint, 0, text, finish_reason, std::move(logprobs))}),
+      usage);
 }
 
 std::string SseData(const json& value) {
@@ -658,16 +695,23 @@ json OpenAiStreamEncoder::Chunk(json choice) const {
   return out;
 }
 
-std::string OpenAiStreamEncoder::Message(const v1::GenerateResponse& message) {
+OpenAiStreamEncoder::OpenAiStreamEncoder(OpenAiResponseContext context, bool include_usage,
+                                         std::optional<OpenAiLogprobs> logprobs, int n_choices)
+    : context_(std::move(context)),
+      include_usage_(include_usage),
+      choices_(static_cast<size_t>(n_choices), Choice{.logprobs = std::move(logprobs)}) {}
+
+std::string OpenAiStreamEncoder::Message(const v1::GenerateResponse& message, int index) {
   const bool chat = context_.endpoint == OpenAiEndpoint::kChatCompletions;
+  Choice& state = choices_.at(static_cast<size_t>(index));
   std::string out;
   json logprobs = nullptr;  // of this message's tokens, when the request asked
-  if (logprobs_.has_value() && message.tokens_size() > 0) {
-    logprobs = logprobs_->Empty();
-    logprobs_->Append(message, logprobs);
+  if (state.logprobs.has_value() && message.tokens_size() > 0) {
+    logprobs = state.logprobs->Empty();
+    state.logprobs->Append(message, logprobs);
   }
   auto content_choice = [&](json delta_or_text, json choice_logprobs) {
-    json choice = {{"index", 0}};
+    json choice = {{"index", index}};
     if (chat) {
       choice["delta"] = std::move(delta_or_text);
     } else {
@@ -677,11 +721,11 @@ std::string OpenAiStreamEncoder::Message(const v1::GenerateResponse& message) {
     choice["finish_reason"] = nullptr;
     return choice;
   };
-  if (chat && !sent_role_) {
+  if (chat && !state.sent_role) {
     // The first chunk names the role, even when the first token is not yet complete text.
     out += SseData(Chunk(content_choice({{"role", "assistant"}, {"content", message.text()}},
                                         std::move(logprobs))));
-    sent_role_ = true;
+    state.sent_role = true;
   } else if (!message.text().empty() || !logprobs.is_null()) {
     // Tokens whose text is held back still bring their log-probabilities.
     out += SseData(Chunk(content_choice(
@@ -691,19 +735,22 @@ std::string OpenAiStreamEncoder::Message(const v1::GenerateResponse& message) {
     json choice = content_choice(chat ? json::object() : json(""), nullptr);
     choice["finish_reason"] = OpenAiFinishReason(message.finish_reason());
     out += SseData(Chunk(std::move(choice)));
-    usage_ = message.usage();
-    have_usage_ = true;
+    state.usage = message.usage();
   }
   return out;
 }
 
 std::string OpenAiStreamEncoder::End(const absl::Status& status) {
   std::string out;
+  std::vector<v1::Usage> usages;
+  for (const Choice& choice : choices_) {
+    if (choice.usage.has_value()) usages.push_back(*choice.usage);
+  }
   if (!status.ok()) {
     out += SseData(HttpErrorJson(HttpErrorFromStatus(status)));
-  } else if (include_usage_ && have_usage_) {
+  } else if (include_usage_ && usages.size() == choices_.size()) {
     json last = Chunk(nullptr);
-    last["usage"] = OpenAiUsage(usage_);
+    last["usage"] = OpenAiUsage(CombinedUsage(usages));
     out += SseData(last);
   }
   out += kSseDone;

@@ -6,7 +6,7 @@
 // Request parsing checks shapes and ranges and names the offending field (the status carries it
 // as the error's "param", http_errors.h); what depends on the model (tokens, context length) is
 // left to the router's intake (request_intake.h). Unknown fields are ignored; known but
-// unsupported ones (n > 1, tools, echo with stream, ...) are refused with INVALID_ARGUMENT instead of being
+// unsupported ones (tools, echo with stream, best_of with stream, ...) are refused with INVALID_ARGUMENT instead of being
 // silently dropped.
 //
 // Thread-safety: pure functions; an OpenAiStreamEncoder is used by one thread at a time.
@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -41,7 +42,14 @@ struct OpenAiRequest {
   // /v1/completions' echo: the answer's text starts with the prompt, and its logprobs (when
   // asked for) with the prompt's tokens (generate.sampling.prompt_logprobs is set to them).
   bool echo = false;
+  // Choices to answer (OpenAI's n) and, on /v1/completions, candidates to generate of which the
+  // n with the highest sum of log-probabilities are answered (best_of; n when absent).
+  int32_t n = 1;
+  int32_t best_of = 1;
 };
+
+// n and best_of at most (vLLM has no bound; each choice is a request of its own here).
+inline constexpr int32_t kMaxChoices = 16;
 
 // JSON objects and arrays nest at most this deep in a request body (OpenAI requests need about 5).
 inline constexpr int kMaxJsonDepth = 32;
@@ -76,43 +84,56 @@ const char* OpenAiFinishReason(v1::FinishReason reason);
 
 nlohmann::ordered_json OpenAiUsage(const v1::Usage& usage);
 
-// The whole answer of a non-streaming request: a "text_completion" or "chat.completion";
-// `logprobs` is the choice's (router/openai_logprobs.h), null when the request asked for none.
+// One choice of a whole answer; `logprobs` is the choice's (router/openai_logprobs.h), null when
+// the request asked for none.
+nlohmann::ordered_json OpenAiChoice(OpenAiEndpoint endpoint, int index, const std::string& text,
+                                    v1::FinishReason finish_reason,
+                                    nlohmann::ordered_json logprobs = nullptr);
+
+// The whole answer of a non-streaming request: a "text_completion" or "chat.completion" of
+// `choices` (OpenAiChoice's).
+nlohmann::ordered_json OpenAiCompletion(const OpenAiResponseContext& context,
+                                        nlohmann::ordered_json choices, const v1::Usage& usage);
+// The same, of one choice.
 nlohmann::ordered_json OpenAiCompletion(const OpenAiResponseContext& context,
                                         const std::string& text, v1::FinishReason finish_reason,
                                         const v1::Usage& usage,
                                         nlohmann::ordered_json logprobs = nullptr);
 
+// The usage of choices generated for one prompt: the prompt (and its cached tokens) once, as the
+// first choice's, the generated tokens of all.
+v1::Usage CombinedUsage(const std::vector<v1::Usage>& choices);
+
 // "data: <json>\n\n"
 std::string SseData(const nlohmann::ordered_json& value);
 inline constexpr char kSseDone[] = "data: [DONE]\n\n";
 
-// Turns a request's GenerateResponse messages into streaming chunks ("text_completion" or
-// "chat.completion.chunk"): the first chat chunk carries the role, every chunk with text a content
-// delta (with the log-probabilities of the message's tokens when `logprobs` is given, then also
-// for tokens whose text is still held back), the last message a chunk with the finish reason;
-// then End() adds the usage chunk (empty choices) when include_usage was asked for, or the error
-// as an in-band {"error": ...} event, and the closing [DONE].
+// Turns the GenerateResponse messages of a request's `n_choices` choices into streaming chunks
+// ("text_completion" or "chat.completion.chunk"), each naming its choice's index: a chat
+// choice's first chunk carries the role, every chunk with text a content delta (with the
+// log-probabilities of the message's tokens when `logprobs` is given, then also for tokens whose
+// text is still held back), the last message a chunk with the finish reason; then End() adds the
+// usage chunk (empty choices; CombinedUsage) when include_usage was asked for and every choice
+// finished, or the error as an in-band {"error": ...} event, and the closing [DONE].
 class OpenAiStreamEncoder {
  public:
   OpenAiStreamEncoder(OpenAiResponseContext context, bool include_usage,
-                      std::optional<OpenAiLogprobs> logprobs = std::nullopt)
-      : context_(std::move(context)),
-        include_usage_(include_usage),
-        logprobs_(std::move(logprobs)) {}
+                      std::optional<OpenAiLogprobs> logprobs = std::nullopt, int n_choices = 1);
 
-  std::string Message(const v1::GenerateResponse& message);
+  std::string Message(const v1::GenerateResponse& message, int choice = 0);
   std::string End(const absl::Status& status);
 
  private:
+  struct Choice {
+    std::optional<OpenAiLogprobs> logprobs;
+    bool sent_role = false;
+    std::optional<v1::Usage> usage;  // once it finished
+  };
   nlohmann::ordered_json Chunk(nlohmann::ordered_json choice) const;
 
   const OpenAiResponseContext context_;
   const bool include_usage_;
-  std::optional<OpenAiLogprobs> logprobs_;
-  bool sent_role_ = false;
-  bool have_usage_ = false;
-  v1::Usage usage_;
+  std::vector<Choice> choices_;
 };
 
 }  // namespace baton::router

@@ -26,6 +26,7 @@
 #include "router/http_listener.h"
 #include "router/http_openai.h"
 #include "router/http_tokenize.h"
+#include "router/openai_choices.h"
 #include "router/request_admission.h"
 #include "router/request_intake.h"
 #include "rpc/auth.h"
@@ -123,7 +124,11 @@ class HttpServer::Api final : public HttpApplication {
   HttpServer& server_;
 };
 
-// One generation request, from its body to its answer. Runs on its connection's strand, except
+// One generation request, from its body to its answer: one request to the cluster per choice
+// (n, or best_of candidates). The first choice is launched at once, the others once its decode
+// has started (its second message) or it ended: by then its prompt's KV is in both workers'
+// prefix caches, which the others take it from (the choices share the prompt's KV blocks), each
+// with its own seed (the request's + its index). Runs on its connection's strand, except
 // Prepare(), which runs on the handler pool and hands its result back to the strand.
 class HttpServer::GenerateCall final : public std::enable_shared_from_this<GenerateCall> {
  public:
@@ -134,21 +139,39 @@ class HttpServer::GenerateCall final : public std::enable_shared_from_this<Gener
   void Start();
 
  private:
-  // What Prepare() hands back: an error to answer, or a launched request.
+  // One choice's request to the cluster.
+  struct Run {
+    v1::GenerateRequest request;
+    std::shared_ptr<HttpSink> sink;          // once launched
+    std::shared_ptr<InFlight> in_flight;
+    int messages = 0;
+    bool closed = false;  // its sink was closed and its end taken
+  };
+  // What Prepare() hands back: an error to answer, or the runs with the first launched.
   struct Launch {
     absl::Status status;
-    std::shared_ptr<HttpSink> sink;
-    std::shared_ptr<InFlight> in_flight;
+    std::vector<Run> runs;
     OpenAiResponseContext context;
     bool stream = false;
     bool include_usage = false;
+    int n = 1;
     std::optional<OpenAiLogprobs> logprobs;  // when the request asked for them
     std::optional<EchoedPrompt> echo;        // when the request asked for it
   };
   Launch Prepare();
+  // Starts `run` (its sink pumps this call); the error when the router cannot take it.
+  absl::Status LaunchRun(Run& run);
   void Launched(Launch launch);
+  // Launches the choices after the first once the first's decode has started or it ended.
+  void LaunchRest();
   void OnClientGone();
+  void AbandonRuns();
   void Pump();
+  // Takes what every launched run has: (run, taken) for those with news.
+  std::vector<std::pair<size_t, HttpSink::Taken>> TakeAll();
+  // Records `taken` of run `index` as seen (messages counted, closure and its status).
+  void Note(size_t index, const HttpSink::Taken& taken);
+  bool AllClosed() const;
   void PumpWhole();
   void PumpStream();
   void StartStreaming();
@@ -163,24 +186,18 @@ class HttpServer::GenerateCall final : public std::enable_shared_from_this<Gener
   std::shared_ptr<HttpConnection> connection_;  // until the answer is complete
   std::string body_;                            // Prepare()'s
 
-  std::shared_ptr<HttpSink> sink_;
-  std::shared_ptr<InFlight> in_flight_;
+  std::vector<Run> runs_;
+  size_t launched_ = 0;     // runs_[0, launched_) were launched
+  absl::Status failure_;    // the first run's failure: the answer's
   OpenAiResponseContext context_;
   bool stream_ = false;
   std::optional<OpenAiStreamEncoder> encoder_;
+  std::optional<OpenAiChoices> choices_;  // non-streaming: the answer so far
   bool streaming_ = false;   // the 200 head is out
   bool wrote_ = false;       // since the last ping tick
-  bool finished_ = false;    // the sink was closed and its end taken
   bool done_ = false;        // answered, or the client is gone
   asio::steady_timer status_timer_;
   asio::steady_timer ping_timer_;
-  // Non-streaming: the answer so far.
-  std::string text_;
-  std::optional<OpenAiLogprobs> logprobs_builder_;
-  nlohmann::ordered_json logprobs_;  // null unless the request asked for them
-  std::optional<EchoedPrompt> echo_;  // until its logprobs entries are in (the first message)
-  v1::FinishReason finish_reason_ = v1::FINISH_REASON_UNSPECIFIED;
-  v1::Usage usage_;
 };
 
 // HttpServer.
@@ -434,9 +451,11 @@ HttpServer::GenerateCall::GenerateCall(HttpServer* server,
       ping_timer_(executor_) {}
 
 HttpServer::GenerateCall::~GenerateCall() {
-  if (sink_ == nullptr) return;
-  sink_->Detach();
-  if (!finished_) sink_->Abandon();  // the client went away, or the server is gone
+  for (Run& run : runs_) {
+    if (run.sink == nullptr) continue;
+    run.sink->Detach();
+    if (!run.closed) run.sink->Abandon();  // the client went away, or the server is gone
+  }
 }
 
 void HttpServer::GenerateCall::Start() {
@@ -464,18 +483,16 @@ void HttpServer::GenerateCall::Start() {
 HttpServer::GenerateCall::Launch HttpServer::GenerateCall::Prepare() {
   const GenerateEnv& env = server_.env_;
   const ServedModel& model = *env.driver.model;
-  Launch launch;
   absl::StatusOr<OpenAiRequest> parsed =
       ParseOpenAiRequest(endpoint_, body_, model.id(), model.general_name());
   if (!parsed.ok()) return {.status = parsed.status()};
   // The router's intake runs here, before any response is started, so that a bad request gets
-  // its 400; the driver then gets the prompt as token ids (not tokenized twice).
+  // its 400; the drivers then get the prompt as token ids (not tokenized again).
   absl::StatusOr<PreparedRequest> prepared = PrepareRequest(parsed->generate, model, RandomSeed());
   if (!prepared.ok()) return {.status = prepared.status()};
   const std::string id = NewResponseId(endpoint_);
   v1::GenerateRequest request;
   request.set_model(parsed->generate.model());
-  request.set_request_id(id);
   request.set_cache_salt(prepared->cache_salt);
   request.mutable_prompt_tokens()->mutable_ids()->Assign(prepared->prompt.begin(),
                                                          prepared->prompt.end());
@@ -483,75 +500,107 @@ HttpServer::GenerateCall::Launch HttpServer::GenerateCall::Prepare() {
   for (const std::string& stop : prepared->params.stop_strings) {
     request.mutable_sampling()->add_stop(stop);
   }
+  // best_of ranks candidates by their tokens' log-probabilities.
+  if (parsed->best_of > parsed->n && !request.sampling().has_logprobs()) {
+    request.mutable_sampling()->set_logprobs(0);
+  }
+  Launch launch{
+      .context = {.endpoint = endpoint_,
+                  .id = id,
+                  .created = absl::ToUnixSeconds(received_),
+                  .model = model.id(),
+                  .system_fingerprint = model.fingerprint()},
+      .stream = parsed->stream,
+      .include_usage = parsed->include_usage,
+      .n = parsed->n,
+      .logprobs = prepared->params.logprobs >= 0
+                      ? std::optional(OpenAiLogprobs(endpoint_, &model.tokenizer()))
+                      : std::nullopt,
+      .echo = parsed->echo ? std::optional(EchoPrompt(parsed->generate, prepared->prompt,
+                                                      model.tokenizer()))
+                           : std::nullopt};
+  for (int i = 0; i < parsed->best_of; ++i) {
+    Run& run = launch.runs.emplace_back(Run{.request = request});
+    run.request.set_request_id(i == 0 ? id : absl::StrCat(id, "-", i));
+    run.request.mutable_sampling()->set_seed(prepared->wire.seed() + static_cast<uint64_t>(i));
+  }
+  if (absl::Status s = LaunchRun(launch.runs[0]); !s.ok()) return {.status = s};
+  return launch;
+}
 
+absl::Status HttpServer::GenerateCall::LaunchRun(Run& run) {
+  const GenerateEnv& env = server_.env_;
   auto sink = std::make_shared<HttpSink>([call = weak_from_this(), executor = executor_] {
     asio::post(executor, [call] {
       if (std::shared_ptr<GenerateCall> self = call.lock()) self->Pump();
     });
   });
-  absl::StatusOr<std::shared_ptr<RequestDriver>> driver = CreateDriver(
-      env, request, id, received_, received_ + env.request_timeout, sink.get());
-  if (!driver.ok()) return {.status = driver.status()};
+  absl::StatusOr<std::shared_ptr<RequestDriver>> driver =
+      CreateDriver(env, run.request, run.request.request_id(), received_,
+                   received_ + env.request_timeout, sink.get());
+  if (!driver.ok()) return driver.status();
   sink->set_driver(*driver);
-  std::shared_ptr<InFlight> in_flight = server_.Track(sink);
-  if (absl::Status s = LaunchDriver(env, *std::move(driver), sink); !s.ok()) return {.status = s};
-  return {.sink = std::move(sink),
-          .in_flight = std::move(in_flight),
-          .context = {.endpoint = endpoint_,
-                      .id = id,
-                      .created = absl::ToUnixSeconds(received_),
-                      .model = model.id(),
-                      .system_fingerprint = model.fingerprint()},
-          .stream = parsed->stream,
-          .include_usage = parsed->include_usage,
-          .logprobs = prepared->params.logprobs >= 0
-                          ? std::optional(OpenAiLogprobs(endpoint_, &model.tokenizer()))
-                          : std::nullopt,
-          .echo = parsed->echo ? std::optional(EchoPrompt(parsed->generate, prepared->prompt,
-                                                          model.tokenizer()))
-                               : std::nullopt};
+  run.in_flight = server_.Track(sink);
+  run.sink = sink;
+  return LaunchDriver(env, *std::move(driver), std::move(sink));
 }
 
 void HttpServer::GenerateCall::Launched(Launch launch) {
   if (!launch.status.ok()) return Answer(ErrorResponse(launch.status));
-  sink_ = std::move(launch.sink);
-  in_flight_ = std::move(launch.in_flight);
+  runs_ = std::move(launch.runs);
+  launched_ = 1;
   if (done_) {  // the client went away meanwhile
-    sink_->Abandon();
-    in_flight_.reset();
+    AbandonRuns();
+    for (Run& run : runs_) run.in_flight.reset();
     return;
   }
   context_ = std::move(launch.context);
   stream_ = launch.stream;
   if (stream_) {
-    encoder_.emplace(context_, launch.include_usage, std::move(launch.logprobs));
+    encoder_.emplace(context_, launch.include_usage, std::move(launch.logprobs),
+                     static_cast<int>(runs_.size()));
     status_timer_.expires_after(Chrono(server_.options_.stream_status_wait));
     status_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
       if (!ec && !self->done_ && !self->streaming_) self->StartStreaming();
     });
   } else {
-    if (launch.logprobs.has_value()) {
-      logprobs_builder_ = std::move(launch.logprobs);
-      logprobs_ = logprobs_builder_->Empty();
-    }
-    echo_ = std::move(launch.echo);
-    if (echo_.has_value()) text_ = echo_->text;
+    choices_.emplace(endpoint_, launch.n, static_cast<int>(runs_.size()),
+                     std::move(launch.logprobs), std::move(launch.echo));
   }
   Pump();
 }
 
+void HttpServer::GenerateCall::LaunchRest() {
+  if (launched_ == runs_.size() || !failure_.ok()) return;
+  if (!runs_[0].closed && runs_[0].messages < 2) return;
+  for (; launched_ < runs_.size(); ++launched_) {
+    Run& run = runs_[launched_];
+    if (absl::Status s = LaunchRun(run); !s.ok()) {
+      run.closed = true;
+      failure_ = s;
+      return;
+    }
+  }
+}
+
 void HttpServer::GenerateCall::OnClientGone() {
   if (done_) return;
-  if (sink_ != nullptr) sink_->Abandon();  // cancels the request everywhere
+  AbandonRuns();  // cancels the requests everywhere
   Done();
 }
 
+void HttpServer::GenerateCall::AbandonRuns() {
+  for (Run& run : runs_) {
+    if (run.sink != nullptr && !run.closed) run.sink->Abandon();
+  }
+}
+
 void HttpServer::GenerateCall::Pump() {
-  if (done_ || sink_ == nullptr) return;
+  if (done_ || runs_.empty()) return;
   try {
     stream_ ? PumpStream() : PumpWhole();
   } catch (const std::exception& e) {
-    sink_->Abandon();
+    AbandonRuns();
     if (streaming_) {
       connection_->Abort();
       return Done();
@@ -560,50 +609,80 @@ void HttpServer::GenerateCall::Pump() {
   }
 }
 
-void HttpServer::GenerateCall::PumpWhole() {
-  HttpSink::Taken taken = sink_->Take();
-  for (const v1::GenerateResponse& message : taken.messages) {
-    text_ += message.text();
-    if (echo_.has_value() && logprobs_builder_.has_value()) {
-      logprobs_builder_->AppendPrompt(echo_->tokens, message.prompt_logprobs(), echo_->added_bos,
-                                      Utf8Characters(echo_->text), logprobs_);
-    }
-    echo_.reset();
-    if (logprobs_builder_.has_value()) logprobs_builder_->Append(message, logprobs_);
-    if (message.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
-      finish_reason_ = message.finish_reason();
-      usage_ = message.usage();
-    }
+std::vector<std::pair<size_t, HttpSink::Taken>> HttpServer::GenerateCall::TakeAll() {
+  std::vector<std::pair<size_t, HttpSink::Taken>> news;
+  for (size_t i = 0; i < launched_; ++i) {
+    if (runs_[i].closed || runs_[i].sink == nullptr) continue;
+    HttpSink::Taken taken = runs_[i].sink->Take();
+    if (!taken.messages.empty() || taken.closed) news.emplace_back(i, std::move(taken));
   }
+  return news;
+}
+
+void HttpServer::GenerateCall::Note(size_t index, const HttpSink::Taken& taken) {
+  Run& run = runs_[index];
+  run.messages += static_cast<int>(taken.messages.size());
   if (!taken.closed) return;
-  finished_ = true;
-  if (!taken.status.ok()) return Answer(ErrorResponse(taken.status));
-  Answer(JsonResponse(200, OpenAiCompletion(context_, text_, finish_reason_, usage_, logprobs_)));
+  run.closed = true;
+  if (failure_.ok()) failure_ = taken.status;
+}
+
+bool HttpServer::GenerateCall::AllClosed() const {
+  return std::all_of(runs_.begin(), runs_.end(), [](const Run& run) { return run.closed; });
+}
+
+void HttpServer::GenerateCall::PumpWhole() {
+  for (auto& [index, taken] : TakeAll()) {
+    for (const v1::GenerateResponse& message : taken.messages) {
+      choices_->Add(static_cast<int>(index), message);
+    }
+    Note(index, taken);
+  }
+  LaunchRest();
+  if (!failure_.ok()) {
+    AbandonRuns();
+    return Answer(ErrorResponse(failure_));
+  }
+  if (AllClosed()) Answer(JsonResponse(200, choices_->Answer(context_)));
 }
 
 // Takes messages only once the previous write is out: a client that does not read fills the
-// sink's queue, which holds the driver back.
+// sinks' queues, which holds the drivers back.
 void HttpServer::GenerateCall::PumpStream() {
   if (streaming_ && connection_->write_pending()) return;  // on_drained pumps again
-  HttpSink::Taken taken = sink_->Take();
+  std::vector<std::pair<size_t, HttpSink::Taken>> news = TakeAll();
+  if (news.empty()) return;
   if (!streaming_) {
-    if (taken.messages.empty() && !taken.closed) return;
-    // The first event decides the status: an error before any message gets its own.
-    if (taken.messages.empty() && !taken.status.ok()) {
-      finished_ = true;
-      return Answer(ErrorResponse(taken.status));
+    // The first events decide the status: an error before any message gets its own.
+    bool any_message = false;
+    for (const auto& [index, taken] : news) any_message |= !taken.messages.empty();
+    for (const auto& [index, taken] : news) {
+      if (!any_message && !taken.status.ok()) {
+        Note(index, taken);
+        AbandonRuns();
+        return Answer(ErrorResponse(taken.status));
+      }
     }
     StartStreaming();
   }
   std::string bytes;
-  for (const v1::GenerateResponse& message : taken.messages) bytes += encoder_->Message(message);
-  if (taken.closed) bytes += encoder_->End(taken.status);
+  for (auto& [index, taken] : news) {
+    for (const v1::GenerateResponse& message : taken.messages) {
+      bytes += encoder_->Message(message, static_cast<int>(index));
+    }
+    Note(index, taken);
+  }
+  LaunchRest();
+  const bool end = !failure_.ok() || AllClosed();
+  if (end) {
+    AbandonRuns();
+    bytes += encoder_->End(failure_);
+  }
   if (!bytes.empty()) {
     wrote_ = true;
     connection_->WriteChunk(std::move(bytes));
   }
-  if (taken.closed) {
-    finished_ = true;
+  if (end) {
     connection_->FinishStream();
     Done();
   }
@@ -644,7 +723,7 @@ void HttpServer::GenerateCall::Done() {
   status_timer_.cancel();
   ping_timer_.cancel();
   connection_.reset();
-  in_flight_.reset();
+  for (Run& run : runs_) run.in_flight.reset();
 }
 
 }  // namespace baton::router

@@ -143,7 +143,8 @@ void RequestDriver::Run() {
   const absl::Status status = Drive();
   const absl::Time ended = absl::Now();
   RecordRequestEnd(status, finish_reason_, ended - received_, ended - first_token_at_,
-                   static_cast<int64_t>(prepared_.prompt.size()), n_generated_);
+                   static_cast<int64_t>(prepared_.prompt.size()), n_generated_,
+                   attempt_.prefill_response.n_cached_tokens());
   LogRequestEnd(status, ended);
   EndAttempt(status);
   if (attempt_.release != nullptr) attempt_.release->answered.WaitForNotification();

@@ -42,6 +42,10 @@ const RequestMetrics& RequestMetrics::Get() {
         .migrations_total = r.GetCounter(
             "baton:request_migrations_total",
             "Times a request moved to another prefill/decode pair after a worker failed it."),
+        .cached_prompt_tokens_total = r.GetCounter(
+            "baton:request_cached_prompt_tokens_total",
+            "Prompt tokens of finished requests that the prefill worker took from its prefix "
+            "cache."),
     };
   }();
   return *m;
@@ -67,7 +71,8 @@ std::string RequestOutcome(const absl::Status& status, v1::FinishReason reason) 
 }
 
 void RecordRequestEnd(const absl::Status& status, v1::FinishReason reason, absl::Duration e2e,
-                      absl::Duration decode_time, int64_t n_prompt, int32_t n_generated) {
+                      absl::Duration decode_time, int64_t n_prompt, int32_t n_generated,
+                      int64_t n_cached_prompt) {
   metrics::Registry::Global()
       .GetCounter("baton:request_success_total", "Requests ended, by outcome (finished_reason).",
                   {{"finished_reason", RequestOutcome(status, reason)}})
@@ -80,6 +85,7 @@ void RecordRequestEnd(const absl::Status& status, v1::FinishReason reason, absl:
   m.generation_tokens.Observe(n_generated);
   m.prompt_tokens_total.Increment(static_cast<double>(n_prompt));
   m.generation_tokens_total.Increment(n_generated);
+  m.cached_prompt_tokens_total.Increment(static_cast<double>(n_cached_prompt));
 }
 
 }  // namespace baton::router

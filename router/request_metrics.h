@@ -29,6 +29,7 @@ struct RequestMetrics {
   metrics::Counter& prompt_tokens_total;      // baton:prompt_tokens_total
   metrics::Counter& generation_tokens_total;  // baton:generation_tokens_total
   metrics::Counter& migrations_total;         // baton:request_migrations_total
+  metrics::Counter& cached_prompt_tokens_total;  // baton:request_cached_prompt_tokens_total
 
   // The series in metrics::Registry::Global(), created on the first call.
   static const RequestMetrics& Get();
@@ -40,9 +41,12 @@ struct RequestMetrics {
 std::string RequestOutcome(const absl::Status& status, v1::FinishReason reason);
 
 // A request ended: counts it in baton:request_success_total{finished_reason}; a successful one
-// also goes into the end-to-end, TPOT (decode_time / (n_generated - 1)) and token histograms.
+// also goes into the end-to-end, TPOT (decode_time / (n_generated - 1)) and token histograms,
+// and its prompt tokens the prefill worker took from its prefix cache (`n_cached_prompt`) into
+// baton:request_cached_prompt_tokens_total.
 void RecordRequestEnd(const absl::Status& status, v1::FinishReason reason, absl::Duration e2e,
-                      absl::Duration decode_time, int64_t n_prompt, int32_t n_generated);
+                      absl::Duration decode_time, int64_t n_prompt, int32_t n_generated,
+                      int64_t n_cached_prompt = 0);
 
 }  // namespace baton::router
 

@@ -3,12 +3,17 @@
 // their HTTP statuses, /v1/models, /health, /metrics, and a client that goes away mid-stream.
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "cli/cluster_config.h"
@@ -152,7 +157,7 @@ class HttpRouterOnlyTest : public testing::Test {
 TEST_F(HttpRouterOnlyTest, BadRequestsGetOpenAiErrors) {
   const HttpClient& c = *client_;
   ExpectError(c.Post("/v1/completions", "{not json"), 400, "invalid_request_error");
-  ExpectError(c.Post("/v1/completions", R"({"prompt": "Hi", "n": 2})"), 400,
+  ExpectError(c.Post("/v1/completions", R"({"prompt": "Hi", "n": 17})"), 400,
               "invalid_request_error", "n");
   ExpectError(c.Post("/v1/completions", R"({"prompt": "Hi", "temperature": -1})"), 400,
               "invalid_request_error", "temperature");
@@ -382,6 +387,122 @@ TEST_F(HttpClusterTest, EchoWithLogprobsScoresThePrompt) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 400) << r->body;
   EXPECT_EQ(json::parse(r->body)["error"]["param"], "echo");
+}
+
+// A counter of the router's /metrics, whatever its labels (0 when absent).
+double RouterCounter(HttpClient& client, const std::string& name) {
+  httplib::Result metrics = client.Get("/metrics", /*key=*/"");
+  EXPECT_TRUE(metrics && metrics->status == 200);
+  if (!metrics) return 0;
+  for (absl::string_view line : absl::StrSplit(metrics->body, '\n')) {
+    if (!absl::ConsumePrefix(&line, name) || line.empty() || (line[0] != ' ' && line[0] != '{')) {
+      continue;
+    }
+    double value = 0;
+    EXPECT_TRUE(absl::SimpleAtod(line.substr(line.rfind(' ') + 1), &value)) << line;
+    return value;
+  }
+  return 0;
+}
+
+// n choices: each is what the request alone gives with the request's seed plus the choice's
+// index; the usage counts the prompt once; the choices after the first take the prompt's KV from
+// the prefix cache. Streamed, each chunk names its choice. best_of answers the candidate whose
+// tokens have the highest sum of log-probabilities.
+TEST_F(HttpClusterTest, ChoicesShareThePromptAndEachHasItsSeed) {
+  const std::string prompt =
+      "Rivers carry water from mountains and hills down to lakes and the sea. Along the way they "
+      "shape valleys, feed forests and farms, and give towns their water. Write about a river:";
+  const json base = {{"prompt", prompt}, {"max_tokens", 6}, {"temperature", 1.0}, {"seed", 7}};
+  auto complete = [&](json request) {
+    httplib::Result r = client_->Post("/v1/completions", request.dump());
+    EXPECT_TRUE(r);
+    EXPECT_EQ(r->status, 200) << r->body;
+    return json::parse(r->body);
+  };
+  std::vector<std::string> alone;  // the request alone, with seed 7 + i
+  std::vector<double> alone_sums;  // and the sum of its tokens' log-probabilities
+  int alone_tokens = 0;            // and their generated tokens
+  for (int i = 0; i < 3; ++i) {
+    json request = base;
+    request["seed"] = 7 + i;
+    request["logprobs"] = 0;
+    const json answer = complete(request);
+    alone.push_back(answer["choices"][0]["text"]);
+    alone_tokens += answer["usage"]["completion_tokens"].get<int>();
+    double sum = 0;
+    for (const json& lp : answer["choices"][0]["logprobs"]["token_logprobs"]) sum += lp.get<double>();
+    alone_sums.push_back(sum);
+  }
+  ASSERT_TRUE(alone[0] != alone[1] || alone[1] != alone[2]) << "seeds that draw alike";
+
+  const double cached_before = RouterCounter(*client_, "baton:request_cached_prompt_tokens_total");
+  json request = base;
+  request["n"] = 3;
+  request["prompt"] = prompt + " ";  // a prompt not cached yet, whose first choice computes it
+  const json several = complete(request);
+  ASSERT_EQ(several["choices"].size(), 3u);
+  const int n_prompt = several["usage"]["prompt_tokens"];
+  int completion = 0;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(several["choices"][i]["index"], i);
+    EXPECT_EQ(several["choices"][i]["finish_reason"], "length");
+    completion += 6;
+  }
+  EXPECT_EQ(several["usage"]["completion_tokens"], completion);
+  // Choices 1 and 2 found all but the prompt's last (partial) block cached.
+  const double cached = RouterCounter(*client_, "baton:request_cached_prompt_tokens_total") -
+                        cached_before;
+  EXPECT_GE(cached, 2 * (n_prompt - 32)) << n_prompt;
+
+  request = base;
+  request["n"] = 3;
+  const json same_prompt = complete(request);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(same_prompt["choices"][i]["text"], alone[i]) << i;
+
+  // Streamed: the chunks of each choice add up to its text.
+  request["stream"] = true;
+  request["stream_options"] = {{"include_usage", true}};
+  httplib::Result r = client_->Post("/v1/completions", request.dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  std::vector<std::string> streamed(3);
+  json usage;
+  for (absl::string_view event : absl::StrSplit(r->body, "\n\n", absl::SkipEmpty())) {
+    ASSERT_TRUE(absl::ConsumePrefix(&event, "data: ")) << event;
+    if (event == "[DONE]") break;
+    const json chunk = json::parse(event);
+    if (!chunk["usage"].is_null()) usage = chunk["usage"];
+    for (const json& choice : chunk["choices"]) {
+      streamed.at(choice["index"].get<size_t>()) += choice["text"].get<std::string>();
+    }
+  }
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(streamed[i], alone[i]) << i;
+  EXPECT_EQ(usage["completion_tokens"], alone_tokens);
+  EXPECT_EQ(usage["prompt_tokens"], same_prompt["usage"]["prompt_tokens"]);
+
+  // best_of 3: the candidate of the highest sum, without the logprobs nobody asked for.
+  request = base;
+  request["best_of"] = 3;
+  const json best = complete(request);
+  ASSERT_EQ(best["choices"].size(), 1u);
+  const size_t best_index =
+      std::max_element(alone_sums.begin(), alone_sums.end()) - alone_sums.begin();
+  EXPECT_EQ(best["choices"][0]["text"], alone[best_index]);
+  EXPECT_TRUE(best["choices"][0]["logprobs"].is_null());
+  EXPECT_EQ(best["usage"]["completion_tokens"], alone_tokens);
+
+  // Chat too.
+  r = client_->Post("/v1/chat/completions", json({{"messages", {{{"role", "user"},
+                                                                 {"content", "Hi"}}}},
+                                                  {"max_tokens", 4}, {"n", 2}, {"seed", 3}})
+                                                .dump());
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const json chat = json::parse(r->body);
+  ASSERT_EQ(chat["choices"].size(), 2u);
+  EXPECT_EQ(chat["choices"][1]["index"], 1);
+  EXPECT_EQ(chat["choices"][1]["message"]["role"], "assistant");
 }
 
 // What lm-evaluation-harness's remote tokenizer reads: the special tokens and the context.

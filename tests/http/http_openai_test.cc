@@ -223,7 +223,9 @@ TEST(HttpOpenAiTest, BadParametersNameTheParameter) {
     const char* param;
   };
   for (const Case& c : {
-           Case{R"({"prompt": "x", "n": 2})", "n"},
+           Case{R"({"prompt": "x", "n": 17})", "n"},
+           Case{R"({"prompt": "x", "n": 0})", "n"},
+           Case{R"({"prompt": "x", "n": "2"})", "n"},
            Case{R"({"prompt": "x", "temperature": -1})", "temperature"},
            Case{R"({"prompt": "x", "temperature": 2.5})", "temperature"},
            Case{R"({"prompt": "x", "temperature": "hot"})", "temperature"},
@@ -246,7 +248,9 @@ TEST(HttpOpenAiTest, BadParametersNameTheParameter) {
            Case{R"({"prompt": "x", "logprobs": true})", "logprobs"},
            Case{R"({"prompt": "x", "echo": true, "stream": true})", "echo"},
            Case{R"({"prompt": "x", "echo": 1})", "echo"},
-           Case{R"({"prompt": "x", "best_of": 3})", "best_of"},
+           Case{R"({"prompt": "x", "best_of": 17})", "best_of"},
+           Case{R"({"prompt": "x", "n": 3, "best_of": 2})", "best_of"},
+           Case{R"({"prompt": "x", "best_of": 2, "stream": true})", "best_of"},
            Case{R"({"prompt": "x", "logit_bias": {"abc": -100}})", "logit_bias"},
            Case{R"({"prompt": "x", "logit_bias": {"5": 101}})", "logit_bias"},
            Case{R"({"prompt": "x", "logit_bias": {"5": "up"}})", "logit_bias"},
@@ -328,6 +332,31 @@ TEST(HttpOpenAiTest, EchoAsksForThePromptsLogprobsWhenLogprobsAreAsked) {
     EXPECT_FALSE(r->echo) << body;
     EXPECT_FALSE(r->generate.sampling().has_prompt_logprobs()) << body;
   }
+}
+
+// n choices, and on completions best_of candidates (n when absent; as many as n may stream).
+TEST(HttpOpenAiTest, ChoicesAndCandidates) {
+  absl::StatusOr<OpenAiRequest> r = Completions(R"({"prompt": "x"})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->n, 1);
+  EXPECT_EQ(r->best_of, 1);
+  r = Completions(R"({"prompt": "x", "n": 3})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->n, 3);
+  EXPECT_EQ(r->best_of, 3);
+  r = Completions(R"({"prompt": "x", "n": 2, "best_of": 16})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->n, 2);
+  EXPECT_EQ(r->best_of, 16);
+  r = Completions(R"({"prompt": "x", "n": 4, "best_of": 4, "stream": true})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->best_of, 4);
+  r = Chat(R"({"messages": [{"role": "user", "content": "x"}], "n": 16})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->n, 16);
+  const HttpError e = ErrorOf(Chat(R"({"messages": [{"role": "user", "content": "x"}],
+                                       "best_of": 2})"));
+  EXPECT_EQ(e.param, "best_of");
 }
 
 TEST(HttpOpenAiTest, LogitBiasMapsTokenIdsToBiases) {

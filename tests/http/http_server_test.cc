@@ -324,16 +324,17 @@ TEST_F(HttpServerTest, LengthLimitsAnswerAtOnce) {
 
 TEST_F(HttpServerTest, ChunkedBodyAndExpectContinueAreRead) {
   StartServer();
-  // A chunked JSON body reaches the OpenAI parser (which refuses it for its content).
+  // A chunked JSON body reaches the OpenAI parser (which refuses it for its content: n past
+  // kMaxChoices).
   std::optional<Reply> reply =
       Exchange("POST /v1/completions HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
-               "6\r\n{\"n\": \r\n2\r\n2}\r\n0\r\n\r\n");
+               "6\r\n{\"n\": \r\n3\r\n17}\r\n0\r\n\r\n");
   ASSERT_TRUE(reply.has_value());
   EXPECT_EQ(reply->status, 400) << reply->body;
   EXPECT_EQ(reply->Json()["error"]["param"], "n") << reply->body;
 
   RawClient client(port());
-  const std::string body = R"({"prompt": "Hi", "n": 2})";
+  const std::string body = R"({"prompt": "Hi", "n": 17})";
   ASSERT_TRUE(client.Send(absl::StrCat(
       "POST /v1/completions HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\nContent-Length: ",
       body.size(), "\r\n\r\n")));

@@ -259,6 +259,28 @@ def test_completion_echo_scores_the_prompt(client, model):
     assert error.value.body["param"] == "echo"
 
 
+def test_n_choices_each_with_its_seed_and_best_of(client, model):
+    kwargs = dict(model=model, prompt="Once upon a time", max_tokens=5, temperature=1.0)
+    alone = [client.completions.create(seed=11 + i, logprobs=0, **kwargs).choices[0]
+             for i in range(3)]
+    several = client.completions.create(seed=11, n=3, **kwargs)
+    assert [c.index for c in several.choices] == [0, 1, 2]
+    assert [c.text for c in several.choices] == [c.text for c in alone]
+    assert several.usage.completion_tokens == sum(len(c.logprobs.tokens) for c in alone)
+    best = client.completions.create(seed=11, best_of=3, **kwargs)
+    sums = [sum(c.logprobs.token_logprobs) for c in alone]
+    assert best.choices[0].text == alone[sums.index(max(sums))].text
+    chat = client.chat.completions.create(
+        model=model, messages=CHAT, max_tokens=4, n=2, seed=5, temperature=1.0)
+    assert [c.index for c in chat.choices] == [0, 1]
+    with pytest.raises(openai.BadRequestError) as error:
+        client.completions.create(n=17, **kwargs)
+    assert error.value.body["param"] == "n"
+    with pytest.raises(openai.BadRequestError) as error:
+        client.completions.create(n=2, best_of=1, **kwargs)
+    assert error.value.body["param"] == "best_of"
+
+
 def test_logit_bias_bans_and_forces_tokens(client, model):
     kwargs = dict(
         model=model, prompt="The capital of France is", max_tokens=3, temperature=0, logprobs=0
@@ -283,7 +305,7 @@ def test_bad_requests_raise_bad_request_error(client, model):
     assert error.value.body["param"] == "temperature"
     assert error.value.body["type"] == "invalid_request_error"
     with pytest.raises(openai.BadRequestError):
-        client.completions.create(model=model, prompt="Hi", n=2)
+        client.completions.create(model=model, prompt="Hi", n=17)
     with pytest.raises(openai.BadRequestError):
         client.completions.create(model=model, prompt="", max_tokens=4)
     with pytest.raises(openai.BadRequestError) as error:
