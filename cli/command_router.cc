@@ -49,6 +49,8 @@ int RunRouter(const Args& args) {
       {"model", "PATH", "the model the workers serve (default: the default model)"},
       {"chat-template", "NAME|FILE", "render chats with this Jinja template: a file, or one "
                                      "built in (chatml, llama3, gemma); default: the model's own"},
+      {"tool-call-parser", "NAME", "how chat outputs are read for tool calls: hermes, llama3_json "
+                                   "or mistral; default: the format the chat template shows"},
       {"prefill", "ADDRS", "static prefill workers, host:port,..."},
       {"decode", "ADDRS", "static decode workers, host:port,..."},
       {"colocated", "ADDRS", "static colocated workers (role both), host:port,..."},
@@ -100,6 +102,7 @@ int RunRouter(const Args& args) {
   }
   options.model_path = flags->GetOr("model", DefaultModelPath());
   options.chat_template = flags->GetOr("chat-template", "");
+  options.tool_call_parser = flags->GetOr("tool-call-parser", "");
   for (auto [flag, list] : {std::pair{"prefill", &options.prefill_workers},
                              std::pair{"decode", &options.decode_workers},
                              std::pair{"colocated", &options.colocated_workers}}) {

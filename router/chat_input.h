@@ -5,8 +5,8 @@
 // tool call as {"id", "type": "function", "function": {"name", "arguments"}} (the arguments' JSON
 // text, which the template's input takes as an object); tool_call_id, name and reasoning_content
 // where set.
-// template_kwargs becomes the template's extra variables; add_generation_prompt is true unless
-// set false.
+// template_kwargs becomes the template's extra variables, tools its `tools`; add_generation_prompt
+// is true unless set false.
 //
 // Thread-safety: pure functions.
 #ifndef BATON_ROUTER_CHAT_INPUT_H_
@@ -18,7 +18,8 @@
 
 namespace baton::router {
 
-// INVALID_ARGUMENT when template_kwargs is not a JSON object.
+// INVALID_ARGUMENT when template_kwargs is not a JSON object or tools not a JSON array (or either
+// nests deeper than engine::kMaxChatInputDepth).
 absl::StatusOr<engine::ChatTemplateInput> ChatInput(const v1::ChatMessages& chat);
 
 }  // namespace baton::router

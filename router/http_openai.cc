@@ -1,12 +1,17 @@
 #include "router/http_openai.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <utility>
 #include <vector>
 
+#include "absl/random/random.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "engine/sampling_params.h"
 #include "router/http_errors.h"
 
@@ -124,6 +129,91 @@ absl::Status ParsePrompt(const json& body, v1::GenerateRequest& request) {
   return Invalid("prompt", absl::StrCat("'prompt[0]' must be a string or an array of token ids, "
                                         "got ",
                                         TypeName(first)));
+}
+
+// OpenAI's function names: letters, digits, '_' and '-', at most 64.
+bool IsFunctionName(const std::string& name) {
+  if (name.empty() || name.size() > 64) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+  });
+}
+
+// tools: [{"type": "function", "function": {"name", "description"?, "parameters"?, "strict"?}}],
+// at most kMaxTools, names distinct; handed to the template as sent.
+absl::Status ParseTools(const json& body, v1::ChatMessages& chat) {
+  const json* tools = Field(body, "tools");
+  if (tools == nullptr) return absl::OkStatus();
+  if (!tools->is_array()) {
+    return Invalid("tools", absl::StrCat("'tools' must be an array, got ", TypeName(*tools)));
+  }
+  if (tools->size() > kMaxTools) {
+    return Invalid("tools", absl::StrCat("'tools' has ", tools->size(), " tools, at most ",
+                                         kMaxTools, " are allowed"));
+  }
+  std::vector<std::string> names;
+  for (size_t i = 0; i < tools->size(); ++i) {
+    const json& tool = (*tools)[i];
+    const std::string where = absl::StrCat("tools[", i, "]");
+    const json* type = tool.is_object() ? Field(tool, "type") : nullptr;
+    if (type == nullptr || *type != "function") {
+      return Invalid(absl::StrCat(where, ".type"),
+                     absl::StrCat("'", where, ".type' must be \"function\""));
+    }
+    const json* function = Field(tool, "function");
+    if (function == nullptr || !function->is_object()) {
+      return Invalid(absl::StrCat(where, ".function"),
+                     absl::StrCat("'", where, ".function' must be an object"));
+    }
+    const json* name = Field(*function, "name");
+    if (name == nullptr || !name->is_string() || !IsFunctionName(name->get<std::string>())) {
+      return Invalid(absl::StrCat(where, ".function.name"),
+                     absl::StrCat("'", where, ".function.name' must be 1 to 64 letters, digits, "
+                                  "'_' or '-'"));
+    }
+    if (std::find(names.begin(), names.end(), name->get<std::string>()) != names.end()) {
+      return Invalid(absl::StrCat(where, ".function.name"),
+                     absl::StrCat("'", where, ".function.name' repeats '",
+                                  name->get<std::string>(), "'"));
+    }
+    names.push_back(name->get<std::string>());
+    const json* parameters = Field(*function, "parameters");
+    if (parameters != nullptr && !parameters->is_object()) {
+      return Invalid(absl::StrCat(where, ".function.parameters"),
+                     absl::StrCat("'", where, ".function.parameters' must be a JSON schema "
+                                  "object"));
+    }
+  }
+  if (!tools->empty()) chat.set_tools(tools->dump());
+  return absl::OkStatus();
+}
+
+// tool_choice: "none" | "auto" (the default with tools); "required" and a named function need
+// the output constrained to a call, which this server cannot do yet.
+absl::Status ParseToolChoice(const json& body, bool has_tools, OpenAiRequest& out) {
+  out.parse_tool_calls = has_tools;
+  if (const json* parallel = Field(body, "parallel_tool_calls")) {
+    absl::StatusOr<bool> v = Bool(*parallel, "parallel_tool_calls");
+    if (!v.ok()) return v.status();
+    out.parallel_tool_calls = *v;
+  }
+  const json* choice = Field(body, "tool_choice");
+  if (choice == nullptr) return absl::OkStatus();
+  if (*choice == "none") {
+    out.parse_tool_calls = false;
+    return absl::OkStatus();
+  }
+  if (*choice == "auto") {
+    if (!has_tools) return Invalid("tool_choice", "'tool_choice' \"auto\" needs 'tools'");
+    return absl::OkStatus();
+  }
+  if (*choice == "required" || choice->is_object()) {
+    return Unsupported("tool_choice",
+                       "'tool_choice' \"required\" or a named function (they need the output "
+                       "constrained to a call)");
+  }
+  return Invalid("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or "
+                                "{\"type\": \"function\", \"function\": {\"name\": ...}}");
 }
 
 // content: "text" | [{"type": "text", "text": "..."}, ...] | null (an assistant turn with none)
@@ -262,6 +352,7 @@ absl::Status ParseMessages(const json& body, v1::GenerateRequest& request) {
     if (absl::Status s = MessageExtras(m, where, role_name, out); !s.ok()) return s;
     out.set_role(std::move(role_name));
   }
+  if (absl::Status s = ParseTools(body, chat); !s.ok()) return s;
   if (const json* kwargs = Field(body, "chat_template_kwargs")) {
     if (!kwargs->is_object()) {
       return Invalid("chat_template_kwargs",
@@ -315,10 +406,15 @@ absl::Status RefuseUnsupported(const json& body, OpenAiEndpoint endpoint) {
       return Unsupported("suffix", "'suffix'");
     }
   }
-  for (const char* name : {"tools", "functions"}) {
-    if (const json* v = Field(body, name)) {
-      if (!(v->is_array() && v->empty())) {
-        return Unsupported(name, absl::StrCat("'", name, "' (tool calling)"));
+  if (const json* v = Field(body, "functions")) {
+    if (!(v->is_array() && v->empty())) {
+      return Unsupported("functions", "'functions' (the legacy form of 'tools')");
+    }
+  }
+  if (endpoint == OpenAiEndpoint::kCompletions) {
+    for (const char* name : {"tools", "tool_choice"}) {
+      if (Field(body, name) != nullptr) {
+        return Unsupported(name, absl::StrCat("'", name, "' on /v1/completions"));
       }
     }
   }
@@ -527,11 +623,10 @@ json Base(const OpenAiResponseContext& context, const char* object) {
 
 }  // namespace
 
-absl::StatusOr<json> ParseJsonBody(const std::string& body) {
-  json root;
+absl::StatusOr<json> ParseJson(const std::string& text) {
   struct TooDeep {};
   try {
-    root = json::parse(body, [](int depth, json::parse_event_t event, json& /*parsed*/) {
+    return json::parse(text, [](int depth, json::parse_event_t event, json& /*parsed*/) {
       const bool opens = event == json::parse_event_t::object_start ||
                          event == json::parse_event_t::array_start;
       if (opens && depth >= kMaxJsonDepth) throw TooDeep{};
@@ -539,16 +634,21 @@ absl::StatusOr<json> ParseJsonBody(const std::string& body) {
     });
   } catch (const TooDeep&) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "the request body nests JSON objects and arrays more than ", kMaxJsonDepth,
-        " levels deep"));
+        "the JSON nests objects and arrays more than ", kMaxJsonDepth, " levels deep"));
   } catch (const json::exception& e) {
     // nlohmann's lexer also refuses ill-formed UTF-8 and lone surrogates here.
-    return absl::InvalidArgumentError(
-        absl::StrCat("the request body is not valid JSON: ", e.what()));
+    return absl::InvalidArgumentError(absl::StrCat("not valid JSON: ", e.what()));
   }
-  if (!root.is_object()) {
+}
+
+absl::StatusOr<json> ParseJsonBody(const std::string& body) {
+  absl::StatusOr<json> root = ParseJson(body);
+  if (!root.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("the request body: ", root.status().message()));
+  }
+  if (!root->is_object()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("the request body must be a JSON object, got ", TypeName(root)));
+        absl::StrCat("the request body must be a JSON object, got ", TypeName(*root)));
   }
   return root;
 }
@@ -627,6 +727,10 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
                            ? ParsePrompt(root, out.generate)
                            : ParseMessages(root, out.generate);
   if (!input.ok()) return input;
+  if (endpoint == OpenAiEndpoint::kChatCompletions) {
+    const bool has_tools = !out.generate.chat().tools().empty();
+    if (absl::Status s = ParseToolChoice(root, has_tools, out); !s.ok()) return s;
+  }
   return out;
 }
 
@@ -652,16 +756,40 @@ v1::Usage CombinedUsage(const std::vector<v1::Usage>& choices) {
   return usage;
 }
 
+std::string NewToolCallId() {
+  thread_local absl::BitGen gen;
+  return absl::StrFormat("call_%016x%08x", absl::Uniform<uint64_t>(gen),
+                         absl::Uniform<uint32_t>(gen));
+}
+
+json OpenAiToolCalls(const std::vector<ParsedToolCall>& calls, int first_index) {
+  json out = json::array();
+  for (size_t i = 0; i < calls.size(); ++i) {
+    json call;
+    if (first_index >= 0) call["index"] = first_index + static_cast<int>(i);
+    call["id"] = NewToolCallId();
+    call["type"] = "function";
+    call["function"] = {{"name", calls[i].name}, {"arguments", calls[i].arguments}};
+    out.push_back(std::move(call));
+  }
+  return out;
+}
+
 json OpenAiChoice(OpenAiEndpoint endpoint, int index, const std::string& text,
-                  v1::FinishReason finish_reason, json logprobs) {
+                  v1::FinishReason finish_reason, json logprobs,
+                  const std::vector<ParsedToolCall>& tool_calls) {
   json choice = {{"index", index}};
   if (endpoint == OpenAiEndpoint::kChatCompletions) {
     choice["message"] = {{"role", "assistant"}, {"content", text}};
+    if (!tool_calls.empty()) {
+      if (absl::StripAsciiWhitespace(text).empty()) choice["message"]["content"] = nullptr;
+      choice["message"]["tool_calls"] = OpenAiToolCalls(tool_calls);
+    }
   } else {
     choice["text"] = text;
   }
   choice["logprobs"] = std::move(logprobs);
-  choice["finish_reason"] = OpenAiFinishReason(finish_reason);
+  choice["finish_reason"] = tool_calls.empty() ? OpenAiFinishReason(finish_reason) : "tool_calls";
   return choice;
 }
 
@@ -696,14 +824,35 @@ json OpenAiStreamEncoder::Chunk(json choice) const {
 }
 
 OpenAiStreamEncoder::OpenAiStreamEncoder(OpenAiResponseContext context, bool include_usage,
-                                         std::optional<OpenAiLogprobs> logprobs, int n_choices)
+                                         std::optional<OpenAiLogprobs> logprobs, int n_choices,
+                                         std::optional<ToolCallReading> tool_calls)
     : context_(std::move(context)),
       include_usage_(include_usage),
-      choices_(static_cast<size_t>(n_choices), Choice{.logprobs = std::move(logprobs)}) {}
+      parallel_tool_calls_(!tool_calls.has_value() || tool_calls->parallel),
+      choices_(static_cast<size_t>(n_choices), Choice{.logprobs = std::move(logprobs)}) {
+  if (!tool_calls.has_value()) return;
+  for (Choice& choice : choices_) choice.tool_calls.emplace(tool_calls->format);
+}
 
 std::string OpenAiStreamEncoder::Message(const v1::GenerateResponse& message, int index) {
   const bool chat = context_.endpoint == OpenAiEndpoint::kChatCompletions;
   Choice& state = choices_.at(static_cast<size_t>(index));
+  const bool finished = message.finish_reason() != v1::FINISH_REASON_UNSPECIFIED;
+  std::string text = message.text();
+  std::vector<ParsedToolCall> calls;
+  if (state.tool_calls.has_value()) {
+    ToolCallStream::Delta delta = state.tool_calls->Feed(text);
+    if (finished) {
+      ToolCallStream::Delta last = state.tool_calls->Finish();
+      delta.content += last.content;
+      for (ParsedToolCall& call : last.tool_calls) delta.tool_calls.push_back(std::move(call));
+    }
+    text = std::move(delta.content);
+    calls = std::move(delta.tool_calls);
+    if (!parallel_tool_calls_) {
+      calls.resize(std::min<size_t>(calls.size(), state.calls_sent > 0 ? 0 : 1));
+    }
+  }
   std::string out;
   json logprobs = nullptr;  // of this message's tokens, when the request asked
   if (state.logprobs.has_value() && message.tokens_size() > 0) {
@@ -723,17 +872,23 @@ std::string OpenAiStreamEncoder::Message(const v1::GenerateResponse& message, in
   };
   if (chat && !state.sent_role) {
     // The first chunk names the role, even when the first token is not yet complete text.
-    out += SseData(Chunk(content_choice({{"role", "assistant"}, {"content", message.text()}},
+    out += SseData(Chunk(content_choice({{"role", "assistant"}, {"content", text}},
                                         std::move(logprobs))));
     state.sent_role = true;
-  } else if (!message.text().empty() || !logprobs.is_null()) {
+  } else if (!text.empty() || !logprobs.is_null()) {
     // Tokens whose text is held back still bring their log-probabilities.
-    out += SseData(Chunk(content_choice(
-        chat ? json{{"content", message.text()}} : json(message.text()), std::move(logprobs))));
+    out += SseData(
+        Chunk(content_choice(chat ? json{{"content", text}} : json(text), std::move(logprobs))));
   }
-  if (message.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) {
+  if (!calls.empty()) {
+    out += SseData(Chunk(
+        content_choice({{"tool_calls", OpenAiToolCalls(calls, state.calls_sent)}}, nullptr)));
+    state.calls_sent += static_cast<int>(calls.size());
+  }
+  if (finished) {
     json choice = content_choice(chat ? json::object() : json(""), nullptr);
-    choice["finish_reason"] = OpenAiFinishReason(message.finish_reason());
+    choice["finish_reason"] =
+        state.calls_sent > 0 ? "tool_calls" : OpenAiFinishReason(message.finish_reason());
     out += SseData(Chunk(std::move(choice)));
     state.usage = message.usage();
   }

@@ -6,8 +6,8 @@
 // Request parsing checks shapes and ranges and names the offending field (the status carries it
 // as the error's "param", http_errors.h); what depends on the model (tokens, context length) is
 // left to the router's intake (request_intake.h). Unknown fields are ignored; known but
-// unsupported ones (tools, echo with stream, best_of with stream, ...) are refused with INVALID_ARGUMENT instead of being
-// silently dropped.
+// unsupported ones (tool_choice "required", echo with stream, best_of with stream, ...) are
+// refused with INVALID_ARGUMENT instead of being silently dropped.
 //
 // Thread-safety: pure functions; an OpenAiStreamEncoder is used by one thread at a time.
 #ifndef BATON_ROUTER_HTTP_OPENAI_H_
@@ -25,6 +25,7 @@
 #include "nlohmann/json.hpp"
 #include "router/openai_endpoint.h"
 #include "router/openai_logprobs.h"
+#include "router/tool_call_parser.h"
 
 namespace baton::router {
 
@@ -46,7 +47,14 @@ struct OpenAiRequest {
   // n with the highest sum of log-probabilities are answered (best_of; n when absent).
   int32_t n = 1;
   int32_t best_of = 1;
+  // Chat with `tools`: whether the model's output is read for tool calls ("auto") or not
+  // ("none", and when there are no tools); parallel_tool_calls false keeps the first call only.
+  bool parse_tool_calls = false;
+  bool parallel_tool_calls = true;
 };
+
+// Tools a chat request may bring at most (OpenAI's limit).
+inline constexpr size_t kMaxTools = 128;
 
 // n and best_of at most (vLLM has no bound; each choice is a request of its own here).
 inline constexpr int32_t kMaxChoices = 16;
@@ -69,6 +77,8 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint,
 // A request body as a JSON object: INVALID_ARGUMENT for malformed JSON, JSON nested deeper than
 // kMaxJsonDepth, or a body that is not an object. The one reading of every JSON body.
 absl::StatusOr<nlohmann::ordered_json> ParseJsonBody(const std::string& body);
+// Any JSON text (model output too), with the same limits; INVALID_ARGUMENT saying what is wrong.
+absl::StatusOr<nlohmann::ordered_json> ParseJson(const std::string& text);
 
 // What every response object of one request repeats.
 struct OpenAiResponseContext {
@@ -85,10 +95,25 @@ const char* OpenAiFinishReason(v1::FinishReason reason);
 nlohmann::ordered_json OpenAiUsage(const v1::Usage& usage);
 
 // One choice of a whole answer; `logprobs` is the choice's (router/openai_logprobs.h), null when
-// the request asked for none.
+// the request asked for none. A chat choice with `tool_calls` has them in its message (its
+// content null when empty) and finishes with "tool_calls".
 nlohmann::ordered_json OpenAiChoice(OpenAiEndpoint endpoint, int index, const std::string& text,
                                     v1::FinishReason finish_reason,
-                                    nlohmann::ordered_json logprobs = nullptr);
+                                    nlohmann::ordered_json logprobs = nullptr,
+                                    const std::vector<ParsedToolCall>& tool_calls = {});
+
+// OpenAI's tool_calls entries: {"id": "call_...", "type": "function", "function": {"name",
+// "arguments"}}, each with a new id; streamed ones (`first_index` >= 0) also carry their index
+// in the choice's calls, counting from first_index.
+nlohmann::ordered_json OpenAiToolCalls(const std::vector<ParsedToolCall>& calls,
+                                       int first_index = -1);
+
+// How a chat's output is read for tool calls: the model's format, and whether more than one call
+// is kept (parallel_tool_calls).
+struct ToolCallReading {
+  ToolCallFormat format = ToolCallFormat::kHermes;
+  bool parallel = true;
+};
 
 // The whole answer of a non-streaming request: a "text_completion" or "chat.completion" of
 // `choices` (OpenAiChoice's).
@@ -114,11 +139,14 @@ inline constexpr char kSseDone[] = "data: [DONE]\n\n";
 // log-probabilities of the message's tokens when `logprobs` is given, then also for tokens whose
 // text is still held back), the last message a chunk with the finish reason; then End() adds the
 // usage chunk (empty choices; CombinedUsage) when include_usage was asked for and every choice
-// finished, or the error as an in-band {"error": ...} event, and the closing [DONE].
+// finished, or the error as an in-band {"error": ...} event, and the closing [DONE]. With
+// `tool_calls`, a chat choice's text is read for calls as it streams (ToolCallStream): text that
+// may be a call is held, and each call goes out whole in a {"tool_calls": [...]} delta.
 class OpenAiStreamEncoder {
  public:
   OpenAiStreamEncoder(OpenAiResponseContext context, bool include_usage,
-                      std::optional<OpenAiLogprobs> logprobs = std::nullopt, int n_choices = 1);
+                      std::optional<OpenAiLogprobs> logprobs = std::nullopt, int n_choices = 1,
+                      std::optional<ToolCallReading> tool_calls = std::nullopt);
 
   std::string Message(const v1::GenerateResponse& message, int choice = 0);
   std::string End(const absl::Status& status);
@@ -126,6 +154,8 @@ class OpenAiStreamEncoder {
  private:
   struct Choice {
     std::optional<OpenAiLogprobs> logprobs;
+    std::optional<ToolCallStream> tool_calls;  // reads the text when the request has tools
+    int calls_sent = 0;
     bool sent_role = false;
     std::optional<v1::Usage> usage;  // once it finished
   };
@@ -133,6 +163,7 @@ class OpenAiStreamEncoder {
 
   const OpenAiResponseContext context_;
   const bool include_usage_;
+  const bool parallel_tool_calls_;
   std::vector<Choice> choices_;
 };
 

@@ -157,6 +157,7 @@ class HttpServer::GenerateCall final : public std::enable_shared_from_this<Gener
     int n = 1;
     std::optional<OpenAiLogprobs> logprobs;  // when the request asked for them
     std::optional<EchoedPrompt> echo;        // when the request asked for it
+    std::optional<ToolCallReading> tool_calls;  // when its output is read for tool calls
   };
   Launch Prepare();
   // Starts `run` (its sink pumps this call); the error when the router cannot take it.
@@ -490,6 +491,18 @@ HttpServer::GenerateCall::Launch HttpServer::GenerateCall::Prepare() {
   // its 400; the drivers then get the prompt as token ids (not tokenized again).
   absl::StatusOr<PreparedRequest> prepared = PrepareRequest(parsed->generate, model, RandomSeed());
   if (!prepared.ok()) return {.status = prepared.status()};
+  std::optional<ToolCallReading> tool_calls;
+  if (parsed->parse_tool_calls) {
+    if (!model.tool_call_format().has_value()) {
+      return {.status = WithParam(
+                  absl::InvalidArgumentError(
+                      "this model's chat template shows no tool-call format: send "
+                      "'tool_choice': \"none\", or start the router with --tool-call-parser"),
+                  "tool_choice")};
+    }
+    tool_calls = ToolCallReading{.format = *model.tool_call_format(),
+                                 .parallel = parsed->parallel_tool_calls};
+  }
   const std::string id = NewResponseId(endpoint_);
   v1::GenerateRequest request;
   request.set_model(parsed->generate.model());
@@ -518,7 +531,8 @@ HttpServer::GenerateCall::Launch HttpServer::GenerateCall::Prepare() {
                       : std::nullopt,
       .echo = parsed->echo ? std::optional(EchoPrompt(parsed->generate, prepared->prompt,
                                                       model.tokenizer()))
-                           : std::nullopt};
+                           : std::nullopt,
+      .tool_calls = tool_calls};
   for (int i = 0; i < parsed->best_of; ++i) {
     Run& run = launch.runs.emplace_back(Run{.request = request});
     run.request.set_request_id(i == 0 ? id : absl::StrCat(id, "-", i));
@@ -558,14 +572,14 @@ void HttpServer::GenerateCall::Launched(Launch launch) {
   stream_ = launch.stream;
   if (stream_) {
     encoder_.emplace(context_, launch.include_usage, std::move(launch.logprobs),
-                     static_cast<int>(runs_.size()));
+                     static_cast<int>(runs_.size()), launch.tool_calls);
     status_timer_.expires_after(Chrono(server_.options_.stream_status_wait));
     status_timer_.async_wait([self = shared_from_this()](boost::system::error_code ec) {
       if (!ec && !self->done_ && !self->streaming_) self->StartStreaming();
     });
   } else {
     choices_.emplace(endpoint_, launch.n, static_cast<int>(runs_.size()),
-                     std::move(launch.logprobs), std::move(launch.echo));
+                     std::move(launch.logprobs), std::move(launch.echo), launch.tool_calls);
   }
   Pump();
 }

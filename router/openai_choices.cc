@@ -9,8 +9,13 @@ using json = nlohmann::ordered_json;
 
 OpenAiChoices::OpenAiChoices(OpenAiEndpoint endpoint, int n, int n_candidates,
                              std::optional<OpenAiLogprobs> logprobs,
-                             std::optional<EchoedPrompt> echo)
-    : endpoint_(endpoint), n_(n), echo_(std::move(echo)), candidates_(n_candidates) {
+                             std::optional<EchoedPrompt> echo,
+                             std::optional<ToolCallReading> tool_calls)
+    : endpoint_(endpoint),
+      n_(n),
+      echo_(std::move(echo)),
+      tool_calls_(tool_calls),
+      candidates_(n_candidates) {
   for (Candidate& candidate : candidates_) {
     if (echo_.has_value()) candidate.text = echo_->text;
     if (!logprobs.has_value()) continue;
@@ -52,8 +57,13 @@ json OpenAiChoices::Answer(const OpenAiResponseContext& context) const {
   json choices = json::array();
   for (size_t i = 0; i < order.size(); ++i) {
     const Candidate& candidate = candidates_[order[i]];
-    choices.push_back(OpenAiChoice(endpoint_, static_cast<int>(i), candidate.text,
-                                   candidate.finish_reason, candidate.logprobs));
+    ToolCallStream::Delta read{.content = candidate.text};
+    if (tool_calls_.has_value()) {
+      read = ParseToolCalls(tool_calls_->format, candidate.text);
+      if (!tool_calls_->parallel && read.tool_calls.size() > 1) read.tool_calls.resize(1);
+    }
+    choices.push_back(OpenAiChoice(endpoint_, static_cast<int>(i), read.content,
+                                   candidate.finish_reason, candidate.logprobs, read.tool_calls));
   }
   std::vector<v1::Usage> usages;
   for (const Candidate& candidate : candidates_) usages.push_back(candidate.usage);

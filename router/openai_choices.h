@@ -1,7 +1,8 @@
 // The whole answer of a non-streaming OpenAI request of one or more choices (n, best_of), built
 // from each choice's GenerateResponse messages: its text (after the echoed prompt, with echo),
 // its logprobs object (router/openai_logprobs.h), finish reason and usage, and the sum of its
-// generated tokens' log-probabilities. The answer holds every choice, or with best_of > n the n
+// generated tokens' log-probabilities; a chat's text read for tool calls when the request has
+// tools (router/tool_call_parser.h). The answer holds every choice, or with best_of > n the n
 // with the highest sums, highest first (vLLM's order), renumbered 0..n-1; the usage counts the
 // prompt once and the tokens of every candidate generated.
 //
@@ -26,7 +27,8 @@ class OpenAiChoices {
   // them (a candidate's sum needs its messages' logprobs either way). `echo`: what each choice
   // starts with.
   OpenAiChoices(OpenAiEndpoint endpoint, int n, int n_candidates,
-                std::optional<OpenAiLogprobs> logprobs, std::optional<EchoedPrompt> echo);
+                std::optional<OpenAiLogprobs> logprobs, std::optional<EchoedPrompt> echo,
+                std::optional<ToolCallReading> tool_calls = std::nullopt);
 
   // The next message of candidate `index`, in order.
   void Add(int index, const v1::GenerateResponse& message);
@@ -48,6 +50,7 @@ class OpenAiChoices {
   OpenAiEndpoint endpoint_;
   int n_;
   std::optional<EchoedPrompt> echo_;
+  std::optional<ToolCallReading> tool_calls_;
   std::vector<Candidate> candidates_;
 };
 

@@ -48,7 +48,8 @@ absl::Status Router::Start() {
     return absl::InvalidArgumentError("heartbeat_interval must be positive");
   }
   absl::StatusOr<std::unique_ptr<ServedModel>> model =
-      ServedModel::Load(options_.model_path, options_.n_ctx, options_.chat_template);
+      ServedModel::Load(options_.model_path, options_.n_ctx, options_.chat_template,
+                        options_.tool_call_parser);
   if (!model.ok()) return model.status();
   model_ = std::move(*model);
   metrics::Registry::Global().SetConstantLabels({{"model_name", model_->id()}});

@@ -46,6 +46,7 @@ struct RouterOptions {
   std::string model_path;      // the GGUF file the workers serve (tokenizer, context, fingerprint)
   int32_t n_ctx = 0;           // > 0: cap on prompt + max_tokens; 0: the model's context
   std::string chat_template;   // --chat-template NAME|FILE; empty: the model's
+  std::string tool_call_parser;  // --tool-call-parser NAME; empty: the chat template's format
   // Static workers (host:port), polled with Status every heartbeat interval; workers may also
   // register themselves.
   std::vector<std::string> prefill_workers;    // --prefill

@@ -11,7 +11,8 @@ namespace baton::router {
 
 absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string& path,
                                                                int32_t n_ctx,
-                                                               const std::string& chat_template) {
+                                                               const std::string& chat_template,
+                                                               const std::string& tool_call_parser) {
   absl::StatusOr<std::unique_ptr<engine::Model>> model = engine::Model::Load(path);
   if (!model.ok()) return model.status();
   // A template the operator names must be usable; the model's own may not be (chats are then
@@ -32,6 +33,17 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string
           absl::StrCat("--chat-template ", chat_template, ": ", usable.message()));
     }
     BATON_LOG(WARNING) << "chat requests will be refused: " << usable.message();
+  }
+  if (!tool_call_parser.empty()) {
+    absl::StatusOr<ToolCallFormat> format = ToolCallFormatByName(tool_call_parser);
+    if (!format.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tool-call-parser: ", format.status().message()));
+    }
+    served->tool_call_format_ = *format;
+  } else if (usable.ok()) {
+    served->tool_call_format_ =
+        ToolCallFormatOfTemplate(served->prompt_encoder_->chat_template()->source());
   }
   return served;
 }

@@ -275,7 +275,7 @@ TEST(HttpOpenAiTest, BadParametersNameTheParameter) {
   e = ErrorOf(Chat(R"({"messages": [{"role": "user", "content": "x"}], "echo": true})"));
   EXPECT_THAT(e.message, HasSubstr("not supported"));
   e = ErrorOf(Chat(R"({"messages": [{"role": "user", "content": "x"}], "tools": [{}]})"));
-  EXPECT_EQ(e.param, "tools");
+  EXPECT_EQ(e.param, "tools[0].type");
   // Off is fine.
   EXPECT_TRUE(Chat(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": false,
                       "tools": [], "response_format": {"type": "text"}, "n": null})")
@@ -357,6 +357,73 @@ TEST(HttpOpenAiTest, ChoicesAndCandidates) {
   const HttpError e = ErrorOf(Chat(R"({"messages": [{"role": "user", "content": "x"}],
                                        "best_of": 2})"));
   EXPECT_EQ(e.param, "best_of");
+}
+
+// Chat tools reach the template as sent; their output is read for calls unless tool_choice is
+// "none"; what would need constrained decoding, and malformed tools, are 400s naming the field.
+TEST(HttpOpenAiTest, ToolsAndToolChoice) {
+  const std::string messages = R"("messages": [{"role": "user", "content": "Weather?"}])";
+  const std::string tool =
+      R"({"type": "function", "function": {"name": "get_weather", "description": "d",
+          "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}})";
+  absl::StatusOr<OpenAiRequest> r = Chat("{" + messages + R"(, "tools": [)" + tool + "]}");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->parse_tool_calls);
+  EXPECT_TRUE(r->parallel_tool_calls);
+  const json tools = json::parse(r->generate.chat().tools());
+  ASSERT_EQ(tools.size(), 1u);
+  EXPECT_EQ(tools[0]["function"]["name"], "get_weather");
+  EXPECT_EQ(tools[0]["function"]["parameters"]["properties"]["city"]["type"], "string");
+  r = Chat("{" + messages + R"(, "tools": [)" + tool +
+           R"(], "tool_choice": "auto", "parallel_tool_calls": false})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->parse_tool_calls);
+  EXPECT_FALSE(r->parallel_tool_calls);
+  r = Chat("{" + messages + R"(, "tools": [)" + tool + R"(], "tool_choice": "none"})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->parse_tool_calls);
+  EXPECT_FALSE(r->generate.chat().tools().empty());  // still shown to the model
+  r = Chat("{" + messages + "}");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->parse_tool_calls);
+  EXPECT_TRUE(r->generate.chat().tools().empty());
+
+  std::string many = "[";
+  for (int i = 0; i <= static_cast<int>(kMaxTools); ++i) {
+    if (i > 0) many += ",";
+    many += absl::StrCat(R"({"type": "function", "function": {"name": "f)", i, R"("}})");
+  }
+  many += "]";
+  struct Case {
+    std::string extra;
+    std::string param;
+  };
+  for (const Case& c : {
+           Case{R"("tools": {})", "tools"},
+           Case{R"("tools": )" + many, "tools"},
+           Case{R"("tools": [{"type": "code"}])", "tools[0].type"},
+           Case{R"("tools": [{"type": "function"}])", "tools[0].function"},
+           Case{R"("tools": [{"type": "function", "function": {}}])", "tools[0].function.name"},
+           Case{R"("tools": [{"type": "function", "function": {"name": "a b"}}])",
+                "tools[0].function.name"},
+           Case{R"("tools": [)" + tool + "," + tool + "]", "tools[1].function.name"},
+           Case{R"("tools": [{"type": "function", "function": {"name": "f", "parameters": 3}}])",
+                "tools[0].function.parameters"},
+           Case{R"("tools": [)" + tool + R"(], "tool_choice": "required")", "tool_choice"},
+           Case{R"("tools": [)" + tool +
+                    R"(], "tool_choice": {"type": "function", "function": {"name": "get_weather"}})",
+                "tool_choice"},
+           Case{R"("tools": [)" + tool + R"(], "tool_choice": "sometimes")", "tool_choice"},
+           Case{R"("tool_choice": "auto")", "tool_choice"},
+           Case{R"("tools": [)" + tool + R"(], "parallel_tool_calls": "yes")",
+                "parallel_tool_calls"},
+           Case{R"("functions": [{"name": "f"}])", "functions"},
+       }) {
+    const HttpError e = ErrorOf(Chat("{" + messages + ", " + c.extra + "}"));
+    EXPECT_EQ(e.http_status, 400) << c.extra;
+    EXPECT_EQ(e.param, c.param) << c.extra;
+  }
+  EXPECT_EQ(ErrorOf(Completions(R"({"prompt": "x", "tools": []})")).param, "tools");
 }
 
 TEST(HttpOpenAiTest, LogitBiasMapsTokenIdsToBiases) {

@@ -86,6 +86,46 @@ TEST(OpenAiChoicesTest, EveryChoiceEchoesThePrompt) {
   EXPECT_EQ(answer["choices"][1]["text"], "Say b");
 }
 
+const char kTwoCalls[] =
+    "Checking.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+    "\"Rome\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n"
+    "</tool_call>";
+
+// A chat whose tools are read: the calls in the message, the text before them as content,
+// finish_reason "tool_calls"; parallel_tool_calls false keeps the first; none read: all text.
+TEST(OpenAiChoicesTest, ToolCallsOfAWholeAnswer) {
+  const OpenAiResponseContext chat = {.endpoint = OpenAiEndpoint::kChatCompletions};
+  OpenAiChoices choices(OpenAiEndpoint::kChatCompletions, 1, 1, std::nullopt, std::nullopt,
+                        ToolCallReading{.format = ToolCallFormat::kHermes});
+  choices.Add(0, Last(kTwoCalls, {}));
+  json answer = choices.Answer(chat);
+  const json& message = answer["choices"][0]["message"];
+  EXPECT_EQ(message["content"], "Checking.\n");
+  ASSERT_EQ(message["tool_calls"].size(), 2u);
+  EXPECT_EQ(message["tool_calls"][0]["type"], "function");
+  EXPECT_EQ(message["tool_calls"][0]["id"].get<std::string>().rfind("call_", 0), 0u);
+  EXPECT_NE(message["tool_calls"][0]["id"], message["tool_calls"][1]["id"]);
+  EXPECT_EQ(message["tool_calls"][0]["function"],
+            json({{"name", "get_weather"}, {"arguments", R"({"city":"Rome"})"}}));
+  EXPECT_EQ(message["tool_calls"][1]["function"]["name"], "get_time");
+  EXPECT_FALSE(message["tool_calls"][0].contains("index"));
+  EXPECT_EQ(answer["choices"][0]["finish_reason"], "tool_calls");
+
+  OpenAiChoices one(OpenAiEndpoint::kChatCompletions, 1, 1, std::nullopt, std::nullopt,
+                    ToolCallReading{.format = ToolCallFormat::kHermes, .parallel = false});
+  one.Add(0, Last(std::string(kTwoCalls).substr(10), {}));  // no content before the calls
+  answer = one.Answer(chat);
+  EXPECT_TRUE(answer["choices"][0]["message"]["content"].is_null());
+  ASSERT_EQ(answer["choices"][0]["message"]["tool_calls"].size(), 1u);
+
+  OpenAiChoices unread(OpenAiEndpoint::kChatCompletions, 1, 1, std::nullopt, std::nullopt);
+  unread.Add(0, Last(kTwoCalls, {}));
+  answer = unread.Answer(chat);
+  EXPECT_EQ(answer["choices"][0]["message"]["content"], kTwoCalls);
+  EXPECT_FALSE(answer["choices"][0]["message"].contains("tool_calls"));
+  EXPECT_EQ(answer["choices"][0]["finish_reason"], "length");
+}
+
 // The JSON payloads of "data: ..." events, [DONE] as the string "[DONE]".
 std::vector<json> Events(const std::string& sse) {
   std::vector<json> out;
@@ -135,6 +175,44 @@ TEST(OpenAiChoicesTest, StreamedChunksNameTheirChoiceAndUsageWaitsForAll) {
   ASSERT_EQ(failed.size(), 4u);
   EXPECT_TRUE(failed[2].contains("error"));
   EXPECT_EQ(failed[3], "[DONE]");
+}
+
+// Streamed: text that may be a call is held; each call goes out whole, with its index among the
+// choice's calls; the choice finishes with "tool_calls".
+TEST(OpenAiChoicesTest, StreamedToolCallsGoOutWholeWithTheirIndex) {
+  OpenAiStreamEncoder encoder({.endpoint = OpenAiEndpoint::kChatCompletions, .id = "c"},
+                              /*include_usage=*/false, std::nullopt, /*n_choices=*/1,
+                              ToolCallReading{.format = ToolCallFormat::kHermes});
+  const std::string output = kTwoCalls;
+  std::string sse;
+  for (size_t i = 0; i < output.size(); i += 7) {
+    v1::GenerateResponse piece;
+    piece.set_text(output.substr(i, 7));
+    if (i + 7 >= output.size()) piece = Last(output.substr(i), {});
+    sse += encoder.Message(piece);
+  }
+  sse += encoder.End(absl::OkStatus());
+  std::string content;
+  std::vector<json> calls;
+  std::string finish;
+  for (const json& event : Events(sse)) {
+    if (event == "[DONE]") break;
+    const json& choice = event["choices"][0];
+    if (choice["delta"].contains("content")) content += choice["delta"]["content"];
+    if (choice["delta"].contains("tool_calls")) {
+      for (const json& call : choice["delta"]["tool_calls"]) calls.push_back(call);
+    }
+    if (!choice["finish_reason"].is_null()) finish = choice["finish_reason"];
+    EXPECT_EQ(choice["delta"].value("content", std::string()).find('<'), std::string::npos);
+  }
+  EXPECT_EQ(content, "Checking.\n");
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0]["index"], 0);
+  EXPECT_EQ(calls[0]["function"]["name"], "get_weather");
+  EXPECT_EQ(calls[0]["function"]["arguments"], R"({"city":"Rome"})");
+  EXPECT_EQ(calls[1]["index"], 1);
+  EXPECT_EQ(calls[1]["function"]["name"], "get_time");
+  EXPECT_EQ(finish, "tool_calls");
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 """A chat template the operator names (`--chat-template FILE`) served by a `baton up` cluster,
-prefill and decode in separate processes, driven by the official `openai` client.
+prefill and decode in separate processes, driven by the official `openai` client; with it, tool
+calling (the template's <tool_call> format read back as the "hermes" parser reads it).
 
 The template is Qwen2.5-7B-Instruct's (llama.cpp's corpus, third_party/llama-jinja/templates),
 which renders tools, assistant tool calls and tool results in ChatML, the default model's
@@ -140,3 +141,92 @@ def test_tokenize_gives_the_ids_a_chat_is_prefilled_with(client, template_file):
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "tokens"
     bad = httpx.post(f"{base}/tokenize", json={"messages": [{"role": "user", "content": "RAISE"}]})
     assert bad.status_code == 400 and "this template refuses RAISE" in bad.json()["error"]["message"]
+
+
+WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}
+
+
+def few_shot_weather(city):
+    """Three earlier turns in which the assistant called get_weather: the default model (135M,
+    not trained for tools) then writes the call for `city` itself, greedily."""
+    messages = []
+    for i, earlier in enumerate(["Paris", "Berlin", "Tokyo"]):
+        messages += [
+            {"role": "user", "content": f"Weather in {earlier}?"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": f"call_{i}", "type": "function", "function": {
+                    "name": "get_weather", "arguments": json.dumps({"city": earlier})}}]},
+            {"role": "tool", "tool_call_id": f"call_{i}", "content": "20 C"},
+            {"role": "assistant", "content": f"It is 20 C in {earlier}."}]
+    return messages + [{"role": "user", "content": f"Weather in {city}?"}]
+
+
+def test_the_model_calls_a_tool_and_the_call_comes_back_parsed(client):
+    kwargs = dict(model="SmolLM2-135M-Instruct.Q4_1", tools=[WEATHER_TOOL], max_tokens=60,
+                  temperature=0)
+    for city in ("Rome", "Madrid"):
+        reply = client.chat.completions.create(messages=few_shot_weather(city), **kwargs)
+        choice = reply.choices[0]
+        assert choice.finish_reason == "tool_calls"
+        assert choice.message.content is None
+        (call,) = choice.message.tool_calls
+        assert call.type == "function" and call.id.startswith("call_")
+        assert call.function.name == "get_weather"
+        assert json.loads(call.function.arguments) == {"city": city}
+
+        # Streamed: the same call, whole, in one tool_calls delta; no text of it as content.
+        chunks = list(client.chat.completions.create(
+            messages=few_shot_weather(city), stream=True, **kwargs))
+        calls = [c for chunk in chunks for c in (chunk.choices[0].delta.tool_calls or [])]
+        assert [(c.index, c.function.name, c.function.arguments) for c in calls] == \
+            [(0, "get_weather", call.function.arguments)]
+        assert "".join(chunk.choices[0].delta.content or "" for chunk in chunks) == ""
+        assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+    # The call and its result go back into the conversation; the model answers in text.
+    messages = few_shot_weather("Rome") + [
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_9", "type": "function", "function": {
+                "name": "get_weather", "arguments": call.function.arguments}}]},
+        {"role": "tool", "tool_call_id": "call_9", "content": "25 C"}]
+    answer = client.chat.completions.create(messages=messages, **kwargs).choices[0]
+    assert answer.finish_reason == "stop" and not answer.message.tool_calls
+    assert "25" in answer.message.content
+
+    # tool_choice "none": the tools are still shown, the output is text.
+    plain = client.chat.completions.create(
+        messages=few_shot_weather("Rome"), tool_choice="none", **kwargs).choices[0]
+    assert plain.finish_reason == "stop" and not plain.message.tool_calls
+    assert plain.message.content.startswith("<tool_call>")
+
+
+def test_bad_tools_and_choices_are_400s_and_the_cluster_serves_on(client):
+    kwargs = dict(model="SmolLM2-135M-Instruct.Q4_1", messages=few_shot_weather("Rome"),
+                  max_tokens=4)
+    for extra, param in (
+        ({"tools": [{"type": "function", "function": {"description": "no name"}}]},
+         "tools[0].function.name"),
+        ({"tools": [WEATHER_TOOL], "tool_choice": "required"}, "tool_choice"),
+        ({"tools": [WEATHER_TOOL],
+          "tool_choice": {"type": "function", "function": {"name": "get_weather"}}},
+         "tool_choice"),
+    ):
+        with pytest.raises(openai.BadRequestError) as error:
+            client.chat.completions.create(**kwargs, **extra)
+        assert error.value.body["param"] == param
+    assert client.chat.completions.create(**kwargs, tools=[WEATHER_TOOL]).choices
+
+
+def test_tokenize_renders_the_tools(client):
+    import httpx2 as httpx
+    base = str(client.base_url).removesuffix("/v1/")
+    with_tools = httpx.post(f"{base}/tokenize", json={
+        "messages": [{"role": "user", "content": "Hi"}], "tools": [WEATHER_TOOL]}).json()
+    without = httpx.post(f"{base}/tokenize", json={
+        "messages": [{"role": "user", "content": "Hi"}]}).json()
+    text = httpx.post(f"{base}/detokenize", json={"tokens": with_tools["tokens"]}).json()["prompt"]
+    assert "<tools>\n" + json.dumps(WEATHER_TOOL) + "\n</tools>" in text
+    assert with_tools["count"] > without["count"]

@@ -42,5 +42,25 @@ TEST(ServedModelTest, TheNamedTemplateRendersChats) {
   EXPECT_EQ(*text, "[user]Hi");
 }
 
+// How tool calls are read: the format the template writes, or the one the operator names.
+TEST(ServedModelTest, TheToolCallFormatComesFromTheTemplateOrTheFlag) {
+  absl::StatusOr<std::unique_ptr<ServedModel>> served =
+      ServedModel::Load(test_support::DefaultModelPath());
+  ASSERT_TRUE(served.ok()) << served.status();
+  EXPECT_EQ((*served)->tool_call_format(), std::nullopt);  // SmolLM2's template has no tools
+  const std::string hermes = test_support::WriteTempFile(
+      "served_model_test_tools.jinja",
+      "{% for m in messages %}{{ m.content }}{% endfor %}{% if tools %}<tool_call>{% endif %}");
+  served = ServedModel::Load(test_support::DefaultModelPath(), 0, hermes);
+  ASSERT_TRUE(served.ok()) << served.status();
+  EXPECT_EQ((*served)->tool_call_format(), ToolCallFormat::kHermes);
+  served = ServedModel::Load(test_support::DefaultModelPath(), 0, hermes, "llama3_json");
+  ASSERT_TRUE(served.ok()) << served.status();
+  EXPECT_EQ((*served)->tool_call_format(), ToolCallFormat::kLlama3Json);
+  served = ServedModel::Load(test_support::DefaultModelPath(), 0, "", "xml");
+  ASSERT_FALSE(served.ok());
+  EXPECT_THAT(served.status().message(), HasSubstr("--tool-call-parser"));
+}
+
 }  // namespace
 }  // namespace baton::router
