@@ -174,19 +174,19 @@ void ToolCallStream::TakeContentBefore(absl::string_view marker, Delta& delta, b
 
 void ToolCallStream::TakeHermes(Delta& delta, bool final) {
   while (true) {
-    const size_t start = held_.find(kHermesStart.data(), 0, kHermesStart.size());
-    if (start == std::string::npos) {
-      // After a call, white space before the next one is not content.
-      const absl::string_view rest = absl::StripLeadingAsciiWhitespace(held_);
-      if (in_calls_ && (rest.empty() || (!final && absl::StartsWith(kHermesStart, rest)))) {
+    if (after_call_) {
+      // White space right after a call is not content.
+      const size_t text = held_.find_first_not_of(" \t\r\n\f\v");
+      if (text == std::string::npos) {
         if (final) held_.clear();
         return;
       }
-      return TakeContentBefore(kHermesStart, delta, final);
+      held_.erase(0, text);
+      after_call_ = false;
     }
-    if (!in_calls_ || !absl::StripAsciiWhitespace(held_.substr(0, start)).empty()) {
-      delta.content += held_.substr(0, start);
-    }
+    const size_t start = held_.find(kHermesStart.data(), 0, kHermesStart.size());
+    if (start == std::string::npos) return TakeContentBefore(kHermesStart, delta, final);
+    delta.content += held_.substr(0, start);
     held_.erase(0, start);
     const size_t end = held_.find(kHermesEnd.data(), 0, kHermesEnd.size());
     if (end == std::string::npos && !final) return;  // the call is not complete yet
@@ -196,7 +196,7 @@ void ToolCallStream::TakeHermes(Delta& delta, bool final) {
     const size_t span = end == std::string::npos ? held_.size() : end + kHermesEnd.size();
     if (std::optional<ParsedToolCall> call = CallOfText(body); call.has_value()) {
       delta.tool_calls.push_back(*std::move(call));
-      in_calls_ = true;
+      after_call_ = true;
     } else {
       delta.content += held_.substr(0, span);
     }

@@ -64,8 +64,9 @@ class ToolCallStream {
 
   const ToolCallFormat format_;
   std::string held_;
-  bool in_calls_ = false;  // llama3_json, mistral: the output is (now) calls
-  bool started_ = false;   // llama3_json: a non-space character was seen
+  bool in_calls_ = false;    // llama3_json, mistral: the output is (now) calls
+  bool after_call_ = false;  // hermes: a call was just read (white space after it is dropped)
+  bool started_ = false;     // llama3_json: a non-space character was seen
 };
 
 // The whole output at once: the stream's deltas together.

@@ -3,6 +3,7 @@
 // parse), content around calls, and outputs whose calls do not parse staying content.
 #include "router/tool_call_parser.h"
 
+#include <random>
 #include <string>
 #include <vector>
 
@@ -133,6 +134,47 @@ TEST(ToolCallParserTest, MistralCallsInBothOfItsFormats) {
   EXPECT_TRUE(d.tool_calls.empty());
   d = Parse(ToolCallFormat::kMistral, "No calls [TOOL here.");
   EXPECT_EQ(d.content, "No calls [TOOL here.");
+}
+
+// Outputs stitched at random from the formats' markers and pieces of JSON: every one reads the
+// same whole and streamed in pieces of every size, and nothing is lost: what is not a call is
+// content, and the calls' text is no longer there.
+TEST(ToolCallParserTest, RandomOutputsReadTheSameWholeAndStreamed) {
+  const std::vector<std::string> pieces = {
+      "<tool_call>", "</tool_call>", "<tool_", "call>", "[TOOL_CALLS]", "[ARGS]", "<|python_tag|>",
+      "{\"name\": \"f\", \"arguments\": {\"x\": 1}}", "{\"name\": \"g\"}", "{", "}", "[", "]", "\"",
+      "\\", ";", " ", "\n", "text", "<", "\xC3\xA9", "{\"name\": 3}",
+      // Whole calls in each format.
+      "<tool_call>{\"name\": \"h\", \"arguments\": {\"s\": \"<tool_call>\"}}</tool_call>",
+      "[TOOL_CALLS][{\"name\": \"m\", \"arguments\": {}}]", "[TOOL_CALLS]m[ARGS]{\"k\": [1]}",
+      "{\"name\": \"l\", \"parameters\": {\"q\": \"a;b\"}}"};
+  std::mt19937 random(47);
+  int with_calls = 0;
+  for (int round = 0; round < 2000; ++round) {
+    std::string output;
+    const int n = 1 + static_cast<int>(random() % 12);
+    for (int i = 0; i < n; ++i) output += pieces[random() % pieces.size()];
+    for (ToolCallFormat format :
+         {ToolCallFormat::kHermes, ToolCallFormat::kLlama3Json, ToolCallFormat::kMistral}) {
+      const ToolCallStream::Delta whole = ParseToolCalls(format, output);
+      if (whole.tool_calls.empty()) {
+        EXPECT_EQ(whole.content, output) << ToolCallFormatName(format);  // all of it content
+      } else {
+        EXPECT_LT(whole.content.size(), output.size()) << output;
+        ++with_calls;
+      }
+      for (size_t size : {size_t{1}, size_t{3}, size_t{8}}) {
+        const ToolCallStream::Delta streamed = Streamed(format, output, size);
+        ASSERT_EQ(streamed.content, whole.content) << ToolCallFormatName(format) << " " << output;
+        ASSERT_EQ(streamed.tool_calls.size(), whole.tool_calls.size()) << output;
+        for (size_t c = 0; c < whole.tool_calls.size(); ++c) {
+          EXPECT_EQ(streamed.tool_calls[c].name, whole.tool_calls[c].name);
+          EXPECT_EQ(streamed.tool_calls[c].arguments, whole.tool_calls[c].arguments);
+        }
+      }
+    }
+  }
+  EXPECT_GT(with_calls, 300);  // the outputs hold calls often enough to test them
 }
 
 TEST(ToolCallParserTest, FormatsByNameAndFromTemplates) {
