@@ -203,6 +203,35 @@ def test_the_model_calls_a_tool_and_the_call_comes_back_parsed(client):
     assert plain.message.content.startswith("<tool_call>")
 
 
+def test_langchain_bind_tools_gets_the_call(client):
+    from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+    from langchain_openai import ChatOpenAI
+
+    def get_weather(city: str) -> str:
+        """The weather in a city."""
+        return "20 C"
+
+    history = []
+    for message in few_shot_weather("Rome"):
+        if message["role"] == "user":
+            history.append(HumanMessage(message["content"]))
+        elif message["role"] == "tool":
+            history.append(ToolMessage(message["content"], tool_call_id=message["tool_call_id"]))
+        elif message.get("tool_calls"):
+            call = message["tool_calls"][0]
+            history.append(AIMessage("", tool_calls=[{
+                "id": call["id"], "name": call["function"]["name"],
+                "args": json.loads(call["function"]["arguments"])}]))
+        else:
+            history.append(AIMessage(message["content"]))
+    chat = ChatOpenAI(base_url=str(client.base_url), api_key="unused",
+                      model="SmolLM2-135M-Instruct.Q4_1", temperature=0, max_tokens=60,
+                      max_retries=0)
+    reply = chat.bind_tools([get_weather]).invoke(history)
+    assert [(c["name"], c["args"]) for c in reply.tool_calls] == [("get_weather", {"city": "Rome"})]
+    assert reply.response_metadata["finish_reason"] == "tool_calls"
+
+
 def test_bad_tools_and_choices_are_400s_and_the_cluster_serves_on(client):
     kwargs = dict(model="SmolLM2-135M-Instruct.Q4_1", messages=few_shot_weather("Rome"),
                   max_tokens=4)
