@@ -20,7 +20,6 @@ for the llama-cpp-python server under --work.
 
 import argparse
 import contextlib
-import glob
 import json
 import os
 import pathlib
@@ -36,23 +35,13 @@ import time
 import urllib.request
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-TASK_DIR = ROOT / "tests" / "data" / "lm_eval"
-TASK = "baton_multiple_choice"
-REFERENCE = TASK_DIR / "llama_cpp_reference.json"
+sys.path.insert(0, str(ROOT / "tests" / "http"))
+from baton_cluster import small_cluster_yaml  # noqa: E402
+from lm_eval_task import REFERENCE, TASK, run_lm_eval  # noqa: E402
+
 PATCH = ROOT / "bench" / "patches" / "llama-cpp-python-echo-without-bos.patch"
 SERVER_PACKAGES = ["fastapi", "uvicorn", "sse-starlette", "starlette-context",
                    "pydantic-settings", "numpy", "diskcache", "jinja2", "typing-extensions"]
-CLUSTER_YAML = """\
-host: 127.0.0.1
-router:
-  port: 0
-  http_port: 0
-prefill:
-  - threads: 1
-decode:
-  - threads: 1
-    kv_cache_memory: 128M
-"""
 
 
 def free_port():
@@ -106,7 +95,7 @@ def llama_server(python, pylib, lib, model):
 def baton_cluster():
     with tempfile.TemporaryDirectory() as tmp:
         config = pathlib.Path(tmp) / "cluster.yaml"
-        config.write_text(CLUSTER_YAML)
+        config.write_text(small_cluster_yaml())
         proc = subprocess.Popen([str(ROOT / "build" / "bin" / "baton"), "up", "--config",
                                  str(config)], cwd=ROOT, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, text=True)
@@ -123,22 +112,6 @@ def baton_cluster():
         finally:
             proc.send_signal(signal.SIGTERM)
             proc.wait()
-
-
-def run_lm_eval(model_type, model_args):
-    """{doc_id: (acc, [log-likelihood of each choice])}."""
-    with tempfile.TemporaryDirectory() as out:
-        env = dict(os.environ, HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", HF_HOME=out)
-        subprocess.run([sys.executable, "-m", "lm_eval", "--model", model_type, "--model_args",
-                        model_args, "--tasks", TASK, "--include_path", ".", "--output_path", out,
-                        "--log_samples"], cwd=TASK_DIR, env=env, check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        samples = {}
-        for path in glob.glob(f"{out}/**/samples_{TASK}_*.jsonl", recursive=True):
-            for line in pathlib.Path(path).read_text().splitlines():
-                s = json.loads(line)
-                samples[s["doc_id"]] = (s["acc"], [float(r[0][0]) for r in s["resps"]])
-        return samples
 
 
 def summary(name, samples, reference=None):

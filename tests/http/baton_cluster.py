@@ -3,6 +3,7 @@ HTTP API's base URL yielded once it prints "http: HOST:PORT", stopped with SIGTE
 after 60 s). BATON_BINARY names the `baton` to run (default: build/bin/baton)."""
 
 import contextlib
+import json
 import os
 import pathlib
 import queue
@@ -16,6 +17,14 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BINARY = os.environ.get("BATON_BINARY", str(ROOT / "build" / "bin" / "baton"))
 START_TIMEOUT_S = 180
+
+
+def small_cluster_yaml(decode_args=()):
+    """The router (gRPC and HTTP on free ports), one prefill and one decode worker of one thread
+    each on 127.0.0.1, serving the default model; `decode_args` go to the decode worker."""
+    args = f"    args: {json.dumps(list(decode_args))}\n" if decode_args else ""
+    return ("host: 127.0.0.1\nrouter:\n  port: 0\n  http_port: 0\nprefill:\n  - threads: 1\n"
+            "decode:\n  - threads: 1\n    kv_cache_memory: 128M\n" + args)
 
 
 @contextlib.contextmanager

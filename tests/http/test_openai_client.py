@@ -8,24 +8,12 @@ names the `baton` to test (default: build/bin/baton).
 import openai
 import pytest
 
-from baton_cluster import running_cluster
-
-CLUSTER_YAML = """\
-host: 127.0.0.1
-router:
-  port: 0
-  http_port: 0
-prefill:
-  - threads: 1
-decode:
-  - threads: 1
-    kv_cache_memory: 128M
-"""
+from baton_cluster import running_cluster, small_cluster_yaml
 
 
 @pytest.fixture(scope="module")
 def base_url():
-    with running_cluster(CLUSTER_YAML) as url:
+    with running_cluster(small_cluster_yaml()) as url:
         yield url
 
 
