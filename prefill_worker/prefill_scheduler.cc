@@ -151,7 +151,19 @@ void PrefillScheduler::MatchPrefix(Work& work) {
     work.n_done = work.n_cached;
     queued_tokens_ -= work.n_cached;
   }
-  work.chunk_tokens = work.n_prompt() - work.n_done > options_.max_batch_tokens ? chunk_tokens_ : 0;
+  // A prompt longer than the budget is chunked; one with prompt log-probabilities also when its
+  // logits would pass their bound.
+  const bool capped = work.wants_prompt_logprobs();
+  const int32_t chunk = capped ? PromptLogprobsChunkTokens() : chunk_tokens_;
+  const int32_t limit = capped ? std::min(options_.max_batch_tokens, chunk)
+                               : options_.max_batch_tokens;
+  work.chunk_tokens = work.n_prompt() - work.n_done > limit ? chunk : 0;
+}
+
+int32_t PrefillScheduler::PromptLogprobsChunkTokens() const {
+  const int64_t rows = options_.max_prompt_logit_floats / transformer_.config().n_vocab;
+  const int64_t blocks = std::max<int64_t>(1, rows / cache_.block_size());
+  return static_cast<int32_t>(std::min<int64_t>(blocks * cache_.block_size(), chunk_tokens_));
 }
 
 std::vector<PrefillScheduler::Work> PrefillScheduler::TakeBatch() {

@@ -23,7 +23,8 @@
 //
 // Prompt log-probabilities (SamplingParams::prompt_logprobs): such a prompt takes nothing from the
 // prefix cache (every position's logits are computed; its blocks are still published), and each
-// of its steps asks the forward pass for the logits of all of its tokens, not only the last.
+// of its steps asks the forward pass for the logits of all of its tokens, not only the last; its
+// chunks are small enough for those logits to stay within options.max_prompt_logit_floats.
 //
 // Scratch KV: a prompt takes the blocks for all of its tokens when its first chunk starts and
 // returns them once its push is over (acknowledged, failed or cancelled) and the transport reads
@@ -70,6 +71,10 @@ struct PrefillSchedulerOptions {
   engine::PrefixCache* prefix_cache = nullptr;  // of the scratch KV; null: none; must outlive
   // Page-locked host buffers kept for later pushes when the KV is in a device's memory.
   size_t host_staging_idle_bytes = size_t{1} << 30;
+  // Logits a prompt with prompt log-probabilities may have computed in one step at most, in
+  // floats (rows of n_vocab): such a prompt is chunked to stay within it (whole KV blocks, at
+  // least one).
+  int64_t max_prompt_logit_floats = int64_t{64} << 20;
   // Called on a finisher thread after a push's scratch blocks went back (wakes the engine loop).
   std::function<void()> blocks_freed = [] {};
 };
@@ -123,6 +128,8 @@ class PrefillScheduler {
     bool wants_prompt_logprobs() const { return job->params.prompt_logprobs >= 0; }
     bool started() const { return push != nullptr; }
   };
+  // Tokens per chunk of a prompt with prompt log-probabilities.
+  int32_t PromptLogprobsChunkTokens() const;
   // Tokens `work` prefills in its next step.
   int32_t NextPiece(const Work& work) const;
   // Takes the cached prefix of a new prompt and decides its chunking.

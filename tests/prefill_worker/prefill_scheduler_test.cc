@@ -93,7 +93,8 @@ class PrefillSchedulerTest : public testing::Test {
   // ASSERT_NO_FATAL_FAILURE: it fails, leaving no worker, when the cache cannot be made; it
   // skips the test when kGpu and no GPU is usable.
   void StartWorker(int32_t max_batch_tokens, bool prefix_caching = false, int32_t n_blocks = 64,
-                   Compute compute = Compute::kHost) {
+                   Compute compute = Compute::kHost,
+                   int64_t max_prompt_logit_floats = int64_t{64} << 20) {
     scheduler_.reset();
     transformer_.reset();
     prefill_prefix_.reset();
@@ -125,7 +126,8 @@ class PrefillSchedulerTest : public testing::Test {
         PrefillSchedulerOptions{.max_batch_tokens = max_batch_tokens,
                                 .model_fingerprint = "fp",
                                 .finisher_threads = 2,
-                                .prefix_cache = prefill_prefix_.get()});
+                                .prefix_cache = prefill_prefix_.get(),
+                                .max_prompt_logit_floats = max_prompt_logit_floats});
   }
 
   static std::vector<engine::TokenId> Prompt(int32_t n, int32_t salt) {
@@ -367,6 +369,22 @@ TEST_F(PrefillSchedulerTest, PromptLogprobsAreEveryPositionsWhateverTheBatchChun
   ExpectSameLogprobs(chunked->prompt_logprobs, reference);
   ReceivedKv(chunked_id, 50);
   EXPECT_EQ(prefill_cache_->pool().n_free(), prefill_cache_->pool().n_blocks());
+
+  // Logits of at most 9 rows a step: chunks of 8 tokens (2 blocks), 7 steps; a prompt without
+  // prompt logprobs is not chunked by it.
+  const int64_t row = model_->config().n_vocab;
+  ASSERT_NO_FATAL_FAILURE(StartWorker(2048, false, 64, Compute::kHost, 9 * row));
+  const std::string capped_id = Enqueue("capped", prompt, false, -1, /*prompt_logprobs=*/3);
+  EXPECT_EQ(RunAll(), 7);
+  absl::StatusOr<PrefillResult> capped = outcomes_.Await("capped");
+  ASSERT_TRUE(capped.ok()) << capped.status();
+  EXPECT_EQ(capped->first_token, with->first_token);
+  ExpectSameLogprobs(capped->prompt_logprobs, reference);
+  ReceivedKv(capped_id, 50);
+  const std::string uncapped_id = Enqueue("uncapped", prompt);
+  EXPECT_EQ(RunAll(), 1);
+  ASSERT_TRUE(outcomes_.Await("uncapped").ok());
+  ReceivedKv(uncapped_id, 50);
 }
 
 // Prefill on a backend whose memory is not the host's (a GPU's): each layer's blocks are staged on
