@@ -537,6 +537,8 @@ HttpServer::GenerateCall::Launch HttpServer::GenerateCall::Prepare() {
     Run& run = launch.runs.emplace_back(Run{.request = request});
     run.request.set_request_id(i == 0 ? id : absl::StrCat(id, "-", i));
     run.request.mutable_sampling()->set_seed(prepared->wire.seed() + static_cast<uint64_t>(i));
+    // The prompt is scored once, by the first choice (OpenAiChoices echoes it for all).
+    if (i > 0) run.request.mutable_sampling()->clear_prompt_logprobs();
   }
   if (absl::Status s = LaunchRun(launch.runs[0]); !s.ok()) return {.status = s};
   return launch;

@@ -31,9 +31,12 @@ void OpenAiChoices::Add(int index, const v1::GenerateResponse& message) {
   for (const v1::TokenLogprobs& logprobs : message.logprobs()) {
     candidate.logprob_sum += logprobs.logprob();
   }
+  if (index == 0 && message.prompt_logprobs_size() > 0) {
+    prompt_logprobs_ = message.prompt_logprobs();
+  }
   if (candidate.builder.has_value()) {
     if (candidate.prompt_pending) {
-      candidate.builder->AppendPrompt(echo_->tokens, message.prompt_logprobs(), echo_->added_bos,
+      candidate.builder->AppendPrompt(echo_->tokens, prompt_logprobs_, echo_->added_bos,
                                       Utf8Characters(echo_->text), candidate.logprobs);
       candidate.prompt_pending = false;
     }

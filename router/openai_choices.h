@@ -30,7 +30,9 @@ class OpenAiChoices {
                 std::optional<OpenAiLogprobs> logprobs, std::optional<EchoedPrompt> echo,
                 std::optional<ToolCallReading> tool_calls = std::nullopt);
 
-  // The next message of candidate `index`, in order.
+  // The next message of candidate `index`, in order. With echo and logprobs, the prompt's
+  // log-probabilities come with candidate 0's first message only (the others do not ask for
+  // them: GenerateCall), which comes before any other candidate's.
   void Add(int index, const v1::GenerateResponse& message);
 
   // Once every candidate has finished.
@@ -52,6 +54,8 @@ class OpenAiChoices {
   std::optional<EchoedPrompt> echo_;
   std::optional<ToolCallReading> tool_calls_;
   std::vector<Candidate> candidates_;
+  // Candidate 0's prompt log-probabilities, the echo of every candidate.
+  google::protobuf::RepeatedPtrField<v1::TokenLogprobs> prompt_logprobs_;
 };
 
 }  // namespace baton::router

@@ -492,6 +492,33 @@ TEST_F(HttpClusterTest, ChoicesShareThePromptAndEachHasItsSeed) {
   EXPECT_TRUE(best["choices"][0]["logprobs"].is_null());
   EXPECT_EQ(best["usage"]["completion_tokens"], alone_tokens);
 
+  // Echo with logprobs: the prompt is scored once, by the first choice, and echoed for each; the
+  // second takes the prompt's KV from the prefix cache.
+  request = base;
+  request["n"] = 2;
+  request["echo"] = true;
+  request["logprobs"] = 1;
+  request["prompt"] = prompt + "  ";
+  const double echo_cached_before =
+      RouterCounter(*client_, "baton:request_cached_prompt_tokens_total");
+  const json echoed = complete(request);
+  ASSERT_EQ(echoed["choices"].size(), 2u);
+  const size_t echo_prompt = echoed["usage"]["prompt_tokens"].get<size_t>();
+  for (int i = 0; i < 2; ++i) {
+    const json& logprobs = echoed["choices"][i]["logprobs"];
+    EXPECT_EQ(echoed["choices"][i]["text"].get<std::string>().rfind(prompt + "  ", 0), 0u);
+    ASSERT_GT(logprobs["tokens"].size(), echo_prompt);
+    EXPECT_TRUE(logprobs["token_logprobs"][0].is_null());
+    for (size_t t = 0; t < echo_prompt; ++t) {
+      EXPECT_EQ(logprobs["tokens"][t], echoed["choices"][0]["logprobs"]["tokens"][t]);
+      EXPECT_EQ(logprobs["token_logprobs"][t],
+                echoed["choices"][0]["logprobs"]["token_logprobs"][t]);
+    }
+  }
+  EXPECT_GE(RouterCounter(*client_, "baton:request_cached_prompt_tokens_total") -
+                echo_cached_before,
+            static_cast<double>(echo_prompt) - 32);
+
   // Chat too.
   r = client_->Post("/v1/chat/completions", json({{"messages", {{{"role", "user"},
                                                                  {"content", "Hi"}}}},
