@@ -46,7 +46,9 @@ absl::StatusOr<engine::ChatTemplateInput> ChatInput(const v1::ChatMessages& chat
   }
   if (!chat.tools().empty()) {
     input.tools = Json::parse(chat.tools(), nullptr, /*allow_exceptions=*/false);
-    if (!input.tools.is_array()) return absl::InvalidArgumentError("chat tools is not a JSON array");
+    if (!input.tools.is_array()) {
+      return absl::InvalidArgumentError("chat tools is not a JSON array");
+    }
     if (!engine::JsonNestsWithin(input.tools, engine::kMaxChatInputDepth)) {
       return absl::InvalidArgumentError(absl::StrCat("chat tools nest deeper than ",
                                                      engine::kMaxChatInputDepth, " levels"));

@@ -35,7 +35,9 @@ absl::StatusOr<std::vector<engine::TokenId>> Encode(const v1::GenerateRequest& r
 absl::StatusOr<bool> AddSpecialTokens(const json& root) {
   auto v = root.find("add_special_tokens");
   if (v == root.end()) return true;
-  if (!v->is_boolean()) return Invalid("add_special_tokens", "'add_special_tokens' must be a boolean");
+  if (!v->is_boolean()) {
+    return Invalid("add_special_tokens", "'add_special_tokens' must be a boolean");
+  }
   return v->get<bool>();
 }
 
@@ -88,10 +90,6 @@ absl::StatusOr<json> DetokenizeBody(const std::string& body, const ServedModel& 
   return json{{"prompt", model.tokenizer().Decode(ids, /*render_special=*/true)}};
 }
 
-}  // namespace baton::router
-
-namespace baton::router {
-
 json TokenizerInfo(const ServedModel& model) {
   const engine::Tokenizer& tokenizer = model.tokenizer();
   const engine::Vocab& vocab = tokenizer.vocab();
@@ -103,7 +101,8 @@ json TokenizerInfo(const ServedModel& model) {
               {"pad_token", TokenText(tokenizer, vocab.pad_id)},
               {"add_bos_token", vocab.add_bos},
               {"model_max_length", model.n_ctx()},
-              {"chat_template", chat_template.ok() ? json(chat_template->source()) : json(nullptr)}};
+              {"chat_template",
+               chat_template.ok() ? json(chat_template->source()) : json(nullptr)}};
 }
 
 }  // namespace baton::router

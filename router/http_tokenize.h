@@ -1,5 +1,6 @@
-// vLLM's /tokenize, /detokenize and /tokenizer_info on the router's HTTP API: what a prompt or a chat becomes
-// (the very ids the router would prefill), and ids back to text.
+// vLLM's /tokenize, /detokenize and /tokenizer_info on the router's HTTP API: what a prompt or a
+// chat becomes (the very ids the router would prefill), ids back to text, and the tokenizer's
+// special tokens.
 //
 //   POST /tokenize    {"prompt": "..."} or {"messages": [...], "add_generation_prompt": true,
 //                     "chat_template_kwargs": {...}}, "model" optional

@@ -28,10 +28,9 @@ class ServedModel {
   // read or does not parse.
   // `tool_call_parser` names how chat outputs are read for tool calls (tool_call_parser.h);
   // empty: the format the chat template shows, if any.
-  static absl::StatusOr<std::unique_ptr<ServedModel>> Load(const std::string& path,
-                                                           int32_t n_ctx = 0,
-                                                           const std::string& chat_template = "",
-                                                           const std::string& tool_call_parser = "");
+  static absl::StatusOr<std::unique_ptr<ServedModel>> Load(
+      const std::string& path, int32_t n_ctx = 0, const std::string& chat_template = "",
+      const std::string& tool_call_parser = "");
 
   // What clients call the model: the file's name without ".gguf" (general.name if that is empty).
   const std::string& id() const { return model_->id(); }

@@ -431,7 +431,9 @@ TEST_F(HttpClusterTest, ChoicesShareThePromptAndEachHasItsSeed) {
     alone.push_back(answer["choices"][0]["text"]);
     alone_tokens += answer["usage"]["completion_tokens"].get<int>();
     double sum = 0;
-    for (const json& lp : answer["choices"][0]["logprobs"]["token_logprobs"]) sum += lp.get<double>();
+    for (const json& lp : answer["choices"][0]["logprobs"]["token_logprobs"]) {
+      sum += lp.get<double>();
+    }
     alone_sums.push_back(sum);
   }
   ASSERT_TRUE(alone[0] != alone[1] || alone[1] != alone[2]) << "seeds that draw alike";

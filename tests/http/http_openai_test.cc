@@ -410,8 +410,8 @@ TEST(HttpOpenAiTest, ToolsAndToolChoice) {
            Case{R"("tools": [{"type": "function", "function": {"name": "f", "parameters": 3}}])",
                 "tools[0].function.parameters"},
            Case{R"("tools": [)" + tool + R"(], "tool_choice": "required")", "tool_choice"},
-           Case{R"("tools": [)" + tool +
-                    R"(], "tool_choice": {"type": "function", "function": {"name": "get_weather"}})",
+           Case{R"("tools": [)" + tool + R"(], "tool_choice": {"type": "function", )" +
+                    R"("function": {"name": "get_weather"}})",
                 "tool_choice"},
            Case{R"("tools": [)" + tool + R"(], "tool_choice": "sometimes")", "tool_choice"},
            Case{R"("tool_choice": "auto")", "tool_choice"},

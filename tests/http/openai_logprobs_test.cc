@@ -117,8 +117,8 @@ TEST_F(OpenAiLogprobsTest, EchoPutsThePromptsEntriesFirst) {
     v1::GenerateResponse prompt_logprobs;
     if (added_bos) *prompt_logprobs.add_logprobs() = prompt_message.logprobs(0);
     *prompt_logprobs.add_logprobs() = prompt_message.logprobs(0);
-    logprobs.AppendPrompt(tokens, prompt_logprobs.logprobs(), added_bos, Utf8Characters(" is Paris"),
-                          object);
+    logprobs.AppendPrompt(tokens, prompt_logprobs.logprobs(), added_bos,
+                          Utf8Characters(" is Paris"), object);
     logprobs.Append(Message({is_}, -0.5f, {}), object);
     const size_t p = added_bos ? 1 : 0;  // where " is" is
     EXPECT_EQ(object["tokens"][p], " is");
