@@ -37,7 +37,7 @@ GenerationState::GenerationState(const Tokenizer& tokenizer, const SamplingParam
       n_prompt_(static_cast<int32_t>(prompt.size())),
       max_context_(max_context),
       tokens_(std::move(prompt)),
-      detokenizer_(tokenizer),
+      detokenizer_(tokenizer, /*render_special=*/!params.skip_special_tokens),
       stop_matcher_(params.stop_strings) {}
 
 std::string GenerationState::Accept(TokenId token) {

@@ -86,6 +86,9 @@ struct SamplingParams {
   // `echo` with `logprobs`). -1 = off; else in [0, kMaxLogprobs]. The prefill worker computes
   // the logits of every prompt position for it and so takes nothing from its prefix cache.
   int32_t prompt_logprobs = -1;
+  // Whether control tokens the model generates are left out of the output's text (vLLM's
+  // skip_special_tokens; the router's detokenizer reads it). A stop token's text never is in it.
+  bool skip_special_tokens = true;
   // Added to these tokens' logits before anything else (the penalties included), as OpenAI's and
   // llama.cpp's logit_bias: -100 all but bans a token, 100 all but forces it. Each token in
   // [0, n_vocab) at most once, each bias in [-100, 100], at most kMaxLogitBiasTokens of them.

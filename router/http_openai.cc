@@ -592,6 +592,12 @@ absl::Status ParseSampling(const json& body, OpenAiEndpoint endpoint,
     if (!b.ok()) return b.status();
     sampling.set_ignore_eos(*b);
   }
+  // vLLM's: false keeps control tokens the model generates in the text.
+  if (const json* v = Field(body, "skip_special_tokens")) {
+    absl::StatusOr<bool> b = Bool(*v, "skip_special_tokens");
+    if (!b.ok()) return b.status();
+    sampling.set_skip_special_tokens(*b);
+  }
   // baton's own: "speculative": false opts the request out of speculative decoding.
   if (const json* v = Field(body, "speculative")) {
     absl::StatusOr<bool> b = Bool(*v, "speculative");

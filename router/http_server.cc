@@ -513,6 +513,10 @@ HttpServer::GenerateCall::Launch HttpServer::GenerateCall::Prepare() {
   for (const std::string& stop : prepared->params.stop_strings) {
     request.mutable_sampling()->add_stop(stop);
   }
+  // The mistral format's [TOOL_CALLS] is a control token: its text must be there to be read.
+  if (tool_calls.has_value() && tool_calls->format == ToolCallFormat::kMistral) {
+    request.mutable_sampling()->set_skip_special_tokens(false);
+  }
   // best_of ranks candidates by their tokens' log-probabilities.
   if (parsed->best_of > parsed->n && !request.sampling().has_logprobs()) {
     request.mutable_sampling()->set_logprobs(0);

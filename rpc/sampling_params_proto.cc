@@ -22,6 +22,7 @@ absl::StatusOr<engine::SamplingParams> SamplingParamsFromProto(
   p.speculative = !proto.disable_speculation();
   p.logprobs = proto.has_logprobs() ? proto.logprobs() : -1;
   p.prompt_logprobs = proto.has_prompt_logprobs() ? proto.prompt_logprobs() : -1;
+  p.skip_special_tokens = !proto.has_skip_special_tokens() || proto.skip_special_tokens();
   for (const auto& [token, bias] : proto.logit_bias()) {
     p.logit_bias.push_back({.token = token, .bias = bias});
   }
@@ -51,6 +52,7 @@ baton::v1::SamplingParams SamplingParamsToProto(const engine::SamplingParams& p)
   proto.set_disable_speculation(!p.speculative);
   if (p.logprobs >= 0) proto.set_logprobs(p.logprobs);
   if (p.prompt_logprobs >= 0) proto.set_prompt_logprobs(p.prompt_logprobs);
+  if (!p.skip_special_tokens) proto.set_skip_special_tokens(false);
   for (const engine::LogitBias& b : p.logit_bias) (*proto.mutable_logit_bias())[b.token] = b.bias;
   return proto;
 }

@@ -534,6 +534,33 @@ TEST_F(HttpClusterTest, ChoicesShareThePromptAndEachHasItsSeed) {
   EXPECT_EQ(chat["choices"][1]["message"]["role"], "assistant");
 }
 
+// Control tokens the model generates are left out of the text unless skip_special_tokens is
+// false (vLLM's parameter).
+TEST_F(HttpClusterTest, SkipSpecialTokensFalseKeepsControlTokensInTheText) {
+  httplib::Result r = client_->Post("/tokenize", R"({"prompt": "<|im_start|>"})");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  const int im_start = json::parse(r->body)["tokens"][0];
+  json request = {{"prompt", "Hello"},
+                  {"max_tokens", 2},
+                  {"temperature", 0},
+                  {"logit_bias", {{std::to_string(im_start), 100}}}};
+  for (const bool skip : {true, false}) {
+    if (!skip) request["skip_special_tokens"] = false;
+    r = client_->Post("/v1/completions", request.dump());
+    ASSERT_TRUE(r);
+    ASSERT_EQ(r->status, 200) << r->body;
+    const json answer = json::parse(r->body);
+    EXPECT_EQ(answer["usage"]["completion_tokens"], 2);
+    EXPECT_EQ(answer["choices"][0]["text"], skip ? "" : "<|im_start|><|im_start|>") << r->body;
+  }
+  request["skip_special_tokens"] = "no";
+  r = client_->Post("/v1/completions", request.dump());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 400);
+  EXPECT_EQ(json::parse(r->body)["error"]["param"], "skip_special_tokens");
+}
+
 // What lm-evaluation-harness's remote tokenizer reads: the special tokens and the context.
 TEST_F(HttpClusterTest, TokenizerInfoAndTokenizingWithoutSpecialTokens) {
   httplib::Result r = client_->Get("/tokenizer_info", "wrong-key");

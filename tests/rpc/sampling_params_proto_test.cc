@@ -58,6 +58,21 @@ TEST(SamplingParamsProtoTest, PromptLogprobsUnsetIsOffAndTravelsBothWays) {
   }
 }
 
+TEST(SamplingParamsProtoTest, SkipSpecialTokensIsTrueUnlessSetFalse) {
+  baton::v1::SamplingParams wire;
+  absl::StatusOr<engine::SamplingParams> params = SamplingParamsFromProto(wire, kVocab, 1);
+  ASSERT_TRUE(params.ok()) << params.status();
+  EXPECT_TRUE(params->skip_special_tokens);
+  EXPECT_FALSE(SamplingParamsToProto(*params).has_skip_special_tokens());
+  wire.set_skip_special_tokens(false);
+  params = SamplingParamsFromProto(wire, kVocab, 1);
+  ASSERT_TRUE(params.ok()) << params.status();
+  EXPECT_FALSE(params->skip_special_tokens);
+  const baton::v1::SamplingParams back = SamplingParamsToProto(*params);
+  ASSERT_TRUE(back.has_skip_special_tokens());
+  EXPECT_FALSE(back.skip_special_tokens());
+}
+
 TEST(SamplingParamsProtoTest, PromptLogprobsOutOfRangeAreRefusedByName) {
   baton::v1::SamplingParams wire;
   for (int32_t k : {engine::kMaxLogprobs + 1, -2}) {
