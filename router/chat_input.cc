@@ -28,6 +28,21 @@ Json Message(const v1::ChatMessage& m) {
   return message;
 }
 
+// A JSON field of the chat (`field`): an object, or an array when not `object`, nested within
+// the template input's depth.
+absl::StatusOr<Json> ChatJson(const std::string& text, const char* field, bool object) {
+  Json value = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (object ? !value.is_object() : !value.is_array()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("chat ", field, " is not a JSON ", object ? "object" : "array"));
+  }
+  if (!engine::JsonNestsWithin(value, engine::kMaxChatInputDepth)) {
+    return absl::InvalidArgumentError(absl::StrCat("chat ", field, " nests deeper than ",
+                                                   engine::kMaxChatInputDepth, " levels"));
+  }
+  return value;
+}
+
 }  // namespace
 
 absl::StatusOr<engine::ChatTemplateInput> ChatInput(const v1::ChatMessages& chat) {
@@ -35,24 +50,14 @@ absl::StatusOr<engine::ChatTemplateInput> ChatInput(const v1::ChatMessages& chat
   for (const v1::ChatMessage& m : chat.messages()) input.messages.push_back(Message(m));
   input.add_generation_prompt = !chat.has_add_generation_prompt() || chat.add_generation_prompt();
   if (!chat.template_kwargs().empty()) {
-    input.extra = Json::parse(chat.template_kwargs(), nullptr, /*allow_exceptions=*/false);
-    if (!input.extra.is_object()) {
-      return absl::InvalidArgumentError("chat template_kwargs is not a JSON object");
-    }
-    if (!engine::JsonNestsWithin(input.extra, engine::kMaxChatInputDepth)) {
-      return absl::InvalidArgumentError(absl::StrCat("chat template_kwargs nests deeper than ",
-                                                     engine::kMaxChatInputDepth, " levels"));
-    }
+    absl::StatusOr<Json> extra = ChatJson(chat.template_kwargs(), "template_kwargs", true);
+    if (!extra.ok()) return extra.status();
+    input.extra = *std::move(extra);
   }
   if (!chat.tools().empty()) {
-    input.tools = Json::parse(chat.tools(), nullptr, /*allow_exceptions=*/false);
-    if (!input.tools.is_array()) {
-      return absl::InvalidArgumentError("chat tools is not a JSON array");
-    }
-    if (!engine::JsonNestsWithin(input.tools, engine::kMaxChatInputDepth)) {
-      return absl::InvalidArgumentError(absl::StrCat("chat tools nest deeper than ",
-                                                     engine::kMaxChatInputDepth, " levels"));
-    }
+    absl::StatusOr<Json> tools = ChatJson(chat.tools(), "tools", false);
+    if (!tools.ok()) return tools.status();
+    input.tools = *std::move(tools);
   }
   return input;
 }
