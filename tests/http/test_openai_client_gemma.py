@@ -109,3 +109,15 @@ def test_chat_renders_gemmas_turns_and_continues_as_llama_cpp_does(client):
     )
     streamed = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
     assert streamed == text
+
+
+def test_tokenize_without_special_tokens_leaves_out_the_bos(client):
+    """Gemma's tokenizer adds BOS: lm-evaluation-harness's remote tokenizer asks without it."""
+    import httpx2 as httpx
+    base = str(client.base_url).removesuffix("/v1/")
+    info = httpx.get(f"{base}/tokenizer_info").json()
+    assert info["add_bos_token"] is True and info["bos_token"] == "<bos>"
+    with_bos = httpx.post(f"{base}/tokenize", json={"prompt": "Hello world"}).json()["tokens"]
+    without = httpx.post(f"{base}/tokenize",
+                         json={"prompt": "Hello world", "add_special_tokens": False}).json()
+    assert with_bos[1:] == without["tokens"] and len(with_bos) == len(without["tokens"]) + 1
