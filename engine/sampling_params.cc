@@ -49,7 +49,60 @@ absl::Status ValidateLogitBias(const std::vector<LogitBias>& logit_bias, int32_t
   return absl::OkStatus();
 }
 
+// The limits on a constraint's size; whether its text parses is the grammar engine's to say
+// (grammar/output_grammar.h).
+absl::Status ValidateOutputConstraint(const OutputConstraint& c) {
+  using Kind = OutputConstraint::Kind;
+  const std::string name(OutputConstraintKindName(c.kind));
+  if (c.n_output_in_prompt < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "output constraint n_output_in_prompt must be >= 0, got ", c.n_output_in_prompt));
+  }
+  if (c.kind == Kind::kJsonSchema || c.kind == Kind::kRegex || c.kind == Kind::kGrammar) {
+    if (c.text.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("output constraint ", name, " is empty"));
+    }
+    if (c.text.size() > kMaxOutputConstraintBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("output constraint ", name, " has ",
+                                                     c.text.size(), " bytes, at most ",
+                                                     kMaxOutputConstraintBytes, " are allowed"));
+    }
+  }
+  if (c.kind != Kind::kChoice) return absl::OkStatus();
+  if (c.choices.empty() || c.choices.size() > kMaxOutputChoices) {
+    return absl::InvalidArgumentError(absl::StrCat("output constraint choice has ",
+                                                   c.choices.size(), " entries, it must have 1 to ",
+                                                   kMaxOutputChoices));
+  }
+  for (size_t i = 0; i < c.choices.size(); ++i) {
+    if (c.choices[i].empty() || c.choices[i].size() > kMaxOutputChoiceBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("output constraint choice[", i, "] has ", c.choices[i].size(),
+                       " bytes, it must have 1 to ", kMaxOutputChoiceBytes));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+std::string_view OutputConstraintKindName(OutputConstraint::Kind kind) {
+  switch (kind) {
+    case OutputConstraint::Kind::kNone:
+      return "none";
+    case OutputConstraint::Kind::kJsonObject:
+      return "json_object";
+    case OutputConstraint::Kind::kJsonSchema:
+      return "json_schema";
+    case OutputConstraint::Kind::kRegex:
+      return "regex";
+    case OutputConstraint::Kind::kGrammar:
+      return "grammar";
+    case OutputConstraint::Kind::kChoice:
+      return "choice";
+  }
+  return "unknown";
+}
 
 absl::Status ValidateSamplingParams(const SamplingParams& params, int32_t n_vocab) {
   if (n_vocab <= 0) {
@@ -114,7 +167,7 @@ absl::Status ValidateSamplingParams(const SamplingParams& params, int32_t n_voca
         absl::StrCat("sampling parameter prompt_logprobs must be in [0, ", kMaxLogprobs,
                      "] (or -1 = off), got ", params.prompt_logprobs));
   }
-  return absl::OkStatus();
+  return ValidateOutputConstraint(params.constraint);
 }
 
 }  // namespace baton::engine

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -35,11 +36,40 @@ inline constexpr size_t kMaxLogitBiasTokens = 300;
 // Most likely tokens a request may ask to see at each position (OpenAI's top_logprobs; vLLM's
 // default max_logprobs).
 inline constexpr int32_t kMaxLogprobs = 20;
+// Structured output's limits: bytes of a schema, regular expression or grammar; choices, and
+// bytes of each.
+inline constexpr size_t kMaxOutputConstraintBytes = 64 * 1024;
+inline constexpr size_t kMaxOutputChoices = 256;
+inline constexpr size_t kMaxOutputChoiceBytes = 1024;
 
 struct LogitBias {
   int32_t token = 0;
   float bias = 0.0f;
 };
+
+// Structured output: what the generated text must match (vLLM's structured_outputs, OpenAI's
+// response_format). Every token drawn is drawn among those that keep the text a prefix of some
+// string the constraint accepts (grammar/output_matcher.h); once the text is complete only the
+// end-of-generation tokens are allowed.
+struct OutputConstraint {
+  enum class Kind {
+    kNone,        // unconstrained
+    kJsonObject,  // any JSON object (response_format json_object)
+    kJsonSchema,  // `text` is a JSON schema; `strict`: no properties beyond those it names
+    kRegex,       // `text` is a regular expression the whole output matches
+    kGrammar,     // `text` is an EBNF grammar (xgrammar's GBNF dialect) whose rule `root` starts
+    kChoice,      // the output is exactly one of `choices`
+  };
+  Kind kind = Kind::kNone;
+  std::string text;
+  std::vector<std::string> choices;
+  bool strict = false;
+  // How many of the prompt's last tokens are output already (a request that migrated after
+  // generating them): the constraint applies from the first of them. 0 for a fresh request.
+  int32_t n_output_in_prompt = 0;
+};
+
+std::string_view OutputConstraintKindName(OutputConstraint::Kind kind);  // "json_schema", ...
 
 struct SamplingParams {
   // Divides the logits after filtering. 0 = greedy (argmax, lowest id wins ties).
@@ -94,6 +124,8 @@ struct SamplingParams {
   // [0, n_vocab) at most once, each bias in [-100, 100], at most kMaxLogitBiasTokens of them.
   // Log-probabilities (logprobs) are those of the logits before it.
   std::vector<LogitBias> logit_bias = {};
+  // What the output must match; kind kNone: anything.
+  OutputConstraint constraint = {};
 };
 
 // OK when `params` is usable with a model of `n_vocab` tokens; otherwise INVALID_ARGUMENT whose

@@ -3,6 +3,65 @@
 #include <algorithm>
 
 namespace baton::rpc {
+namespace {
+
+engine::OutputConstraint ConstraintFromProto(const baton::v1::OutputConstraint& proto) {
+  using Kind = engine::OutputConstraint::Kind;
+  engine::OutputConstraint c;
+  switch (proto.kind_case()) {
+    case baton::v1::OutputConstraint::kJsonObject:
+      c.kind = proto.json_object() ? Kind::kJsonObject : Kind::kNone;
+      break;
+    case baton::v1::OutputConstraint::kJsonSchema:
+      c.kind = Kind::kJsonSchema;
+      c.text = proto.json_schema();
+      break;
+    case baton::v1::OutputConstraint::kRegex:
+      c.kind = Kind::kRegex;
+      c.text = proto.regex();
+      break;
+    case baton::v1::OutputConstraint::kGrammar:
+      c.kind = Kind::kGrammar;
+      c.text = proto.grammar();
+      break;
+    case baton::v1::OutputConstraint::kChoice:
+      c.kind = Kind::kChoice;
+      c.choices.assign(proto.choice().choices().begin(), proto.choice().choices().end());
+      break;
+    case baton::v1::OutputConstraint::KIND_NOT_SET:
+      break;
+  }
+  c.strict = proto.strict();
+  c.n_output_in_prompt = proto.n_output_in_prompt();
+  return c;
+}
+
+void ConstraintToProto(const engine::OutputConstraint& c, baton::v1::OutputConstraint& proto) {
+  using Kind = engine::OutputConstraint::Kind;
+  switch (c.kind) {
+    case Kind::kNone:
+      return;
+    case Kind::kJsonObject:
+      proto.set_json_object(true);
+      break;
+    case Kind::kJsonSchema:
+      proto.set_json_schema(c.text);
+      break;
+    case Kind::kRegex:
+      proto.set_regex(c.text);
+      break;
+    case Kind::kGrammar:
+      proto.set_grammar(c.text);
+      break;
+    case Kind::kChoice:
+      for (const std::string& choice : c.choices) proto.mutable_choice()->add_choices(choice);
+      break;
+  }
+  proto.set_strict(c.strict);
+  proto.set_n_output_in_prompt(c.n_output_in_prompt);
+}
+
+}  // namespace
 
 absl::StatusOr<engine::SamplingParams> SamplingParamsFromProto(
     const baton::v1::SamplingParams& proto, int32_t n_vocab, uint64_t default_seed) {
@@ -26,6 +85,7 @@ absl::StatusOr<engine::SamplingParams> SamplingParamsFromProto(
   for (const auto& [token, bias] : proto.logit_bias()) {
     p.logit_bias.push_back({.token = token, .bias = bias});
   }
+  p.constraint = ConstraintFromProto(proto.constraint());
   // The map's order is unspecified; the engine's is the tokens'.
   std::sort(p.logit_bias.begin(), p.logit_bias.end(),
             [](const engine::LogitBias& a, const engine::LogitBias& b) {
@@ -54,6 +114,9 @@ baton::v1::SamplingParams SamplingParamsToProto(const engine::SamplingParams& p)
   if (p.prompt_logprobs >= 0) proto.set_prompt_logprobs(p.prompt_logprobs);
   if (!p.skip_special_tokens) proto.set_skip_special_tokens(false);
   for (const engine::LogitBias& b : p.logit_bias) (*proto.mutable_logit_bias())[b.token] = b.bias;
+  if (p.constraint.kind != engine::OutputConstraint::Kind::kNone) {
+    ConstraintToProto(p.constraint, *proto.mutable_constraint());
+  }
   return proto;
 }
 
