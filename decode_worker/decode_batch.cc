@@ -110,7 +110,7 @@ void DecodeBatch::Finish(DecodeSequence& seq, engine::FinishReason finish,
   }
   if (seq.sink) {
     const int32_t n_generated = static_cast<int32_t>(seq.tokens.size()) - seq.n_prompt;
-    seq.sink->OnEnd(finish, n_generated, seq.speculation, error);
+    seq.sink->OnEnd(finish, n_generated, seq.counts, error);
   }
 }
 
@@ -274,10 +274,24 @@ double DecodeBatch::TokenCost() const {
   return spec.token_cost >= 0 ? spec.token_cost : step_cost_.RowCost() + spec.proposer_cost;
 }
 
-engine::DrawnToken DecodeBatch::Draw(engine::Sampler& sampler, const DecodeSequence& seq,
-                                     std::span<const float> logits) {
-  return engine::DrawToken(sampler, seq.params, logits, seq.tokens,
-                           static_cast<int64_t>(seq.tokens.size()));
+engine::DrawnToken DecodeBatch::Draw(engine::Sampler& sampler, DecodeSequence& seq,
+                                     std::span<float> logits) {
+  if (!seq.output_matcher) {
+    return engine::DrawToken(sampler, seq.params, logits, seq.tokens,
+                             static_cast<int64_t>(seq.tokens.size()));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  if (!seq.output_matcher->MaskLogits(logits)) return {.token = kDeadEnd};
+  const auto masked = std::chrono::steady_clock::now();
+  engine::DrawnToken drawn = engine::DrawToken(sampler, seq.params, logits, seq.tokens,
+                                               static_cast<int64_t>(seq.tokens.size()));
+  const auto drew = std::chrono::steady_clock::now();
+  // The mask allowed it, so the matcher takes it.
+  CHECK(seq.output_matcher->Accept(drawn.token).ok());
+  seq.counts.mask_seconds += std::chrono::duration<double>(
+                                 (masked - start) + (std::chrono::steady_clock::now() - drew))
+                                 .count();
+  return drawn;
 }
 
 std::vector<engine::DrawnToken> DecodeBatch::DrawFirstTokens(
@@ -301,34 +315,47 @@ std::vector<engine::DrawnToken> DecodeBatch::DrawFirstTokens(
   return drawn;
 }
 
-engine::FinishReason DecodeBatch::AcceptTokens(DecodeSequence& seq, const StepEntry& entry,
-                                               size_t first_row, engine::DrawnToken drawn) {
+absl::StatusOr<engine::FinishReason> DecodeBatch::AcceptTokens(DecodeSequence& seq,
+                                                               const StepEntry& entry,
+                                                               size_t first_row,
+                                                               engine::DrawnToken drawn) {
   const int32_t n_vocab = transformer_.config().n_vocab;
   const int32_t proposed = static_cast<int32_t>(entry.fed.size()) - 1;
-  seq.speculation.proposed += proposed;
+  seq.counts.proposed += proposed;
   int32_t accepted = 0;
   engine::FinishReason finish = engine::FinishReason::kNone;
+  absl::Status dead_end;
   for (size_t j = 0; j < entry.fed.size(); ++j) {
     const engine::DrawnToken draw =
-        j == 0 && drawn.token >= 0
+        j == 0 && entry.fed.size() == 1
             ? std::move(drawn)
             : Draw(samplers_[0], seq,
                    {logits_.data() + (first_row + j) * n_vocab, static_cast<size_t>(n_vocab)});
     const engine::TokenId token = draw.token;
+    if (token == kDeadEnd) {
+      dead_end = absl::FailedPreconditionError(absl::StrCat(
+          "the output constraint allows no token after ", seq.tokens.size() - seq.n_prompt,
+          " generated tokens (a dead end of its grammar)"));
+      break;
+    }
     seq.tokens.push_back(token);
     const int32_t n_generated = static_cast<int32_t>(seq.tokens.size()) - seq.n_prompt;
     finish = engine::FinishReasonAfterToken(tokenizer_, seq.params, token, n_generated,
                                             static_cast<int32_t>(seq.tokens.size()),
                                             transformer_.config().n_ctx_train);
+    // The output is complete and ended: nothing may follow, ignore_eos or not.
+    if (seq.output_matcher && seq.output_matcher->IsTerminated()) {
+      finish = engine::FinishReason::kStop;
+    }
     if (seq.sink) {
       seq.sink->OnToken(token, draw.logprobs ? &*draw.logprobs : nullptr, n_generated,
-                        seq.speculation);
+                        seq.counts);
     }
     if (finish != engine::FinishReason::kNone) break;
     if (j + 1 == entry.fed.size() || token != entry.fed[j + 1]) break;
     // The proposal fed after this position was drawn: kept, and its logits row is valid.
     ++accepted;
-    ++seq.speculation.accepted;
+    ++seq.counts.accepted;
   }
   if (proposed > 0) {
     seq.speculation_length.Record(proposed, accepted);
@@ -342,6 +369,7 @@ engine::FinishReason DecodeBatch::AcceptTokens(DecodeSequence& seq, const StepEn
   const int32_t kept = static_cast<int32_t>(seq.tokens.size()) - 1;
   // Never below the step's first position, where the windows let go: nothing is lost.
   CHECK_EQ(cache_.Truncate(seq.table, kept, entry.blocks_before), kept);
+  if (!dead_end.ok()) return dead_end;
   return finish;
 }
 
@@ -381,10 +409,14 @@ bool DecodeBatch::Step() {
       done[i] = true;
       continue;
     }
-    const engine::FinishReason finish = AcceptTokens(seq, entries[i], row, std::move(drawn[i]));
+    const absl::StatusOr<engine::FinishReason> finish =
+        AcceptTokens(seq, entries[i], row, std::move(drawn[i]));
     row += entries[i].fed.size();
-    if (finish != engine::FinishReason::kNone) {
-      Finish(seq, finish, absl::OkStatus());
+    if (!finish.ok()) {
+      Finish(seq, engine::FinishReason::kNone, finish.status());
+      done[i] = true;
+    } else if (*finish != engine::FinishReason::kNone) {
+      Finish(seq, *finish, absl::OkStatus());
       done[i] = true;
     }
   }

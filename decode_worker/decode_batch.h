@@ -22,6 +22,12 @@
 // more than disable_batch_size sequences, and requests that opt out
 // (SamplingParams::speculative), decode plainly.
 //
+// Structured output: a sequence with an output matcher draws each token, proposals' rows included,
+// with the logits of the tokens its grammar forbids masked, and advances the matcher past it (a
+// proposal the grammar forbids is never drawn, so it is rejected). The matcher ending on an
+// end-of-generation token ends the sequence (kStop, ignore_eos or not); a grammar that allows no
+// token at all ends it with FAILED_PRECONDITION.
+//
 // Thread-safety: Admit, Cancel and the counters are thread-safe; Step runs on the engine loop
 // thread only (it owns the transformer and the running set).
 #ifndef BATON_DECODE_WORKER_DECODE_BATCH_H_
@@ -48,13 +54,16 @@
 #include "engine/sampling_params.h"
 #include "engine/tokenizer.h"
 #include "engine/transformer.h"
+#include "grammar/output_matcher.h"
 
 namespace baton::decode_worker {
 
-// A sequence's speculation so far.
-struct SpeculationCounts {
-  int32_t proposed = 0;  // tokens proposed and verified
+// A sequence's work so far, beyond its tokens.
+struct SequenceCounts {
+  int32_t proposed = 0;  // speculative decoding: tokens proposed and verified
   int32_t accepted = 0;  // of them, kept
+  // Structured output: seconds spent computing its token masks and advancing its grammar.
+  double mask_seconds = 0;
 };
 
 // Where a sequence's tokens go (the Decode RPC). Called on the engine thread: must not block.
@@ -63,13 +72,13 @@ class TokenSink {
   virtual ~TokenSink() = default;
   // A generated token: the n_generated-th (the prefill worker's first token counts as 1), its
   // log-probabilities (null unless the request's sampling asked for them) and the sequence's
-  // speculation so far.
+  // counts so far.
   virtual void OnToken(int32_t token, const engine::TokenLogprobs* logprobs, int32_t n_generated,
-                       const SpeculationCounts& speculation) = 0;
+                       const SequenceCounts& counts) = 0;
   // The sequence's last call: it ended by the token stop rules (`finish` != kNone,
   // engine::FinishReasonAfterToken), or `error` says why it did not (CANCELLED when cancelled).
   virtual void OnEnd(engine::FinishReason finish, int32_t n_generated,
-                     const SpeculationCounts& speculation, const absl::Status& error) = 0;
+                     const SequenceCounts& counts, const absl::Status& error) = 0;
 };
 
 struct DecodeSequence {
@@ -80,9 +89,12 @@ struct DecodeSequence {
   int32_t n_prompt = 0;
   std::string cache_salt;               // its prefix-cache salt (engine/block_hash.h)
   engine::SamplingParams params;
+  // Where the output stands in its constraint (params.constraint), past every generated token;
+  // null when unconstrained. Engine thread once admitted.
+  std::unique_ptr<grammar::OutputMatcher> output_matcher;
   std::shared_ptr<TokenSink> sink;
   SpeculationLength speculation_length;  // engine thread
-  SpeculationCounts speculation;         // engine thread
+  SequenceCounts counts;                 // engine thread
 };
 
 struct SpeculationOptions {
@@ -155,11 +167,14 @@ class DecodeBatch {
   // `first_row`), keeping proposals while they equal what was drawn, and forgets the KV of the
   // rest. Returns how the sequence ended (kNone: it goes on).
   // `drawn`: the first row's draw (DrawFirstTokens), token -1 when it was not drawn.
-  engine::FinishReason AcceptTokens(DecodeSequence& seq, const StepEntry& entry, size_t first_row,
-                                    engine::DrawnToken drawn);
-  // Draws sequence `seq`'s token from `logits` (engine::DrawToken).
-  static engine::DrawnToken Draw(engine::Sampler& sampler, const DecodeSequence& seq,
-                                 std::span<const float> logits);
+  // FAILED_PRECONDITION when the sequence's output grammar allows no token.
+  absl::StatusOr<engine::FinishReason> AcceptTokens(DecodeSequence& seq, const StepEntry& entry,
+                                                    size_t first_row, engine::DrawnToken drawn);
+  // Draws sequence `seq`'s token from `logits` (engine::DrawToken), masked by and then advancing
+  // its output matcher if it has one; token kDeadEnd when that allows no token.
+  static constexpr engine::TokenId kDeadEnd = -2;
+  static engine::DrawnToken Draw(engine::Sampler& sampler, DecodeSequence& seq,
+                                 std::span<float> logits);
   // Draws the first row of each of the step's n entries at once, spread over the backend's host
   // threads (each sequence's draw depends on nothing but its own row, tokens and seed); token -1
   // where an entry proposed tokens (speculation), whose rows are drawn one after another.

@@ -38,7 +38,7 @@ class DecodeStream final : public TokenSink,
   }
 
   void OnToken(int32_t token, const engine::TokenLogprobs* logprobs, int32_t n_generated,
-               const SpeculationCounts& speculation) override {
+               const SequenceCounts& counts) override {
     {
       absl::MutexLock lock(&mu_);
       if (done_) return;
@@ -46,14 +46,15 @@ class DecodeStream final : public TokenSink,
       r.add_tokens(token);
       if (logprobs != nullptr) rpc::TokenLogprobsToProto(*logprobs, r.add_logprobs());
       r.set_n_generated(n_generated);
-      r.set_spec_draft_tokens(speculation.proposed);
-      r.set_spec_accepted_tokens(speculation.accepted);
+      r.set_spec_draft_tokens(counts.proposed);
+      r.set_spec_accepted_tokens(counts.accepted);
+      r.set_mask_seconds(counts.mask_seconds);
     }
     Pump();
   }
 
   void OnEnd(engine::FinishReason finish, int32_t n_generated,
-             const SpeculationCounts& speculation, const absl::Status& error) override {
+             const SequenceCounts& counts, const absl::Status& error) override {
     {
       absl::MutexLock lock(&mu_);
       if (done_) return;
@@ -64,8 +65,9 @@ class DecodeStream final : public TokenSink,
         DecodeResponse& last = queue_.emplace_back();
         last.set_finish_reason(rpc::FinishReasonToProto(finish));
         last.set_n_generated(n_generated);
-        last.set_spec_draft_tokens(speculation.proposed);
-        last.set_spec_accepted_tokens(speculation.accepted);
+        last.set_spec_draft_tokens(counts.proposed);
+        last.set_spec_accepted_tokens(counts.accepted);
+        last.set_mask_seconds(counts.mask_seconds);
       }
     }
     Pump();
@@ -183,6 +185,16 @@ grpc::ServerWriteReactor<DecodeResponse>* DecodeService::Decode(
     valid = absl::InvalidArgumentError(
         absl::StrCat("decode: first_token ", request->first_token(), " outside the vocabulary"));
   }
+  absl::StatusOr<std::unique_ptr<grammar::OutputMatcher>> matcher =
+      std::unique_ptr<grammar::OutputMatcher>();
+  if (valid.ok()) {
+    const int32_t first_token = request->first_token();
+    matcher = grammar::StartOutputMatcher(
+        options_.grammars, params->constraint,
+        {request->prompt_tokens().data(), static_cast<size_t>(request->prompt_tokens_size())},
+        {&first_token, 1});
+    valid = matcher.status();
+  }
   if (!valid.ok()) {
     reservations_.Release(request->reservation_id());
     stream->FinishEarly(rpc::ToGrpcStatus(valid));
@@ -205,6 +217,7 @@ grpc::ServerWriteReactor<DecodeResponse>* DecodeService::Decode(
   seq.tokens.push_back(request->first_token());
   seq.params = *params;
   seq.params.max_tokens = std::min(seq.params.max_tokens, claimed->max_tokens);
+  seq.output_matcher = *std::move(matcher);
   seq.sink = stream;
   batch_.Admit(std::move(seq));
   wake_();

@@ -13,6 +13,7 @@
 #include "baton/v1/worker.grpc.pb.h"
 #include "decode_worker/decode_batch.h"
 #include "decode_worker/reservation_table.h"
+#include "grammar/output_grammar.h"
 
 namespace baton::decode_worker {
 
@@ -21,6 +22,9 @@ struct DecodeServiceOptions {
   baton::v1::WorkerRole role = baton::v1::WORKER_ROLE_DECODE;  // what Status reports
   std::chrono::milliseconds default_lease{30000};
   int32_t n_vocab = 0;
+  // Compiles the output constraints of structured output (on the Decode call's thread, not the
+  // engine loop); null: constrained requests are refused. Must outlive the service.
+  grammar::OutputGrammarCompiler* grammars = nullptr;
 };
 
 class DecodeService final : public baton::v1::DecodeWorker::CallbackService {

@@ -2,7 +2,7 @@
 // how to report back. Created by the PrefillWorker service, run by the PrefillScheduler.
 //
 // Thread-safety: the fields are set before the job is queued and read-only afterwards, except
-// `cancelled` (atomic). `forward_done` is called at most once, from the engine thread, and
+// `cancelled` (atomic) and `output_matcher` (the engine thread's). `forward_done` is called at most once, from the engine thread, and
 // before `done`; `done` is called exactly once, from any thread.
 #ifndef BATON_PREFILL_WORKER_PREFILL_JOB_H_
 #define BATON_PREFILL_WORKER_PREFILL_JOB_H_
@@ -18,6 +18,7 @@
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
 #include "engine/vocab.h"
+#include "grammar/output_matcher.h"
 
 namespace baton::prefill_worker {
 
@@ -39,6 +40,9 @@ struct PrefillJob {
   std::string request_id;
   std::vector<engine::TokenId> prompt;
   engine::SamplingParams params;
+  // Where the output stands in its constraint (params.constraint); null when unconstrained. The
+  // engine thread's alone once the job is queued (it masks the first token's logits with it).
+  std::unique_ptr<grammar::OutputMatcher> output_matcher;
   std::string destination;      // decode worker host:port
   std::string reservation_id;
   std::string cache_salt;       // the request's prefix-cache salt (engine/block_hash.h)

@@ -372,7 +372,7 @@ bool PrefillScheduler::Step() {
   if (forward.ok()) Metrics().prompt_tokens.Increment(static_cast<double>(batch_tokens));
 
   std::vector<Work> unfinished;
-  const float* rows = logits_.data();  // the next work's logits: one row, or one per token
+  float* rows = logits_.data();  // the next work's logits: one row, or one per token
   for (size_t i = 0; i < running.size(); ++i) {
     Work& work = running[i];
     const float* work_rows = rows;
@@ -406,7 +406,14 @@ bool PrefillScheduler::Step() {
       continue;
     }
     const std::vector<engine::TokenId>& prompt = work.job->prompt;
-    const std::span<const float> logits(rows - config.n_vocab, static_cast<size_t>(config.n_vocab));
+    const std::span<float> logits(rows - config.n_vocab, static_cast<size_t>(config.n_vocab));
+    grammar::OutputMatcher* matcher = work.job->output_matcher.get();
+    if (matcher != nullptr && !matcher->MaskLogits(logits)) {
+      Fail(std::move(work), absl::FailedPreconditionError(
+                                "the output constraint allows no first token (a dead end of its "
+                                "grammar)"));
+      continue;
+    }
     engine::DrawnToken first = engine::DrawToken(sampler_, work.job->params, logits, prompt,
                                                  static_cast<int64_t>(prompt.size()));
     PrefillResult result{.first_token = first.token,

@@ -116,6 +116,10 @@ grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* c
   job->request_id = request->request_id();
   job->prompt.assign(request->prompt_tokens().begin(), request->prompt_tokens().end());
   job->params = *params;
+  absl::StatusOr<std::unique_ptr<grammar::OutputMatcher>> matcher =
+      grammar::StartOutputMatcher(options_.grammars, job->params.constraint, job->prompt, {});
+  if (!matcher.ok()) return rpc::FinishUnary(context, rpc::ToGrpcStatus(matcher.status()));
+  job->output_matcher = *std::move(matcher);
   job->destination = request->destination().decode_address();
   job->reservation_id = request->destination().reservation_id();
   job->destination_cached_blocks = request->destination().n_cached_blocks();

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "baton/v1/worker.grpc.pb.h"
+#include "grammar/output_grammar.h"
 #include "prefill_worker/prefill_scheduler.h"
 
 namespace baton::prefill_worker {
@@ -19,6 +20,9 @@ struct PrefillServiceOptions {
   int32_t n_vocab = 0;
   int32_t max_prompt_tokens = 0;  // the largest prompt the scratch KV cache holds
   std::chrono::milliseconds default_deadline{60000};  // for callers that set no deadline
+  // Compiles the output constraints of structured output (on the Prefill call's thread, not the
+  // engine loop); null: constrained requests are refused. Must outlive the service.
+  grammar::OutputGrammarCompiler* grammars = nullptr;
 };
 
 class PrefillService final : public baton::v1::PrefillWorker::CallbackService {

@@ -16,6 +16,7 @@
 #include "engine/ngram_proposer.h"
 #include "engine/prefix_cache.h"
 #include "engine/transformer.h"
+#include "grammar/output_grammar.h"
 #include "kernels/backend_factory.h"
 #include "kvtransfer/kv_transfer_service.h"
 #include "kvtransfer/kv_transport.h"
@@ -37,6 +38,7 @@ struct WorkerServer::Impl {
   std::unique_ptr<engine::PrefixCache> prefix_cache;
   std::unique_ptr<engine::Transformer> transformer;
   baton::v1::ModelIdentity identity;
+  std::unique_ptr<grammar::OutputGrammarCompiler> grammars;  // structured output
   // Declared before the parts its steps drive: Shutdown stops it, and it is destroyed after
   // them, so their threads (the prefill finishers) may Wake it until they are gone.
   std::unique_ptr<engine::EngineLoop> loop;
@@ -272,6 +274,9 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOp
   auto load = [self] { return self->Load(); };
   std::vector<grpc::Service*> services;
   std::vector<engine::EngineLoop::Step> steps;
+  // Structured output: the model's vocabulary for the grammars both roles draw tokens under.
+  w.grammars =
+      std::make_unique<grammar::OutputGrammarCompiler>(w.model->tokenizer(), config.n_vocab);
   if (w.decodes()) {
     w.reservations = std::make_unique<decode_worker::ReservationTable>(
         w.cache.get(), decode_worker::ReservationTableOptions{
@@ -292,7 +297,8 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOp
         w.reservations.get(), w.batch.get(),
         decode_worker::DecodeServiceOptions{.model = w.identity,
                                             .role = options.role,
-                                            .n_vocab = config.n_vocab},
+                                            .n_vocab = config.n_vocab,
+                                            .grammars = w.grammars.get()},
         load, wake);
     if (w.links != nullptr) {
       w.link_acceptor = std::make_unique<kvtransfer::LinkAcceptor>(w.links.get());
@@ -333,7 +339,8 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOp
             .role = options.role,
             .n_vocab = config.n_vocab,
             .max_prompt_tokens = static_cast<int32_t>(
-                std::min<int64_t>(config.n_ctx_train, w.cache->MaxSequenceTokens()))},
+                std::min<int64_t>(config.n_ctx_train, w.cache->MaxSequenceTokens())),
+            .grammars = w.grammars.get()},
         load, wake);
     services.push_back(w.prefill_service.get());
     // Prefill first: a waiting prompt is a user waiting for a first token.

@@ -3,6 +3,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <regex>
 #include <set>
 #include <span>
 #include <utility>
@@ -14,6 +15,8 @@
 #include "engine/prefix_cache.h"
 #include "engine/synthetic_model.h"
 #include "gmock/gmock.h"
+#include "grammar/output_grammar.h"
+#include "grammar/output_matcher.h"
 #include "gtest/gtest.h"
 #include "metrics/metrics.h"
 #include "tests/support/temp_path.h"
@@ -26,14 +29,14 @@ namespace {
 class RecordingSink : public TokenSink {
  public:
   void OnToken(int32_t token, const engine::TokenLogprobs* logprobs, int32_t n_generated,
-               const SpeculationCounts&) override {
+               const SequenceCounts&) override {
     absl::MutexLock lock(&mu_);
     EXPECT_FALSE(ended_) << "token after the end";
     tokens_.push_back(token);
     logprobs_.push_back(logprobs == nullptr ? std::nullopt : std::optional(*logprobs));
   }
   void OnEnd(engine::FinishReason finish, int32_t n_generated,
-             const SpeculationCounts& speculation, const absl::Status& error) override {
+             const SequenceCounts& speculation, const absl::Status& error) override {
     absl::MutexLock lock(&mu_);
     EXPECT_FALSE(ended_) << "ended twice";
     EXPECT_NE(finish == engine::FinishReason::kNone, error.ok()) << "a finish reason xor an error";
@@ -42,7 +45,7 @@ class RecordingSink : public TokenSink {
     error_ = error;
     speculation_ = speculation;
   }
-  SpeculationCounts speculation() const {
+  SequenceCounts speculation() const {
     absl::MutexLock lock(&mu_);
     return speculation_;
   }
@@ -75,7 +78,7 @@ class RecordingSink : public TokenSink {
   bool ended_ = false;
   engine::FinishReason finish_ = engine::FinishReason::kNone;
   absl::Status error_;
-  SpeculationCounts speculation_;
+  SequenceCounts speculation_;
 };
 
 class DecodeBatchTest : public testing::Test {
@@ -372,8 +375,8 @@ class OracleProposer : public engine::Proposer {
   std::vector<uint64_t> forgotten_;
 };
 
-SpeculationCounts Total(const std::vector<std::shared_ptr<RecordingSink>>& sinks) {
-  SpeculationCounts total;
+SequenceCounts Total(const std::vector<std::shared_ptr<RecordingSink>>& sinks) {
+  SequenceCounts total;
   for (const auto& sink : sinks) {
     total.proposed += sink->speculation().proposed;
     total.accepted += sink->speculation().accepted;
@@ -436,7 +439,7 @@ TEST_P(SpeculativeDecodeBatchTest, OutputIsPlainDecodingsAloneAndBatched) {
       EXPECT_EQ(spec->sinks[s]->tokens(), plain_.sinks[s]->tokens()) << "sequence " << s;
       EXPECT_EQ(spec->sinks[s]->finish(), engine::FinishReason::kLength);
     }
-    const SpeculationCounts total = Total(spec->sinks);
+    const SequenceCounts total = Total(spec->sinks);
     EXPECT_GT(total.accepted, 0);
     EXPECT_LT(total.accepted, total.proposed);  // the oracle's wrong guesses were rejected
     EXPECT_EQ(drafted.value() - drafted_before, total.proposed);
@@ -531,7 +534,7 @@ TEST_P(SpeculativeDecodeBatchTest, DraftModelProposalsKeepThePlainOutput) {
     for (int s = 0; s < 4; ++s) {
       EXPECT_EQ(spec->sinks[s]->tokens(), plain_.sinks[s]->tokens()) << "sequence " << s;
     }
-    const SpeculationCounts total = Total(spec->sinks);
+    const SequenceCounts total = Total(spec->sinks);
     EXPECT_GT(total.proposed, 0);
     if (self && GetParam() == 0.0f) {
       EXPECT_EQ(total.accepted, total.proposed);
@@ -609,6 +612,122 @@ TEST_F(DecodeBatchTest, DraftWithAnotherVocabularyIsRefused) {
       engine::CreateDraftProposer(real->get(), *model_, backend_.get(), {});
   EXPECT_EQ(proposer.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(proposer.status().message(), testing::HasSubstr("different vocabulary"));
+}
+
+// Structured output, as the workers run it: the first token drawn from the prefill's logits
+// masked by a matcher past the output so far (a migrated request's tokens, the prompt's tail),
+// then the batch decoding with the sequence's own matcher.
+class ConstrainedDecodeBatchTest : public DecodeBatchTest {
+ protected:
+  struct Output {
+    std::vector<engine::TokenId> tokens;  // generated after output_so_far, first token first
+    engine::FinishReason finish = engine::FinishReason::kNone;
+    absl::StatusCode error = absl::StatusCode::kOk;
+    int32_t free_blocks = 0;
+  };
+
+  Output RunConstrained(const engine::OutputConstraint& constraint, int s,
+                        const std::vector<engine::TokenId>& output_so_far,
+                        DecodeBatchOptions options) {
+    grammar::OutputGrammarCompiler compiler(model_->tokenizer(), model_->config().n_vocab);
+    absl::StatusOr<Run> made = MakeRun(64, options);
+    EXPECT_TRUE(made.ok()) << made.status();
+    Run& run = *made;
+    DecodeSequence seq;
+    seq.id = "constrained";
+    seq.tokens = Prompt(s);
+    seq.tokens.insert(seq.tokens.end(), output_so_far.begin(), output_so_far.end());
+    seq.n_prompt = static_cast<int32_t>(seq.tokens.size());
+    seq.params = {.temperature = 0.9f, .seed = static_cast<uint64_t>(s), .max_tokens = 60,
+                  .ignore_eos = true};
+    seq.params.constraint = constraint;
+    seq.params.constraint.n_output_in_prompt = static_cast<int32_t>(output_so_far.size());
+    // The prefill worker's part.
+    std::vector<float> logits;
+    EXPECT_TRUE(run.cache->Reserve(seq.table, seq.n_prompt + 1).ok());
+    engine::SequenceInput input{.tokens = seq.tokens, .kv = &seq.table};
+    EXPECT_TRUE(run.transformer->Prefill({&input, 1}, logits).ok());
+    auto first_matcher =
+        grammar::StartOutputMatcher(&compiler, seq.params.constraint, seq.tokens, {});
+    EXPECT_TRUE(first_matcher.ok()) << first_matcher.status();
+    EXPECT_TRUE((*first_matcher)->MaskLogits(logits));
+    const engine::TokenId first = engine::Sample(seq.params, logits, seq.tokens, seq.n_prompt);
+    // The decode worker's part.
+    auto matcher = grammar::StartOutputMatcher(&compiler, seq.params.constraint, seq.tokens,
+                                               {&first, 1});
+    EXPECT_TRUE(matcher.ok()) << matcher.status();
+    seq.output_matcher = *std::move(matcher);
+    seq.tokens.push_back(first);
+    auto sink = std::make_shared<RecordingSink>();
+    seq.sink = sink;
+    run.batch->Admit(std::move(seq));
+    for (int step = 0; step < 1000 && !sink->ended(); ++step) run.batch->Step();
+    Output out;
+    out.tokens = {first};
+    for (engine::TokenId id : sink->tokens()) out.tokens.push_back(id);
+    out.finish = sink->finish();
+    out.error = sink->error_code();
+    out.free_blocks = run.cache->pool().n_free();
+    return out;
+  }
+
+  std::string Text(const std::vector<engine::TokenId>& tokens) {
+    std::string text;
+    for (engine::TokenId id : tokens) {
+      if (!model_->tokenizer().IsEndOfGeneration(id)) text += model_->tokenizer().TokenToPiece(id);
+    }
+    return text;
+  }
+};
+
+TEST_F(ConstrainedDecodeBatchTest, OutputFollowsTheGrammarAndEndsWhereItDoesDespiteIgnoreEos) {
+  const std::string pattern = "[a-z]{2,6}( [0-9]{1,3}){1,3}";
+  const engine::OutputConstraint regex = {.kind = engine::OutputConstraint::Kind::kRegex,
+                                          .text = pattern};
+  for (int s = 0; s < 4; ++s) {
+    const Output out = RunConstrained(regex, s, {}, {.max_batch = 8});
+    SCOPED_TRACE(Text(out.tokens));
+    EXPECT_EQ(out.finish, engine::FinishReason::kStop);
+    ASSERT_FALSE(out.tokens.empty());
+    EXPECT_TRUE(model_->tokenizer().IsEndOfGeneration(out.tokens.back()));
+    EXPECT_TRUE(std::regex_match(Text(out.tokens), std::regex(pattern)));
+    EXPECT_EQ(out.free_blocks, 64);
+  }
+}
+
+// Proposals the grammar forbids (the unconstrained draft's, a repeated token) are rejected, and
+// the output is the plain constrained one; so is a migrated request's continuation, its grammar
+// state rebuilt from the tokens it had generated.
+TEST_F(ConstrainedDecodeBatchTest, SpeculationAndMigrationKeepThePlainConstrainedOutput) {
+  const engine::OutputConstraint choice = {
+      .kind = engine::OutputConstraint::Kind::kChoice,
+      .choices = {"alpha beta gamma delta", "alpha beta epsilon", "omega omega omega omega"}};
+  absl::StatusOr<std::unique_ptr<engine::Proposer>> draft =
+      engine::CreateDraftProposer(model_.get(), *model_, backend_.get(), {.block_size = 4});
+  ASSERT_TRUE(draft.ok()) << draft.status();
+  for (int s = 0; s < 3; ++s) {
+    SCOPED_TRACE(s);
+    const Output plain = RunConstrained(choice, s, {}, {.max_batch = 8});
+    ASSERT_EQ(plain.finish, engine::FinishReason::kStop);
+    const std::string text = Text(plain.tokens);
+    EXPECT_NE(std::find(choice.choices.begin(), choice.choices.end(), text), choice.choices.end())
+        << text;
+    const Output spec = RunConstrained(
+        choice, s, {},
+        {.max_batch = 8,
+         .speculation = {.proposer = draft->get(), .num_speculative_tokens = 4,
+                         .disable_batch_size = 8, .token_cost = 0.3}});
+    EXPECT_EQ(spec.tokens, plain.tokens);
+    EXPECT_EQ(spec.free_blocks, 64);
+    // Moved after k tokens: they are the new prompt's tail.
+    for (size_t k : {size_t{1}, plain.tokens.size() / 2}) {
+      const std::vector<engine::TokenId> so_far(plain.tokens.begin(), plain.tokens.begin() + k);
+      const Output moved = RunConstrained(choice, s, so_far, {.max_batch = 8});
+      EXPECT_EQ(moved.tokens,
+                std::vector<engine::TokenId>(plain.tokens.begin() + k, plain.tokens.end()))
+          << "moved after " << k;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(GreedyAndSeeded, SpeculativeDecodeBatchTest, testing::Values(0.0f, 0.9f));
