@@ -220,6 +220,10 @@ void RequestDriver::BeginAttempt(const engine::GenerationState& generation) {
   // The client has the prompt's log-probabilities once a token went out; a migrated request's
   // prompt (with the tokens generated) needs none.
   if (generation.n_generated() > 0) attempt_.wire.clear_prompt_logprobs();
+  // The tokens generated so far are the new prompt's tail: the output constraint holds from them.
+  if (attempt_.wire.has_constraint()) {
+    attempt_.wire.mutable_constraint()->set_n_output_in_prompt(generation.n_generated());
+  }
 }
 
 absl::Status RequestDriver::RunAttempt(engine::GenerationState& generation) {
@@ -558,6 +562,7 @@ absl::Status RequestDriver::Decode(engine::GenerationState& generation) {
     out.set_text(std::move(text));
     attempt_.spec_draft_tokens = message.spec_draft_tokens();
     attempt_.spec_accepted_tokens = message.spec_accepted_tokens();
+    attempt_.mask_seconds = message.mask_seconds();
     if (message.finish_reason() != v1::FINISH_REASON_UNSPECIFIED) worker_finished = true;
     if (generation.finished() || worker_finished) {
       Finalize(generation,
@@ -617,6 +622,7 @@ void RequestDriver::Finalize(const engine::GenerationState& generation, v1::Fini
   timings.set_kv_transport(attempt_.prefill_response.kv_transport());
   timings.set_spec_draft_tokens(attempt_.spec_draft_tokens);
   timings.set_spec_accepted_tokens(attempt_.spec_accepted_tokens);
+  timings.set_mask_seconds(attempt_.mask_seconds);
   timings.set_prefill_cached_tokens(attempt_.prefill_response.n_cached_tokens());
   timings.set_decode_cached_tokens(attempt_.reservation.n_cached_tokens());
   if (attempt_.kv_sending_at != absl::InfinitePast()) {

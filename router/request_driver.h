@@ -181,6 +181,7 @@ class RequestDriver {
     // Speculative decoding on the decode worker so far (its latest message's counts).
     int32_t spec_draft_tokens = 0;
     int32_t spec_accepted_tokens = 0;
+    double mask_seconds = 0;  // structured output's masks on the decode worker so far
     // The worker whose failure (down, stalled, bad answer) ended the attempt; empty otherwise.
     std::string failed_worker_id;
     std::shared_ptr<ReleaseCall> release;  // the reservation's Release call, once started

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "grammar/output_grammar.h"
 #include "router/chat_input.h"
 #include "rpc/sampling_params_proto.h"
 
@@ -64,6 +65,13 @@ absl::StatusOr<PreparedRequest> PrepareRequest(const v1::GenerateRequest& reques
       rpc::SamplingParamsFromProto(request.sampling(), model.n_vocab(), random_seed);
   if (!params.ok()) return params.status();
   prepared.params = *std::move(params);
+  if (prepared.params.constraint.n_output_in_prompt != 0) {
+    return absl::InvalidArgumentError(
+        "sampling.constraint.n_output_in_prompt is the router's to set (for migrated requests)");
+  }
+  if (absl::Status s = grammar::CheckOutputConstraint(prepared.params.constraint); !s.ok()) {
+    return s;
+  }
   const int64_t n_prompt = static_cast<int64_t>(prepared.prompt.size());
   if (n_prompt + prepared.params.max_tokens > model.n_ctx()) {
     return absl::InvalidArgumentError(absl::StrCat(

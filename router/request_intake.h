@@ -6,7 +6,8 @@
 //  - prompt_tokens: taken as they are, every id checked against the vocabulary.
 // Checks: a set model name must be the served one (NOT_FOUND); the prompt must be non-empty and
 // valid UTF-8; the sampling settings must pass engine::ValidateSamplingParams; prompt + max_tokens
-// must fit the context; a cache salt must be at most engine::kMaxCacheSaltBytes.
+// must fit the context; a cache salt must be at most engine::kMaxCacheSaltBytes; an output
+// constraint must parse (grammar::CheckOutputConstraint).
 //
 // The wire's "unset" values become their documented defaults (rpc/sampling_params_proto.h); no
 // seed -> the caller's random seed.

@@ -233,6 +233,11 @@ TEST_F(ClusterTest, BadInputIsRejectedAndTheClusterKeepsServing) {
   GenerateOutcome bad = Generate(bad_top_p);
   EXPECT_EQ(bad.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_THAT(bad.status.error_message(), HasSubstr("top_p"));
+  baton::v1::GenerateRequest bad_regex = Request("hello", {});
+  bad_regex.mutable_sampling()->mutable_constraint()->set_regex("(unclosed");
+  GenerateOutcome regex = Generate(bad_regex);
+  EXPECT_EQ(regex.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(regex.status.error_message(), HasSubstr("output constraint regex does not compile"));
 
   // Decode worker: unknown reservation; a KV push with a wrong fingerprint; block ids out of range.
   auto decode = cluster_.DecodeStub(decode_->address);

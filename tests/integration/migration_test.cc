@@ -13,6 +13,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/integration/local_cluster.h"
 
 namespace baton {
@@ -118,6 +119,36 @@ TEST(MigrationTest, KilledDecodeWorkerMidStreamContinuesOnAnotherWithIdenticalOu
   EXPECT_EQ(migrated.last.timings().migrations(), 1);
   EXPECT_NE(migrated.last.timings().decode_worker(), killed->address);
   // The prefill worker and the surviving decode worker (the killed one is left out).
+  EXPECT_EQ(cluster.local.WaitEveryWorkerFree(), absl::OkStatus());
+}
+
+// Structured output over gRPC: a request constrained by a JSON schema moves with its grammar state
+// rebuilt from the tokens it streamed (the new pair's prompt ends with them), so its output is the
+// uninterrupted one, and JSON that follows the schema.
+TEST(MigrationTest, ConstrainedRequestMovesWithItsGrammarStateAndIdenticalOutput) {
+  Cluster cluster({});
+  ASSERT_TRUE(cluster.ready);
+  v1::GenerateRequest request = SampledRequest();
+  request.mutable_sampling()->set_max_tokens(200);
+  v1::OutputConstraint& constraint = *request.mutable_sampling()->mutable_constraint();
+  constraint.set_json_schema(R"({"type": "object", "properties": {"story": {"type": "string",
+      "minLength": 120, "maxLength": 240}}, "required": ["story"]})");
+  constraint.set_strict(true);
+  const GenerateOutcome reference = Uninterrupted(cluster, request);
+  ASSERT_TRUE(reference.status.ok()) << reference.status.error_message();
+  EXPECT_EQ(reference.last.finish_reason(), v1::FINISH_REASON_STOP);  // the JSON is complete
+  const nlohmann::json story = nlohmann::json::parse(reference.text, nullptr, false);
+  ASSERT_TRUE(story.is_object()) << reference.text;
+  EXPECT_EQ(story.size(), 1u);
+  EXPECT_TRUE(story["story"].is_string());
+
+  Proc* killed = nullptr;
+  const GenerateOutcome migrated = StreamAndSignal(cluster, request, SIGKILL, &killed);
+  ASSERT_NE(killed, nullptr) << "no decode worker was running the request";
+  ASSERT_TRUE(migrated.status.ok()) << migrated.status.error_message();
+  EXPECT_EQ(migrated.tokens, reference.tokens);
+  EXPECT_EQ(migrated.text, reference.text);
+  EXPECT_EQ(migrated.last.timings().migrations(), 1);
   EXPECT_EQ(cluster.local.WaitEveryWorkerFree(), absl::OkStatus());
 }
 
