@@ -14,28 +14,13 @@
 #include "absl/strings/strip.h"
 #include "engine/sampling_params.h"
 #include "router/http_errors.h"
+#include "router/openai_json_fields.h"
+#include "router/openai_structured_output.h"
 
 namespace baton::router {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-absl::Status Invalid(absl::string_view param, absl::string_view message) {
-  return WithParam(absl::InvalidArgumentError(message), param);
-}
-
-absl::Status Unsupported(absl::string_view param, absl::string_view what) {
-  return Invalid(param, absl::StrCat(what, " is not supported by this server"));
-}
-
-// The field, or nullptr when it is absent or null (OpenAI treats both as "not given").
-const json* Field(const json& object, const char* name) {
-  auto it = object.find(name);
-  if (it == object.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-const char* TypeName(const json& value) { return value.type_name(); }
 
 absl::StatusOr<double> Number(const json& value, absl::string_view param, double min, double max) {
   if (!value.is_number()) {
@@ -74,12 +59,6 @@ absl::StatusOr<int64_t> Integer(const json& value, absl::string_view param, int6
   return v;
 }
 
-absl::StatusOr<bool> Bool(const json& value, absl::string_view param) {
-  if (!value.is_boolean()) {
-    return Invalid(param, absl::StrCat("'", param, "' must be a boolean, got ", TypeName(value)));
-  }
-  return value.get<bool>();
-}
 
 // Token ids: every element an integer (the vocabulary is checked by the intake).
 absl::Status TokenIds(const json& array, absl::string_view param, v1::TokenIds& out) {
@@ -188,8 +167,9 @@ absl::Status ParseTools(const json& body, v1::ChatMessages& chat) {
   return absl::OkStatus();
 }
 
-// tool_choice: "none" | "auto" (the default with tools); "required" and a named function need
-// the output constrained to a call, which this server cannot do yet.
+// tool_choice: "none" | "auto" (the default with tools) | "required" |
+// {"type": "function", "function": {"name": ...}}; the last two constrain the output to calls
+// (ConstrainToToolCalls).
 absl::Status ParseToolChoice(const json& body, bool has_tools, OpenAiRequest& out) {
   out.parse_tool_calls = has_tools;
   if (const json* parallel = Field(body, "parallel_tool_calls")) {
@@ -207,10 +187,20 @@ absl::Status ParseToolChoice(const json& body, bool has_tools, OpenAiRequest& ou
     if (!has_tools) return Invalid("tool_choice", "'tool_choice' \"auto\" needs 'tools'");
     return absl::OkStatus();
   }
+  std::string function;  // a named function; empty: "required"
+  if (choice->is_object()) {
+    const json* named = Field(*choice, "function");
+    const json* name = named != nullptr && named->is_object() ? Field(*named, "name") : nullptr;
+    if (name == nullptr || !name->is_string()) {
+      return Invalid("tool_choice", "'tool_choice.function.name' must be a string");
+    }
+    function = name->get<std::string>();
+  }
   if (*choice == "required" || choice->is_object()) {
-    return Unsupported("tool_choice",
-                       "'tool_choice' \"required\" or a named function (they need the output "
-                       "constrained to a call)");
+    if (!has_tools) return Invalid("tool_choice", "'tool_choice' other than \"none\" needs 'tools'");
+    out.tool_calls_forced = true;
+    return ConstrainToToolCalls(*Field(body, "tools"), function, out.parallel_tool_calls,
+                                *out.generate.mutable_sampling());
   }
   return Invalid("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or "
                                 "{\"type\": \"function\", \"function\": {\"name\": ...}}");
@@ -418,13 +408,6 @@ absl::Status RefuseUnsupported(const json& body, OpenAiEndpoint endpoint) {
       }
     }
   }
-  if (const json* v = Field(body, "response_format")) {
-    const json* type = v->is_object() ? Field(*v, "type") : nullptr;
-    if (type == nullptr || *type != "text") {
-      return Unsupported("response_format", "a 'response_format' other than {\"type\": \"text\"}");
-    }
-  }
-  (void)endpoint;
   return absl::OkStatus();
 }
 
@@ -722,6 +705,7 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(OpenAiEndpoint endpoint, const 
   if (absl::Status s = RefuseUnsupported(root, endpoint); !s.ok()) return s;
   v1::SamplingParams& sampling = *out.generate.mutable_sampling();
   if (absl::Status s = ParseSampling(root, endpoint, sampling); !s.ok()) return s;
+  if (absl::Status s = ParseStructuredOutput(root, sampling); !s.ok()) return s;
   absl::StatusOr<int32_t> best_of = ParseBestOf(root, endpoint, out.n, out.stream);
   if (!best_of.ok()) return best_of.status();
   out.best_of = *best_of;

@@ -51,6 +51,9 @@ struct OpenAiRequest {
   // ("none", and when there are no tools); parallel_tool_calls false keeps the first call only.
   bool parse_tool_calls = false;
   bool parallel_tool_calls = true;
+  // tool_choice "required" or a named function: the output is constrained to a JSON array of
+  // calls (openai_structured_output.h) and read as ToolCallFormat::kJsonArray.
+  bool tool_calls_forced = false;
 };
 
 // Tools a chat request may bring at most (OpenAI's limit).

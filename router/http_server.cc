@@ -492,7 +492,10 @@ HttpServer::GenerateCall::Launch HttpServer::GenerateCall::Prepare() {
   absl::StatusOr<PreparedRequest> prepared = PrepareRequest(parsed->generate, model, RandomSeed());
   if (!prepared.ok()) return {.status = prepared.status()};
   std::optional<ToolCallReading> tool_calls;
-  if (parsed->parse_tool_calls) {
+  if (parsed->tool_calls_forced) {
+    tool_calls = ToolCallReading{.format = ToolCallFormat::kJsonArray,
+                                 .parallel = parsed->parallel_tool_calls};
+  } else if (parsed->parse_tool_calls) {
     if (!model.tool_call_format().has_value()) {
       return {.status = WithParam(
                   absl::InvalidArgumentError(

@@ -103,20 +103,24 @@ std::optional<std::vector<ParsedToolCall>> Llama3Calls(absl::string_view text) {
   return calls;
 }
 
+// A non-empty JSON array of calls.
+std::optional<std::vector<ParsedToolCall>> ArrayCalls(absl::string_view text) {
+  absl::StatusOr<json> parsed = ParseJson(std::string(text));
+  if (!parsed.ok() || !parsed->is_array() || parsed->empty()) return std::nullopt;
+  std::vector<ParsedToolCall> calls;
+  for (const json& item : *parsed) {
+    std::optional<ParsedToolCall> call = CallOf(item);
+    if (!call.has_value()) return std::nullopt;
+    calls.push_back(*std::move(call));
+  }
+  return calls;
+}
+
 // After [TOOL_CALLS]: a JSON array of calls, or name[ARGS]{...} per call.
 std::optional<std::vector<ParsedToolCall>> MistralCalls(absl::string_view text) {
   text = absl::StripAsciiWhitespace(text);
+  if (absl::StartsWith(text, "[")) return ArrayCalls(text);
   std::vector<ParsedToolCall> calls;
-  if (absl::StartsWith(text, "[")) {
-    absl::StatusOr<json> parsed = ParseJson(std::string(text));
-    if (!parsed.ok() || !parsed->is_array() || parsed->empty()) return std::nullopt;
-    for (const json& item : *parsed) {
-      std::optional<ParsedToolCall> call = CallOf(item);
-      if (!call.has_value()) return std::nullopt;
-      calls.push_back(*std::move(call));
-    }
-    return calls;
-  }
   while (!text.empty()) {
     const size_t args = text.find(kMistralArgs);
     if (args == absl::string_view::npos) return std::nullopt;
@@ -153,6 +157,8 @@ const char* ToolCallFormatName(ToolCallFormat format) {
       return "llama3_json";
     case ToolCallFormat::kMistral:
       return "mistral";
+    case ToolCallFormat::kJsonArray:
+      return "json_array";
   }
   return "";
 }
@@ -222,6 +228,8 @@ ToolCallStream::Delta ToolCallStream::Feed(absl::string_view text) {
       }
       TakeContentBefore(kMistralCalls, delta, /*final=*/false);
       break;
+    case ToolCallFormat::kJsonArray:
+      break;  // the whole output is the calls: held to the end
     case ToolCallFormat::kLlama3Json: {
       if (started_) {
         if (!in_calls_) std::swap(delta.content, held_);
@@ -254,6 +262,13 @@ ToolCallStream::Delta ToolCallStream::Finish() {
         delta.tool_calls = *std::move(calls);
       } else {
         delta.content = absl::StrCat(kMistralCalls, held_);
+      }
+      break;
+    case ToolCallFormat::kJsonArray:
+      if (auto calls = ArrayCalls(held_); calls.has_value()) {
+        delta.tool_calls = *std::move(calls);
+      } else {
+        delta.content = held_;
       }
       break;
     case ToolCallFormat::kLlama3Json: {

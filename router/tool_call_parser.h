@@ -6,6 +6,9 @@
 //                joined by ";", optionally after <|python_tag|> (Llama 3.1 - 3.3)
 //   mistral      [TOOL_CALLS] then [{"name": ..., "arguments": {...}}, ...] (Mistral v3
 //                tokenizers) or name[ARGS]{...} per call (v11); text before it is content
+//   json_array   an output that is [{"name": ..., "parameters": {...}}, ...]: what tool_choice
+//                "required" and named functions constrain the output to (vLLM's form); not a
+//                model family's, so not among --tool-call-parser's choices
 // A call is an object with a string "name"; its arguments are handed on as JSON text of an object
 // ({} when absent). Output whose calls do not parse stays content, as in vLLM: a model that
 // writes half a call has written text. Model output is JSON-checked with the request bodies'
@@ -24,7 +27,7 @@
 
 namespace baton::router {
 
-enum class ToolCallFormat { kHermes, kLlama3Json, kMistral };
+enum class ToolCallFormat { kHermes, kLlama3Json, kMistral, kJsonArray };
 
 // By vLLM's --tool-call-parser name ("hermes", "llama3_json", "mistral"); INVALID_ARGUMENT
 // naming the known ones otherwise.

@@ -28,8 +28,10 @@ def small_cluster_yaml(decode_args=()):
 
 
 @contextlib.contextmanager
-def running_cluster(cluster_yaml):
-    """Yields the cluster's OpenAI base URL, http://HOST:PORT/v1."""
+def running_cluster(cluster_yaml, metrics=None):
+    """Yields the cluster's OpenAI base URL, http://HOST:PORT/v1. A `metrics` dict gets each
+    worker's Prometheus address by name ("decode[0]": "HOST:PORT"), as `baton up` prints them
+    after the http line."""
     with tempfile.TemporaryDirectory() as tmp:
         config = pathlib.Path(tmp) / "cluster.yaml"
         config.write_text(cluster_yaml)
@@ -55,6 +57,15 @@ def running_cluster(cluster_yaml):
                     pytest.fail(f"`baton up` exited with code {proc.wait()} before serving")
                 if line.startswith("http: "):
                     http = line.split()[1]
+            while metrics is not None:
+                try:
+                    line = lines.get(timeout=5)
+                except queue.Empty:
+                    break
+                if line is None or not line.startswith("metrics "):
+                    break
+                name, address = line[len("metrics "):].split(": ")
+                metrics[name] = address.strip()
             yield f"http://{http}/v1"
         finally:
             proc.send_signal(signal.SIGTERM)

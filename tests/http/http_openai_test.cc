@@ -409,9 +409,14 @@ TEST(HttpOpenAiTest, ToolsAndToolChoice) {
            Case{R"("tools": [)" + tool + "," + tool + "]", "tools[1].function.name"},
            Case{R"("tools": [{"type": "function", "function": {"name": "f", "parameters": 3}}])",
                 "tools[0].function.parameters"},
-           Case{R"("tools": [)" + tool + R"(], "tool_choice": "required")", "tool_choice"},
            Case{R"("tools": [)" + tool + R"(], "tool_choice": {"type": "function", )" +
-                    R"("function": {"name": "get_weather"}})",
+                    R"("function": {"name": "get_time"}})",
+                "tool_choice"},
+           Case{R"("tools": [)" + tool + R"(], "tool_choice": {"type": "function"})",
+                "tool_choice"},
+           Case{R"("tool_choice": "required")", "tool_choice"},
+           Case{R"("tools": [)" + tool + R"(], "tool_choice": "required", )" +
+                    R"("response_format": {"type": "json_object"})",
                 "tool_choice"},
            Case{R"("tools": [)" + tool + R"(], "tool_choice": "sometimes")", "tool_choice"},
            Case{R"("tool_choice": "auto")", "tool_choice"},
@@ -424,6 +429,124 @@ TEST(HttpOpenAiTest, ToolsAndToolChoice) {
     EXPECT_EQ(e.param, c.param) << c.extra;
   }
   EXPECT_EQ(ErrorOf(Completions(R"({"prompt": "x", "tools": []})")).param, "tools");
+}
+
+// tool_choice "required" and a named function constrain the output to a JSON array of calls of
+// the tools allowed (vLLM's form), read back as such.
+TEST(HttpOpenAiTest, RequiredAndNamedToolChoiceConstrainTheOutputToCalls) {
+  const std::string body = R"({"messages": [{"role": "user", "content": "Weather?"}],
+      "tools": [{"type": "function", "function": {"name": "get_weather",
+                 "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                "required": ["city"]}}},
+                {"type": "function", "function": {"name": "get_time"}}], )";
+  absl::StatusOr<OpenAiRequest> r = Chat(body + R"("tool_choice": "required"})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->tool_calls_forced);
+  const v1::OutputConstraint& required = r->generate.sampling().constraint();
+  EXPECT_TRUE(required.strict());
+  json schema = json::parse(required.json_schema());
+  EXPECT_EQ(schema["type"], "array");
+  EXPECT_EQ(schema["minItems"], 1);
+  EXPECT_FALSE(schema.contains("maxItems"));
+  ASSERT_EQ(schema["items"]["anyOf"].size(), 2u);
+  EXPECT_EQ(schema["items"]["anyOf"][0]["properties"]["name"]["enum"][0], "get_weather");
+  EXPECT_EQ(schema["items"]["anyOf"][0]["properties"]["parameters"]["required"][0], "city");
+  EXPECT_EQ(schema["items"]["anyOf"][1]["properties"]["parameters"], json::object());
+
+  r = Chat(body + R"("tool_choice": "required", "parallel_tool_calls": false})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(json::parse(r->generate.sampling().constraint().json_schema())["maxItems"], 1);
+
+  r = Chat(body + R"("tool_choice": {"type": "function", "function": {"name": "get_time"}}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  schema = json::parse(r->generate.sampling().constraint().json_schema());
+  ASSERT_EQ(schema["items"]["anyOf"].size(), 1u);
+  EXPECT_EQ(schema["items"]["anyOf"][0]["properties"]["name"]["enum"][0], "get_time");
+  EXPECT_EQ(schema["maxItems"], 1);
+}
+
+// response_format (OpenAI's) and structured_outputs / guided_* (vLLM's) on both endpoints.
+TEST(HttpOpenAiTest, StructuredOutputOfEveryKind) {
+  const std::string chat = R"({"messages": [{"role": "user", "content": "x"}], )";
+  absl::StatusOr<OpenAiRequest> r = Chat(chat + R"("response_format": {"type": "json_object"}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->generate.sampling().constraint().json_object());
+
+  r = Chat(chat + R"("response_format": {"type": "json_schema", "json_schema": {"name": "p",
+      "schema": {"type": "object", "properties": {"a": {"type": "integer"}}}, "strict": true}}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(json::parse(r->generate.sampling().constraint().json_schema())["properties"]["a"]
+                ["type"], "integer");
+  EXPECT_TRUE(r->generate.sampling().constraint().strict());
+  r = Chat(chat + R"("response_format": {"type": "json_schema", "json_schema": {"name": "p",
+      "schema": {"type": "integer"}}}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->generate.sampling().constraint().strict());
+
+  r = Completions(R"({"prompt": "x", "structured_outputs": {"regex": "[0-9]+"}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->generate.sampling().constraint().regex(), "[0-9]+");
+  r = Completions(R"({"prompt": "x", "structured_outputs": {"choice": ["yes", "no"]}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_THAT(r->generate.sampling().constraint().choice().choices(),
+              testing::ElementsAre("yes", "no"));
+  r = Completions(R"({"prompt": "x", "structured_outputs": {"grammar": "root ::= \"a\""}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->generate.sampling().constraint().grammar(), "root ::= \"a\"");
+  r = Completions(R"({"prompt": "x", "structured_outputs": {"json": "{\"type\": \"string\"}"}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->generate.sampling().constraint().json_schema(), R"({"type": "string"})");
+  r = Completions(R"({"prompt": "x", "guided_json": {"type": "string"}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(json::parse(r->generate.sampling().constraint().json_schema())["type"], "string");
+  r = Chat(chat + R"("guided_choice": ["a"]})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->generate.sampling().constraint().choice().choices_size(), 1);
+  r = Completions(R"({"prompt": "x", "guided_regex": "a|b", "response_format": {"type": "text"}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->generate.sampling().constraint().regex(), "a|b");
+  r = Completions(R"({"prompt": "x", "response_format": {"type": "text"}})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->generate.sampling().has_constraint());
+
+  struct Case {
+    std::string body;
+    std::string param;
+  };
+  for (const Case& c : {
+           Case{R"({"prompt": "x", "response_format": {"type": "xml"}})", "response_format"},
+           Case{R"({"prompt": "x", "response_format": "json"})", "response_format"},
+           Case{R"({"prompt": "x", "response_format": {"type": "json_schema"}})",
+                "response_format.json_schema"},
+           Case{R"({"prompt": "x", "response_format": {"type": "json_schema",
+                 "json_schema": {"name": "n"}}})",
+                "response_format.json_schema.schema"},
+           Case{R"({"prompt": "x", "response_format": {"type": "json_schema",
+                 "json_schema": {"schema": 5}}})",
+                "response_format.json_schema.schema"},
+           Case{R"({"prompt": "x", "response_format": {"type": "json_schema",
+                 "json_schema": {"schema": {}, "strict": "yes"}}})",
+                "response_format.json_schema.strict"},
+           Case{R"({"prompt": "x", "structured_outputs": []})", "structured_outputs"},
+           Case{R"({"prompt": "x", "structured_outputs": {"xml": "a"}})",
+                "structured_outputs.xml"},
+           Case{R"({"prompt": "x", "structured_outputs": {"regex": ""}})",
+                "structured_outputs.regex"},
+           Case{R"({"prompt": "x", "structured_outputs": {"choice": []}})",
+                "structured_outputs.choice"},
+           Case{R"({"prompt": "x", "structured_outputs": {"choice": ["a", 1]}})",
+                "structured_outputs.choice"},
+           Case{R"({"prompt": "x", "structured_outputs": {"regex": "a", "choice": ["a"]}})",
+                "structured_outputs.choice"},
+           Case{R"({"prompt": "x", "response_format": {"type": "json_object"},
+                 "guided_regex": "a"})",
+                "guided_regex"},
+           Case{R"({"prompt": "x", "guided_json": 5})", "guided_json"},
+       }) {
+    const HttpError e = ErrorOf(Completions(c.body));
+    EXPECT_EQ(e.http_status, 400) << c.body;
+    EXPECT_EQ(e.param, c.param) << c.body;
+  }
 }
 
 TEST(HttpOpenAiTest, LogitBiasMapsTokenIdsToBiases) {

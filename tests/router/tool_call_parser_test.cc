@@ -136,6 +136,23 @@ TEST(ToolCallParserTest, MistralCallsInBothOfItsFormats) {
   EXPECT_EQ(d.content, "No calls [TOOL here.");
 }
 
+// What tool_choice "required" and named functions constrain the output to: all of it calls.
+TEST(ToolCallParserTest, JsonArrayCalls) {
+  ToolCallStream::Delta d = Parse(
+      ToolCallFormat::kJsonArray,
+      R"([{"name": "get_weather", "parameters": {"city": "Rome"}}, {"name": "get_time", )"
+      R"("parameters": {}}])");
+  EXPECT_EQ(d.content, "");
+  EXPECT_THAT(d.tool_calls,
+              ElementsAre(Call("get_weather", R"({"city":"Rome"})"), Call("get_time", "{}")));
+  d = Parse(ToolCallFormat::kJsonArray, R"([{"name": "f", "parameters": )");
+  EXPECT_EQ(d.content, R"([{"name": "f", "parameters": )");  // cut short: stays content
+  EXPECT_TRUE(d.tool_calls.empty());
+  d = Parse(ToolCallFormat::kJsonArray, "[]");
+  EXPECT_EQ(d.content, "[]");
+  EXPECT_TRUE(d.tool_calls.empty());
+}
+
 // Outputs stitched at random from the formats' markers and pieces of JSON: every one reads the
 // same whole and streamed in pieces of every size, and nothing is lost: what is not a call is
 // content, and the calls' text is no longer there.
@@ -147,15 +164,16 @@ TEST(ToolCallParserTest, RandomOutputsReadTheSameWholeAndStreamed) {
       // Whole calls in each format.
       "<tool_call>{\"name\": \"h\", \"arguments\": {\"s\": \"<tool_call>\"}}</tool_call>",
       "[TOOL_CALLS][{\"name\": \"m\", \"arguments\": {}}]", "[TOOL_CALLS]m[ARGS]{\"k\": [1]}",
-      "{\"name\": \"l\", \"parameters\": {\"q\": \"a;b\"}}"};
+      "{\"name\": \"l\", \"parameters\": {\"q\": \"a;b\"}}",
+      "[{\"name\": \"j\", \"parameters\": {}}]"};
   std::mt19937 random(47);
   int with_calls = 0;
   for (int round = 0; round < 2000; ++round) {
     std::string output;
     const int n = 1 + static_cast<int>(random() % 12);
     for (int i = 0; i < n; ++i) output += pieces[random() % pieces.size()];
-    for (ToolCallFormat format :
-         {ToolCallFormat::kHermes, ToolCallFormat::kLlama3Json, ToolCallFormat::kMistral}) {
+    for (ToolCallFormat format : {ToolCallFormat::kHermes, ToolCallFormat::kLlama3Json,
+                                  ToolCallFormat::kMistral, ToolCallFormat::kJsonArray}) {
       const ToolCallStream::Delta whole = ParseToolCalls(format, output);
       if (whole.tool_calls.empty()) {
         EXPECT_EQ(whole.content, output) << ToolCallFormatName(format);  // all of it content
