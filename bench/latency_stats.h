@@ -66,6 +66,7 @@ struct RequestOutcome {
   double kv_tail_s = 0;  // the hand-off after the prefill forward pass (Timings.kv_tail_seconds)
   int32_t spec_draft_tokens = 0;     // speculative decoding: tokens proposed and verified
   int32_t spec_accepted_tokens = 0;  // and kept
+  double mask_s = 0;                 // structured output: token masks on the decode worker
   int32_t prefill_cached_tokens = 0;  // prompt tokens the prefill worker had cached
   int32_t decode_cached_tokens = 0;   // prompt tokens the decode worker had cached (not sent)
   std::string text;                   // the generated text (a conversation's next turn needs it)

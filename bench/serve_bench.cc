@@ -458,7 +458,8 @@ absl::StatusOr<ServeBenchResult> RunServeBench(const ServeBenchOptions& options,
   // What the router said about each request (gRPC only): where the time went.
   if (options.client.protocol == ServeProtocol::kGrpc) {
     std::vector<double> queue, server_ttft, transfer, tail;
-    int64_t kv_bytes = 0, n = 0, draft_tokens = 0, accepted_tokens = 0;
+    int64_t kv_bytes = 0, n = 0, draft_tokens = 0, accepted_tokens = 0, decoded_tokens = 0;
+    double mask_s = 0;
     for (const RequestOutcome& r : load.outcomes) {
       if (!r.ok) continue;
       ++n;
@@ -469,6 +470,8 @@ absl::StatusOr<ServeBenchResult> RunServeBench(const ServeBenchOptions& options,
       kv_bytes += r.kv_bytes;
       draft_tokens += r.spec_draft_tokens;
       accepted_tokens += r.spec_accepted_tokens;
+      mask_s += r.mask_s;
+      decoded_tokens += std::max(0, r.output_tokens - 1);  // the first is the prefill worker's
     }
     j["server_timings"] = {{"queue_ms", SummaryJson(Summarize(queue))},
                            {"ttft_ms", SummaryJson(Summarize(server_ttft))},
@@ -483,6 +486,11 @@ absl::StatusOr<ServeBenchResult> RunServeBench(const ServeBenchOptions& options,
         {"accepted_tokens", accepted_tokens},
         {"acceptance_rate",
          draft_tokens ? static_cast<double>(accepted_tokens) / draft_tokens : 0.0}};
+    // Structured output's cost per decoded token (masking and advancing the grammar), beside
+    // the time per output token: what it adds to a step, at this run's batch.
+    j["structured_output"] = {
+        {"mask_us_per_token", decoded_tokens ? 1e6 * mask_s / decoded_tokens : 0.0},
+        {"decoded_tokens", decoded_tokens}};
   }
 
   if (options.keep_requests) {

@@ -40,6 +40,10 @@ class GrpcServeClient final : public ServeClient {
     sampling.set_max_tokens(request.max_tokens);
     sampling.set_ignore_eos(options_.ignore_eos);
     sampling.set_disable_speculation(!options_.speculative);
+    if (!options_.json_schema.empty()) {
+      sampling.mutable_constraint()->set_json_schema(options_.json_schema);
+      sampling.mutable_constraint()->set_strict(true);
+    }
 
     grpc::ClientContext context;
     rpc::PrepareContext(context, client_, std::chrono::system_clock::now() + options_.timeout);
@@ -83,6 +87,7 @@ class GrpcServeClient final : public ServeClient {
     outcome.kv_tail_s = t.kv_tail_seconds();
     outcome.spec_draft_tokens = t.spec_draft_tokens();
     outcome.spec_accepted_tokens = t.spec_accepted_tokens();
+    outcome.mask_s = t.mask_seconds();
     outcome.prefill_cached_tokens = t.prefill_cached_tokens();
     outcome.decode_cached_tokens = t.decode_cached_tokens();
     outcome.text = std::move(text);
@@ -122,6 +127,9 @@ class HttpServeClient final : public ServeClient {
         {"speculative", options_.speculative},
     };
     if (!options_.model.empty()) body["model"] = options_.model;
+    if (!options_.json_schema.empty()) {
+      body["structured_outputs"] = {{"json", options_.json_schema}};
+    }
     httplib::Request http;
     http.method = "POST";
     http.path = "/v1/completions";

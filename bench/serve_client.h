@@ -36,6 +36,7 @@ struct ServeClientOptions {
   bool ignore_eos = true;                  // generate exactly max_tokens (as benchmarks do)
   float temperature = 0;                   // 0: greedy (as vLLM's bench serve by default)
   bool speculative = true;                 // false: opt every request out of speculation
+  std::string json_schema;                 // set: every request's output follows this schema
 };
 
 class ServeClient {

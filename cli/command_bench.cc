@@ -141,6 +141,9 @@ int RunBenchServe(const Args& args) {
                            "parameters as the API's defaults (top_p 1)"},
       {"stop-at-eos", "", "let each request end at the model's end of generation, as real "
                           "requests do (default: exactly max_tokens each)"},
+      {"json-schema", "FILE", "structured output: every request's output follows the JSON "
+                              "schema in FILE (ends where the JSON does); the report's "
+                              "structured_output gives the masks' cost per token"},
       {"help", "", "show this help"},
   };
   const std::string usage = Usage(
@@ -219,6 +222,14 @@ int RunBenchServe(const Args& args) {
   o.keep_requests = !flags->Has("no-per-request");
   o.client.speculative = !flags->Has("no-speculation");
   o.client.ignore_eos = !flags->Has("stop-at-eos");
+  if (flags->Has("json-schema")) {
+    std::ifstream in(flags->GetOr("json-schema", ""));
+    if (!in) {
+      return bad(absl::InvalidArgumentError(
+          absl::StrCat("--json-schema: cannot read ", flags->GetOr("json-schema", ""))));
+    }
+    o.client.json_schema.assign(std::istreambuf_iterator<char>(in), {});
+  }
   absl::StatusOr<double> temperature = flags->GetDouble("temperature", 0, 0, 2);
   if (!temperature.ok()) return bad(temperature.status());
   o.client.temperature = static_cast<float>(*temperature);
