@@ -1,5 +1,6 @@
 #include "grammar/output_matcher.h"
 
+#include <algorithm>
 #include <exception>
 #include <limits>
 
@@ -53,9 +54,14 @@ bool OutputMatcher::MaskLogits(std::span<float> logits) {
   for (size_t word = 0; word * 32 < n; ++word) {
     const uint32_t allowed = static_cast<uint32_t>(bitmask_[word]);
     if (allowed == ~uint32_t{0}) continue;
-    const size_t end = std::min(n, word * 32 + 32);
-    for (size_t id = word * 32; id < end; ++id) {
-      if (!((allowed >> (id - word * 32)) & 1u)) logits[id] = kMasked;
+    const size_t begin = word * 32;
+    const size_t end = std::min(n, begin + 32);
+    if (allowed == 0) {  // the common case once the grammar narrows: a run of forbidden tokens
+      std::fill(logits.begin() + begin, logits.begin() + end, kMasked);
+      continue;
+    }
+    for (size_t id = begin; id < end; ++id) {
+      if (!((allowed >> (id - begin)) & 1u)) logits[id] = kMasked;
     }
   }
   return true;
