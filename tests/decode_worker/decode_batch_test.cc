@@ -1,5 +1,6 @@
 #include "decode_worker/decode_batch.h"
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <optional>
@@ -145,7 +146,18 @@ class DecodeBatchTest : public testing::Test {
       EXPECT_TRUE(run.cache->Reserve(seq.table, 7).ok());  // prompt + one token of headroom
       engine::SequenceInput input{.tokens = seq.tokens, .kv = &seq.table};
       EXPECT_TRUE(run.transformer->Prefill({&input, 1}, logits).ok());
+      if (constraint_.kind != engine::OutputConstraint::Kind::kNone) {
+        // Drawn as the prefill worker draws a constrained first token.
+        seq.params.constraint = constraint_;
+        auto first = grammar::StartOutputMatcher(grammars_.get(), constraint_, seq.tokens, {});
+        EXPECT_TRUE(first.ok() && (*first)->MaskLogits(logits));
+      }
       seq.tokens.push_back(engine::Sample(seq.params, logits, seq.tokens, 6));
+      auto matcher = grammar::StartOutputMatcher(
+          grammars_.get(), seq.params.constraint,
+          std::span<const engine::TokenId>(seq.tokens).first(6), {&seq.tokens.back(), 1});
+      EXPECT_TRUE(matcher.ok()) << matcher.status();
+      if (matcher.ok()) seq.output_matcher = *std::move(matcher);
       auto sink = std::make_shared<RecordingSink>();
       seq.sink = sink;
       run.sinks.push_back(sink);
@@ -187,6 +199,9 @@ class DecodeBatchTest : public testing::Test {
   std::unique_ptr<engine::Model> model_;
   std::unique_ptr<kernels::Backend> backend_;
   int32_t logprobs_ = -1;  // RunSequences' sampling.logprobs
+  // RunSequences' output constraint, compiled by grammars_ (set with it).
+  engine::OutputConstraint constraint_;
+  std::unique_ptr<grammar::OutputGrammarCompiler> grammars_;
 };
 
 // Expects `actual` to be `expected` up to float rounding (two forward passes of other shapes).
@@ -287,6 +302,31 @@ TEST_F(DecodeBatchTest, SequencesGrowOnDemandAndPreemptedOnesResumeWithoutLosing
   }
   EXPECT_EQ(tight.cache->pool().n_free(), 14);
   EXPECT_EQ(roomy.cache->pool().n_free(), 64);
+}
+
+// A constrained sequence keeps its grammar state through preemption (only its KV is recomputed).
+TEST_F(DecodeBatchTest, PreemptedConstrainedSequencesResumeWithTheirGrammarState) {
+  constraint_ = {.kind = engine::OutputConstraint::Kind::kRegex, .text = "[a-z]{40}"};
+  grammars_ = std::make_unique<grammar::OutputGrammarCompiler>(model_->tokenizer(),
+                                                               model_->config().n_vocab);
+  absl::StatusOr<Run> roomy = RunSequences(4, /*n_blocks=*/64, /*max_tokens=*/24);
+  ASSERT_TRUE(roomy.ok()) << roomy.status();
+  EXPECT_EQ(roomy->batch->n_preemptions(), 0);
+  absl::StatusOr<Run> tight = RunSequences(4, /*n_blocks=*/14, /*max_tokens=*/24);
+  ASSERT_TRUE(tight.ok()) << tight.status();
+  EXPECT_GT(tight->batch->n_preemptions(), 0);
+  for (int s = 0; s < 4; ++s) {
+    const std::vector<engine::TokenId> tokens = roomy->sinks[s]->tokens();
+    EXPECT_EQ(tight->sinks[s]->tokens(), tokens) << "sequence " << s;
+    EXPECT_EQ(roomy->sinks[s]->finish(), engine::FinishReason::kLength);
+    for (engine::TokenId id : tokens) {
+      const std::string piece = model_->tokenizer().TokenToPiece(id);
+      EXPECT_TRUE(!piece.empty() && std::all_of(piece.begin(), piece.end(), [](char c) {
+        return c >= 'a' && c <= 'z';
+      })) << "token " << id << " '" << piece << "'";
+    }
+  }
+  EXPECT_EQ(tight->cache->pool().n_free(), 14);
 }
 
 TEST_F(DecodeBatchTest, WithPrefixCachingEndedSequencesStayCachedAndPreemptedOnesResumeExactly) {
