@@ -91,12 +91,32 @@ def test_greedy_decoding_follows_llama_cpp_token_by_token(client):
     assert exact >= len(LLAMA_PIECES) - 1
 
 
+def expect_llama_cpp_or_a_near_tie(client, prompt, text, llama_text):
+    """`text` (baton's greedy continuation of `prompt`) is llama.cpp's, or leaves it where
+    llama.cpp's next token is a near tie of baton's (the engines' arithmetic differs; on CPUs
+    without AVX-512 baton's kernels sum in another order again)."""
+    common = 0
+    while common < min(len(text), len(llama_text)) and text[common] == llama_text[common]:
+        common += 1
+    if common == len(llama_text) or common == len(text):
+        return
+    response = client.completions.create(
+        model="gemma-3-270m-q4_k_m", prompt=prompt + text[:common], max_tokens=1, temperature=0,
+        logprobs=5)
+    top = response.choices[0].logprobs.top_logprobs[0]
+    best = max(top.values())
+    rest = llama_text[common:]
+    near = [piece for piece, lp in top.items()
+            if piece and rest.startswith(piece) and best - lp < NEAR_TIE_NATS]
+    assert near, f"at {text[:common]!r}: llama.cpp's {rest[:12]!r} is no near tie in {top}"
+
+
 def test_chat_renders_gemmas_turns_and_continues_as_llama_cpp_does(client):
     whole = client.chat.completions.create(
         model="gemma-3-270m-q4_k_m", messages=CHAT, max_tokens=24, temperature=0
     )
     text = whole.choices[0].message.content
-    assert text.startswith(LLAMA_CHAT_PREFIX), text
+    expect_llama_cpp_or_a_near_tie(client, CHAT_RENDERED, text, LLAMA_CHAT_PREFIX)
     # The chat's prompt is exactly Gemma's rendering: the same greedy text as the rendered prompt
     # sent as plain text (its special-token text recognized).
     raw = client.completions.create(
