@@ -616,12 +616,14 @@ void DecodeBatchTest::ExpectThePlainOutputWithSpeculationAndPrefixCaching(
   EXPECT_EQ(spec->cache->pool().n_free(), n_blocks);
 }
 
-// gemma3's five local layers (window 5) and its global one.
+// gemma3's five local layers (window 5) and its global one. At a lower temperature, as below:
+// the draft's greedy guesses are drawn often enough to be kept (at 0.9, whether any of the few
+// proposed is kept depends on the CPU's kernels: none on one without AVX-512).
 TEST_F(DecodeBatchTest, WindowedLayersKeepThePlainOutputWithSpeculationAndPrefixCaching) {
   ExpectThePlainOutputWithSpeculationAndPrefixCaching(
       {.seed = 11, .architecture = "gemma3", .n_layer = 6, .head_dim = 32, .sliding_window = 5,
        .n_ctx = 512},
-      0.9f);
+      0.3f);
 }
 
 // gpt-oss: local and global layers in turn (window 5), attention sinks, biased experts, YaRN.
