@@ -2,8 +2,9 @@
 // how to report back. Created by the PrefillWorker service, run by the PrefillScheduler.
 //
 // Thread-safety: the fields are set before the job is queued and read-only afterwards, except
-// `cancelled` (atomic) and `output_matcher` (the engine thread's). `forward_done` is called at most once, from the engine thread, and
-// before `done`; `done` is called exactly once, from any thread.
+// `cancelled` (atomic) and `output_matcher` (the engine thread's). `forward_done` is called at
+// most once, from the engine thread, and before `done`; `done` is called exactly once, from any
+// thread.
 #ifndef BATON_PREFILL_WORKER_PREFILL_JOB_H_
 #define BATON_PREFILL_WORKER_PREFILL_JOB_H_
 

@@ -59,7 +59,6 @@ absl::StatusOr<int64_t> Integer(const json& value, absl::string_view param, int6
   return v;
 }
 
-
 // Token ids: every element an integer (the vocabulary is checked by the intake).
 absl::Status TokenIds(const json& array, absl::string_view param, v1::TokenIds& out) {
   for (size_t i = 0; i < array.size(); ++i) {
@@ -197,7 +196,9 @@ absl::Status ParseToolChoice(const json& body, bool has_tools, OpenAiRequest& ou
     function = name->get<std::string>();
   }
   if (*choice == "required" || choice->is_object()) {
-    if (!has_tools) return Invalid("tool_choice", "'tool_choice' other than \"none\" needs 'tools'");
+    if (!has_tools) {
+      return Invalid("tool_choice", "'tool_choice' other than \"none\" needs 'tools'");
+    }
     out.tool_calls_forced = true;
     return ConstrainToToolCalls(*Field(body, "tools"), function, out.parallel_tool_calls,
                                 *out.generate.mutable_sampling());

@@ -1,7 +1,7 @@
 """The router's OpenAI-compatible HTTP API driven by the official `openai` Python client.
 
 A small local cluster (`baton up`: the router, one prefill and one decode worker on 127.0.0.1)
-is started once for the module; its "http: HOST:PORT" line gives the API's address. BATON_BINARY
+is started once for the module, and once more with a speculating decode worker; its "http: HOST:PORT" line gives the API's address. BATON_BINARY
 names the `baton` to test (default: build/bin/baton).
 """
 
@@ -11,9 +11,11 @@ import pytest
 from baton_cluster import running_cluster, small_cluster_yaml
 
 
-@pytest.fixture(scope="module")
-def base_url():
-    with running_cluster(small_cluster_yaml()) as url:
+# Every test runs on a cluster whose decode worker decodes plainly and on one that speculates
+# (n-gram prompt lookup): the API's answers are the same.
+@pytest.fixture(scope="module", params=[(), ("--speculative", "ngram")], ids=["plain", "ngram"])
+def base_url(request):
+    with running_cluster(small_cluster_yaml(request.param)) as url:
         yield url
 
 

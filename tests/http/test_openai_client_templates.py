@@ -45,8 +45,11 @@ def template_file():
         yield path
 
 
-@pytest.fixture(scope="module")
-def client(template_file):
+# On a cluster whose decode worker decodes plainly and on one that speculates (n-gram prompt
+# lookup, which the few-shot tool calls feed well): the same answers.
+@pytest.fixture(scope="module", params=["", '    args: ["--speculative", "ngram"]\n'],
+                ids=["plain", "ngram"])
+def client(template_file, request):
     assert MODEL.exists(), f"{MODEL} is missing: run scripts/fetch_model.sh"
     assert QWEN_TEMPLATE.exists(), f"{QWEN_TEMPLATE} is missing: run scripts/fetch_deps.sh"
     cluster_yaml = f"""\
@@ -61,7 +64,7 @@ prefill:
 decode:
   - threads: 1
     kv_cache_memory: 64M
-"""
+""" + request.param
     with running_cluster(cluster_yaml) as url:
         yield openai.OpenAI(base_url=url, api_key="unused", max_retries=0, timeout=120)
 
@@ -232,16 +235,37 @@ def test_langchain_bind_tools_gets_the_call(client):
     assert reply.response_metadata["finish_reason"] == "tool_calls"
 
 
+def test_a_required_or_named_tool_choice_always_gets_a_call(client):
+    # The few-shot history asks about Rome; the constrained output is a call whatever the model
+    # would have written, read back whole and streamed alike.
+    for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
+        reply = client.chat.completions.create(
+            model="SmolLM2-135M-Instruct.Q4_1", messages=few_shot_weather("Rome"),
+            tools=[WEATHER_TOOL], tool_choice=choice, max_tokens=60, temperature=0)
+        calls = reply.choices[0].message.tool_calls
+        assert [c.function.name for c in calls] == ["get_weather"], reply
+        assert "city" in json.loads(calls[0].function.arguments)
+        assert reply.choices[0].finish_reason == "tool_calls"
+        stream = client.chat.completions.create(
+            model="SmolLM2-135M-Instruct.Q4_1", messages=few_shot_weather("Rome"),
+            tools=[WEATHER_TOOL], tool_choice=choice, max_tokens=60, temperature=0, stream=True)
+        streamed = [d for chunk in stream if chunk.choices
+                    for d in (chunk.choices[0].delta.tool_calls or [])]
+        assert [d.function.arguments for d in streamed] == [calls[0].function.arguments]
+
+
 def test_bad_tools_and_choices_are_400s_and_the_cluster_serves_on(client):
     kwargs = dict(model="SmolLM2-135M-Instruct.Q4_1", messages=few_shot_weather("Rome"),
                   max_tokens=4)
     for extra, param in (
         ({"tools": [{"type": "function", "function": {"description": "no name"}}]},
          "tools[0].function.name"),
-        ({"tools": [WEATHER_TOOL], "tool_choice": "required"}, "tool_choice"),
         ({"tools": [WEATHER_TOOL],
-          "tool_choice": {"type": "function", "function": {"name": "get_weather"}}},
+          "tool_choice": {"type": "function", "function": {"name": "get_time"}}},
          "tool_choice"),
+        ({"tools": [WEATHER_TOOL], "tool_choice": "required",
+          "response_format": {"type": "json_object"}}, "tool_choice"),
+        ({"tool_choice": "required"}, "tool_choice"),
     ):
         with pytest.raises(openai.BadRequestError) as error:
             client.chat.completions.create(**kwargs, **extra)

@@ -100,6 +100,18 @@ GenerateOutcome Uninterrupted(Cluster& cluster, const v1::GenerateRequest& reque
   return test_support::RunGenerate(*stub, context, request);
 }
 
+// Streams `request`, killing the decode worker serving it once a few tokens came: the stream must
+// go on elsewhere and give `reference`'s tokens and text.
+void KillMidStreamAndExpectTheSameOutput(Cluster& cluster, const v1::GenerateRequest& request,
+                                         const GenerateOutcome& reference,
+                                         GenerateOutcome* migrated, Proc** killed) {
+  *migrated = StreamAndSignal(cluster, request, SIGKILL, killed);
+  ASSERT_NE(*killed, nullptr) << "no decode worker was running the request";
+  ASSERT_TRUE(migrated->status.ok()) << migrated->status.error_message();
+  EXPECT_EQ(migrated->tokens, reference.tokens);
+  EXPECT_EQ(migrated->text, reference.text);
+}
+
 TEST(MigrationTest, KilledDecodeWorkerMidStreamContinuesOnAnotherWithIdenticalOutput) {
   Cluster cluster({});
   ASSERT_TRUE(cluster.ready);
@@ -109,11 +121,9 @@ TEST(MigrationTest, KilledDecodeWorkerMidStreamContinuesOnAnotherWithIdenticalOu
   ASSERT_EQ(reference.tokens.size(), 120u);
 
   Proc* killed = nullptr;
-  const GenerateOutcome migrated = StreamAndSignal(cluster, request, SIGKILL, &killed);
-  ASSERT_NE(killed, nullptr) << "no decode worker was running the request";
-  ASSERT_TRUE(migrated.status.ok()) << migrated.status.error_message();
-  EXPECT_EQ(migrated.tokens, reference.tokens);
-  EXPECT_EQ(migrated.text, reference.text);
+  GenerateOutcome migrated;
+  ASSERT_NO_FATAL_FAILURE(KillMidStreamAndExpectTheSameOutput(cluster, request, reference,
+                                                              &migrated, &killed));
   EXPECT_EQ(migrated.last.finish_reason(), v1::FINISH_REASON_LENGTH);
   EXPECT_EQ(migrated.last.usage().completion_tokens(), 120);
   EXPECT_EQ(migrated.last.timings().migrations(), 1);
@@ -143,11 +153,9 @@ TEST(MigrationTest, ConstrainedRequestMovesWithItsGrammarStateAndIdenticalOutput
   EXPECT_TRUE(story["story"].is_string());
 
   Proc* killed = nullptr;
-  const GenerateOutcome migrated = StreamAndSignal(cluster, request, SIGKILL, &killed);
-  ASSERT_NE(killed, nullptr) << "no decode worker was running the request";
-  ASSERT_TRUE(migrated.status.ok()) << migrated.status.error_message();
-  EXPECT_EQ(migrated.tokens, reference.tokens);
-  EXPECT_EQ(migrated.text, reference.text);
+  GenerateOutcome migrated;
+  ASSERT_NO_FATAL_FAILURE(KillMidStreamAndExpectTheSameOutput(cluster, request, reference,
+                                                              &migrated, &killed));
   EXPECT_EQ(migrated.last.timings().migrations(), 1);
   EXPECT_EQ(cluster.local.WaitEveryWorkerFree(), absl::OkStatus());
 }
