@@ -47,6 +47,7 @@ absl::Status Invalid(const engine::OutputConstraint& constraint, const std::exce
       " does not compile: ", e.what()));
 }
 
+// `n_vocab`: at least the tokenizer's vocabulary (the ids beyond it are never allowed).
 xgrammar::TokenizerInfo TokenizerInfoOf(const engine::Tokenizer& tokenizer, int32_t n_vocab) {
   const int32_t n_tokens = tokenizer.vocab().size();
   std::vector<std::string> pieces(n_tokens);
@@ -58,8 +59,7 @@ xgrammar::TokenizerInfo TokenizerInfoOf(const engine::Tokenizer& tokenizer, int3
       pieces[id] = tokenizer.TokenToPiece(id);  // "" for control tokens: never allowed
     }
   }
-  return xgrammar::TokenizerInfo(pieces, xgrammar::VocabType::RAW, std::max(n_vocab, n_tokens),
-                                 stop_tokens);
+  return xgrammar::TokenizerInfo(pieces, xgrammar::VocabType::RAW, n_vocab, stop_tokens);
 }
 
 int CompileThreads() {
@@ -96,7 +96,7 @@ absl::Status CheckOutputConstraint(const engine::OutputConstraint& constraint) {
 
 OutputGrammarCompiler::OutputGrammarCompiler(const engine::Tokenizer& tokenizer, int32_t n_vocab)
     : n_vocab_(std::max(n_vocab, tokenizer.vocab().size())),
-      compiler_(TokenizerInfoOf(tokenizer, n_vocab), CompileThreads(), /*cache_enabled=*/true,
+      compiler_(TokenizerInfoOf(tokenizer, n_vocab_), CompileThreads(), /*cache_enabled=*/true,
                 kCacheBytes) {}
 
 absl::StatusOr<std::shared_ptr<const CompiledOutputGrammar>> OutputGrammarCompiler::Compile(
