@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "engine/gguf_file.h"
 #include "engine/tokenizer_bpe.h"
+#include "engine/tokenizer_json.h"
 #include "engine/tokenizer_special.h"
 #include "engine/tokenizer_spm.h"
 #include "engine/unicode.h"
@@ -65,7 +66,7 @@ class TokenizerImpl final : public Tokenizer {
   }
 
   absl::Status Init() {
-    if (vocab_.model == TokenizerModel::kBytePairGpt2) {
+    if (vocab_.model != TokenizerModel::kSentencePiece) {
       absl::StatusOr<std::unique_ptr<BpeEncoder>> bpe = BpeEncoder::Create(vocab_, &index_);
       if (!bpe.ok()) return bpe.status();
       bpe_ = std::move(*bpe);
@@ -85,6 +86,8 @@ class TokenizerImpl final : public Tokenizer {
       for (const TextFragment& fragment : fragments) {
         if (fragment.token != kNoToken) {
           out.push_back(fragment.token);
+        } else if (vocab_.preparation.has_value()) {
+          bpe_->Encode(NormalizeText(*vocab_.preparation, fragment.text), &out);
         } else {
           bpe_->Encode(fragment.text, &out);
         }
@@ -134,14 +137,19 @@ class TokenizerImpl final : public Tokenizer {
 
   VocabIndex index_;
   std::vector<std::string> pieces_;  // [n_vocab]
-  std::unique_ptr<BpeEncoder> bpe_;  // gpt2
+  std::unique_ptr<BpeEncoder> bpe_;  // gpt2, chars
   std::unique_ptr<SpmEncoder> spm_;  // llama
 };
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& gguf_path) {
-  absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(gguf_path);
+absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Load(const std::string& path) {
+  if (IsTokenizerJsonPath(path)) {
+    absl::StatusOr<Vocab> vocab = LoadTokenizerJson(path);
+    if (!vocab.ok()) return vocab.status();
+    return Create(std::move(*vocab));
+  }
+  absl::StatusOr<std::unique_ptr<GgufFile>> file = GgufFile::Open(path);
   if (!file.ok()) return file.status();
   absl::StatusOr<Vocab> vocab = LoadVocab(**file);
   if (!vocab.ok()) return vocab.status();

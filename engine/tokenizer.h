@@ -1,4 +1,6 @@
-// Text <-> token ids, matching llama.cpp's tokenizer exactly for the supported models.
+// Text <-> token ids, matching llama.cpp's tokenizer exactly for the supported models (GGUF), and
+// Hugging Face's `tokenizers` for a tokenizer.json (tokenizer_json.h): its normalizer runs on each
+// piece of text between special tokens before the pre-tokenizer.
 //
 // Byte-level BPE (gpt2 model) with the pre-tokenizer regexes of gpt-2, llama3/llama-bpe, qwen2,
 // smollm/starcoder (and llama.cpp's "default"); SentencePiece BPE (llama model) with byte fallback.
@@ -35,9 +37,10 @@ struct EncodeOptions {
 class Tokenizer {
  public:
   static absl::StatusOr<std::unique_ptr<Tokenizer>> Create(Vocab vocab);
-  // The tokenizer of the GGUF file at `gguf_path` (a vocabulary-only file works): the file's or
-  // its vocabulary's error otherwise.
-  static absl::StatusOr<std::unique_ptr<Tokenizer>> Load(const std::string& gguf_path);
+  // The tokenizer of the GGUF file at `path` (a vocabulary-only file works), or of the Hugging
+  // Face tokenizer.json at `path` (or in the directory `path`, see tokenizer_json.h): the file's
+  // or its vocabulary's error otherwise.
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> Load(const std::string& path);
   virtual ~Tokenizer() = default;
 
   virtual std::vector<TokenId> Encode(std::string_view text, const EncodeOptions& options) const = 0;

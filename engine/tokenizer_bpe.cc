@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "absl/hash/hash.h"
+#include "absl/strings/str_format.h"
 #include "engine/symbol_merge.h"
 #include "engine/unicode.h"
 
@@ -23,14 +24,32 @@ size_t BpeEncoder::MergeHash::operator()(MergeKey key) const {
 
 absl::StatusOr<std::unique_ptr<BpeEncoder>> BpeEncoder::Create(const Vocab& vocab,
                                                                const VocabIndex* index) {
-  absl::StatusOr<PreTokenizerKind> kind = PreTokenizerKindFromName(vocab.pre);
-  if (!kind.ok()) return kind.status();
   std::unique_ptr<BpeEncoder> encoder(new BpeEncoder());
   encoder->index_ = index;
-  encoder->ignore_merges_ = PreTokenizerIgnoresMerges(*kind);
-  absl::StatusOr<std::unique_ptr<PreTokenizer>> pre = PreTokenizer::Create(*kind);
+  absl::StatusOr<std::unique_ptr<PreTokenizer>> pre;
+  if (vocab.preparation.has_value()) {
+    const TextPreparation& prep = *vocab.preparation;
+    encoder->ignore_merges_ = prep.ignore_merges;
+    encoder->byte_level_ = vocab.model == TokenizerModel::kBytePairGpt2;
+    encoder->byte_fallback_ = prep.byte_fallback;
+    encoder->fuse_unk_ = prep.fuse_unk;
+    pre = PreTokenizer::Create(prep.splits);
+  } else {
+    absl::StatusOr<PreTokenizerKind> kind = PreTokenizerKindFromName(vocab.pre);
+    if (!kind.ok()) return kind.status();
+    encoder->ignore_merges_ = PreTokenizerIgnoresMerges(*kind);
+    pre = PreTokenizer::Create(*kind);
+  }
   if (!pre.ok()) return pre.status();
   encoder->pre_ = std::move(*pre);
+  encoder->unk_id_ = vocab.unk_id;
+  encoder->byte_tokens_.fill(kNoToken);
+  if (encoder->byte_fallback_) {
+    for (int byte = 0; byte < 256; ++byte) {
+      auto it = index->text_to_id.find(absl::StrFormat("<0x%02X>", byte));
+      if (it != index->text_to_id.end()) encoder->byte_tokens_[byte] = it->second;
+    }
+  }
 
   // As llama.cpp: split at the first space after the first byte; the first rank of a pair wins.
   encoder->ranks_.reserve(vocab.merges.size());
@@ -50,6 +69,12 @@ int32_t BpeEncoder::Rank(std::string_view left, std::string_view right) const {
 }
 
 void BpeEncoder::Encode(std::string_view text, std::vector<TokenId>* out) const {
+  if (!byte_level_) {
+    std::vector<PreTokenizer::Range> words;
+    pre_->Split(text, &words);
+    for (const auto& [begin, end] : words) EncodeWord(text.substr(begin, end - begin), out);
+    return;
+  }
   std::vector<uint32_t> cpts;
   unicode::DecodeUtf8Lenient(text, &cpts);
   std::string clean;
@@ -92,6 +117,7 @@ void BpeEncoder::EncodeWord(std::string_view word, std::vector<TokenId>* out) co
     }
   }
 
+  const size_t word_start = out->size();
   const std::vector<std::string_view> pieces =
       MergeSymbols(word, [this](std::string_view left, std::string_view right) {
         const int32_t rank = Rank(left, right);
@@ -102,12 +128,34 @@ void BpeEncoder::EncodeWord(std::string_view word, std::vector<TokenId>* out) co
       out->push_back(it->second);
       continue;
     }
+    if (!byte_level_) {
+      AppendUnknown(piece, word_start, out);
+      continue;
+    }
     for (size_t j = 0; j < piece.size(); ++j) {
       if (auto it = text_to_id.find(piece.substr(j, 1)); it != text_to_id.end()) {
         out->push_back(it->second);
       }
     }
   }
+}
+
+void BpeEncoder::AppendUnknown(std::string_view character, size_t word_start,
+                               std::vector<TokenId>* out) const {
+  if (byte_fallback_) {
+    const size_t before = out->size();
+    bool all_bytes = true;
+    for (char c : character) {
+      const TokenId id = byte_tokens_[static_cast<uint8_t>(c)];
+      all_bytes &= id != kNoToken;
+      out->push_back(id);
+    }
+    if (all_bytes) return;
+    out->resize(before);
+  }
+  if (unk_id_ == kNoToken) return;  // as Hugging Face: dropped when there is no unknown token
+  if (fuse_unk_ && out->size() > word_start && out->back() == unk_id_) return;
+  out->push_back(unk_id_);
 }
 
 }  // namespace baton::engine

@@ -1,16 +1,21 @@
-// Byte-level BPE (tokenizer.ggml.model = "gpt2") for one piece of plain text, as llama.cpp's
-// llm_tokenizer_bpe_session does it:
+// BPE with merges for one piece of plain text. Byte-level BPE (tokenizer.ggml.model = "gpt2", or a
+// tokenizer.json with ByteLevel) runs as llama.cpp's llm_tokenizer_bpe_session does:
 //  1. decode the text leniently (each invalid byte becomes U+FFFD), re-encode it as UTF-8;
 //  2. split it into words with the pre-tokenizer;
 //  3. map every byte of a word to the GPT-2 byte alphabet;
 //  4. merge adjacent symbols, lowest merge rank first (leftmost on ties), starting from single
 //     characters; with ignore_merges (llama3) a word that is a token is taken whole;
 //  5. look up each final symbol; one that is not a token falls back to its single bytes that are.
+// BPE over characters (kBytePairChars, Hugging Face's BPE model without ByteLevel) skips step 3,
+// and a final symbol that is not a token (always a single character: merges only make tokens)
+// becomes its <0xXX> byte tokens with byte_fallback, else the unknown token (once for a run of
+// them with fuse_unk). The text is expected normalized (TextPreparation) and well-formed.
 //
 // Thread-safety: immutable after Create(); Encode() is safe from any thread.
 #ifndef BATON_ENGINE_TOKENIZER_BPE_H_
 #define BATON_ENGINE_TOKENIZER_BPE_H_
 
+#include <array>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -46,13 +51,22 @@ class BpeEncoder {
   };
 
   BpeEncoder() = default;
-  // Appends the ids of one byte-level encoded word.
+  // Appends the ids of one word (byte-level encoded when byte_level_).
   void EncodeWord(std::string_view word, std::vector<TokenId>* out) const;
+  // Appends the ids standing for a character that is not a token (kBytePairChars); the word's
+  // ids start at out[word_start].
+  void AppendUnknown(std::string_view character, size_t word_start,
+                     std::vector<TokenId>* out) const;
   int32_t Rank(std::string_view left, std::string_view right) const;
 
   const VocabIndex* index_ = nullptr;
   std::unique_ptr<PreTokenizer> pre_;
   bool ignore_merges_ = false;
+  bool byte_level_ = true;
+  bool byte_fallback_ = false;
+  bool fuse_unk_ = false;
+  TokenId unk_id_ = kNoToken;
+  std::array<TokenId, 256> byte_tokens_{};  // <0xXX> ids, with byte_fallback_
   // (left, right) -> rank; the strings are the halves of the vocabulary's merges.
   absl::flat_hash_map<MergeKey, int32_t, MergeHash, MergeEq> ranks_;
 };

@@ -3,6 +3,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include <cctype>
 #include <string>
 
 #include "absl/status/status.h"
@@ -111,40 +112,157 @@ absl::StatusOr<PreTokenizerKind> PreTokenizerKindFromName(std::string_view name)
 
 bool PreTokenizerIgnoresMerges(PreTokenizerKind kind) { return kind == PreTokenizerKind::kLlama3; }
 
+absl::StatusOr<std::string> PatternFromOnigurumaRegex(std::string_view regex) {
+  const std::string ws(kWhitespaceClass);
+  std::string out;
+  out.reserve(regex.size() + 64);
+  bool in_class = false;
+  for (size_t i = 0; i < regex.size(); ++i) {
+    const char c = regex[i];
+    if (c == '\\' && i + 1 < regex.size()) {
+      const char next = regex[++i];
+      if (next == 's') {
+        out += in_class ? ws : "[" + ws + "]";
+      } else if (next == 'S') {
+        if (in_class) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "split regex '", Sv(regex), "': \\S inside a character class is not supported"));
+        }
+        out += "[^" + ws + "]";
+      } else {
+        out += c;
+        out += next;
+      }
+      continue;
+    }
+    if (c == '[' && !in_class) {
+      in_class = true;
+      out += c;
+      // A ']' right after '[' or '[^' is a literal member.
+      if (i + 1 < regex.size() && regex[i + 1] == '^') out += regex[++i];
+      if (i + 1 < regex.size() && regex[i + 1] == ']') out += regex[++i];
+      continue;
+    }
+    if (c == ']' && in_class) in_class = false;
+    out += c;
+  }
+  return out;
+}
+
+std::string PatternFromLiteral(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x80 && !std::isalnum(u)) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
 absl::StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizer::Create(PreTokenizerKind kind) {
-  std::unique_ptr<PreTokenizer> pre(new PreTokenizer());
+  std::vector<SplitRule> rules;
   for (std::string_view pattern : PatternsFor(kind)) {
-    const std::string expanded = absl::StrReplaceAll(Sv(pattern), {{"WS", Sv(kWhitespaceClass)}});
+    rules.push_back(
+        {absl::StrReplaceAll(Sv(pattern), {{"WS", Sv(kWhitespaceClass)}}), SplitBehavior::kIsolated});
+  }
+  absl::StatusOr<std::unique_ptr<PreTokenizer>> pre = Create(rules);
+  if (!pre.ok()) return absl::InternalError(pre.status().message());
+  return pre;
+}
+
+absl::StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizer::Create(
+    const std::vector<SplitRule>& rules) {
+  std::unique_ptr<PreTokenizer> pre(new PreTokenizer());
+  for (const SplitRule& rule : rules) {
     int error_code = 0;
     PCRE2_SIZE error_offset = 0;
-    pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(expanded.data()), expanded.size(),
-                                     PCRE2_UTF | PCRE2_UCP, &error_code, &error_offset, nullptr);
+    pcre2_code* code =
+        pcre2_compile(reinterpret_cast<PCRE2_SPTR>(rule.pattern.data()), rule.pattern.size(),
+                      PCRE2_UTF | PCRE2_UCP, &error_code, &error_offset, nullptr);
     if (code == nullptr) {
       PCRE2_UCHAR message[256];
       pcre2_get_error_message(error_code, message, sizeof(message));
-      return absl::InternalError(absl::StrCat("pre-tokenizer regex does not compile at offset ",
-                                              error_offset, ": ",
-                                              reinterpret_cast<const char*>(message)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("pre-tokenizer regex '", rule.pattern, "' does not compile at offset ",
+                       error_offset, ": ", reinterpret_cast<const char*>(message)));
     }
     // JIT is an optimisation only: without it (unsupported platform) matching still works.
     pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
-    pre->regexes_.push_back(code);
+    pre->rules_.push_back({code, rule.behavior});
   }
   return pre;
 }
 
 PreTokenizer::~PreTokenizer() {
-  for (pcre2_code* code : regexes_) pcre2_code_free(code);
+  for (const CompiledRule& rule : rules_) pcre2_code_free(rule.code);
 }
+
+namespace {
+
+// Adds a piece that split `rule` made: a match of its pattern or the text between two matches.
+// Pieces come in order and are adjacent.
+class PieceSink {
+ public:
+  PieceSink(SplitBehavior behavior, std::vector<PreTokenizer::Range>* out)
+      : behavior_(behavior), out_(out) {}
+
+  void Add(size_t begin, size_t end, bool is_match) {
+    switch (behavior_) {
+      case SplitBehavior::kIsolated:
+        out_->emplace_back(begin, end);
+        return;
+      case SplitBehavior::kMergedWithPrevious:
+        // A match joins the text before it, unless that already took a match.
+        if (is_match && last_was_text_) {
+          out_->back().second = end;
+        } else {
+          out_->emplace_back(begin, end);
+        }
+        last_was_text_ = !is_match;
+        return;
+      case SplitBehavior::kMergedWithNext:
+        // A match waits for the text after it; a match after a match stands alone.
+        if (has_pending_) {
+          out_->emplace_back(pending_begin_, is_match ? begin : end);
+          has_pending_ = false;
+          if (!is_match) return;
+        }
+        if (is_match) {
+          has_pending_ = true;
+          pending_begin_ = begin;
+        } else {
+          out_->emplace_back(begin, end);
+        }
+        return;
+    }
+  }
+
+  // Ends one piece of the previous rule's output: nothing merges across it.
+  void Finish(size_t end) {
+    if (has_pending_) out_->emplace_back(pending_begin_, end);
+    has_pending_ = false;
+    last_was_text_ = false;
+  }
+
+ private:
+  SplitBehavior behavior_;
+  std::vector<PreTokenizer::Range>* out_;
+  bool last_was_text_ = false;
+  bool has_pending_ = false;
+  size_t pending_begin_ = 0;
+};
+
+}  // namespace
 
 void PreTokenizer::Split(std::string_view text, std::vector<Range>* words) const {
   if (text.empty()) return;
   std::vector<Range> pieces = {{0, text.size()}};
   std::vector<Range> next;
-  for (pcre2_code* code : regexes_) {
+  for (const CompiledRule& rule : rules_) {
     next.clear();
     next.reserve(pieces.size() * 2);
-    pcre2_match_data* match = pcre2_match_data_create_from_pattern(code, nullptr);
+    PieceSink sink(rule.behavior, &next);
+    pcre2_match_data* match = pcre2_match_data_create_from_pattern(rule.code, nullptr);
     for (const auto& [begin, end] : pieces) {
       // The piece is the whole subject, so lookaheads stop at its end as in llama.cpp.
       const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data() + begin);
@@ -152,22 +270,24 @@ void PreTokenizer::Split(std::string_view text, std::vector<Range>* words) const
       size_t done = 0;  // end of the last match
       size_t from = 0;  // where the next search starts
       while (match != nullptr && from < length) {
-        const int rc = pcre2_match(code, subject, length, from, PCRE2_NO_UTF_CHECK, match, nullptr);
+        const int rc =
+            pcre2_match(rule.code, subject, length, from, PCRE2_NO_UTF_CHECK, match, nullptr);
         if (rc < 0) break;  // no further match (or a resource limit): the rest is one piece
         const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match);
         const size_t match_begin = ovector[0];
         const size_t match_end = ovector[1];
         if (match_end <= match_begin) {
-          // An empty match (none of our patterns has one): step over one code point.
+          // An empty match (SplitRule forbids them): step over one code point.
           if (match_begin >= length) break;
           from = match_begin + unicode::Utf8LengthFromLeadByte(subject[match_begin]);
           continue;
         }
-        if (match_begin > done) next.emplace_back(begin + done, begin + match_begin);
-        next.emplace_back(begin + match_begin, begin + match_end);
+        if (match_begin > done) sink.Add(begin + done, begin + match_begin, false);
+        sink.Add(begin + match_begin, begin + match_end, true);
         done = from = match_end;
       }
-      if (done < length) next.emplace_back(begin + done, end);
+      if (done < length) sink.Add(begin + done, end, false);
+      sink.Finish(end);
     }
     pcre2_match_data_free(match);
     pieces.swap(next);

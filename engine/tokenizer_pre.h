@@ -1,8 +1,10 @@
 // The pre-tokenizer of byte-level BPE: splits text into the words that merges stay within, with
 // the regular expressions llama.cpp uses for each tokenizer.ggml.pre value.
 //
-// Each kind is a chain of regexes. Every regex splits each piece left by the previous one into its
-// matches and the text between them (both kept), so a piece's boundaries also bound lookaheads.
+// A pre-tokenizer is a chain of split rules (a llama.cpp kind is a chain of isolating regexes; a
+// tokenizer.json states its own). Every rule splits each piece left by the previous one at its
+// matches, keeping all of the text (see SplitBehavior), so a piece's boundaries also bound
+// lookaheads.
 // Matching uses PCRE2 in UTF mode with Unicode properties; \s is written out as the Unicode
 // White_Space set, which is what llama.cpp's tables call whitespace.
 //
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/text_preparation.h"
 
 struct pcre2_real_code_8;
 
@@ -38,13 +41,25 @@ absl::StatusOr<PreTokenizerKind> PreTokenizerKindFromName(std::string_view name)
 // Whether a word that is itself a token skips the merges (llama.cpp's ignore_merges).
 bool PreTokenizerIgnoresMerges(PreTokenizerKind kind);
 
+// A Hugging Face (Oniguruma) split regex as a PCRE2 pattern for SplitRule: \s and \S become the
+// Unicode White_Space set and its complement, which is what Oniguruma matches. INVALID_ARGUMENT
+// when \S appears inside a character class (not expressible here).
+absl::StatusOr<std::string> PatternFromOnigurumaRegex(std::string_view regex);
+
+// A PCRE2 pattern matching `text` literally.
+std::string PatternFromLiteral(std::string_view text);
+
 class PreTokenizer {
  public:
   // [begin, end) byte offsets of a word in the text given to Split().
   using Range = std::pair<size_t, size_t>;
 
-  // Compiles the regexes (INTERNAL if PCRE2 rejects one, which would be a bug).
+  // Compiles the regexes of llama.cpp's chain for `kind` (INTERNAL if PCRE2 rejects one, which
+  // would be a bug).
   static absl::StatusOr<std::unique_ptr<PreTokenizer>> Create(PreTokenizerKind kind);
+  // Compiles `rules`, applied in order (INVALID_ARGUMENT quoting PCRE2's message for a pattern it
+  // rejects). No rules: each text is one word.
+  static absl::StatusOr<std::unique_ptr<PreTokenizer>> Create(const std::vector<SplitRule>& rules);
   ~PreTokenizer();
   PreTokenizer(const PreTokenizer&) = delete;
   PreTokenizer& operator=(const PreTokenizer&) = delete;
@@ -55,7 +70,11 @@ class PreTokenizer {
 
  private:
   PreTokenizer() = default;
-  std::vector<pcre2_real_code_8*> regexes_;
+  struct CompiledRule {
+    pcre2_real_code_8* code;
+    SplitBehavior behavior;
+  };
+  std::vector<CompiledRule> rules_;
 };
 
 }  // namespace baton::engine

@@ -1,14 +1,17 @@
-// The tokenizer's vocabulary and settings, as a GGUF file describes them (tokenizer.ggml.*).
+// The tokenizer's vocabulary and settings, as a GGUF file (tokenizer.ggml.*, LoadVocab below) or a
+// Hugging Face tokenizer.json (tokenizer_json.h) describes them.
 //
 // Thread-safety: a plain value type.
 #ifndef BATON_ENGINE_VOCAB_H_
 #define BATON_ENGINE_VOCAB_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/text_preparation.h"
 
 namespace baton::engine {
 
@@ -20,6 +23,7 @@ inline constexpr TokenId kNoToken = -1;
 enum class TokenizerModel {
   kBytePairGpt2,     // tokenizer.ggml.model = "gpt2": byte-level BPE with merges
   kSentencePiece,    // tokenizer.ggml.model = "llama": SentencePiece BPE with scores, byte fallback
+  kBytePairChars,    // tokenizer.json BPE without ByteLevel: merges over characters (Gemma)
 };
 
 // GGUF tokenizer.ggml.token_type values (llama.cpp's llama_token_type).
@@ -39,7 +43,7 @@ struct Vocab {
   std::vector<std::string> tokens;        // [n_vocab] token text (byte-level encoded for gpt2)
   std::vector<float> scores;              // [n_vocab] or empty
   std::vector<TokenType> token_types;     // [n_vocab]; kNormal when the file has none
-  std::vector<std::string> merges;        // "left right", in priority order (gpt2 only)
+  std::vector<std::string> merges;        // "left right", in priority order (BPE with merges)
   TokenId bos_id = kNoToken;
   TokenId eos_id = kNoToken;
   TokenId eot_id = kNoToken;              // end of turn (e.g. <|eot_id|>, <|im_end|>) if known
@@ -49,6 +53,9 @@ struct Vocab {
   bool add_eos = false;
   bool add_space_prefix = false;          // SentencePiece: prepend a space to the text
   std::string chat_template;              // tokenizer.chat_template, empty when absent
+  // A tokenizer.json's normalizer and pre-tokenizer; none for a GGUF vocabulary, which `pre`
+  // describes.
+  std::optional<TextPreparation> preparation;
 
   int32_t size() const { return static_cast<int32_t>(tokens.size()); }
 };

@@ -120,7 +120,7 @@ absl::Status ValidateVocab(const Vocab& vocab) {
                                 {"padding_token_id", vocab.pad_id}}) {
     if (absl::Status s = CheckSpecialId(key, id, n); !s.ok()) return s;
   }
-  if (vocab.model == TokenizerModel::kBytePairGpt2) {
+  if (vocab.model == TokenizerModel::kBytePairGpt2 && !vocab.preparation.has_value()) {
     if (absl::StatusOr<PreTokenizerKind> kind = PreTokenizerKindFromName(vocab.pre); !kind.ok()) {
       return kind.status();
     }
@@ -163,8 +163,10 @@ absl::StatusOr<VocabIndex> BuildVocabIndex(Vocab* vocab) {
     auto it = index.text_to_id.find(text);
     return it == index.text_to_id.end() ? kNoToken : it->second;
   };
+  // A tokenizer.json says which added tokens are special; llama.cpp's retyping is for GGUF files.
+  const bool retype = !vocab->preparation.has_value();
   auto make_control = [&](TokenId id) {
-    if ((index.attrs[id] & kTokenAttrControl) == 0) {
+    if (retype && (index.attrs[id] & kTokenAttrControl) == 0) {
       index.attrs[id] |= kTokenAttrControl;
       vocab->token_types[id] = TokenType::kControl;
     }

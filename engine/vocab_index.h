@@ -61,8 +61,9 @@ absl::Status ValidateVocab(const Vocab& vocab);
 TokenId FindEndOfTurnByText(const Vocab& vocab);
 
 // Validates `vocab`, then applies llama.cpp's load-time adjustments to it: eot_id found by text
-// when unset, and kControl for tokens whose text marks them as end-of-turn, end-of-generation or
-// fill-in-the-middle. Returns the index of the adjusted vocabulary.
+// when unset, and (for a GGUF vocabulary, not a tokenizer.json one, whose added tokens say
+// themselves whether they are special) kControl for tokens whose text marks them as end-of-turn,
+// end-of-generation or fill-in-the-middle. Returns the index of the adjusted vocabulary.
 absl::StatusOr<VocabIndex> BuildVocabIndex(Vocab* vocab);
 
 }  // namespace baton::engine
