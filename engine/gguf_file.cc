@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/log/check.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -590,6 +591,28 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::FromBytes(std::string_view b
   return file;
 }
 
+std::unique_ptr<GgufFile> GgufFile::Assemble(
+    std::string path, uint64_t size, std::vector<std::pair<std::string, GgufValue>> metadata,
+    std::vector<GgufTensorInfo> tensors, std::vector<std::shared_ptr<const MappedFile>> mappings,
+    std::vector<std::unique_ptr<uint8_t[]>> owned) {
+  std::unique_ptr<GgufFile> file(new GgufFile());
+  file->path_ = std::move(path);
+  file->size_ = size;
+  file->version_ = 3;
+  file->metadata_ = std::move(metadata);
+  for (size_t i = 0; i < file->metadata_.size(); ++i) {
+    file->metadata_index_.emplace(file->metadata_[i].first, i);
+  }
+  file->tensors_ = std::move(tensors);
+  for (size_t i = 0; i < file->tensors_.size(); ++i) {
+    const bool inserted = file->tensor_index_.emplace(file->tensors_[i].name, i).second;
+    CHECK(inserted) << "duplicate tensor " << file->tensors_[i].name;
+  }
+  file->assembled_mappings_ = std::move(mappings);
+  file->assembled_owned_ = std::move(owned);
+  return file;
+}
+
 void GgufFile::ReleaseMetadata() {
   std::vector<std::pair<std::string, GgufValue>>().swap(metadata_);
   absl::flat_hash_map<std::string, size_t>().swap(metadata_index_);
@@ -605,6 +628,9 @@ void GgufFile::ReleaseMetadata() {
 }
 
 void GgufFile::DropResidentPages(const void* data, uint64_t bytes) const {
+  for (const std::shared_ptr<const MappedFile>& mapping : assembled_mappings_) {
+    mapping->DropResidentPages(data, bytes);
+  }
   const auto begin = reinterpret_cast<uintptr_t>(data);
   const auto base = reinterpret_cast<uintptr_t>(base_);
   if (mapping_ == nullptr || begin < base || bytes > size_ || begin - base > size_ - bytes) return;

@@ -25,6 +25,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "engine/gguf_value.h"
+#include "engine/mapped_file.h"
 #include "kernels/dtype.h"
 
 namespace baton::engine {
@@ -60,6 +61,14 @@ class GgufFile {
   // Parses an in-memory copy of `bytes` (tests, fuzzing). `name` appears in error messages.
   static absl::StatusOr<std::unique_ptr<GgufFile>> FromBytes(std::string_view bytes,
                                                              std::string name = "<memory>");
+  // A model stored otherwise, seen as a GGUF file (a Hugging Face checkpoint, hf_checkpoint.h):
+  // `metadata` stands for the header's keys (names must be distinct), and each tensor's data lies
+  // in one of `mappings` or of the `owned` buffers, which the file keeps alive. path() is `path`
+  // and file_size() `size`. Tensor names must be distinct (programmer error otherwise).
+  static std::unique_ptr<GgufFile> Assemble(
+      std::string path, uint64_t size, std::vector<std::pair<std::string, GgufValue>> metadata,
+      std::vector<GgufTensorInfo> tensors, std::vector<std::shared_ptr<const MappedFile>> mappings,
+      std::vector<std::unique_ptr<uint8_t[]>> owned);
 
   ~GgufFile();
   GgufFile(const GgufFile&) = delete;
@@ -94,10 +103,11 @@ class GgufFile {
   // vocabulary): a vocabulary's arrays parse into several MB.
   void ReleaseMetadata();
 
-  // Lets the pages that lie wholly inside [data, data + bytes) (a part of the file's bytes) go
-  // from this process's memory: a later read faults them back in from the file, so the bytes
-  // stay valid. For data nobody reads on the hot path any more (weights a backend copied). A
-  // no-op for a FromBytes copy or a range outside the file. Thread-safe.
+  // Lets the pages that lie wholly inside [data, data + bytes) (a part of the file's bytes, or of
+  // an assembled file's mappings) go from this process's memory: a later read faults them back
+  // in from the file, so the bytes stay valid. For data nobody reads on the hot path any more
+  // (weights a backend copied). A no-op for a FromBytes copy, an assembled file's owned buffers
+  // or a range outside the file. Thread-safe.
   void DropResidentPages(const void* data, uint64_t bytes) const;
 
  private:
@@ -115,6 +125,9 @@ class GgufFile {
   absl::flat_hash_map<std::string, size_t> metadata_index_;
   std::vector<GgufTensorInfo> tensors_;
   absl::flat_hash_map<std::string, size_t> tensor_index_;
+  // Assemble()'s storage.
+  std::vector<std::shared_ptr<const MappedFile>> assembled_mappings_;
+  std::vector<std::unique_ptr<uint8_t[]>> assembled_owned_;
 };
 
 }  // namespace baton::engine

@@ -1,10 +1,12 @@
-// A loaded model: the mapped GGUF file, its config, weights and tokenizer, together.
+// A loaded model: the mapped GGUF file (or Hugging Face checkpoint seen as one, hf_checkpoint.h),
+// its config, weights and tokenizer, together.
 //
 // Thread-safety: immutable after Load(); share it freely between threads.
 #ifndef BATON_ENGINE_MODEL_H_
 #define BATON_ENGINE_MODEL_H_
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -12,13 +14,22 @@
 #include "engine/model_config.h"
 #include "engine/model_weights.h"
 #include "engine/tokenizer.h"
+#include "kernels/dtype.h"
 
 namespace baton::engine {
 
+struct LoadOptions {
+  // Quantize a Hugging Face checkpoint's matrices into this type at load (hf_checkpoint.h); an
+  // error for a GGUF file.
+  std::optional<kernels::DType> quantize;
+};
+
 class Model {
  public:
-  // Opens and validates the file, its hyperparameters, every weight and the tokenizer.
-  static absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& path);
+  // Opens and validates the model at `path` (a GGUF file, or a Hugging Face checkpoint
+  // directory), its hyperparameters, every weight and the tokenizer.
+  static absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& path,
+                                                     const LoadOptions& options = {});
 
   // The mapping and its tensors; the parsed metadata has been released (config() and
   // tokenizer() hold what was read from it).
@@ -30,8 +41,9 @@ class Model {
   // size, config and tensor directory and of kernels::kKvBlockLayoutName (cheap: reads no tensor
   // data). Workers compare it before exchanging KV.
   const std::string& fingerprint() const { return fingerprint_; }
-  // What clients and metrics call the model: the file's name without ".gguf" (general.name when
-  // that is empty). The router and the workers name it alike.
+  // What clients and metrics call the model: the file's name without ".gguf", or the checkpoint
+  // directory's name (general.name when that is empty). The router and the workers name it
+  // alike.
   const std::string& id() const { return id_; }
 
  private:

@@ -5,19 +5,14 @@
 // i-quant weight type. baton scores the same file's
 // positions; a wrong block (a missing post-norm, the wrong activation, RoPE style or window)
 // moves the mean KL divergence by orders of magnitude above these bars.
-#include <cstdint>
-#include <iostream>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "engine/generator.h"
-#include "engine/kl_divergence.h"
-#include "engine/log_prob_file.h"
 #include "engine/model.h"
-#include "engine/perplexity.h"
 #include "engine/synthetic_model.h"
 #include "gtest/gtest.h"
+#include "tests/support/kl_agreement.h"
 #include "tests/support/temp_path.h"
 #include "tests/support/test_paths.h"
 
@@ -30,28 +25,6 @@ struct Agreement {
   double min_same_top;
 };
 
-// Scores the model at model_path against llama.cpp's log-probabilities in kld_path.
-void ExpectAgreement(const std::string& model_path, const std::string& kld_path,
-                     double max_mean_kld, double min_same_top, const std::string& label) {
-  absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(model_path);
-  ASSERT_TRUE(model.ok()) << model.status();
-  auto reader = LogProbFileReader::Open(test_support::SourcePath(kld_path));
-  ASSERT_TRUE(reader.ok()) << reader.status();
-  ASSERT_EQ((*reader)->header().n_vocab, (*model)->config().n_vocab);
-  auto generator =
-      Generator::Create(model->get(), {.n_threads = 2, .max_context = (*reader)->header().n_ctx});
-  ASSERT_TRUE(generator.ok()) << generator.status();
-  absl::StatusOr<KlDivergenceSummary> s =
-      ScoreKlDivergence(**generator, **reader, ChunkStartToken((*model)->tokenizer().vocab()));
-  ASSERT_TRUE(s.ok()) << s.status();
-  const LogProbFileHeader& h = (*reader)->header();
-  EXPECT_EQ(s->count, int64_t{h.n_chunk} * ScoredPositions(h.n_ctx));
-  EXPECT_LT(s->kld_mean, max_mean_kld) << label;
-  EXPECT_GE(s->same_top, min_same_top) << label;
-  std::cout << label << ": mean KLD " << s->kld_mean << ", max " << s->kld_max << ", same top "
-            << s->same_top << " over " << s->count << " positions\n";
-}
-
 class ArchitectureAgreementTest : public testing::TestWithParam<Agreement> {};
 
 TEST_P(ArchitectureAgreementTest, LogProbabilitiesAgreeWithLlamaCpp) {
@@ -60,8 +33,8 @@ TEST_P(ArchitectureAgreementTest, LogProbabilitiesAgreeWithLlamaCpp) {
   ASSERT_TRUE(options.ok()) << options.status();
   const std::string path = test_support::TempPath("agreement-" + a.shape + ".gguf");
   ASSERT_TRUE(WriteSyntheticModel(path, *options).ok());
-  ExpectAgreement(path, "tests/data/engine/arch_" + a.shape + "_c128.kld", a.max_mean_kld,
-                  a.min_same_top, a.shape);
+  test_support::ExpectKlAgreement(path, "tests/data/engine/arch_" + a.shape + "_c128.kld",
+                                  a.max_mean_kld, a.min_same_top, a.shape);
 }
 
 // Every i-quant type and MXFP4 in one model that llama-quantize wrote
@@ -72,8 +45,9 @@ TEST_P(ArchitectureAgreementTest, LogProbabilitiesAgreeWithLlamaCpp) {
 // the same model in Q4_0 and Q2_K, which both engines multiply as stored, 1.3e-4 and 2.5e-4
 // against llama.cpp.
 TEST(IQuantAgreementTest, LogProbabilitiesAgreeWithLlamaCpp) {
-  ExpectAgreement(test_support::SourcePath("tests/data/engine/iquants_tiny256.gguf"),
-                  "tests/data/engine/iquants_tiny256_c128.kld", 2e-3, 0.9, "iquants-tiny256");
+  test_support::ExpectKlAgreement(
+      test_support::SourcePath("tests/data/engine/iquants_tiny256.gguf"),
+      "tests/data/engine/iquants_tiny256_c128.kld", 2e-3, 0.9, "iquants-tiny256");
 }
 
 // Measured on the AMX level: mean KLD below 1e-6 (the base file's f16 rounding of each

@@ -1,0 +1,55 @@
+// A Hugging Face checkpoint directory (config.json, tokenizer.json, tokenizer_config.json, and
+// model.safetensors or the shards that model.safetensors.index.json lists), seen as the GGUF
+// model the engine reads: config.json's hyperparameters become the GGUF keys llama.cpp's
+// converter writes, and each tensor a GGUF-named view of the mapped safetensors (dims reversed:
+// GGUF's first dim is the contiguous one). No tensor is copied, except Gemma's norm weights, which
+// GGUF stores with Gemma's "1 +" added (small vectors), and where quantizing at load is asked.
+//
+// Architectures (config.json's "architectures"): LlamaForCausalLM and MistralForCausalLM (llama),
+// Qwen2ForCausalLM (qwen2), Qwen3ForCausalLM (qwen3), Gemma3ForCausalLM (gemma3), dense. Hugging
+// Face keeps each head's Q and K rows in the order NeoX-style RoPE rotates (two halves), where
+// llama.cpp's converter permutes llama's rows for the interleaved style: a llama checkpoint runs
+// with NeoX-style RoPE (`rope_neox`), which computes the same thing without a copy.
+//
+// Errors name the file and the field or tensor: a missing shard, a tensor no rule maps, a
+// config.json value out of range or absent, an architecture not run.
+//
+// Thread-safety: a pure function of the files.
+#ifndef BATON_ENGINE_HF_CHECKPOINT_H_
+#define BATON_ENGINE_HF_CHECKPOINT_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "engine/gguf_file.h"
+#include "engine/vocab.h"
+#include "kernels/dtype.h"
+
+namespace baton::engine {
+
+struct HfCheckpointOptions {
+  // Quantize every matrix whose rows fit the type's blocks into this type at load
+  // (kernels::CanQuantize), round to nearest; the other tensors stay as stored.
+  std::optional<kernels::DType> quantize;
+};
+
+struct HfCheckpoint {
+  std::unique_ptr<GgufFile> file;  // path() is the directory
+  Vocab vocab;                     // tokenizer.json's
+  bool rope_neox = false;          // run RoPE NeoX-style whatever the architecture's default
+  // GGUF tensor name -> "<Hugging Face name> in <shard file>", for error messages.
+  absl::flat_hash_map<std::string, std::string> sources;
+};
+
+// Whether `path` is a directory with a config.json.
+bool IsHfCheckpointDir(const std::string& path);
+
+absl::StatusOr<HfCheckpoint> OpenHfCheckpoint(const std::string& dir,
+                                              const HfCheckpointOptions& options = {});
+
+}  // namespace baton::engine
+
+#endif  // BATON_ENGINE_HF_CHECKPOINT_H_

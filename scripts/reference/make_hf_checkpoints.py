@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""Hugging Face checkpoints made from GGUF files by transformers, and transformers' own
+log-probabilities on them as llama.cpp KL-divergence base files. Runs by hand, not in CI (torch):
+
+    python3 -m venv /opt/hfref
+    /opt/hfref/bin/pip install torch transformers accelerate gguf tokenizers sentencepiece protobuf
+    /opt/hfref/bin/python scripts/reference/make_hf_checkpoints.py OUT_DIR
+
+For each of models/SmolLM2-135M-Instruct.Q4_1.gguf (smollm2) and models/gemma-3-270m-q4_k_m.gguf
+(gemma3): transformers loads the GGUF (gguf_file=, dequantized to F32) and saves it as a checkpoint
+in F32 and in BF16, OUT_DIR/<name>-f32 and OUT_DIR/<name>-bf16 (config.json, model.safetensors,
+tokenizer.json, tokenizer_config.json, chat_template.jinja). smollm2's tokenizer.json is replaced by
+tests/data/tokenizer/hf's (transformers' converter leaves out its Digits split; see
+make_hf_tokenizer_refs.py).
+
+Then, with BASE = a base file that `baton perplexity --kl-divergence-base BASE` wrote for the
+GGUF (it fixes the tokens and the chunking), each checkpoint's transformers log-probabilities for
+the same tokens go to OUT_DIR/<name>-<dtype>.transformers.kld, to score baton against with
+`baton perplexity --kl-divergence-base FILE --kl-divergence --model CHECKPOINT`:
+
+    /opt/hfref/bin/python scripts/reference/make_hf_checkpoints.py OUT_DIR --kld smollm2=BASE ...
+
+With --tiny (needs build/bin/baton), the committed test checkpoints instead: the tiny synthetic
+models of tests/engine/architecture_agreement_test.cc (`baton make-model --shape S`, F32), through
+transformers, saved as tests/data/hf/<shape>/ in one weight type each (tiny: F32, tiny-qwen3: BF16,
+tiny-gemma3: F16), with transformers' log-probabilities (weights upcast to F32) for the tokens and
+chunks of llama.cpp's base tests/data/engine/arch_<shape>_c128.kld in
+tests/data/hf/<shape>.transformers_c128.kld. transformers' GGUF reader does not take the head
+size from the file (qwen3.attention.key_length), nor Gemma 3's query scale (it takes 256 where the
+GGUF implies the head size, 32 here), so the config is given them.
+"""
+import argparse
+import os
+import shutil
+import struct
+import tarfile
+
+import numpy as np
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+MODELS = {"smollm2": "models/SmolLM2-135M-Instruct.Q4_1.gguf",
+          "gemma3": "models/gemma-3-270m-q4_k_m.gguf"}
+LOG_PROB_RANGE = 16.0  # engine/log_prob_file.cc's kLogProbRange
+
+
+def make_checkpoints(name, out_dir):
+    gguf = os.path.join(REPO, MODELS[name])
+    d, f = os.path.split(gguf)
+    model = AutoModelForCausalLM.from_pretrained(d, gguf_file=f, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(d, gguf_file=f)
+    config = model.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config  # the GGUF's; the saved tensors are plain
+    state = model.state_dict()
+    for dtype in ("f32", "bf16"):
+        torch_dtype = torch.float32 if dtype == "f32" else torch.bfloat16
+        plain = AutoModelForCausalLM.from_config(config, dtype=torch_dtype)
+        plain.load_state_dict({k: v.to(torch_dtype) for k, v in state.items()})
+        path = os.path.join(out_dir, f"{name}-{dtype}")
+        plain.save_pretrained(path)
+        tokenizer.save_pretrained(path)
+        if name == "smollm2":
+            archive = os.path.join(REPO, "tests/data/tokenizer/hf/tokenizers.tar.xz")
+            with tarfile.open(archive) as tar, open(os.path.join(path, "tokenizer.json"), "wb") as out:
+                shutil.copyfileobj(tar.extractfile("smollm2/tokenizer.json"), out)
+
+
+TINY = {"tiny": torch.float32, "tiny-qwen3": torch.bfloat16, "tiny-gemma3": torch.float16}
+
+
+def make_tiny(shape, torch_dtype):
+    import subprocess
+    import tempfile
+    from transformers import AutoConfig
+    work = tempfile.mkdtemp()
+    gguf = os.path.join(work, "model.gguf")
+    subprocess.run([os.path.join(REPO, "build/bin/baton"), "make-model", "--shape", shape,
+                    "--out", gguf], check=True, stdout=subprocess.DEVNULL)
+    import gguf as gguf_py
+    reader = gguf_py.GGUFReader(gguf)
+    arch = bytes(reader.fields["general.architecture"].parts[-1]).decode()
+    config = AutoConfig.from_pretrained(work, gguf_file="model.gguf")
+    key_length = reader.fields.get(f"{arch}.attention.key_length")
+    if key_length is not None:
+        config.head_dim = int(key_length.parts[-1][0])
+    if arch == "gemma3":
+        config.query_pre_attn_scalar = config.head_dim  # what a Gemma 3 GGUF implies
+    model = AutoModelForCausalLM.from_pretrained(work, gguf_file="model.gguf", config=config,
+                                                 dtype=torch.float32)
+    config = model.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    plain = AutoModelForCausalLM.from_config(config, dtype=torch_dtype)
+    plain.load_state_dict({k: v.to(torch_dtype) for k, v in model.state_dict().items()})
+    out = os.path.join(REPO, "tests/data/hf", shape)
+    shutil.rmtree(out, ignore_errors=True)
+    plain.save_pretrained(out)
+    AutoTokenizer.from_pretrained(work, gguf_file="model.gguf").save_pretrained(out)
+    shutil.rmtree(work)
+    for extra in ("generation_config.json",):
+        if os.path.exists(os.path.join(out, extra)):
+            os.remove(os.path.join(out, extra))
+    write_transformers_base(out, os.path.join(REPO, f"tests/data/engine/arch_{shape}_c128.kld"),
+                            os.path.join(REPO, f"tests/data/hf/{shape}.transformers_c128.kld"))
+
+
+def read_base(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data[:8] == b"_logits_", path
+    n_ctx, n_vocab, n_chunk = struct.unpack_from("<3i", data, 8)
+    tokens = np.frombuffer(data, dtype="<i4", count=n_ctx * n_chunk, offset=20)
+    return n_ctx, n_vocab, n_chunk, tokens
+
+
+def encode_row(logits, n_vocab):
+    # engine/log_prob_file.cc's EncodeLogProbRow, in float32 as there.
+    logits = logits.astype(np.float32)
+    max_logit = np.float32(logits.max())
+    min_logit = np.float32(max(logits.min(), max_logit - np.float32(LOG_PROB_RANGE)))
+    log_sum_exp = np.float32(np.log(np.exp((logits - max_logit).astype(np.float64)).sum()))
+    min_log_prob = np.float32(min_logit - max_logit - log_sum_exp)
+    scale = np.float32((max_logit - min_logit) / np.float32(65535.0))
+    words = n_vocab + (n_vocab & 1)
+    codes = np.zeros(words, dtype="<u2")
+    if scale != 0:
+        above = logits > min_logit
+        codes[:n_vocab][above] = np.rint((np.float32(1) / scale) * (logits[above] - min_logit))
+    head = np.frombuffer(struct.pack("<ff", scale, min_log_prob), dtype="<u2")
+    return np.concatenate([head, codes]).tobytes()
+
+
+def write_transformers_base(checkpoint, base, out):
+    n_ctx, n_vocab, n_chunk, tokens = read_base(base)
+    model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32).eval()
+    tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+    bos = tokenizer.bos_token_id if getattr(tokenizer, "add_bos_token", False) else None
+    with open(base, "rb") as f:
+        header = f.read(20 + 4 * n_ctx * n_chunk)
+    with open(out, "wb") as f:
+        f.write(header)
+        for c in range(n_chunk):
+            chunk = tokens[c * n_ctx:(c + 1) * n_ctx].copy()
+            if bos is not None:
+                chunk[0] = bos
+            with torch.no_grad():
+                logits = model(torch.tensor(chunk[None, :], dtype=torch.long)).logits[0]
+            logits = logits.float().numpy()[:, :n_vocab]
+            for pos in range(n_ctx // 2, n_ctx - 1):
+                f.write(encode_row(logits[pos], n_vocab))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out_dir", nargs="?")
+    parser.add_argument("--kld", action="append", default=[], help="NAME=BASE")
+    parser.add_argument("--skip-checkpoints", action="store_true")
+    parser.add_argument("--tiny", action="store_true")
+    args = parser.parse_args()
+    if args.tiny:
+        for shape, torch_dtype in TINY.items():
+            make_tiny(shape, torch_dtype)
+        return
+    os.makedirs(args.out_dir, exist_ok=True)
+    if not args.skip_checkpoints:
+        for name in MODELS:
+            make_checkpoints(name, args.out_dir)
+    for spec in args.kld:
+        name, base = spec.split("=", 1)
+        for dtype in ("f32", "bf16"):
+            checkpoint = os.path.join(args.out_dir, f"{name}-{dtype}")
+            write_transformers_base(checkpoint, base,
+                                    os.path.join(args.out_dir, f"{name}-{dtype}.transformers.kld"))
+
+
+if __name__ == "__main__":
+    main()
