@@ -105,7 +105,7 @@ absl::StatusOr<ClusterConfig> ParseClusterConfig(const std::string& yaml_text,
   }
   ClusterConfig c;
   if (absl::Status s = CheckKeys(origin, root,
-                                 {"model", "host", "token", "token_file", "router", "prefill",
+                                 {"model", "quantize", "host", "token", "token_file", "router", "prefill",
                                   "decode", "colocated", "link"},
                                  "the cluster file");
       !s.ok()) {
@@ -113,6 +113,7 @@ absl::StatusOr<ClusterConfig> ParseClusterConfig(const std::string& yaml_text,
   }
   try {
     if (root["model"]) c.model = root["model"].as<std::string>();
+    if (root["quantize"]) c.quantize = root["quantize"].as<std::string>();
     if (root["host"]) c.host = root["host"].as<std::string>();
     if (root["token"]) c.token = root["token"].as<std::string>();
     if (root["token_file"]) c.token_file = root["token_file"].as<std::string>();

@@ -27,6 +27,7 @@ struct ProcessConfig {
 
 struct ClusterConfig {
   std::string model;               // empty: the default model
+  std::string quantize;            // every process quantizes the checkpoint so; empty: as stored
   std::string host = "127.0.0.1";
   std::string token;               // shared token for every process; empty: none
   std::string token_file;          // or the file that holds it (keeps it out of the cluster file)

@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/cpu/quantize.h"
 
 namespace baton::cli {
 
@@ -23,6 +24,25 @@ int UsageError(std::string_view command, const absl::Status& status, const std::
 int RunError(std::string_view command, const absl::Status& status) {
   std::cerr << "baton " << command << ": " << status.message() << "\n";
   return 1;
+}
+
+FlagSpec QuantizeFlagSpec() {
+  return {"quantize", "TYPE",
+          "quantize a Hugging Face checkpoint's matrices at load: q8_0, q4_0, q4_1, q5_0, q5_1, "
+          "q2_k, q3_k, q4_k, q5_k, q6_k, f16, bf16 (default: as stored)"};
+}
+
+absl::StatusOr<engine::LoadOptions> LoadOptionsFlag(const Flags& flags) {
+  engine::LoadOptions options;
+  const std::optional<std::string> name = flags.Get("quantize");
+  if (!name) return options;
+  options.quantize = kernels::QuantizableTypeNamed(*name);
+  if (!options.quantize) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--quantize '", *name, "' is not one of q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, "
+        "q5_k, q6_k, f16, bf16, f32"));
+  }
+  return options;
 }
 
 FlagSpec DeviceFlagSpec() {

@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cli/flags.h"
+#include "engine/model.h"
 #include "kernels/device.h"
 
 namespace baton::cli {
@@ -41,6 +42,11 @@ int RunError(std::string_view command, const absl::Status& status);
 // INVALID_ARGUMENT naming the accepted forms for anything else.
 FlagSpec DeviceFlagSpec();
 absl::StatusOr<kernels::Device> DeviceFlag(const Flags& flags);
+
+// The --quantize flag of the commands that load a model, and the load options it gives: none
+// when absent; INVALID_ARGUMENT naming the accepted types for anything else.
+FlagSpec QuantizeFlagSpec();
+absl::StatusOr<engine::LoadOptions> LoadOptionsFlag(const Flags& flags);
 
 // --model's default: $BATON_MODEL, else the default model under the source tree's models/ (found
 // relative to the binary, build/bin/baton), else models/ under the working directory.

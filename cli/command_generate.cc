@@ -13,7 +13,7 @@ namespace baton::cli {
 
 int RunGenerate(const Args& args) {
   const std::vector<FlagSpec> specs = {
-      {"model", "PATH", "GGUF model (default: the default model)"},
+      {"model", "PATH", "GGUF file or Hugging Face checkpoint directory (default: the default model)"},
       {"prompt", "TEXT", "raw prompt, tokenized as llama.cpp does (BOS per the model)"},
       {"chat", "TEXT", "a user message, formatted with the model's chat template"},
       {"system", "TEXT", "system message for --chat"},
@@ -31,6 +31,7 @@ int RunGenerate(const Args& args) {
       {"stop", "TEXT", "stop when the text contains TEXT"},
       {"ignore-eos", "", "keep generating past end-of-generation tokens"},
       DeviceFlagSpec(),
+      QuantizeFlagSpec(),
       {"threads", "N", "CPU threads (default: all cores)"},
       {"server", "HOST:PORT", "send the request to a baton router instead of running in-process"},
       {"token", "TOKEN", "with --server: the cluster's shared token"},
@@ -112,8 +113,10 @@ int RunGenerate(const Args& args) {
     return RunRemoteGenerate(remote, params);
   }
 
+  absl::StatusOr<engine::LoadOptions> load = LoadOptionsFlag(*flags);
+  if (!load.ok()) return UsageError("generate", load.status(), usage);
   absl::StatusOr<std::unique_ptr<engine::Model>> model =
-      engine::Model::Load(flags->GetOr("model", DefaultModelPath()));
+      engine::Model::Load(flags->GetOr("model", DefaultModelPath()), *load);
   if (!model.ok()) return RunError("generate", model.status());
   absl::StatusOr<std::string> chat_template = engine::ChatTemplateSource(
       flags->GetOr("template", ""), (*model)->tokenizer().vocab().chat_template);

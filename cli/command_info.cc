@@ -6,6 +6,7 @@
 #include "cli/command.h"
 #include "engine/chat_template.h"
 #include "engine/gguf_file.h"
+#include "engine/hf_checkpoint.h"
 #include "engine/model_config.h"
 #include "engine/vocab.h"
 #include "kernels/backend_factory.h"
@@ -15,7 +16,7 @@ namespace baton::cli {
 
 int RunInfo(const Args& args) {
   const std::vector<FlagSpec> specs = {
-      {"model", "PATH", "GGUF file (default: the default model)"},
+      {"model", "PATH", "GGUF file or Hugging Face checkpoint directory (default: the default model)"},
       {"metadata", "", "also list every metadata key"},
       {"help", "", "show this help"},
   };
@@ -27,12 +28,29 @@ int RunInfo(const Args& args) {
     return 0;
   }
   const std::string path = flags->GetOr("model", DefaultModelPath());
-  absl::StatusOr<std::unique_ptr<engine::GgufFile>> file = engine::GgufFile::Open(path);
-  if (!file.ok()) return RunError("info", file.status());
-  const engine::GgufFile& f = **file;
+  // A checkpoint directory is shown as the GGUF model it is read as (engine/hf_checkpoint.h).
+  const bool checkpoint = engine::IsHfCheckpointDir(path);
+  std::unique_ptr<engine::GgufFile> file;
+  absl::StatusOr<engine::Vocab> vocab;
+  if (checkpoint) {
+    absl::StatusOr<engine::HfCheckpoint> c = engine::OpenHfCheckpoint(path);
+    if (!c.ok()) return RunError("info", c.status());
+    file = std::move(c->file);
+    vocab = std::move(c->vocab);
+  } else {
+    absl::StatusOr<std::unique_ptr<engine::GgufFile>> opened = engine::GgufFile::Open(path);
+    if (!opened.ok()) return RunError("info", opened.status());
+    file = *std::move(opened);
+    vocab = engine::LoadVocab(*file);
+  }
+  const engine::GgufFile& f = *file;
 
-  std::cout << absl::StrFormat("file: %s (%d bytes, GGUF v%d, alignment %d)\n", path, f.file_size(),
-                               f.version(), f.alignment());
+  if (checkpoint) {
+    std::cout << absl::StrFormat("checkpoint: %s (%d bytes of safetensors)\n", path, f.file_size());
+  } else {
+    std::cout << absl::StrFormat("file: %s (%d bytes, GGUF v%d, alignment %d)\n", path,
+                                 f.file_size(), f.version(), f.alignment());
+  }
   std::cout << "cpu kernels: " << kernels::CpuIsaName() << "\n";
   absl::StatusOr<std::vector<std::string>> gpus = kernels::DescribeGpus();
   if (!gpus.ok()) {
@@ -45,6 +63,7 @@ int RunInfo(const Args& args) {
     std::cout << "tensors: 0 (vocabulary only)\n";
   } else {
     absl::StatusOr<engine::ModelConfig> config = engine::ReadModelConfig(f);
+    if (config.ok() && checkpoint) config->rope_neox = true;  // as Model::Load runs it
     if (!config.ok()) {
       std::cout << "model: " << config.status().message() << "\n";
     } else {
@@ -87,15 +106,15 @@ int RunInfo(const Args& args) {
                                    count_bytes.second);
     }
   }
-  absl::StatusOr<engine::Vocab> vocab = engine::LoadVocab(f);
   if (!vocab.ok()) {
     std::cout << "tokenizer: " << vocab.status().message() << "\n";
   } else {
     const engine::Vocab& v = *vocab;
     std::cout << absl::StrFormat(
         "tokenizer: %s, pre '%s', %d tokens, %d merges, bos %d, eos %d, add_bos %s\n",
-        v.model == engine::TokenizerModel::kBytePairGpt2 ? "byte-level BPE (gpt2)"
-                                                         : "SentencePiece BPE (llama)",
+        v.model == engine::TokenizerModel::kBytePairGpt2    ? "byte-level BPE (gpt2)"
+        : v.model == engine::TokenizerModel::kBytePairChars ? "BPE with byte fallback"
+                                                            : "SentencePiece BPE (llama)",
         v.pre, v.size(), v.merges.size(), v.bos_id, v.eos_id, v.add_bos ? "true" : "false");
     if (v.chat_template.empty()) {
       std::cout << "chat template: none\n";

@@ -28,13 +28,9 @@ absl::Status ApplyType(const std::string& name, engine::SyntheticModelOptions* o
     options->weight_dtype = kernels::DType::kQ4_K;
     return absl::OkStatus();
   }
-  for (uint32_t id = 0; id <= static_cast<uint32_t>(kernels::DType::kBF16); ++id) {
-    const std::optional<kernels::DTypeTraits> traits = kernels::LookupDType(id);
-    if (traits && kernels::CanQuantize(traits->dtype) &&
-        absl::AsciiStrToLower(std::string(traits->name)) == lower) {
-      options->weight_dtype = traits->dtype;
-      return absl::OkStatus();
-    }
+  if (const std::optional<kernels::DType> dtype = kernels::QuantizableTypeNamed(lower)) {
+    options->weight_dtype = *dtype;
+    return absl::OkStatus();
   }
   return absl::InvalidArgumentError(
       absl::StrCat("--type '", name, "' is not one of ", kTypes));

@@ -37,9 +37,11 @@ absl::StatusOr<LoadedModel> Load(const Flags& flags, int32_t context, bool clamp
   if (!threads.ok()) return threads.status();
   absl::StatusOr<kernels::Device> device = DeviceFlag(flags);
   if (!device.ok()) return device.status();
+  absl::StatusOr<engine::LoadOptions> load = LoadOptionsFlag(flags);
+  if (!load.ok()) return load.status();
   LoadedModel loaded;
   absl::StatusOr<std::unique_ptr<engine::Model>> model =
-      engine::Model::Load(flags.GetOr("model", DefaultModelPath()));
+      engine::Model::Load(flags.GetOr("model", DefaultModelPath()), *load);
   if (!model.ok()) return model.status();
   loaded.model = *std::move(model);
   const int32_t trained = loaded.model->config().n_ctx_train;
@@ -160,7 +162,7 @@ int RunScoreBase(const Flags& flags, int64_t chunks) {
 
 int RunPerplexity(const Args& args) {
   const std::vector<FlagSpec> specs = {
-      {"model", "PATH", "GGUF model (default: the default model)"},
+      {"model", "PATH", "GGUF file or Hugging Face checkpoint directory (default: the default model)"},
       {"file", "PATH", "UTF-8 text to score"},
       {"ctx", "N",
        "tokens per window (default 2048); each window is scored on its own. With "
@@ -173,6 +175,7 @@ int RunPerplexity(const Args& args) {
       {"chunks", "N", "score at most the first N chunks (default: all)"},
       {"reference-kernels", "", "run the exact scalar reference kernels (to make a base)"},
       DeviceFlagSpec(),
+      QuantizeFlagSpec(),
       {"threads", "N", "CPU threads (default: all cores)"},
       {"help", "", "show this help"},
   };

@@ -47,6 +47,7 @@ int RunRouter(const Args& args) {
   std::vector<FlagSpec> specs = ServeFlagSpecs();
   const std::vector<FlagSpec> own = {
       {"model", "PATH", "the model the workers serve (default: the default model)"},
+      QuantizeFlagSpec(),
       {"chat-template", "NAME|FILE", "render chats with this Jinja template: a file, or one "
                                      "built in (chatml, llama3, gemma); default: the model's own"},
       {"tool-call-parser", "NAME", "how chat outputs are read for tool calls: hermes, llama3_json "
@@ -101,6 +102,9 @@ int RunRouter(const Args& args) {
     return UsageError("router", s, usage);
   }
   options.model_path = flags->GetOr("model", DefaultModelPath());
+  absl::StatusOr<engine::LoadOptions> load = LoadOptionsFlag(*flags);
+  if (!load.ok()) return UsageError("router", load.status(), usage);
+  options.load = *load;
   options.chat_template = flags->GetOr("chat-template", "");
   options.tool_call_parser = flags->GetOr("tool-call-parser", "");
   for (auto [flag, list] : {std::pair{"prefill", &options.prefill_workers},

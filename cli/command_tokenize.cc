@@ -10,7 +10,7 @@ namespace baton::cli {
 
 int RunTokenize(const Args& args) {
   const std::vector<FlagSpec> specs = {
-      {"model", "PATH", "GGUF file; a vocabulary-only file works (default: the default model)"},
+      {"model", "PATH", "GGUF file (a vocabulary-only file works), tokenizer.json, or a directory with one (default: the default model)"},
       {"add-bos", "", "prepend the BOS token"},
       {"parse-special", "", "recognize special-token text such as <|im_start|>"},
       {"help", "", "show this help"},

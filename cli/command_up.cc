@@ -74,6 +74,7 @@ std::vector<std::string> WorkerArgs(const std::string& self, const std::string& 
   std::vector<std::string> argv = {self, subcommand, "--host", c.host,
                                    "--port", std::to_string(p.port), "--router", router};
   if (!c.model.empty()) argv.insert(argv.end(), {"--model", c.model});
+  if (!c.quantize.empty()) argv.insert(argv.end(), {"--quantize", c.quantize});
   AddCommonArgs(common, argv);
   // Every worker serves its metrics (on any free port unless the file names one).
   if (std::find(p.extra_args.begin(), p.extra_args.end(), "--metrics-port") == p.extra_args.end()) {
@@ -250,6 +251,9 @@ int RunCluster(const ClusterConfig& config, const CommonArgs& common) {
                std::to_string(config.router.http_port)},
       .cpus = config.router.cpus});
   AddCommonArgs(common, router_member.argv);
+  if (!config.quantize.empty()) {
+    router_member.argv.insert(router_member.argv.end(), {"--quantize", config.quantize});
+  }
   router_member.argv.insert(router_member.argv.end(), config.router.extra_args.begin(),
                             config.router.extra_args.end());
   std::string http;
@@ -320,6 +324,7 @@ int RunUp(const Args& args) {
   const std::vector<FlagSpec> specs = {
       {"config", "FILE", "cluster YAML (default: deploy/local/cluster.yaml: 1 prefill + 1 decode)"},
       {"model", "PATH", "model for every process (overrides the file's)"},
+      {"quantize", "TYPE", "every process quantizes the checkpoint at load (overrides the file's)"},
       {"log-level", "LEVEL", "debug | info | warning | error, for every process (default info)"},
       {"link", "RATE[,DELAY]", "emulate the prefill <-> decode link (e.g. 10gbit,200us): each side "
                                "in its own network namespace, tc on the link between (root; "
@@ -338,6 +343,7 @@ int RunUp(const Args& args) {
       config_path.empty() ? DefaultClusterConfig() : LoadClusterConfig(config_path);
   if (!config.ok()) return RunError("up", config.status());
   if (auto model = flags->Get("model")) config->model = *model;
+  if (auto quantize = flags->Get("quantize")) config->quantize = *quantize;
   if (auto link = flags->Get("link")) {
     if (absl::StatusOr<LinkSpec> spec = ParseLinkSpec(*link, "--link"); !spec.ok()) {
       return UsageError("up", spec.status(), usage);

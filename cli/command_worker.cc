@@ -44,10 +44,11 @@ int RunWorkerWithRole(const std::string& command, const Args& args,
                       std::optional<baton::v1::WorkerRole> fixed_role) {
   std::vector<FlagSpec> specs = ServeFlagSpecs();
   std::vector<FlagSpec> own = {
-      {"model", "PATH", "GGUF model (default: the default model)"},
+      {"model", "PATH", "GGUF file or Hugging Face checkpoint directory (default: the default model)"},
       {"router", "HOST:PORT", "register with this router and send it heartbeats"},
       {"advertise", "HOST:PORT", "address the router and peers should dial (default host:port)"},
       DeviceFlagSpec(),
+      QuantizeFlagSpec(),
       {"threads", "N", "CPU threads for the model (default: all cores)"},
       {"kv-cache-memory", "BYTES", "KV cache size (default 512 MiB); suffixes K, M, G"},
       {"max-batch-tokens", "N", "prefill: prompt tokens per forward pass; longer prompts are "
@@ -114,6 +115,9 @@ int RunWorkerWithRole(const std::string& command, const Args& args,
     return UsageError(command, s, usage);
   }
   options.model_path = flags->GetOr("model", DefaultModelPath());
+  absl::StatusOr<engine::LoadOptions> load = LoadOptionsFlag(*flags);
+  if (!load.ok()) return UsageError(command, load.status(), usage);
+  options.load = *load;
   options.router_address = flags->GetOr("router", "");
   options.advertise_address = flags->GetOr("advertise", "");
   absl::StatusOr<int64_t> v;

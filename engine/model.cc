@@ -93,6 +93,12 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path,
   model->weights_ = std::move(*weights);
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::Create(std::move(source->vocab));
   if (!tokenizer.ok()) return tokenizer.status();
+  // Every id the tokenizer gives must have an embedding row (a checkpoint may have more rows).
+  if ((*tokenizer)->vocab().size() > model->config_.n_vocab) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": the tokenizer has ", (*tokenizer)->vocab().size(),
+        " tokens but the model's embeddings only ", model->config_.n_vocab, " rows (vocab_size)"));
+  }
   model->tokenizer_ = std::move(*tokenizer);
   model->fingerprint_ = Fingerprint(*model->file_, model->config_);
   model->file_->ReleaseMetadata();

@@ -49,7 +49,7 @@ absl::Status Router::Start() {
   }
   absl::StatusOr<std::unique_ptr<ServedModel>> model =
       ServedModel::Load(options_.model_path, options_.n_ctx, options_.chat_template,
-                        options_.tool_call_parser);
+                        options_.tool_call_parser, options_.load);
   if (!model.ok()) return model.status();
   model_ = std::move(*model);
   metrics::Registry::Global().SetConstantLabels({{"model_name", model_->id()}});

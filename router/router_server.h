@@ -24,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "engine/model.h"
 #include "metrics/metrics.h"
 #include "router/generate_reactor.h"
 #include "router/http_server.h"
@@ -44,6 +45,7 @@ struct RouterOptions {
   rpc::ServerOptions server;   // where the router listens, its token, TLS
   rpc::ClientOptions workers;  // how it calls workers: their token, TLS
   std::string model_path;      // the GGUF file the workers serve (tokenizer, context, fingerprint)
+  engine::LoadOptions load;    // loaded as the workers load it (the same fingerprint)
   int32_t n_ctx = 0;           // > 0: cap on prompt + max_tokens; 0: the model's context
   std::string chat_template;   // --chat-template NAME|FILE; empty: the model's
   std::string tool_call_parser;  // --tool-call-parser NAME; empty: the chat template's format

@@ -11,8 +11,8 @@ namespace baton::router {
 
 absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(
     const std::string& path, int32_t n_ctx, const std::string& chat_template,
-    const std::string& tool_call_parser) {
-  absl::StatusOr<std::unique_ptr<engine::Model>> model = engine::Model::Load(path);
+    const std::string& tool_call_parser, const engine::LoadOptions& load) {
+  absl::StatusOr<std::unique_ptr<engine::Model>> model = engine::Model::Load(path, load);
   if (!model.ok()) return model.status();
   // A template the operator names must be usable; the model's own may not be (chats are then
   // refused, saying why, and text prompts still served).

@@ -30,7 +30,7 @@ class ServedModel {
   // empty: the format the chat template shows, if any.
   static absl::StatusOr<std::unique_ptr<ServedModel>> Load(
       const std::string& path, int32_t n_ctx = 0, const std::string& chat_template = "",
-      const std::string& tool_call_parser = "");
+      const std::string& tool_call_parser = "", const engine::LoadOptions& load = {});
 
   // What clients call the model: the file's name without ".gguf" (general.name if that is empty).
   const std::string& id() const { return model_->id(); }

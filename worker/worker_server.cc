@@ -219,7 +219,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOp
   auto impl = std::make_unique<Impl>();
   Impl& w = *impl;
   w.options = options;
-  absl::StatusOr<std::unique_ptr<engine::Model>> model = engine::Model::Load(options.model_path);
+  absl::StatusOr<std::unique_ptr<engine::Model>> model = engine::Model::Load(options.model_path, options.load);
   if (!model.ok()) return model.status();
   w.model = std::move(*model);
   const engine::ModelConfig& config = w.model->config();

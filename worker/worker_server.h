@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "baton/v1/common.pb.h"
 #include "engine/kv_budget.h"
+#include "engine/model.h"
 #include "kernels/device.h"
 #include "kvtransfer/kv_transport.h"
 #include "rpc/server_options.h"
@@ -37,6 +38,7 @@ struct SpeculativeOptions {
 struct WorkerOptions {
   baton::v1::WorkerRole role = baton::v1::WORKER_ROLE_BOTH;
   std::string model_path;
+  engine::LoadOptions load;              // how model_path is loaded (quantize a checkpoint)
   rpc::ServerOptions server;
   rpc::ClientOptions peers;              // to the router and to decode workers (KV pushes)
   std::string advertise_address;         // what the router should dial; default host:port

@@ -1,5 +1,7 @@
 #include "kernels/cpu/quantize.h"
 
+#include <cctype>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -296,6 +298,20 @@ void QuantizeRow(DType dtype, const float* x, int64_t n, uint8_t* out) {
     default:
       CHECK(false) << "QuantizeRow: no encoder for " << DTypeName(dtype);
   }
+}
+
+std::optional<DType> QuantizableTypeNamed(std::string_view name) {
+  for (uint32_t id = 0; id <= static_cast<uint32_t>(DType::kBF16); ++id) {
+    const std::optional<DTypeTraits> traits = LookupDType(id);
+    if (!traits || !CanQuantize(traits->dtype) || traits->name.size() != name.size()) continue;
+    bool same = true;
+    for (size_t i = 0; i < name.size(); ++i) {
+      same &= std::tolower(static_cast<unsigned char>(name[i])) ==
+              std::tolower(static_cast<unsigned char>(traits->name[i]));
+    }
+    if (same) return traits->dtype;
+  }
+  return std::nullopt;
 }
 
 }  // namespace baton::kernels

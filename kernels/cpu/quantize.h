@@ -8,6 +8,8 @@
 #define BATON_KERNELS_CPU_QUANTIZE_H_
 
 #include <cstdint>
+#include <optional>
+#include <string_view>
 
 #include "kernels/dtype.h"
 
@@ -15,6 +17,9 @@ namespace baton::kernels {
 
 // Whether QuantizeRow takes dtype: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K..Q6_K.
 bool CanQuantize(DType dtype);
+
+// The type QuantizeRow takes whose GGML name is `name` (any case: "q8_0", "Q4_K"), if any.
+std::optional<DType> QuantizableTypeNamed(std::string_view name);
 
 // out [RowBytes(dtype, n)] = x [n] in dtype. dtype must have CanQuantize and n be a multiple of
 // its block size (programmer errors otherwise).

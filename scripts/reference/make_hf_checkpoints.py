@@ -30,6 +30,7 @@ size from the file (qwen3.attention.key_length), nor Gemma 3's query scale (it t
 GGUF implies the head size, 32 here), so the config is given them.
 """
 import argparse
+import json
 import os
 import shutil
 import struct
@@ -99,6 +100,18 @@ def make_tiny(shape, torch_dtype):
     plain.save_pretrained(out)
     AutoTokenizer.from_pretrained(work, gguf_file="model.gguf").save_pretrained(out)
     shutil.rmtree(work)
+    # transformers' Gemma converter adds a <mask> token past the model's vocabulary (the GGUF has
+    # none): a token with no embedding row, which baton refuses; it goes.
+    with open(os.path.join(out, "tokenizer.json")) as f:
+        tok = json.load(f)
+    tok["added_tokens"] = [t for t in tok["added_tokens"] if t["id"] < config.vocab_size]
+    with open(os.path.join(out, "tokenizer.json"), "w") as f:
+        json.dump(tok, f, ensure_ascii=False, indent=2)
+    with open(os.path.join(out, "tokenizer_config.json")) as f:
+        tok_config = json.load(f)
+    tok_config.pop("mask_token", None)
+    with open(os.path.join(out, "tokenizer_config.json"), "w") as f:
+        json.dump(tok_config, f, indent=2)
     for extra in ("generation_config.json",):
         if os.path.exists(os.path.join(out, extra)):
             os.remove(os.path.join(out, extra))

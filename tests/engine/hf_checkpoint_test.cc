@@ -252,6 +252,19 @@ TEST(HfCheckpointTest, FileErrorsNameTheFile) {
   absl::Status s = Model::Load(dir).status();
   EXPECT_THAT(s.message(), HasSubstr(dir + "/tokenizer.json: model.type: 'Unigram'")) << s;
 
+  // A token with no embedding row.
+  dir = CopyCheckpoint("tiny", "extra-token");
+  {
+    std::ifstream in(dir + "/tokenizer.json");
+    nlohmann::json t = nlohmann::json::parse(in);
+    t["added_tokens"].push_back({{"id", 262}, {"content", "<mask>"}, {"special", true}});
+    std::ofstream(dir + "/tokenizer.json") << t.dump();
+  }
+  s = Model::Load(dir).status();
+  EXPECT_THAT(s.message(), HasSubstr("the tokenizer has 263 tokens but the model's embeddings "
+                                     "only 262 rows (vocab_size)"))
+      << s;
+
   // A tensor no rule maps, and a truncated shard.
   dir = CopyCheckpoint("tiny", "extra-tensor");
   std::vector<RawTensor> tensors = ReadTensors(dir + "/model.safetensors");
