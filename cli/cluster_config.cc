@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cli/link_spec.h"
+#include "kernels/cpu/quantize.h"
 #include "kernels/device.h"
 #include "yaml-cpp/yaml.h"
 
@@ -125,6 +126,11 @@ absl::StatusOr<ClusterConfig> ParseClusterConfig(const std::string& yaml_text,
     absl::StatusOr<LinkSpec> link = ParseLinkSpec(
         c.link, absl::StrCat(origin, ":", root["link"].Mark().line + 1, ": link"));
     if (!link.ok()) return link.status();
+  }
+  if (!c.quantize.empty() && !kernels::QuantizableTypeNamed(c.quantize)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ":", root["quantize"].Mark().line + 1, ": quantize: '", c.quantize,
+                     "' is not a type baton quantizes to (q8_0, q4_k, q6_k, ...)"));
   }
   if (!c.token.empty() && !c.token_file.empty()) {
     return absl::InvalidArgumentError(

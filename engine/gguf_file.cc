@@ -1,10 +1,6 @@
 #include "engine/gguf_file.h"
 
-#include <fcntl.h>
 #include <malloc.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -540,40 +536,16 @@ absl::Status GgufParser::PlaceTensors() {
 // ---------------------------------------------------------------------------------------------
 
 absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int e = errno;
-    if (e == ENOENT) {
-      return absl::NotFoundError(absl::StrCat("gguf: no such file: ", path));
-    }
-    return absl::ErrnoToStatus(e, absl::StrCat("gguf: cannot open ", path));
-  }
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const int e = errno;
-    ::close(fd);
-    return absl::ErrnoToStatus(e, absl::StrCat("gguf: cannot stat ", path));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat("gguf: not a regular file: ", path));
+  absl::StatusOr<std::unique_ptr<MappedFile>> mapped = MappedFile::Open(path);
+  if (!mapped.ok()) {
+    return absl::Status(mapped.status().code(), absl::StrCat("gguf: ", mapped.status().message()));
   }
   std::unique_ptr<GgufFile> file(new GgufFile());
   file->path_ = path;
-  file->size_ = static_cast<uint64_t>(st.st_size);
-  if (file->size_ > 0) {
-    void* m = ::mmap(nullptr, file->size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (m == MAP_FAILED) {
-      const int e = errno;
-      ::close(fd);
-      return absl::ErrnoToStatus(e, absl::StrCat("gguf: cannot map ", path));
-    }
-    file->mapping_ = m;
-    file->base_ = static_cast<const uint8_t*>(m);
-  } else {
-    file->base_ = reinterpret_cast<const uint8_t*>(file->owned_.data());
-  }
-  ::close(fd);
+  file->size_ = (*mapped)->size();
+  file->base_ =
+      file->size_ > 0 ? (*mapped)->data() : reinterpret_cast<const uint8_t*>(file->owned_.data());
+  file->mapping_ = *std::move(mapped);
   GgufParser parser(*file);
   if (absl::Status s = parser.Parse(); !s.ok()) return s;
   return file;
@@ -628,22 +600,13 @@ void GgufFile::ReleaseMetadata() {
 }
 
 void GgufFile::DropResidentPages(const void* data, uint64_t bytes) const {
+  if (mapping_ != nullptr) mapping_->DropResidentPages(data, bytes);
   for (const std::shared_ptr<const MappedFile>& mapping : assembled_mappings_) {
     mapping->DropResidentPages(data, bytes);
   }
-  const auto begin = reinterpret_cast<uintptr_t>(data);
-  const auto base = reinterpret_cast<uintptr_t>(base_);
-  if (mapping_ == nullptr || begin < base || bytes > size_ || begin - base > size_ - bytes) return;
-  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t first = (begin + page - 1) / page * page;
-  const uintptr_t last = (begin + bytes) / page * page;
-  // The mapping is private and never written: dropped pages come back from the file.
-  if (first < last) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
-GgufFile::~GgufFile() {
-  if (mapping_ != nullptr) ::munmap(mapping_, size_);
-}
+GgufFile::~GgufFile() = default;
 
 const GgufValue* GgufFile::Find(std::string_view key) const {
   auto it = metadata_index_.find(Sv(key));

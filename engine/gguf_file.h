@@ -117,7 +117,7 @@ class GgufFile {
   std::string path_;
   const uint8_t* base_ = nullptr;  // the mapping (or owned_ copy), size_ bytes
   uint64_t size_ = 0;
-  void* mapping_ = nullptr;        // non-null when mmapped
+  std::unique_ptr<MappedFile> mapping_;  // Open()'s; null for FromBytes() and Assemble()
   std::string owned_;              // FromBytes() copy
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;

@@ -2,10 +2,8 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <numbers>
 #include <set>
-#include <sstream>
 #include <utility>
 #include <vector>
 
@@ -13,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "engine/json_file.h"
 #include "engine/safetensors_file.h"
 #include "engine/tokenizer_json.h"
 #include "kernels/cpu/dequantize.h"
@@ -25,18 +24,6 @@ namespace {
 using Json = nlohmann::json;
 namespace fs = std::filesystem;
 using Metadata = std::vector<std::pair<std::string, GgufValue>>;
-
-absl::StatusOr<Json> ReadJson(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path.string(), ": cannot open"));
-  std::stringstream text;
-  text << in.rdbuf();
-  Json json = Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded() || !json.is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(path.string(), ": not a JSON object"));
-  }
-  return json;
-}
 
 struct ArchitectureName {
   const char* hf;
@@ -318,7 +305,7 @@ absl::StatusOr<std::vector<fs::path>> ShardPaths(const fs::path& dir) {
     }
     return std::vector<fs::path>{dir / "model.safetensors"};
   }
-  absl::StatusOr<Json> json = ReadJson(index);
+  absl::StatusOr<Json> json = ReadJsonObjectFile(index.string());
   if (!json.ok()) return json.status();
   const Json& map = json->value("weight_map", Json());
   if (!map.is_object()) {
@@ -422,7 +409,7 @@ absl::StatusOr<HfCheckpoint> OpenHfCheckpoint(const std::string& dir_name,
                                               const HfCheckpointOptions& options) {
   const fs::path dir(dir_name);
   const std::string config_file = (dir / "config.json").string();
-  absl::StatusOr<Json> config = ReadJson(dir / "config.json");
+  absl::StatusOr<Json> config = ReadJsonObjectFile((dir / "config.json").string());
   if (!config.ok()) return config.status();
   const Json& archs = config->value("architectures", Json());
   std::string arch;

@@ -14,11 +14,20 @@ namespace baton::engine {
 
 absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::ErrnoToStatus(errno, absl::StrCat("cannot open ", path));
+  if (fd < 0) {
+    const int e = errno;
+    if (e == ENOENT) return absl::NotFoundError(absl::StrCat("no such file: ", path));
+    return absl::ErrnoToStatus(e, absl::StrCat("cannot open ", path));
+  }
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
     ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat(path, " is not a regular file"));
+    return absl::ErrnoToStatus(e, absl::StrCat("cannot stat ", path));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat("not a regular file: ", path));
   }
   std::unique_ptr<MappedFile> file(new MappedFile());
   file->path_ = path;

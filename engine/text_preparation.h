@@ -41,7 +41,9 @@ struct TextPreparation {
   bool fuse_unk = false;       // consecutive unknown tokens become one
 };
 
-// The normalizer of `preparation` applied to `text` (well-formed UTF-8).
+// The normalizer of `preparation` applied to `text`. Text that is not well-formed UTF-8 first has
+// each ill-formed subsequence replaced by U+FFFD: a Hugging Face tokenizer takes a string, as
+// Python's decode(errors="replace") would make one of such bytes.
 std::string NormalizeText(const TextPreparation& preparation, std::string_view text);
 
 }  // namespace baton::engine

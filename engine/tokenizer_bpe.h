@@ -9,7 +9,7 @@
 // BPE over characters (kBytePairChars, Hugging Face's BPE model without ByteLevel) skips step 3,
 // and a final symbol that is not a token (always a single character: merges only make tokens)
 // becomes its <0xXX> byte tokens with byte_fallback, else the unknown token (once for a run of
-// them with fuse_unk). The text is expected normalized (TextPreparation) and well-formed.
+// them with fuse_unk). The text must be normalized (NormalizeText), hence well-formed UTF-8.
 //
 // Thread-safety: immutable after Create(); Encode() is safe from any thread.
 #ifndef BATON_ENGINE_TOKENIZER_BPE_H_

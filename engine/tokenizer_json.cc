@@ -2,14 +2,13 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/json_file.h"
 #include "engine/tokenizer_pre.h"
 #include "nlohmann/json.hpp"
 
@@ -32,34 +31,34 @@ class Where {
   std::string file_;
 };
 
-absl::StatusOr<Json> ReadJsonFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  std::stringstream text;
-  text << in.rdbuf();
-  Json json = Json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
-  if (json.is_discarded())
-    return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
-  if (!json.is_object()) return absl::InvalidArgumentError(absl::StrCat(path, ": not an object"));
-  return json;
-}
-
 std::string TypeOf(const Json& j) { return j.is_object() ? j.value("type", std::string()) : ""; }
 
 bool IsFalseOrAbsent(const Json& object, const char* key) {
   return !object.contains(key) || object[key].is_null() || object[key] == false;
 }
 
+// A Sequence of `key` (normalizers, pretokenizers, processors): whether `j` is one; if so, each
+// part read by `read(part, "field.key[i]")` into *status.
+template <typename Read>
+bool ReadSequence(const Json& j, const char* key, const std::string& field, absl::Status* status,
+                  Read read) {
+  if (TypeOf(j) != "Sequence" || !j.value(key, Json()).is_array()) return false;
+  *status = absl::OkStatus();
+  for (size_t i = 0; i < j[key].size() && status->ok(); ++i) {
+    *status = read(j[key][i], absl::StrCat(field, ".", key, "[", i, "]"));
+  }
+  return true;
+}
+
 absl::Status ReadNormalizer(const Json& j, const Where& w, const std::string& field,
                             TextPreparation* prep) {
   if (j.is_null()) return absl::OkStatus();
   const std::string type = TypeOf(j);
-  if (type == "Sequence" && j.contains("normalizers") && j["normalizers"].is_array()) {
-    for (size_t i = 0; i < j["normalizers"].size(); ++i) {
-      const std::string sub = absl::StrCat(field, ".normalizers[", i, "]");
-      if (absl::Status s = ReadNormalizer(j["normalizers"][i], w, sub, prep); !s.ok()) return s;
-    }
-    return absl::OkStatus();
+  absl::Status status;
+  if (ReadSequence(j, "normalizers", field, &status, [&](const Json& part, const std::string& sub) {
+        return ReadNormalizer(part, w, sub, prep);
+      })) {
+    return status;
   }
   if (type == "NFC") {
     prep->nfc = true;
@@ -122,12 +121,12 @@ absl::Status ReadPreTokenizer(const Json& j, const Where& w, const std::string& 
                               TextPreparation* prep) {
   if (j.is_null()) return absl::OkStatus();
   const std::string type = TypeOf(j);
-  if (type == "Sequence" && j.contains("pretokenizers") && j["pretokenizers"].is_array()) {
-    for (size_t i = 0; i < j["pretokenizers"].size(); ++i) {
-      const std::string sub = absl::StrCat(field, ".pretokenizers[", i, "]");
-      if (absl::Status s = ReadPreTokenizer(j["pretokenizers"][i], w, sub, prep); !s.ok()) return s;
-    }
-    return absl::OkStatus();
+  absl::Status status;
+  if (ReadSequence(j, "pretokenizers", field, &status,
+                   [&](const Json& part, const std::string& sub) {
+                     return ReadPreTokenizer(part, w, sub, prep);
+                   })) {
+    return status;
   }
   if (type == "Split") return ReadSplit(j, w, field, prep);
   if (type == "Digits") {
@@ -291,12 +290,11 @@ absl::Status ReadPostProcessor(const Json& j, const Where& w, const std::string&
                                Vocab* vocab) {
   const std::string type = TypeOf(j);
   if (j.is_null() || type == "ByteLevel") return absl::OkStatus();
-  if (type == "Sequence" && j.value("processors", Json()).is_array()) {
-    for (size_t i = 0; i < j["processors"].size(); ++i) {
-      const std::string sub = absl::StrCat(field, ".processors[", i, "]");
-      if (absl::Status s = ReadPostProcessor(j["processors"][i], w, sub, vocab); !s.ok()) return s;
-    }
-    return absl::OkStatus();
+  absl::Status status;
+  if (ReadSequence(j, "processors", field, &status, [&](const Json& part, const std::string& sub) {
+        return ReadPostProcessor(part, w, sub, vocab);
+      })) {
+    return status;
   }
   if (type != "TemplateProcessing" || !j.value("single", Json()).is_array()) {
     return w.Error(field, absl::StrCat("post-processor type '", type,
@@ -333,7 +331,7 @@ std::string ConfigTokenText(const Json& config, const char* key) {
 absl::Status ReadTokenizerConfig(const fs::path& dir, Vocab* vocab) {
   const fs::path config_path = dir / "tokenizer_config.json";
   if (fs::exists(config_path)) {
-    absl::StatusOr<Json> config = ReadJsonFile(config_path.string());
+    absl::StatusOr<Json> config = ReadJsonObjectFile(config_path.string());
     if (!config.ok()) return config.status();
     const Where w(config_path.string());
     for (auto [key, id] : {std::pair<const char*, TokenId*>{"bos_token", &vocab->bos_id},
@@ -356,10 +354,9 @@ absl::Status ReadTokenizerConfig(const fs::path& dir, Vocab* vocab) {
   }
   const fs::path jinja_path = dir / "chat_template.jinja";
   if (fs::exists(jinja_path)) {
-    std::ifstream in(jinja_path, std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    vocab->chat_template = text.str();
+    absl::StatusOr<std::string> text = ReadWholeFile(jinja_path.string());
+    if (!text.ok()) return text.status();
+    vocab->chat_template = *std::move(text);
   }
   return absl::OkStatus();
 }
@@ -375,7 +372,7 @@ absl::StatusOr<Vocab> LoadTokenizerJson(const std::string& path) {
   std::error_code ec;
   const fs::path file =
       fs::is_directory(path, ec) ? fs::path(path) / "tokenizer.json" : fs::path(path);
-  absl::StatusOr<Json> root = ReadJsonFile(file.string());
+  absl::StatusOr<Json> root = ReadJsonObjectFile(file.string());
   if (!root.ok()) return root.status();
   const Where w(file.string());
   Vocab vocab;

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
-for fuzzer in gguf_fuzz tokenizer_fuzz kv_push_fuzz; do
+for fuzzer in gguf_fuzz tokenizer_fuzz kv_push_fuzz checkpoint_fuzz; do
   corpus=build-fuzz/corpus-$fuzzer
   mkdir -p "$corpus"
   echo "fuzz: $fuzzer for ${seconds}s" >&2

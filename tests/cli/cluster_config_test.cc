@@ -1,5 +1,5 @@
 // The cluster file's `device:` key (cli/cluster_config.h): workers take it, the router does not,
-// and a value that names no device is an error that says where.
+// and a value that names no device is an error that says where; `quantize:`, checked alike.
 #include "cli/cluster_config.h"
 
 #include <string>
@@ -12,6 +12,17 @@ namespace baton::cli {
 namespace {
 
 using ::testing::HasSubstr;
+
+TEST(ClusterConfigQuantizeTest, EveryProcessQuantizesAlike) {
+  absl::StatusOr<ClusterConfig> c = ParseClusterConfig(
+      "model: ckpt/\nquantize: Q4_K\nprefill: [{}]\ndecode: [{}]\n", "cluster.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->quantize, "Q4_K");
+  c = ParseClusterConfig("model: ckpt/\nquantize: q3\nprefill: [{}]\ndecode: [{}]\n",
+                         "cluster.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("cluster.yaml:2: quantize: 'q3'"));
+}
 
 TEST(ClusterConfigDeviceTest, WorkersTakeADevice) {
   absl::StatusOr<ClusterConfig> c = ParseClusterConfig(
@@ -31,8 +42,8 @@ TEST(ClusterConfigDeviceTest, ABadDeviceSaysWhereAndWhatIsAccepted) {
 }
 
 TEST(ClusterConfigDeviceTest, TheRouterHasNoDevice) {
-  absl::StatusOr<ClusterConfig> c = ParseClusterConfig(
-      "router: {device: cuda}\nprefill: [{}]\ndecode: [{}]\n", "cluster.yaml");
+  absl::StatusOr<ClusterConfig> c =
+      ParseClusterConfig("router: {device: cuda}\nprefill: [{}]\ndecode: [{}]\n", "cluster.yaml");
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(c.status().message(), HasSubstr("unknown key 'device'"));
 }

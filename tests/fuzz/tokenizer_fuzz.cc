@@ -1,5 +1,7 @@
 // libFuzzer target: arbitrary bytes through the tokenizer of the default model (SmolLM2, byte-level
-// BPE) and llama.cpp's SentencePiece vocabulary (tests/data/tokenizer-vectors). Encodes with and
+// BPE), llama.cpp's SentencePiece vocabulary (tests/data/tokenizer-vectors), and the Hugging Face
+// tokenizer.json files of Qwen3 (NFC, regex split) and Gemma 3 (BPE over characters, byte
+// fallback) that the build extracts (tests/data/tokenizer/hf). Encodes with and
 // without special-token parsing, decodes, and streams through IncrementalDetokenizer. Aborts when
 // an id is out of range, when a streamed chunk is not valid UTF-8, when streaming and Decode()
 // disagree on valid output, or when valid UTF-8 plain text does not decode back to itself.
@@ -37,18 +39,9 @@ void Check(bool ok, const char* what) {
   }
 }
 
-absl::StatusOr<std::unique_ptr<Tokenizer>> Load(const std::string& path) {
-  absl::StatusOr<std::unique_ptr<baton::engine::GgufFile>> file =
-      baton::engine::GgufFile::Open(path);
-  if (!file.ok()) return file.status();
-  absl::StatusOr<baton::engine::Vocab> vocab = baton::engine::LoadVocab(**file);
-  if (!vocab.ok()) return vocab.status();
-  return Tokenizer::Create(*std::move(vocab));
-}
-
 // The tokenizer of `path`; aborts, naming the file and why, when it cannot be loaded.
 std::unique_ptr<Tokenizer> LoadOrDie(const std::string& path) {
-  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Load(path);
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::Load(path);
   if (!tokenizer.ok()) {
     std::fprintf(stderr, "tokenizer_fuzz: cannot load %s: %s\n", path.c_str(),
                  tokenizer.status().ToString().c_str());
@@ -60,6 +53,8 @@ std::unique_ptr<Tokenizer> LoadOrDie(const std::string& path) {
 struct Tokenizers {
   std::unique_ptr<Tokenizer> smollm2;
   std::unique_ptr<Tokenizer> spm;
+  std::unique_ptr<Tokenizer> qwen3_json;
+  std::unique_ptr<Tokenizer> gemma3_json;
   // Bytes that have a byte-level token in smollm2 (some control bytes have none, and their
   // characters are dropped, as llama.cpp drops them).
   std::array<bool, 256> smollm2_has_byte{};
@@ -78,6 +73,9 @@ const Tokenizers& Get() {
     }
     t->spm = LoadOrDie(
         baton::test_support::SourcePath("tests/data/tokenizer-vectors/ggml-vocab-llama-spm.gguf"));
+    const std::string hf = std::string(BATON_BINARY_DIR) + "/tests/data/hf_tokenizers/";
+    t->qwen3_json = LoadOrDie(hf + "qwen3");
+    t->gemma3_json = LoadOrDie(hf + "gemma3");
     return t;
   }();
   return *tokenizers;
@@ -127,5 +125,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (char c : text) all_bytes &= t.smollm2_has_byte[static_cast<uint8_t>(c)];
   Exercise(*t.smollm2, text, /*has_all_bytes=*/all_bytes, /*expect_round_trip=*/all_bytes);
   Exercise(*t.spm, text, /*has_all_bytes=*/true, /*expect_round_trip=*/false);
+  // tokenizer.json: invalid UTF-8 is replaced first, and NFC changes some text, so no round trip.
+  Exercise(*t.qwen3_json, text, /*has_all_bytes=*/true, /*expect_round_trip=*/false);
+  Exercise(*t.gemma3_json, text, /*has_all_bytes=*/true, /*expect_round_trip=*/false);
   return 0;
 }
