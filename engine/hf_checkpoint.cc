@@ -398,15 +398,9 @@ GgufTensorInfo ToGguf(const SafetensorsTensor& t, const std::string& name, const
   return info;
 }
 
-}  // namespace
-
-bool IsHfCheckpointDir(const std::string& path) {
-  std::error_code ec;
-  return fs::is_directory(path, ec) && fs::exists(fs::path(path) / "config.json", ec);
-}
-
-absl::StatusOr<HfCheckpoint> OpenHfCheckpoint(const std::string& dir_name,
-                                              const HfCheckpointOptions& options) {
+// OpenHfCheckpoint's work; nlohmann may throw where a field has an unexpected type.
+absl::StatusOr<HfCheckpoint> ReadCheckpoint(const std::string& dir_name,
+                                            const HfCheckpointOptions& options) {
   const fs::path dir(dir_name);
   const std::string config_file = (dir / "config.json").string();
   absl::StatusOr<Json> config = ReadJsonObjectFile((dir / "config.json").string());
@@ -482,6 +476,23 @@ absl::StatusOr<HfCheckpoint> OpenHfCheckpoint(const std::string& dir_name,
   checkpoint.file = GgufFile::Assemble(dir.string(), size, *std::move(metadata), std::move(tensors),
                                        std::move(mappings), std::move(owned.buffers));
   return checkpoint;
+}
+
+}  // namespace
+
+bool IsHfCheckpointDir(const std::string& path) {
+  std::error_code ec;
+  return fs::is_directory(path, ec) && fs::exists(fs::path(path) / "config.json", ec);
+}
+
+absl::StatusOr<HfCheckpoint> OpenHfCheckpoint(const std::string& dir,
+                                              const HfCheckpointOptions& options) {
+  try {
+    return ReadCheckpoint(dir, options);
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir, ": a field of an unexpected type in its JSON files: ", e.what()));
+  }
 }
 
 }  // namespace baton::engine

@@ -6,8 +6,8 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "engine/hf_checkpoint.h"
 #include "absl/strings/str_format.h"
+#include "engine/hf_checkpoint.h"
 #include "kernels/kv_block_layout.h"
 
 namespace baton::engine {

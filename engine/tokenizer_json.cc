@@ -182,11 +182,13 @@ absl::Status ReadModelOptions(const Json& model, const Where& w, TextPreparation
   return absl::OkStatus();
 }
 
-// Sets tokens[id] = text, growing `tokens`; INVALID_ARGUMENT when the id holds another text.
-absl::Status PlaceToken(int64_t id, const std::string& text, const Where& w,
+// Sets tokens[id] = text, growing `tokens`; INVALID_ARGUMENT when the id holds another text or is
+// not below `limit` (the ids must be dense: no more than the entries that name them).
+absl::Status PlaceToken(int64_t id, int64_t limit, const std::string& text, const Where& w,
                         const std::string& field, std::vector<std::string>* tokens) {
-  constexpr int64_t kMaxVocab = 1 << 24;
-  if (id < 0 || id >= kMaxVocab) return w.Error(field, absl::StrCat("id ", id, " out of range"));
+  if (id < 0 || id >= limit) {
+    return w.Error(field, absl::StrCat("id ", id, " out of range (", limit, " tokens named)"));
+  }
   if (static_cast<size_t>(id) >= tokens->size()) tokens->resize(id + 1);
   std::string& slot = (*tokens)[id];
   if (!slot.empty() && slot != text) {
@@ -196,12 +198,13 @@ absl::Status PlaceToken(int64_t id, const std::string& text, const Where& w,
   return absl::OkStatus();
 }
 
-absl::Status ReadModelVocab(const Json& model, const Where& w, Vocab* vocab) {
+absl::Status ReadModelVocab(const Json& model, int64_t limit, const Where& w, Vocab* vocab) {
   const Json& entries = model.value("vocab", Json());
   if (!entries.is_object() || entries.empty()) return w.Error("model.vocab", "missing or empty");
   for (const auto& [text, id] : entries.items()) {
     if (!id.is_number_integer()) return w.Error("model.vocab", absl::StrCat("'", text, "': no id"));
-    if (absl::Status s = PlaceToken(id.get<int64_t>(), text, w, "model.vocab", &vocab->tokens);
+    if (absl::Status s =
+            PlaceToken(id.get<int64_t>(), limit, text, w, "model.vocab", &vocab->tokens);
         !s.ok()) {
       return s;
     }
@@ -247,11 +250,13 @@ absl::StatusOr<std::vector<AddedToken>> ReadAddedTokens(const Json& root, const 
 // The vocabulary: model tokens, added tokens, token types, the unknown token.
 absl::Status ReadTokens(const Json& root, const Where& w, Vocab* vocab) {
   const Json& model = root["model"];
-  if (absl::Status s = ReadModelVocab(model, w, vocab); !s.ok()) return s;
   absl::StatusOr<std::vector<AddedToken>> added = ReadAddedTokens(root, w);
   if (!added.ok()) return added.status();
+  const int64_t limit = static_cast<int64_t>(model.value("vocab", Json()).size() + added->size());
+  if (absl::Status s = ReadModelVocab(model, limit, w, vocab); !s.ok()) return s;
   for (const AddedToken& t : *added) {
-    if (absl::Status s = PlaceToken(t.id, t.content, w, "added_tokens", &vocab->tokens); !s.ok()) {
+    if (absl::Status s = PlaceToken(t.id, limit, t.content, w, "added_tokens", &vocab->tokens);
+        !s.ok()) {
       return s;
     }
   }
@@ -361,17 +366,8 @@ absl::Status ReadTokenizerConfig(const fs::path& dir, Vocab* vocab) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-bool IsTokenizerJsonPath(const std::string& path) {
-  std::error_code ec;
-  return fs::is_directory(path, ec) || fs::path(path).extension() == ".json";
-}
-
-absl::StatusOr<Vocab> LoadTokenizerJson(const std::string& path) {
-  std::error_code ec;
-  const fs::path file =
-      fs::is_directory(path, ec) ? fs::path(path) / "tokenizer.json" : fs::path(path);
+// LoadTokenizerJson's work; nlohmann may throw where a field has an unexpected type.
+absl::StatusOr<Vocab> ReadTokenizerJson(const fs::path& file) {
   absl::StatusOr<Json> root = ReadJsonObjectFile(file.string());
   if (!root.ok()) return root.status();
   const Where w(file.string());
@@ -399,6 +395,25 @@ absl::StatusOr<Vocab> LoadTokenizerJson(const std::string& path) {
     return s;
   }
   return vocab;
+}
+
+}  // namespace
+
+bool IsTokenizerJsonPath(const std::string& path) {
+  std::error_code ec;
+  return fs::is_directory(path, ec) || fs::path(path).extension() == ".json";
+}
+
+absl::StatusOr<Vocab> LoadTokenizerJson(const std::string& path) {
+  std::error_code ec;
+  const fs::path file =
+      fs::is_directory(path, ec) ? fs::path(path) / "tokenizer.json" : fs::path(path);
+  try {
+    return ReadTokenizerJson(file);
+  } catch (const nlohmann::json::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(file.string(), ": a field of an unexpected type: ", e.what()));
+  }
 }
 
 }  // namespace baton::engine

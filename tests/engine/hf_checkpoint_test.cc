@@ -157,6 +157,30 @@ std::string CopyCheckpoint(const std::string& shape, const std::string& name,
   return dir.string();
 }
 
+// Llama 3's RoPE scaling becomes GGUF's rope_freqs.weight: each frequency's divisor, as
+// transformers' llama3 rope computes it (its inv_freq against the unscaled one, computed with
+// transformers 5.24 for this config: head 16, base 1e4, factor 8, low 1, high 4, context 8192).
+TEST(HfCheckpointTest, Llama3RopeScalingBecomesFrequencyFactors) {
+  const std::string dir = CopyCheckpoint("tiny", "llama3-rope", [](nlohmann::json* c) {
+    (*c)["rope_parameters"] = {
+        {"rope_type", "llama3"},   {"rope_theta", 10000.0},
+        {"factor", 8.0},           {"low_freq_factor", 1.0},
+        {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+  });
+  absl::StatusOr<HfCheckpoint> c = OpenHfCheckpoint(dir);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const GgufTensorInfo* freqs = c->file->FindTensor("rope_freqs.weight");
+  ASSERT_NE(freqs, nullptr);
+  const std::vector<float> expected = {1, 1, 1, 1, 1, 1, 4.681482f, 8};
+  ASSERT_EQ(freqs->dims, std::vector<int64_t>{8});
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_NEAR(reinterpret_cast<const float*>(freqs->data)[i], expected[i], 1e-4) << i;
+  }
+  absl::StatusOr<std::unique_ptr<Model>> model = Model::Load(dir);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_NE((*model)->weights().rope_freq_factors, nullptr);
+}
+
 TEST(HfCheckpointTest, ShardsGiveTheSameModel) {
   const std::string dir = CopyCheckpoint("tiny", "sharded");
   std::vector<RawTensor> tensors = ReadTensors(dir + "/model.safetensors");
@@ -221,6 +245,8 @@ TEST(HfCheckpointTest, ConfigErrorsNameTheField) {
       {"tiny", [](auto* c) { (*c)["hidden_size"] = -4; }, "hidden_size: must be a positive"},
       {"tiny", [](auto* c) { (*c)["rope_parameters"]["rope_type"] = "longrope"; },
        "rope type 'longrope' is not supported"},
+      {"tiny", [](auto* c) { (*c)["rope_parameters"]["rope_theta"] = "big"; },
+       "a field of an unexpected type"},
       {"tiny-gemma3", [](auto* c) { (*c)["query_pre_attn_scalar"] = 256; },
        "query_pre_attn_scalar: 256 differs"},
       {"tiny-gemma3", [](auto* c) { (*c)["final_logit_softcapping"] = 30.0; },

@@ -234,6 +234,9 @@ TEST(TokenizerJsonTest, ErrorsNameTheFileAndTheField) {
       {[](nlohmann::json* j) { (*j)["model"]["merges"] = {42}; }, "model.merges[0]"},
       {[](nlohmann::json* j) { (*j)["model"]["unk_token"] = "<unk>"; }, "model.unk_token"},
       {[](nlohmann::json* j) { (*j)["added_tokens"][0]["content"] = "b"; }, "id 3 is both"},
+      {[](nlohmann::json* j) { (*j)["model"]["vocab"]["b"] = 99; }, "id 99 out of range"},
+      {[](nlohmann::json* j) { (*j)["model"]["byte_fallback"] = "yes"; },
+       "a field of an unexpected type"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     const std::string path = WriteTokenizer(absl::StrCat("bad", i, ".json"), cases[i].edit);
