@@ -30,9 +30,19 @@ struct ArchitectureName {
   const char* gguf;
 };
 constexpr ArchitectureName kArchitectures[] = {
-    {"LlamaForCausalLM", "llama"}, {"MistralForCausalLM", "llama"}, {"Qwen2ForCausalLM", "qwen2"},
-    {"Qwen3ForCausalLM", "qwen3"}, {"Gemma3ForCausalLM", "gemma3"},
+    {"LlamaForCausalLM", "llama"},       {"MistralForCausalLM", "llama"},
+    {"MixtralForCausalLM", "llama"},     {"Qwen2ForCausalLM", "qwen2"},
+    {"Qwen3ForCausalLM", "qwen3"},       {"Qwen2MoeForCausalLM", "qwen2moe"},
+    {"Qwen3MoeForCausalLM", "qwen3moe"}, {"Gemma3ForCausalLM", "gemma3"},
 };
+
+std::string ArchitectureList() {
+  std::string list;
+  for (const ArchitectureName& a : kArchitectures) {
+    absl::StrAppend(&list, list.empty() ? "" : ", ", a.hf);
+  }
+  return list;
+}
 
 // config.json, read field by field into GGUF keys; errors name the file and the field.
 class ConfigReader {
@@ -199,6 +209,40 @@ absl::Status ReadGemma3(ConfigReader& r) {
   return absl::OkStatus();
 }
 
+// A mixture of experts: its sizes, and the routing baton's architecture runs (every layer
+// sparse; the chosen experts' weights renormalized by qwen3moe and Mixtral, not by qwen2moe).
+absl::Status ReadExperts(ConfigReader& r, const std::string& arch) {
+  const Json& config = r.json();
+  const struct {
+    const char* field;
+    const char* key;
+  } ints[] = {
+      {"num_experts", "expert_count"},
+      {"num_local_experts", "expert_count"},
+      {"num_experts_per_tok", "expert_used_count"},
+      {"moe_intermediate_size", "expert_feed_forward_length"},
+      {"shared_expert_intermediate_size", "expert_shared_feed_forward_length"},
+  };
+  for (const auto& f : ints) {
+    if (absl::Status s = r.Int(f.field, f.key, false); !s.ok()) return s;
+  }
+  if (config.value("decoder_sparse_step", 1) != 1) {
+    return r.Error("decoder_sparse_step", "only 1 (every layer a mixture) is run");
+  }
+  if (const Json& dense = config.value("mlp_only_layers", Json());
+      !dense.is_null() && !dense.empty()) {
+    return r.Error("mlp_only_layers", "dense layers among the mixtures are not run");
+  }
+  if (const Json& norm = config.value("norm_topk_prob", Json()); !norm.is_null()) {
+    const bool renormalized = arch != "qwen2moe";
+    if (norm != renormalized) {
+      return r.Error("norm_topk_prob", absl::StrCat(norm.dump(), ": baton's ", arch, " runs ",
+                                                    renormalized ? "true" : "false"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Metadata> ConfigToMetadata(const Json& config, const std::string& file,
                                           const std::string& arch, const std::string& name,
                                           std::vector<float>* llama3_factors) {
@@ -233,6 +277,7 @@ absl::StatusOr<Metadata> ConfigToMetadata(const Json& config, const std::string&
           ? config["head_dim"].get<int64_t>()
           : config.value("hidden_size", 0) / std::max(1, config.value("num_attention_heads", 1));
   if (absl::Status s = ReadRope(r, head_dim, llama3_factors); !s.ok()) return s;
+  if (absl::Status s = ReadExperts(r, arch); !s.ok()) return s;
   if (arch == "gemma3") {
     if (absl::Status s = ReadGemma3(r); !s.ok()) return s;
   } else if (arch == "llama") {
@@ -242,11 +287,47 @@ absl::StatusOr<Metadata> ConfigToMetadata(const Json& config, const std::string&
   } else if (config.value("use_sliding_window", false)) {
     return r.Error("use_sliding_window", "true is not supported");
   }
-  for (const char* field : {"attention_bias", "mlp_bias"}) {
-    if (arch != "qwen2" && config.value(field, false))
-      return r.Error(field, "true is not supported");
+  // Qwen2's Q/K/V biases are its architecture's; no other bias is run.
+  const bool qkv_bias = arch == "qwen2" || arch == "qwen2moe";
+  if (!qkv_bias && config.value("attention_bias", false)) {
+    return r.Error("attention_bias", "true is not supported");
   }
+  if (config.value("mlp_bias", false)) return r.Error("mlp_bias", "true is not supported");
   return r.Take();
+}
+
+// A mixture's tensors (`rest` follows "model.layers.N."): the router, the shared expert, and each
+// expert's matrices, stored one by one ("blk.N.ffn_up_exps.<e>.weight"; model_weights.cc stacks
+// them). Qwen's names and Mixtral's (w1 gate, w3 up, w2 down).
+std::optional<std::string> ExpertGgufName(const std::string& rest, int layer) {
+  static const std::pair<const char*, const char*> kFixed[] = {
+      {"mlp.gate.weight", "ffn_gate_inp.weight"},
+      {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"},
+      {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
+      {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
+      {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
+      {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
+  };
+  for (const auto& [from, to] : kFixed) {
+    if (rest == from) return absl::StrCat("blk.", layer, ".", to);
+  }
+  static const std::pair<const char*, const char*> kPerExpert[] = {
+      {"gate_proj.weight", "ffn_gate_exps"}, {"up_proj.weight", "ffn_up_exps"},
+      {"down_proj.weight", "ffn_down_exps"}, {"w1.weight", "ffn_gate_exps"},
+      {"w3.weight", "ffn_up_exps"},          {"w2.weight", "ffn_down_exps"},
+  };
+  for (const char* prefix : {"mlp.experts.", "block_sparse_moe.experts."}) {
+    if (!absl::StartsWith(rest, prefix)) continue;
+    const std::string tail = rest.substr(std::string_view(prefix).size());
+    const size_t dot = tail.find('.');
+    int expert = 0;
+    if (dot == std::string::npos || !absl::SimpleAtoi(tail.substr(0, dot), &expert)) break;
+    for (const auto& [from, to] : kPerExpert) {
+      if (tail.substr(dot + 1) == from)
+        return absl::StrCat("blk.", layer, ".", to, ".", expert, ".weight");
+    }
+  }
+  return std::nullopt;
 }
 
 // The GGUF name of a Hugging Face tensor; "" for one to ignore; nullopt for one no rule maps.
@@ -292,7 +373,7 @@ std::optional<std::string> GgufName(const std::string& hf, const std::string& ar
   for (const auto& [from, to] : kLayer) {
     if (rest == from) return absl::StrCat("blk.", layer, ".", to);
   }
-  return std::nullopt;
+  return ExpertGgufName(rest, layer);
 }
 
 // The shard files: model.safetensors.index.json's weight_map values, else model.safetensors.
@@ -383,6 +464,11 @@ GgufTensorInfo ToGguf(const SafetensorsTensor& t, const std::string& name, const
                       .n_bytes = t.n_bytes,
                       .data = t.data};
   if (info.dims.empty()) info.dims = {1};
+  // The shared expert's gate is one row: GGUF stores it as a vector.
+  if (absl::EndsWith(name, "ffn_gate_inp_shexp.weight") && info.dims.size() == 2 &&
+      info.dims[1] == 1) {
+    info.dims.pop_back();
+  }
   for (int64_t d : info.dims) info.n_elements *= d;
   if (arch == "gemma3" && absl::EndsWith(name, "norm.weight")) {
     // Gemma's RMSNorm scales by (1 + w); GGUF stores 1 + w.
@@ -411,10 +497,8 @@ absl::StatusOr<HfCheckpoint> ReadCheckpoint(const std::string& dir_name,
     if (archs.is_array() && !archs.empty() && archs[0] == a.hf) arch = a.gguf;
   }
   if (arch.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        config_file, ": architectures: ", archs.dump(),
-        " is not run (LlamaForCausalLM, "
-        "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma3ForCausalLM are)"));
+    return absl::InvalidArgumentError(absl::StrCat(config_file, ": architectures: ", archs.dump(),
+                                                   " is not run (", ArchitectureList(), " are)"));
   }
   if (options.quantize && !kernels::CanQuantize(*options.quantize)) {
     return absl::InvalidArgumentError(

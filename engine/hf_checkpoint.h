@@ -5,8 +5,10 @@
 // GGUF's first dim is the contiguous one). No tensor is copied, except Gemma's norm weights, which
 // GGUF stores with Gemma's "1 +" added (small vectors), and where quantizing at load is asked.
 //
-// Architectures (config.json's "architectures"): LlamaForCausalLM and MistralForCausalLM (llama),
-// Qwen2ForCausalLM (qwen2), Qwen3ForCausalLM (qwen3), Gemma3ForCausalLM (gemma3), dense. Hugging
+// Architectures (config.json's "architectures"): LlamaForCausalLM, MistralForCausalLM and
+// MixtralForCausalLM (llama), Qwen2ForCausalLM (qwen2), Qwen3ForCausalLM (qwen3),
+// Qwen2MoeForCausalLM (qwen2moe), Qwen3MoeForCausalLM (qwen3moe), Gemma3ForCausalLM (gemma3); a
+// mixture's experts stored one by one (transformers 4's layout). Hugging
 // Face keeps each head's Q and K rows in the order NeoX-style RoPE rotates (two halves), where
 // llama.cpp's converter permutes llama's rows for the interleaved style: a llama checkpoint runs
 // with NeoX-style RoPE (`rope_neox`), which computes the same thing without a copy.

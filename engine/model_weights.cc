@@ -33,10 +33,20 @@ class WeightLoader {
   }
 
   // A 3-D tensor of `count` matrices [n_rows, n_cols] (GGUF dims {n_cols, n_rows, count}: a
-  // layer's experts, or a matrix per head), one view each.
+  // layer's experts, or a matrix per head), one view each; or, where the matrices are stored one
+  // by one (a Hugging Face checkpoint's experts), "<name>" with ".weight" as ".<i>.weight".
   absl::StatusOr<std::vector<kernels::WeightMatrix>> Stack(const std::string& name,
                                                            int64_t count, int64_t n_rows,
                                                            int64_t n_cols) {
+    if (!Has(name) && Has(PartName(name, 0))) {
+      std::vector<kernels::WeightMatrix> matrices(count);
+      for (int64_t e = 0; e < count; ++e) {
+        absl::StatusOr<kernels::WeightMatrix> m = Matrix(PartName(name, e), n_rows, n_cols);
+        if (!m.ok()) return m.status();
+        matrices[e] = *m;
+      }
+      return matrices;
+    }
     absl::StatusOr<const GgufTensorInfo*> t = Find(name, {n_cols, n_rows, count});
     if (!t.ok()) return t.status();
     if (absl::Status s = CheckMatrixType(name, (*t)->dtype); !s.ok()) return s;
@@ -76,6 +86,12 @@ class WeightLoader {
   }
 
   bool Has(const std::string& name) const { return file_.FindTensor(name) != nullptr; }
+
+  // "blk.0.ffn_up_exps.weight", 3 -> "blk.0.ffn_up_exps.3.weight".
+  static std::string PartName(const std::string& name, int64_t part) {
+    const size_t dot = name.rfind('.');
+    return absl::StrCat(name.substr(0, dot), ".", part, name.substr(dot));
+  }
 
  private:
   absl::Status CheckMatrixType(const std::string& name, kernels::DType dtype) const {

@@ -28,6 +28,14 @@ chunks of llama.cpp's base tests/data/engine/arch_<shape>_c128.kld in
 tests/data/hf/<shape>.transformers_c128.kld. transformers' GGUF reader does not take the head
 size from the file (qwen3.attention.key_length), nor Gemma 3's query scale (it takes 256 where the
 GGUF implies the head size, 32 here), so the config is given them.
+
+transformers cannot read the tiny mixtures of experts from GGUF (tiny-qwen3moe, tiny-qwen2moe,
+tiny-mixtral: it mistakes their shapes, or loads Mixtral as a dense Llama), so --tiny writes
+those checkpoints itself, in transformers 4's layout (each expert's matrices on their own; Mixtral's
+Q/K rows un-permuted as transformers' GGUF reader does), F32, from the GGUF tensors (gguf-py), with
+a config.json naming the same sizes and routing, and tiny's tokenizer (the same vocabulary);
+transformers then loads each checkpoint and its log-probabilities are written as above. Their
+agreement with llama.cpp's on the GGUF is what shows the layout right.
 """
 import argparse
 import json
@@ -119,6 +127,119 @@ def make_tiny(shape, torch_dtype):
                             os.path.join(REPO, f"tests/data/hf/{shape}.transformers_c128.kld"))
 
 
+MOE = {"tiny-qwen3moe": ("Qwen3MoeForCausalLM", "qwen3_moe"),
+       "tiny-qwen2moe": ("Qwen2MoeForCausalLM", "qwen2_moe"),
+       "tiny-mixtral": ("MixtralForCausalLM", "mixtral")}
+
+
+def gguf_value(reader, key, default=None):
+    field = reader.fields.get(key)
+    if field is None:
+        return default
+    part = field.parts[-1]
+    return bytes(part).decode() if field.types[0].name == "STRING" else part[0].item()
+
+
+def moe_config(reader, arch, hf_arch, model_type, n_vocab, tied):
+    g = lambda key, default=None: gguf_value(reader, f"{arch}.{key}", default)
+    heads = g("attention.head_count")
+    config = {
+        "architectures": [hf_arch], "model_type": model_type,
+        "hidden_size": g("embedding_length"), "intermediate_size": g("feed_forward_length"),
+        "num_hidden_layers": g("block_count"), "num_attention_heads": heads,
+        "num_key_value_heads": g("attention.head_count_kv", heads),
+        "head_dim": g("attention.key_length", g("embedding_length") // heads),
+        "max_position_embeddings": g("context_length"),
+        "rms_norm_eps": g("attention.layer_norm_rms_epsilon"),
+        "rope_theta": g("rope.freq_base", 10000.0), "vocab_size": n_vocab,
+        "tie_word_embeddings": tied, "num_experts_per_tok": g("expert_used_count"),
+        "bos_token_id": gguf_value(reader, "tokenizer.ggml.bos_token_id"),
+        "eos_token_id": gguf_value(reader, "tokenizer.ggml.eos_token_id"), "dtype": "float32",
+    }
+    if model_type == "mixtral":
+        config.update(num_local_experts=g("expert_count"), sliding_window=None,
+                      intermediate_size=g("expert_feed_forward_length", g("feed_forward_length")))
+    else:
+        config.update(num_experts=g("expert_count"), decoder_sparse_step=1, mlp_only_layers=[],
+                      moe_intermediate_size=g("expert_feed_forward_length"),
+                      norm_topk_prob=model_type == "qwen3_moe", attention_bias=model_type != "qwen3_moe")
+    if model_type == "qwen2_moe":
+        config["shared_expert_intermediate_size"] = g("expert_shared_feed_forward_length")
+    return config
+
+
+def moe_tensors(reader, model_type, heads, heads_kv):
+    # GGUF name -> Hugging Face name(s), transformers 4's layout.
+    experts = "block_sparse_moe.experts" if model_type == "mixtral" else "mlp.experts"
+    expert_names = ({"gate": "w1", "up": "w3", "down": "w2"} if model_type == "mixtral" else
+                    {"gate": "gate_proj", "up": "up_proj", "down": "down_proj"})
+    layer = {"attn_norm": "input_layernorm", "attn_q": "self_attn.q_proj",
+             "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+             "attn_output": "self_attn.o_proj", "attn_q_norm": "self_attn.q_norm",
+             "attn_k_norm": "self_attn.k_norm", "ffn_norm": "post_attention_layernorm",
+             "ffn_gate_inp": "block_sparse_moe.gate" if model_type == "mixtral" else "mlp.gate",
+             "ffn_gate_shexp": "mlp.shared_expert.gate_proj",
+             "ffn_up_shexp": "mlp.shared_expert.up_proj",
+             "ffn_down_shexp": "mlp.shared_expert.down_proj",
+             "ffn_gate_inp_shexp": "mlp.shared_expert_gate"}
+
+    def unpermute(w, n_head):  # inverse of llama.cpp's permute of llama's Q/K rows
+        return w.reshape(n_head, w.shape[0] // n_head // 2, 2, *w.shape[1:]).swapaxes(1, 2) \
+                .reshape(w.shape)
+
+    out = {}
+    for t in reader.tensors:
+        data = np.array(t.data, dtype=np.float32)
+        name, kind = t.name.rsplit(".", 1)
+        if name in ("token_embd", "output_norm", "output"):
+            out[{"token_embd": "model.embed_tokens", "output_norm": "model.norm",
+                 "output": "lm_head"}[name] + "." + kind] = data
+            continue
+        _, n, part = name.split(".", 2)
+        prefix = f"model.layers.{n}."
+        if part.endswith("_exps"):
+            which = part[len("ffn_"):-len("_exps")]
+            for e in range(data.shape[0]):
+                out[f"{prefix}{experts}.{e}.{expert_names[which]}.{kind}"] = data[e]
+            continue
+        if model_type == "mixtral" and part in ("attn_q", "attn_k"):
+            data = unpermute(data, heads if part == "attn_q" else heads_kv)
+        if part == "ffn_gate_inp_shexp":
+            data = data.reshape(1, -1)
+        out[prefix + layer[part] + "." + kind] = data
+    return out
+
+
+def make_tiny_moe(shape):
+    import subprocess
+    import tempfile
+    import gguf as gguf_py
+    from safetensors.numpy import save_file
+    hf_arch, model_type = MOE[shape]
+    work = tempfile.mkdtemp()
+    gguf = os.path.join(work, "model.gguf")
+    subprocess.run([os.path.join(REPO, "build/bin/baton"), "make-model", "--shape", shape,
+                    "--out", gguf], check=True, stdout=subprocess.DEVNULL)
+    reader = gguf_py.GGUFReader(gguf)
+    arch = gguf_value(reader, "general.architecture")
+    n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
+    tied = all(t.name != "output.weight" for t in reader.tensors)
+    config = moe_config(reader, arch, hf_arch, model_type, n_vocab, tied)
+    out = os.path.join(REPO, "tests/data/hf", shape)
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    tensors = moe_tensors(reader, model_type, config["num_attention_heads"],
+                          config["num_key_value_heads"])
+    save_file(tensors, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(os.path.join(REPO, "tests/data/hf/tiny", name), out)
+    shutil.rmtree(work)
+    write_transformers_base(out, os.path.join(REPO, f"tests/data/engine/arch_{shape}_c128.kld"),
+                            os.path.join(REPO, f"tests/data/hf/{shape}.transformers_c128.kld"))
+
+
 def read_base(path):
     with open(path, "rb") as f:
         data = f.read()
@@ -175,6 +296,8 @@ def main():
     if args.tiny:
         for shape, torch_dtype in TINY.items():
             make_tiny(shape, torch_dtype)
+        for shape in MOE:
+            make_tiny_moe(shape)
         return
     os.makedirs(args.out_dir, exist_ok=True)
     if not args.skip_checkpoints:

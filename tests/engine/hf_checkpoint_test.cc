@@ -37,8 +37,10 @@ std::string Checkpoint(const std::string& shape) {
 
 // Measured (AVX2): mean KLD below 1e-6 against transformers (the base file's rounding) and 4e-5
 // against llama.cpp's F32 GGUF for the BF16 checkpoint; the same top token everywhere but 2 of
-// 126 positions (BF16 against F32). A wrong mapping (Q/K order, Gemma's norms, the query
-// scale, the window pattern) scores orders of magnitude above the bars.
+// 126 positions (BF16 against F32). The mixtures of experts (F32, experts stored one by one;
+// written by make_hf_checkpoints.py itself, since transformers cannot read them from GGUF): below
+// 1e-6 against both. A wrong mapping (Q/K order, Gemma's norms, the query scale, the window
+// pattern, an expert's gate and up swapped) scores orders of magnitude above the bars.
 class HfAgreementTest : public testing::TestWithParam<std::string> {};
 
 TEST_P(HfAgreementTest, AgreesWithTransformers) {
@@ -54,7 +56,8 @@ TEST_P(HfAgreementTest, AgreesWithLlamaCppOnTheGguf) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, HfAgreementTest,
-                         testing::Values("tiny", "tiny-qwen3", "tiny-gemma3"),
+                         testing::Values("tiny", "tiny-qwen3", "tiny-gemma3", "tiny-qwen3moe",
+                                         "tiny-qwen2moe", "tiny-mixtral"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name) c = c == '-' ? '_' : c;
@@ -249,6 +252,9 @@ TEST(HfCheckpointTest, ConfigErrorsNameTheField) {
        "a field of an unexpected type"},
       {"tiny-gemma3", [](auto* c) { (*c)["query_pre_attn_scalar"] = 256; },
        "query_pre_attn_scalar: 256 differs"},
+      {"tiny-qwen3moe", [](auto* c) { (*c)["norm_topk_prob"] = false; },
+       "norm_topk_prob: false: baton's qwen3moe runs true"},
+      {"tiny-qwen2moe", [](auto* c) { (*c)["mlp_only_layers"] = {1}; }, "mlp_only_layers"},
       {"tiny-gemma3", [](auto* c) { (*c)["final_logit_softcapping"] = 30.0; },
        "final_logit_softcapping"},
       {"tiny-gemma3", [](auto* c) { (*c)["layer_types"][0] = "full_attention"; }, "layer_types[1]"},
