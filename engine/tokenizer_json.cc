@@ -385,6 +385,11 @@ absl::StatusOr<Vocab> ReadTokenizerJson(const fs::path& file) {
       !s.ok()) {
     return s;
   }
+  // A split regex PCRE2 rejects is the file's error, named here.
+  if (absl::StatusOr<std::unique_ptr<PreTokenizer>> compiled = PreTokenizer::Create(prep.splits);
+      !compiled.ok()) {
+    return w.Error("pre_tokenizer", compiled.status().message());
+  }
   vocab.model = prep.byte_level ? TokenizerModel::kBytePairGpt2 : TokenizerModel::kBytePairChars;
   if (absl::Status s = ReadTokens(*root, w, &vocab); !s.ok()) return s;
   if (absl::Status s = ReadTokenizerConfig(file.parent_path(), &vocab); !s.ok()) return s;

@@ -228,6 +228,11 @@ TEST(TokenizerJsonTest, ErrorsNameTheFileAndTheField) {
               {{{"type", "Split"}, {"pattern", {{"Regex", "("}}}, {"behavior", "Removed"}}}}};
        },
        "pre_tokenizer.pretokenizers[0].behavior"},
+      {[](nlohmann::json* j) {
+         (*j)["pre_tokenizer"] = {
+             {"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
+       },
+       "pre_tokenizer: pre-tokenizer regex '(unclosed' does not compile"},
       {[](nlohmann::json* j) { (*j)["added_tokens"][0]["lstrip"] = true; },
        "added_tokens[0].lstrip"},
       {[](nlohmann::json* j) { (*j)["model"]["vocab"].erase("b"); }, "no token has id 1"},
