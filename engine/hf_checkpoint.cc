@@ -429,11 +429,18 @@ std::vector<float> ToFloats(const SafetensorsTensor& t, int64_t n) {
   return out;
 }
 
-// `info` re-stored as `dtype` row by row (its dims[0] a multiple of the type's block).
-void Quantize(const SafetensorsTensor& t, kernels::DType dtype, GgufTensorInfo* info,
-              OwnedTensors* owned) {
+// `info` re-stored as `dtype` row by row (its dims[0] a multiple of the type's block); only its
+// type and size when `describe_only`.
+void Quantize(const SafetensorsTensor& t, kernels::DType dtype, bool describe_only,
+              GgufTensorInfo* info, OwnedTensors* owned) {
   const int64_t cols = info->dims[0], rows = static_cast<int64_t>(info->n_elements) / cols;
   const int64_t row_bytes = kernels::RowBytes(dtype, cols);
+  info->dtype = dtype;
+  info->n_bytes = rows * row_bytes;
+  if (describe_only) {
+    info->data = nullptr;
+    return;
+  }
   auto buffer = std::make_unique<uint8_t[]>(rows * row_bytes);
   std::vector<float> row(cols);
   const int64_t in_row_bytes = kernels::RowBytes(t.dtype, cols);
@@ -441,8 +448,6 @@ void Quantize(const SafetensorsTensor& t, kernels::DType dtype, GgufTensorInfo* 
     kernels::DequantizeRow(t.dtype, t.data + r * in_row_bytes, row.data(), cols);
     kernels::QuantizeRow(dtype, row.data(), cols, buffer.get() + r * row_bytes);
   }
-  info->dtype = dtype;
-  info->n_bytes = rows * row_bytes;
   info->data = buffer.get();
   owned->buffers.push_back(std::move(buffer));
 }
@@ -479,7 +484,7 @@ GgufTensorInfo ToGguf(const SafetensorsTensor& t, const std::string& name, const
     info.data = owned->Floats(values);
   } else if (options.quantize && IsMatrix(info) && *options.quantize != t.dtype &&
              info.dims[0] % kernels::Traits(*options.quantize).block_size == 0) {
-    Quantize(t, *options.quantize, &info, owned);
+    Quantize(t, *options.quantize, options.describe_only, &info, owned);
   }
   return info;
 }

@@ -36,6 +36,9 @@ struct HfCheckpointOptions {
   // Quantize every matrix whose rows fit the type's blocks into this type at load
   // (kernels::CanQuantize), round to nearest; the other tensors stay as stored.
   std::optional<kernels::DType> quantize;
+  // Tensors described (name, dims, type, size) but quantized ones not made (null data): enough for
+  // the config and the fingerprint, for a process that never reads the weights.
+  bool describe_only = false;
 };
 
 struct HfCheckpoint {

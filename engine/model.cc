@@ -40,7 +40,7 @@ absl::StatusOr<ModelSource> OpenModelSource(const std::string& path, const LoadO
   ModelSource source;
   if (IsHfCheckpointDir(path)) {
     absl::StatusOr<HfCheckpoint> checkpoint =
-        OpenHfCheckpoint(path, {.quantize = options.quantize});
+        OpenHfCheckpoint(path, {.quantize = options.quantize, .describe_only = !options.weights});
     if (!checkpoint.ok()) return checkpoint.status();
     source.file = std::move(checkpoint->file);
     source.vocab = std::move(checkpoint->vocab);
@@ -88,9 +88,11 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path,
   if (!config.ok()) return config.status();
   model->config_ = std::move(*config);
   if (source->rope_neox) model->config_.rope_neox = true;
-  absl::StatusOr<ModelWeights> weights = LoadModelWeights(*model->file_, model->config_);
-  if (!weights.ok()) return WithTensorSource(weights.status(), source->tensor_sources);
-  model->weights_ = std::move(*weights);
+  if (options.weights) {
+    absl::StatusOr<ModelWeights> weights = LoadModelWeights(*model->file_, model->config_);
+    if (!weights.ok()) return WithTensorSource(weights.status(), source->tensor_sources);
+    model->weights_ = std::move(*weights);
+  }
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = Tokenizer::Create(std::move(source->vocab));
   if (!tokenizer.ok()) return tokenizer.status();
   // Every id the tokenizer gives must have an embedding row (a checkpoint may have more rows).

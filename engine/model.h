@@ -22,6 +22,10 @@ struct LoadOptions {
   // Quantize a Hugging Face checkpoint's matrices into this type at load (hf_checkpoint.h); an
   // error for a GGUF file.
   std::optional<kernels::DType> quantize;
+  // false: the config, tokenizer, fingerprint and id only, for a process that never runs the
+  // model (the router): weights() stays empty and nothing is quantized (the fingerprint is the
+  // quantized model's all the same).
+  bool weights = true;
 };
 
 class Model {
@@ -35,7 +39,7 @@ class Model {
   // tokenizer() hold what was read from it).
   const GgufFile& file() const { return *file_; }
   const ModelConfig& config() const { return config_; }
-  const ModelWeights& weights() const { return weights_; }
+  const ModelWeights& weights() const { return weights_; }  // empty without LoadOptions::weights
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   // Identifies the exact weights and the KV blocks' layout: a 128-bit hash (hex) of the file's
   // size, config and tensor directory and of kernels::kKvBlockLayoutName (cheap: reads no tensor

@@ -12,7 +12,10 @@ namespace baton::router {
 absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(
     const std::string& path, int32_t n_ctx, const std::string& chat_template,
     const std::string& tool_call_parser, const engine::LoadOptions& load) {
-  absl::StatusOr<std::unique_ptr<engine::Model>> model = engine::Model::Load(path, load);
+  // The router never runs the model: its config, tokenizer and fingerprint are all it reads.
+  engine::LoadOptions describe = load;
+  describe.weights = false;
+  absl::StatusOr<std::unique_ptr<engine::Model>> model = engine::Model::Load(path, describe);
   if (!model.ok()) return model.status();
   // A template the operator names must be usable; the model's own may not be (chats are then
   // refused, saying why, and text prompts still served).

@@ -226,6 +226,12 @@ TEST(HfCheckpointTest, QuantizesAtLoad) {
   ASSERT_TRUE(q8.ok()) << q8.status();
   ASSERT_TRUE(f32.ok()) << f32.status();
   EXPECT_NE((*q8)->fingerprint(), (*f32)->fingerprint());
+  // The router loads without weights (nothing quantized), to the same fingerprint.
+  absl::StatusOr<std::unique_ptr<Model>> described = Model::Load(
+      Checkpoint("tiny"), {.quantize = kernels::DType::kQ8_0, .weights = false});
+  ASSERT_TRUE(described.ok()) << described.status();
+  EXPECT_EQ((*described)->fingerprint(), (*q8)->fingerprint());
+  EXPECT_TRUE((*described)->weights().layers.empty());
   test_support::ExpectKlAgreement(Checkpoint("tiny"), "tests/data/hf/tiny.transformers_c128.kld",
                                   2e-3, 0.9, "tiny as Q8_0 vs transformers",
                                   {.quantize = kernels::DType::kQ8_0});
