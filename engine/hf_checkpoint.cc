@@ -459,7 +459,7 @@ bool IsMatrix(const GgufTensorInfo& info) {
 
 // One safetensors tensor as a GGUF one (dims reversed), adjusted as the architecture needs.
 GgufTensorInfo ToGguf(const SafetensorsTensor& t, const std::string& name, const std::string& arch,
-                      const HfCheckpointOptions& options, OwnedTensors* owned) {
+                      const LoadOptions& options, OwnedTensors* owned) {
   GgufTensorInfo info{.name = name,
                       .dims = {t.shape.rbegin(), t.shape.rend()},
                       .dtype = t.dtype,
@@ -484,14 +484,14 @@ GgufTensorInfo ToGguf(const SafetensorsTensor& t, const std::string& name, const
     info.data = owned->Floats(values);
   } else if (options.quantize && IsMatrix(info) && *options.quantize != t.dtype &&
              info.dims[0] % kernels::Traits(*options.quantize).block_size == 0) {
-    Quantize(t, *options.quantize, options.describe_only, &info, owned);
+    Quantize(t, *options.quantize, !options.weights, &info, owned);
   }
   return info;
 }
 
 // OpenHfCheckpoint's work; nlohmann may throw where a field has an unexpected type.
 absl::StatusOr<HfCheckpoint> ReadCheckpoint(const std::string& dir_name,
-                                            const HfCheckpointOptions& options) {
+                                            const LoadOptions& options) {
   const fs::path dir(dir_name);
   const std::string config_file = (dir / "config.json").string();
   absl::StatusOr<Json> config = ReadJsonObjectFile((dir / "config.json").string());
@@ -574,8 +574,7 @@ bool IsHfCheckpointDir(const std::string& path) {
   return fs::is_directory(path, ec) && fs::exists(fs::path(path) / "config.json", ec);
 }
 
-absl::StatusOr<HfCheckpoint> OpenHfCheckpoint(const std::string& dir,
-                                              const HfCheckpointOptions& options) {
+absl::StatusOr<HfCheckpoint> OpenHfCheckpoint(const std::string& dir, const LoadOptions& options) {
   try {
     return ReadCheckpoint(dir, options);
   } catch (const nlohmann::json::exception& e) {

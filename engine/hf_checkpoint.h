@@ -21,25 +21,15 @@
 #define BATON_ENGINE_HF_CHECKPOINT_H_
 
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "engine/gguf_file.h"
+#include "engine/load_options.h"
 #include "engine/vocab.h"
-#include "kernels/dtype.h"
 
 namespace baton::engine {
-
-struct HfCheckpointOptions {
-  // Quantize every matrix whose rows fit the type's blocks into this type at load
-  // (kernels::CanQuantize), round to nearest; the other tensors stay as stored.
-  std::optional<kernels::DType> quantize;
-  // Tensors described (name, dims, type, size) but quantized ones not made (null data): enough for
-  // the config and the fingerprint, for a process that never reads the weights.
-  bool describe_only = false;
-};
 
 struct HfCheckpoint {
   std::unique_ptr<GgufFile> file;  // path() is the directory
@@ -53,7 +43,7 @@ struct HfCheckpoint {
 bool IsHfCheckpointDir(const std::string& path);
 
 absl::StatusOr<HfCheckpoint> OpenHfCheckpoint(const std::string& dir,
-                                              const HfCheckpointOptions& options = {});
+                                              const LoadOptions& options = {});
 
 }  // namespace baton::engine
 

@@ -40,7 +40,7 @@ absl::StatusOr<ModelSource> OpenModelSource(const std::string& path, const LoadO
   ModelSource source;
   if (IsHfCheckpointDir(path)) {
     absl::StatusOr<HfCheckpoint> checkpoint =
-        OpenHfCheckpoint(path, {.quantize = options.quantize, .describe_only = !options.weights});
+        OpenHfCheckpoint(path, options);
     if (!checkpoint.ok()) return checkpoint.status();
     source.file = std::move(checkpoint->file);
     source.vocab = std::move(checkpoint->vocab);

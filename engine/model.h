@@ -6,27 +6,16 @@
 #define BATON_ENGINE_MODEL_H_
 
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "engine/gguf_file.h"
+#include "engine/load_options.h"
 #include "engine/model_config.h"
 #include "engine/model_weights.h"
 #include "engine/tokenizer.h"
-#include "kernels/dtype.h"
 
 namespace baton::engine {
-
-struct LoadOptions {
-  // Quantize a Hugging Face checkpoint's matrices into this type at load (hf_checkpoint.h); an
-  // error for a GGUF file.
-  std::optional<kernels::DType> quantize;
-  // false: the config, tokenizer, fingerprint and id only, for a process that never runs the
-  // model (the router): weights() stays empty and nothing is quantized (the fingerprint is the
-  // quantized model's all the same).
-  bool weights = true;
-};
 
 class Model {
  public:
