@@ -77,11 +77,9 @@ constexpr char kChars[] = R"({
 // loaded.
 std::unique_ptr<Tokenizer> LoadJsonOrDie(const std::string& path, bool nfc) {
   absl::StatusOr<baton::engine::Vocab> vocab = baton::engine::LoadTokenizerJson(path);
-  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = vocab.status();
-  if (vocab.ok()) {
-    vocab->preparation->nfc |= nfc;
-    tokenizer = Tokenizer::Create(*std::move(vocab));
-  }
+  if (vocab.ok()) vocab->preparation->nfc |= nfc;
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
+      vocab.ok() ? Tokenizer::Create(*std::move(vocab)) : vocab.status();
   if (!tokenizer.ok()) {
     std::fprintf(stderr, "tokenizer_fuzz: cannot load %s: %s\n", path.c_str(),
                  tokenizer.status().ToString().c_str());
