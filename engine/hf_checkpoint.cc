@@ -430,9 +430,9 @@ std::vector<float> ToFloats(const SafetensorsTensor& t, int64_t n) {
 }
 
 // `info` re-stored as `dtype` row by row (its dims[0] a multiple of the type's block); only its
-// type and size when `describe_only`.
-void Quantize(const SafetensorsTensor& t, kernels::DType dtype, bool describe_only,
-              GgufTensorInfo* info, OwnedTensors* owned) {
+// type and size when `describe_only`. The stored tensor's pages in `mapping` go once read.
+void Quantize(const SafetensorsTensor& t, const MappedFile& mapping, kernels::DType dtype,
+              bool describe_only, GgufTensorInfo* info, OwnedTensors* owned) {
   const int64_t cols = info->dims[0], rows = static_cast<int64_t>(info->n_elements) / cols;
   const int64_t row_bytes = kernels::RowBytes(dtype, cols);
   info->dtype = dtype;
@@ -450,6 +450,7 @@ void Quantize(const SafetensorsTensor& t, kernels::DType dtype, bool describe_on
   }
   info->data = buffer.get();
   owned->buffers.push_back(std::move(buffer));
+  mapping.DropResidentPages(t.data, t.n_bytes);
 }
 
 bool IsMatrix(const GgufTensorInfo& info) {
@@ -458,8 +459,9 @@ bool IsMatrix(const GgufTensorInfo& info) {
 }
 
 // One safetensors tensor as a GGUF one (dims reversed), adjusted as the architecture needs.
-GgufTensorInfo ToGguf(const SafetensorsTensor& t, const std::string& name, const std::string& arch,
-                      const LoadOptions& options, OwnedTensors* owned) {
+GgufTensorInfo ToGguf(const SafetensorsTensor& t, const MappedFile& mapping,
+                      const std::string& name, const std::string& arch, const LoadOptions& options,
+                      OwnedTensors* owned) {
   GgufTensorInfo info{.name = name,
                       .dims = {t.shape.rbegin(), t.shape.rend()},
                       .dtype = t.dtype,
@@ -484,7 +486,7 @@ GgufTensorInfo ToGguf(const SafetensorsTensor& t, const std::string& name, const
     info.data = owned->Floats(values);
   } else if (options.quantize && IsMatrix(info) && *options.quantize != t.dtype &&
              info.dims[0] % kernels::Traits(*options.quantize).block_size == 0) {
-    Quantize(t, *options.quantize, !options.weights, &info, owned);
+    Quantize(t, mapping, *options.quantize, !options.weights, &info, owned);
   }
   return info;
 }
@@ -534,7 +536,7 @@ absl::StatusOr<HfCheckpoint> ReadCheckpoint(const std::string& dir_name,
                                                        " model baton runs"));
       }
       if (name->empty() || (tied && *name == "output.weight")) continue;
-      GgufTensorInfo info = ToGguf(t, *name, arch, options, &owned);
+      GgufTensorInfo info = ToGguf(t, (*file)->mapping(), *name, arch, options, &owned);
       info.offset_in_data = static_cast<uint64_t>(t.data - (*file)->mapping().data());
       if (checkpoint.sources.contains(*name)) {
         return absl::InvalidArgumentError(
