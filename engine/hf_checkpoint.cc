@@ -1,6 +1,7 @@
 #include "engine/hf_checkpoint.h"
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <numbers>
 #include <set>
@@ -296,6 +297,19 @@ absl::StatusOr<Metadata> ConfigToMetadata(const Json& config, const std::string&
   return r.Take();
 }
 
+// `name` as "<prefix><i>.<rest>": i and rest; nullopt otherwise.
+std::optional<std::pair<int, std::string>> SplitIndex(absl::string_view name,
+                                                      absl::string_view prefix) {
+  if (!absl::StartsWith(name, prefix)) return std::nullopt;
+  name.remove_prefix(prefix.size());
+  const size_t dot = name.find('.');
+  int index = 0;
+  if (dot == absl::string_view::npos || !absl::SimpleAtoi(name.substr(0, dot), &index)) {
+    return std::nullopt;
+  }
+  return std::make_pair(index, std::string(name.substr(dot + 1)));
+}
+
 // A mixture's tensors (`rest` follows "model.layers.N."): the router, the shared expert, and each
 // expert's matrices, stored one by one ("blk.N.ffn_up_exps.<e>.weight"; model_weights.cc stacks
 // them). Qwen's names and Mixtral's (w1 gate, w3 up, w2 down).
@@ -317,14 +331,12 @@ std::optional<std::string> ExpertGgufName(const std::string& rest, int layer) {
       {"w3.weight", "ffn_up_exps"},          {"w2.weight", "ffn_down_exps"},
   };
   for (const char* prefix : {"mlp.experts.", "block_sparse_moe.experts."}) {
-    if (!absl::StartsWith(rest, prefix)) continue;
-    const std::string tail = rest.substr(std::string_view(prefix).size());
-    const size_t dot = tail.find('.');
-    int expert = 0;
-    if (dot == std::string::npos || !absl::SimpleAtoi(tail.substr(0, dot), &expert)) break;
+    const std::optional<std::pair<int, std::string>> expert = SplitIndex(rest, prefix);
+    if (!expert) continue;
     for (const auto& [from, to] : kPerExpert) {
-      if (tail.substr(dot + 1) == from)
-        return absl::StrCat("blk.", layer, ".", to, ".", expert, ".weight");
+      if (expert->second == from) {
+        return absl::StrCat("blk.", layer, ".", to, ".", expert->first, ".weight");
+      }
     }
   }
   return std::nullopt;
@@ -341,16 +353,9 @@ std::optional<std::string> GgufName(const std::string& hf, const std::string& ar
     if (hf == from) return std::string(to);
   }
   if (absl::EndsWith(hf, "rotary_emb.inv_freq")) return std::string();
-  constexpr absl::string_view kLayers = "model.layers.";
-  if (!absl::StartsWith(hf, kLayers)) return std::nullopt;
-  const size_t dot = hf.find('.', kLayers.size());
-  int layer = 0;
-  if (dot == std::string::npos ||
-      !absl::SimpleAtoi(absl::string_view(hf).substr(kLayers.size(), dot - kLayers.size()),
-                        &layer)) {
-    return std::nullopt;
-  }
-  const std::string rest = hf.substr(dot + 1);
+  const std::optional<std::pair<int, std::string>> in_layer = SplitIndex(hf, "model.layers.");
+  if (!in_layer) return std::nullopt;
+  const auto& [layer, rest] = *in_layer;
   const bool gemma = arch == "gemma3";
   const std::pair<const char*, const char*> kLayer[] = {
       {"input_layernorm.weight", "attn_norm.weight"},
@@ -496,7 +501,7 @@ absl::StatusOr<HfCheckpoint> ReadCheckpoint(const std::string& dir_name,
                                             const LoadOptions& options) {
   const fs::path dir(dir_name);
   const std::string config_file = (dir / "config.json").string();
-  absl::StatusOr<Json> config = ReadJsonObjectFile((dir / "config.json").string());
+  absl::StatusOr<Json> config = ReadJsonObjectFile(config_file);
   if (!config.ok()) return config.status();
   const Json& archs = config->value("architectures", Json());
   std::string arch;

@@ -25,7 +25,6 @@ class Where {
   absl::Status Error(const std::string& field, absl::string_view what) const {
     return absl::InvalidArgumentError(absl::StrCat(file_, ": ", field, ": ", what));
   }
-  const std::string& file() const { return file_; }
 
  private:
   std::string file_;
@@ -247,6 +246,11 @@ absl::StatusOr<std::vector<AddedToken>> ReadAddedTokens(const Json& root, const 
   return added;
 }
 
+TokenId FindToken(const Vocab& vocab, const std::string& text) {
+  const auto it = std::find(vocab.tokens.begin(), vocab.tokens.end(), text);
+  return it == vocab.tokens.end() ? kNoToken : static_cast<TokenId>(it - vocab.tokens.begin());
+}
+
 // The vocabulary: model tokens, added tokens, token types, the unknown token.
 absl::Status ReadTokens(const Json& root, const Where& w, Vocab* vocab) {
   const Json& model = root["model"];
@@ -277,17 +281,11 @@ absl::Status ReadTokens(const Json& root, const Where& w, Vocab* vocab) {
     vocab->token_types[t.id] = t.special ? TokenType::kControl : TokenType::kUserDefined;
   }
   if (const Json& unk = model.value("unk_token", Json()); unk.is_string()) {
-    const auto it = std::find(vocab->tokens.begin(), vocab->tokens.end(), unk.get<std::string>());
-    if (it == vocab->tokens.end()) return w.Error("model.unk_token", "not in the vocabulary");
-    vocab->unk_id = static_cast<TokenId>(it - vocab->tokens.begin());
+    vocab->unk_id = FindToken(*vocab, unk.get<std::string>());
+    if (vocab->unk_id == kNoToken) return w.Error("model.unk_token", "not in the vocabulary");
     vocab->token_types[vocab->unk_id] = TokenType::kUnknown;
   }
   return absl::OkStatus();
-}
-
-TokenId FindToken(const Vocab& vocab, const std::string& text) {
-  const auto it = std::find(vocab.tokens.begin(), vocab.tokens.end(), text);
-  return it == vocab.tokens.end() ? kNoToken : static_cast<TokenId>(it - vocab.tokens.begin());
 }
 
 // TemplateProcessing's "single": a special token before the sequence is a BOS, one after an EOS.

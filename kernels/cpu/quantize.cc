@@ -1,7 +1,5 @@
 #include "kernels/cpu/quantize.h"
 
-#include <cctype>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -9,6 +7,7 @@
 #include <utility>
 
 #include "absl/log/check.h"
+#include "absl/strings/match.h"
 #include "kernels/half.h"
 
 namespace baton::kernels {
@@ -303,13 +302,11 @@ void QuantizeRow(DType dtype, const float* x, int64_t n, uint8_t* out) {
 std::optional<DType> QuantizableTypeNamed(std::string_view name) {
   for (uint32_t id = 0; id <= static_cast<uint32_t>(DType::kBF16); ++id) {
     const std::optional<DTypeTraits> traits = LookupDType(id);
-    if (!traits || !CanQuantize(traits->dtype) || traits->name.size() != name.size()) continue;
-    bool same = true;
-    for (size_t i = 0; i < name.size(); ++i) {
-      same &= std::tolower(static_cast<unsigned char>(name[i])) ==
-              std::tolower(static_cast<unsigned char>(traits->name[i]));
+    if (traits && CanQuantize(traits->dtype) &&
+        absl::EqualsIgnoreCase(absl::string_view(name.data(), name.size()),
+                               absl::string_view(traits->name.data(), traits->name.size()))) {
+      return traits->dtype;
     }
-    if (same) return traits->dtype;
   }
   return std::nullopt;
 }
