@@ -310,21 +310,10 @@ std::optional<std::pair<int, std::string>> SplitIndex(absl::string_view name,
   return std::make_pair(index, std::string(name.substr(dot + 1)));
 }
 
-// A mixture's tensors (`rest` follows "model.layers.N."): the router, the shared expert, and each
-// expert's matrices, stored one by one ("blk.N.ffn_up_exps.<e>.weight"; model_weights.cc stacks
-// them). Qwen's names and Mixtral's (w1 gate, w3 up, w2 down).
+// A mixture's experts' matrices (`rest` follows "model.layers.N."), stored one by one
+// ("blk.N.ffn_up_exps.<e>.weight"; model_weights.cc stacks them). Qwen's names and Mixtral's
+// (w1 gate, w3 up, w2 down).
 std::optional<std::string> ExpertGgufName(const std::string& rest, int layer) {
-  static const std::pair<const char*, const char*> kFixed[] = {
-      {"mlp.gate.weight", "ffn_gate_inp.weight"},
-      {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"},
-      {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
-      {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
-      {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
-      {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
-  };
-  for (const auto& [from, to] : kFixed) {
-    if (rest == from) return absl::StrCat("blk.", layer, ".", to);
-  }
   static const std::pair<const char*, const char*> kPerExpert[] = {
       {"gate_proj.weight", "ffn_gate_exps"}, {"up_proj.weight", "ffn_up_exps"},
       {"down_proj.weight", "ffn_down_exps"}, {"w1.weight", "ffn_gate_exps"},
@@ -374,6 +363,13 @@ std::optional<std::string> GgufName(const std::string& hf, const std::string& ar
       {"mlp.gate_proj.weight", "ffn_gate.weight"},
       {"mlp.up_proj.weight", "ffn_up.weight"},
       {"mlp.down_proj.weight", "ffn_down.weight"},
+      // A mixture's router and shared expert (Qwen's, Mixtral's).
+      {"mlp.gate.weight", "ffn_gate_inp.weight"},
+      {"block_sparse_moe.gate.weight", "ffn_gate_inp.weight"},
+      {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp.weight"},
+      {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp.weight"},
+      {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp.weight"},
+      {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp.weight"},
   };
   for (const auto& [from, to] : kLayer) {
     if (rest == from) return absl::StrCat("blk.", layer, ".", to);
