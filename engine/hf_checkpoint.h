@@ -1,17 +1,12 @@
 // A Hugging Face checkpoint directory (config.json, tokenizer.json, tokenizer_config.json, and
 // model.safetensors or the shards that model.safetensors.index.json lists), seen as the GGUF
 // model the engine reads: config.json's hyperparameters become the GGUF keys llama.cpp's
-// converter writes, and each tensor a GGUF-named view of the mapped safetensors (dims reversed:
-// GGUF's first dim is the contiguous one). No tensor is copied, except Gemma's norm weights, which
-// GGUF stores with Gemma's "1 +" added (small vectors), and where quantizing at load is asked.
-//
-// Architectures (config.json's "architectures"): LlamaForCausalLM, MistralForCausalLM and
-// MixtralForCausalLM (llama), Qwen2ForCausalLM (qwen2), Qwen3ForCausalLM (qwen3),
-// Qwen2MoeForCausalLM (qwen2moe), Qwen3MoeForCausalLM (qwen3moe), Gemma3ForCausalLM (gemma3); a
-// mixture's experts stored one by one (transformers 4's layout). Hugging
-// Face keeps each head's Q and K rows in the order NeoX-style RoPE rotates (two halves), where
-// llama.cpp's converter permutes llama's rows for the interleaved style: a llama checkpoint runs
-// with NeoX-style RoPE (`rope_neox`), which computes the same thing without a copy.
+// converter writes (hf_config.h, which lists the architectures), and each tensor a GGUF-named
+// view of the mapped safetensors, or where the layouts differ a tensor made at load
+// (hf_tensor_map.h). Hugging Face keeps each head's Q and K rows in the order NeoX-style RoPE
+// rotates (two halves), where llama.cpp's converter permutes llama's rows for the interleaved
+// style: such a checkpoint runs with NeoX-style RoPE (`rope_neox`), which computes the same thing
+// without a copy. With options.quantize, the matrices are re-stored in that type at load.
 //
 // Errors name the file and the field or tensor: a missing shard, a tensor no rule maps, a
 // config.json value out of range or absent, an architecture not run.

@@ -32,6 +32,7 @@ absl::StatusOr<RopeYarn> ReadRopeYarn(const GgufFile& file, const std::string& p
       OptionalPositive(file, p + "rope.scaling.original_context_length", n_ctx_train);
   if (!v.ok()) return v.status();
   yarn.n_ctx_orig = *v;
+  yarn.truncate = file.GetBool(p + "rope.scaling.yarn_truncate").value_or(true);
   if (!(f = OptionalPositiveFloat(file, p + "rope.scaling.yarn_log_multiplier", 0.0f)).ok()) {
     return f.status();
   }

@@ -24,6 +24,9 @@ struct RopeYarn {
   float beta_fast = 32.0f;   // {arch}.rope.scaling.yarn_beta_fast
   float beta_slow = 1.0f;    // {arch}.rope.scaling.yarn_beta_slow
   int32_t n_ctx_orig = 0;    // {arch}.rope.scaling.original_context_length (n_ctx_train)
+  // {arch}.rope.scaling.yarn_truncate (baton's key, from a checkpoint's `truncate`; GGUF files
+  // written by llama.cpp have none: true, its rule).
+  bool truncate = true;
   // {arch}.rope.scaling.yarn_log_multiplier: DeepSeek's attention magnitude scale (0: none),
   // which only a latent-attention architecture folds into its scores' scale.
   float log_multiplier = 0.0f;

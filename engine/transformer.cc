@@ -37,6 +37,7 @@ Transformer::Transformer(const ModelConfig* config, const ModelWeights* weights,
         .beta_fast = config_.rope_yarn.beta_fast,
         .beta_slow = config_.rope_yarn.beta_slow,
         .n_ctx_orig = config_.rope_yarn.n_ctx_orig,
+        .truncate = config_.rope_yarn.truncate,
     });
   }
   // A backend with its own copy reads the file's pages no more (where its GetRows reads the

@@ -17,8 +17,9 @@ void RopeYarnCorrDims(const RopeParams& params, float dims[2]) {
                     (n_rot * 2.0f * std::numbers::pi_v<float>)) /
            (2.0f * std::log(params.freq_base));
   };
-  dims[0] = std::max(0.0f, std::floor(corr_dim(params.beta_fast)));
-  dims[1] = std::min(static_cast<float>(params.n_dims - 1), std::ceil(corr_dim(params.beta_slow)));
+  const float low = corr_dim(params.beta_fast), high = corr_dim(params.beta_slow);
+  dims[0] = std::max(0.0f, params.truncate ? std::floor(low) : low);
+  dims[1] = std::min(static_cast<float>(params.n_dims - 1), params.truncate ? std::ceil(high) : high);
 }
 
 float RopeMagnitudeScale(const RopeParams& params) {

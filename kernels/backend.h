@@ -56,10 +56,13 @@ struct RopeParams {
   float beta_fast = 32.0f;  // the ramp's ends, in rotations over n_ctx_orig positions
   float beta_slow = 1.0f;
   int32_t n_ctx_orig = 0;   // the context the model was trained at before scaling
+  // The ramp's ends rounded outward to whole pairs (GGML's, and transformers' default); false:
+  // where they fall (transformers' `truncate: false`, gpt-oss's).
+  bool truncate = true;
 };
 
 // YaRN's correction dims (GGML's ggml_rope_yarn_corr_dims): the pair indices [dims[0], dims[1]]
-// over which the ramp falls from 1 to 0.
+// over which the ramp falls from 1 to 0 (rounded outward where params.truncate).
 void RopeYarnCorrDims(const RopeParams& params, float dims[2]);
 // The factor of cos and sin: attn_factor, times 1 + 0.1 ln(1 / freq_scale) where ext_factor != 0.
 float RopeMagnitudeScale(const RopeParams& params);

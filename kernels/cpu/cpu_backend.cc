@@ -614,6 +614,7 @@ class FastCpuBackend final : public HostBackend {
                q.freq_scale == params.freq_scale && q.ext_factor == params.ext_factor &&
                q.attn_factor == params.attn_factor && q.beta_fast == params.beta_fast &&
                q.beta_slow == params.beta_slow && q.n_ctx_orig == params.n_ctx_orig &&
+               q.truncate == params.truncate &&
                same_factors &&
                std::equal(p, p + n, positions.begin(), positions.end());
       }
