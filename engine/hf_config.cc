@@ -25,9 +25,9 @@ class ConfigReader {
     return absl::InvalidArgumentError(absl::StrCat(file_, ": ", field, ": ", what));
   }
 
-  // The integer field, within [min, 2^30]; an error naming it when absent or not.
-  absl::StatusOr<int64_t> Positive(const char* field, int64_t min = 1) const {
-    const Json& v = json_.value(field, Json());
+  // The integer `v` (field's value, or a nested one's), within [min, 2^30]; an error naming
+  // the field when absent or not.
+  absl::StatusOr<int64_t> Positive(const Json& v, const std::string& field, int64_t min = 1) const {
     if (!v.is_number_integer() || v.get<int64_t>() < min || v.get<int64_t>() > (1 << 30)) {
       return Error(field, v.is_null() ? "missing"
                           : min == 1  ? "must be a positive integer"
@@ -35,15 +35,21 @@ class ConfigReader {
     }
     return v.get<int64_t>();
   }
+  absl::StatusOr<int64_t> Positive(const char* field, int64_t min = 1) const {
+    return Positive(json_.value(field, Json()), field, min);
+  }
 
-  // {arch}.key = the integer field, at least `min` (1 unless said); absent: an error when
-  // required, else no key.
-  absl::Status Int(const char* field, const std::string& key, bool required, int64_t min = 1) {
-    if (json_.value(field, Json()).is_null() && !required) return absl::OkStatus();
-    absl::StatusOr<int64_t> v = Positive(field, min);
-    if (!v.ok()) return v.status();
-    AddUint(key, *v);
+  // {arch}.key = the integer `v` (as Positive); null: an error when required, else no key.
+  absl::Status Int(const Json& v, const std::string& field, const std::string& key, bool required,
+                   int64_t min = 1) {
+    if (v.is_null() && !required) return absl::OkStatus();
+    absl::StatusOr<int64_t> n = Positive(v, field, min);
+    if (!n.ok()) return n.status();
+    AddUint(key, *n);
     return absl::OkStatus();
+  }
+  absl::Status Int(const char* field, const std::string& key, bool required, int64_t min = 1) {
+    return Int(json_.value(field, Json()), field, key, required, min);
   }
 
   // {arch}.key = the positive number `v` (a field's value, or nested one's); null: no key.
@@ -134,9 +140,9 @@ std::vector<float> Llama3RopeFactors(const Json& rope, int64_t rope_dims, double
 // attention folds in; llama.cpp's yarn_log_multiplier).
 absl::Status ReadYarn(ConfigReader& r, const Json& rope) {
   const std::string field = "rope_scaling";
-  if (absl::Status s = r.Float(rope.value("original_max_position_embeddings", Json()),
-                               field + ".original_max_position_embeddings",
-                               "rope.scaling.original_context_length");
+  if (absl::Status s = r.Int(rope.value("original_max_position_embeddings", Json()),
+                             field + ".original_max_position_embeddings",
+                             "rope.scaling.original_context_length", false);
       !s.ok()) {
     return s;
   }

@@ -210,34 +210,195 @@ def moe_tensors(reader, model_type, heads, heads_kv):
     return out
 
 
-def make_tiny_moe(shape):
+def synthetic_gguf(shape, work):
     import subprocess
-    import tempfile
     import gguf as gguf_py
-    from safetensors.numpy import save_file
-    hf_arch, model_type = MOE[shape]
-    work = tempfile.mkdtemp()
     gguf = os.path.join(work, "model.gguf")
     subprocess.run([os.path.join(REPO, "build/bin/baton"), "make-model", "--shape", shape,
                     "--out", gguf], check=True, stdout=subprocess.DEVNULL)
-    reader = gguf_py.GGUFReader(gguf)
-    arch = gguf_value(reader, "general.architecture")
-    n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
-    tied = all(t.name != "output.weight" for t in reader.tensors)
-    config = moe_config(reader, arch, hf_arch, model_type, n_vocab, tied)
+    return gguf_py.GGUFReader(gguf)
+
+
+def write_tiny_checkpoint(shape, config, tensors):
+    """tests/data/hf/<shape>/ of `config` and `tensors` (F32), tiny's tokenizer, and the
+    transformers base beside it."""
+    from safetensors.numpy import save_file
     out = os.path.join(REPO, "tests/data/hf", shape)
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
-    tensors = moe_tensors(reader, model_type, config["num_attention_heads"],
-                          config["num_key_value_heads"])
-    save_file(tensors, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
+    save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()},
+              os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(os.path.join(REPO, "tests/data/hf/tiny", name), out)
-    shutil.rmtree(work)
     write_transformers_base(out, os.path.join(REPO, f"tests/data/engine/arch_{shape}_c128.kld"),
                             os.path.join(REPO, f"tests/data/hf/{shape}.transformers_c128.kld"))
+
+
+def make_tiny_moe(shape):
+    import tempfile
+    hf_arch, model_type = MOE[shape]
+    work = tempfile.mkdtemp()
+    reader = synthetic_gguf(shape, work)
+    arch = gguf_value(reader, "general.architecture")
+    n_vocab = len(reader.fields["tokenizer.ggml.tokens"].data)
+    tied = all(t.name != "output.weight" for t in reader.tensors)
+    config = moe_config(reader, arch, hf_arch, model_type, n_vocab, tied)
+    tensors = moe_tensors(reader, model_type, config["num_attention_heads"],
+                          config["num_key_value_heads"])
+    shutil.rmtree(work)
+    write_tiny_checkpoint(shape, config, tensors)
+
+
+def base_config(reader, arch, hf_arch, model_type):
+    """config.json's fields every architecture has, from the GGUF."""
+    g = lambda key, default=None: gguf_value(reader, f"{arch}.{key}", default)
+    heads = g("attention.head_count")
+    return {
+        "architectures": [hf_arch], "model_type": model_type,
+        "hidden_size": g("embedding_length"), "intermediate_size": g("feed_forward_length"),
+        "num_hidden_layers": g("block_count"), "num_attention_heads": heads,
+        "max_position_embeddings": g("context_length"),
+        "rms_norm_eps": g("attention.layer_norm_rms_epsilon"),
+        "vocab_size": len(reader.fields["tokenizer.ggml.tokens"].data),
+        "tie_word_embeddings": all(t.name != "output.weight" for t in reader.tensors),
+        "bos_token_id": gguf_value(reader, "tokenizer.ggml.bos_token_id"),
+        "eos_token_id": gguf_value(reader, "tokenizer.ggml.eos_token_id"), "dtype": "float32",
+    }
+
+
+def yarn_parameters(reader, arch, **extra):
+    g = lambda key, default=None: gguf_value(reader, f"{arch}.{key}", default)
+    if g("rope.scaling.type") != "yarn":
+        return {"rope_type": "default", "rope_theta": g("rope.freq_base", 10000.0)}
+    return {"rope_type": "yarn", "rope_theta": g("rope.freq_base", 10000.0),
+            "factor": g("rope.scaling.factor"), "beta_fast": 32.0, "beta_slow": 1.0,
+            "original_max_position_embeddings": g("rope.scaling.original_context_length"),
+            **extra}
+
+
+def global_tensors(reader):
+    names = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
+    out, layers = {}, {}
+    for t in reader.tensors:
+        data = np.array(t.data, dtype=np.float32)
+        name, kind = t.name.rsplit(".", 1)
+        if name in names:
+            out[names[name] + "." + kind] = data
+        else:
+            _, n, part = name.split(".", 2)
+            layers.setdefault(int(n), {})[part + "." + kind] = data
+    return out, layers
+
+
+def make_tiny_gpt_oss(shape):
+    """gpt-oss's layout: experts [E, in, out] with gate and up interleaved (even columns the
+    gate), the router with its bias, each head's sink."""
+    import tempfile
+    work = tempfile.mkdtemp()
+    reader = synthetic_gguf(shape, work)
+    arch = "gpt-oss"
+    g = lambda key, default=None: gguf_value(reader, f"{arch}.{key}", default)
+    config = base_config(reader, arch, "GptOssForCausalLM", "gpt_oss")
+    n_layer = config["num_hidden_layers"]
+    config.update(
+        num_key_value_heads=g("attention.head_count_kv"), head_dim=g("attention.key_length"),
+        intermediate_size=g("expert_feed_forward_length"), num_local_experts=g("expert_count"),
+        num_experts_per_tok=g("expert_used_count"), sliding_window=g("attention.sliding_window"),
+        layer_types=["sliding_attention" if l % 2 == 0 else "full_attention"
+                     for l in range(n_layer)],
+        attention_bias=True, swiglu_limit=7.0, swiglu_alpha=1.702,
+        rope_parameters=yarn_parameters(reader, arch, truncate=True))
+    rename = {"attn_norm.weight": "input_layernorm.weight",
+              "post_attention_norm.weight": "post_attention_layernorm.weight",
+              "attn_sinks.weight": "self_attn.sinks",
+              "ffn_gate_inp.weight": "mlp.router.weight", "ffn_gate_inp.bias": "mlp.router.bias",
+              "ffn_down_exps.bias": "mlp.experts.down_proj_bias"}
+    for p, hf in (("attn_q", "q_proj"), ("attn_k", "k_proj"), ("attn_v", "v_proj"),
+                  ("attn_output", "o_proj")):
+        for kind in ("weight", "bias"):
+            rename[f"{p}.{kind}"] = f"self_attn.{hf}.{kind}"
+    tensors, layers = global_tensors(reader)
+    for n, parts in layers.items():
+        prefix = f"model.layers.{n}."
+        gate, up = parts.pop("ffn_gate_exps.weight"), parts.pop("ffn_up_exps.weight")
+        gate_up = np.empty((gate.shape[0], gate.shape[2], 2 * gate.shape[1]), np.float32)
+        gate_up[:, :, 0::2] = gate.transpose(0, 2, 1)
+        gate_up[:, :, 1::2] = up.transpose(0, 2, 1)
+        tensors[prefix + "mlp.experts.gate_up_proj"] = gate_up
+        gate_b, up_b = parts.pop("ffn_gate_exps.bias"), parts.pop("ffn_up_exps.bias")
+        gate_up_b = np.empty((gate_b.shape[0], 2 * gate_b.shape[1]), np.float32)
+        gate_up_b[:, 0::2], gate_up_b[:, 1::2] = gate_b, up_b
+        tensors[prefix + "mlp.experts.gate_up_proj_bias"] = gate_up_b
+        tensors[prefix + "mlp.experts.down_proj"] = \
+            parts.pop("ffn_down_exps.weight").transpose(0, 2, 1)
+        for part, data in parts.items():
+            tensors[prefix + rename[part]] = data
+    shutil.rmtree(work)
+    write_tiny_checkpoint(shape, config, tensors)
+
+
+def make_tiny_deepseek(shape):
+    """DeepSeek's layout: kv_b_proj [heads * (nope + value), kv_lora_rank] (each head's K rows
+    then its V rows), experts one by one, shared_experts; V2 (softmax, greedy) or V3 (sigmoid,
+    selection bias, groups)."""
+    import tempfile
+    work = tempfile.mkdtemp()
+    reader = synthetic_gguf(shape, work)
+    arch = "deepseek2"
+    g = lambda key, default=None: gguf_value(reader, f"{arch}.{key}", default)
+    v3 = shape == "tiny-deepseek3"
+    config = base_config(reader, arch, "DeepseekV3ForCausalLM" if v3 else "DeepseekV2ForCausalLM",
+                         "deepseek_v3" if v3 else "deepseek_v2")
+    rope, rank = g("rope.dimension_count"), g("attention.kv_lora_rank")
+    nope, value = g("attention.key_length_mla") - rope, g("attention.value_length_mla")
+    heads = config["num_attention_heads"]
+    mscale = g("rope.scaling.yarn_log_multiplier", 0.0) / 0.1
+    config.update(
+        num_key_value_heads=heads, head_dim=rope, qk_rope_head_dim=rope, qk_nope_head_dim=nope,
+        v_head_dim=value, kv_lora_rank=rank, q_lora_rank=g("attention.q_lora_rank") or None,
+        n_routed_experts=g("expert_count"), num_experts_per_tok=g("expert_used_count"),
+        moe_intermediate_size=g("expert_feed_forward_length"),
+        n_shared_experts=g("expert_shared_count"),
+        first_k_dense_replace=g("leading_dense_block_count"),
+        routed_scaling_factor=g("expert_weights_scale", 1.0),
+        norm_topk_prob=bool(g("expert_weights_norm", False)), attention_bias=False,
+        rope_parameters=yarn_parameters(reader, arch, mscale=mscale, mscale_all_dim=mscale))
+    if v3:
+        assert g("expert_gating_func") == 2
+        config.update(n_group=g("expert_group_count"), topk_group=g("expert_group_used_count"),
+                      rope_interleave=True, num_nextn_predict_layers=0)
+    else:
+        assert g("expert_gating_func", 1) == 1 and not config["norm_topk_prob"]
+        config.update(topk_method="greedy")
+    rename = {"attn_norm.weight": "input_layernorm.weight", "attn_q.weight": "self_attn.q_proj.weight",
+              "attn_q_a.weight": "self_attn.q_a_proj.weight",
+              "attn_q_a_norm.weight": "self_attn.q_a_layernorm.weight",
+              "attn_q_b.weight": "self_attn.q_b_proj.weight",
+              "attn_kv_a_mqa.weight": "self_attn.kv_a_proj_with_mqa.weight",
+              "attn_kv_a_norm.weight": "self_attn.kv_a_layernorm.weight",
+              "attn_output.weight": "self_attn.o_proj.weight",
+              "ffn_norm.weight": "post_attention_layernorm.weight",
+              "ffn_gate_inp.weight": "mlp.gate.weight",
+              "exp_probs_b.bias": "mlp.gate.e_score_correction_bias"}
+    for x in ("gate", "up", "down"):
+        rename[f"ffn_{x}.weight"] = f"mlp.{x}_proj.weight"
+        rename[f"ffn_{x}_shexp.weight"] = f"mlp.shared_experts.{x}_proj.weight"
+    tensors, layers = global_tensors(reader)
+    for n, parts in layers.items():
+        prefix = f"model.layers.{n}."
+        k_b, v_b = parts.pop("attn_k_b.weight"), parts.pop("attn_v_b.weight")  # [H, rank, nope], [H, value, rank]
+        tensors[prefix + "self_attn.kv_b_proj.weight"] = \
+            np.concatenate([k_b.transpose(0, 2, 1), v_b], axis=1).reshape(heads * (nope + value), rank)
+        for x in ("gate", "up", "down"):
+            stacked = parts.pop(f"ffn_{x}_exps.weight", None)
+            for e in range(0 if stacked is None else stacked.shape[0]):
+                tensors[f"{prefix}mlp.experts.{e}.{x}_proj.weight"] = stacked[e]
+        for part, data in parts.items():
+            tensors[prefix + rename[part]] = data
+    shutil.rmtree(work)
+    write_tiny_checkpoint(shape, config, tensors)
 
 
 def read_base(path):
@@ -292,12 +453,26 @@ def main():
     parser.add_argument("--kld", action="append", default=[], help="NAME=BASE")
     parser.add_argument("--skip-checkpoints", action="store_true")
     parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--only", help="with --tiny: this shape alone")
     args = parser.parse_args()
+    if args.tiny and args.only:
+        if args.only in TINY:
+            make_tiny(args.only, TINY[args.only])
+        elif args.only in MOE:
+            make_tiny_moe(args.only)
+        elif args.only == "tiny-gpt-oss":
+            make_tiny_gpt_oss(args.only)
+        else:
+            make_tiny_deepseek(args.only)
+        return
     if args.tiny:
         for shape, torch_dtype in TINY.items():
             make_tiny(shape, torch_dtype)
         for shape in MOE:
             make_tiny_moe(shape)
+        make_tiny_gpt_oss("tiny-gpt-oss")
+        for shape in ("tiny-deepseek2", "tiny-deepseek3"):
+            make_tiny_deepseek(shape)
         return
     os.makedirs(args.out_dir, exist_ok=True)
     if not args.skip_checkpoints:

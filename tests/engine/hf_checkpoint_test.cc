@@ -57,7 +57,8 @@ TEST_P(HfAgreementTest, AgreesWithLlamaCppOnTheGguf) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, HfAgreementTest,
                          testing::Values("tiny", "tiny-qwen3", "tiny-gemma3", "tiny-qwen3moe",
-                                         "tiny-qwen2moe", "tiny-mixtral"),
+                                         "tiny-qwen2moe", "tiny-mixtral", "tiny-gpt-oss",
+                                         "tiny-deepseek2", "tiny-deepseek3"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name) c = c == '-' ? '_' : c;
