@@ -337,6 +337,17 @@ def make_tiny_gpt_oss(shape):
             tensors[prefix + rename[part]] = data
     shutil.rmtree(work)
     write_tiny_checkpoint(shape, config, tensors)
+    # The released gpt-oss models' YaRN leaves its ramp's ends unrounded (truncate: false), which
+    # llama.cpp's GGUF rule cannot say: transformers' log-probabilities with it too.
+    untruncated = tempfile.mkdtemp()
+    shutil.copytree(os.path.join(REPO, "tests/data/hf", shape), untruncated, dirs_exist_ok=True)
+    config["rope_parameters"]["truncate"] = False
+    with open(os.path.join(untruncated, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    write_transformers_base(
+        untruncated, os.path.join(REPO, f"tests/data/engine/arch_{shape}_c128.kld"),
+        os.path.join(REPO, f"tests/data/hf/{shape}.untruncated.transformers_c128.kld"))
+    shutil.rmtree(untruncated)
 
 
 def make_tiny_deepseek(shape):

@@ -8,9 +8,16 @@
 
 #include <string>
 
+#include "absl/status/statusor.h"
+#include "engine/kl_divergence.h"
 #include "engine/model.h"
 
 namespace baton::test_support {
+
+// The model's scores against the base: every scored position (an error otherwise).
+absl::StatusOr<engine::KlDivergenceSummary> ScoreKl(const std::string& model_path,
+                                                    const std::string& kld_path,
+                                                    const engine::LoadOptions& options = {});
 
 // `model_path`: a GGUF file or checkpoint directory, loaded with `options`; `kld_path`: relative
 // to the source tree.
