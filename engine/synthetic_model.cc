@@ -150,7 +150,10 @@ DType SyntheticTensorType(const SyntheticModelOptions& options, std::string_view
                            absl::StrContains(name, "ffn_down.") || name == "output.weight";
     dtype = more_bits ? DType::kQ6_K : DType::kQ4_K;
   }
-  return n_cols % kernels::Traits(dtype).block_size == 0 ? dtype : KQuantFallback(dtype);
+  if (n_cols % kernels::Traits(dtype).block_size == 0) return dtype;
+  dtype = KQuantFallback(dtype);
+  // Rows no 32-value block fits stay F16, as llama-quantize keeps them.
+  return n_cols % kernels::Traits(dtype).block_size == 0 ? dtype : DType::kF16;
 }
 
 // Matrices this large (a real model's, for benchmarks) are drawn on every core: rows in fixed

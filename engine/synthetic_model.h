@@ -88,7 +88,8 @@ struct SyntheticModelOptions {
 absl::Status WriteSyntheticModel(const std::string& path, const SyntheticModelOptions& options);
 
 // The type of the matrix `tensor` (a GGUF tensor name, e.g. "blk.3.ffn_down.weight") with rows of
-// `n_cols` values.
+// `n_cols` values: options' (or the mix's), else llama-quantize's fallback where its block does
+// not divide the rows (a K-quant's 32-value kin, then F16).
 kernels::DType SyntheticTensorType(const SyntheticModelOptions& options, std::string_view tensor,
                                    int64_t n_cols);
 

@@ -53,6 +53,9 @@ TEST(SyntheticTensorTypeTest, Q4KMGivesMoreBitsToValuesAndDownProjectionsAndFall
   o.weight_dtype = DType::kQ3_K;
   EXPECT_EQ(SyntheticTensorType(o, "blk.0.ffn_up.weight", 512), DType::kQ3_K);
   EXPECT_EQ(SyntheticTensorType(o, "blk.0.ffn_up.weight", 96), DType::kQ4_0);
+  // Rows of 48 (tiny-deepseek3's Q bottleneck) fit no 32-value block: F16.
+  o.weight_dtype = DType::kQ8_0;
+  EXPECT_EQ(SyntheticTensorType(o, "blk.0.attn_q_b.weight", 48), DType::kF16);
 }
 
 TEST(WriteSyntheticModelTest, WritesTheMixAndThePaddedVocabularyForTheLoader) {
