@@ -460,6 +460,15 @@ absl::StatusOr<HfConfig> ReadHfConfig(const Json& config, const std::string& fil
     return r.Error("attention_bias", "true is not supported");
   }
   if (config.value("mlp_bias", false)) return r.Error("mlp_bias", "true is not supported");
+  // Quantized checkpoints: gpt-oss's MXFP4 experts (as released), which the kernels run.
+  if (const Json& q = config.value("quantization_config", Json()); !q.is_null()) {
+    const Json& method = q.is_object() ? q.value("quant_method", Json()) : Json();
+    if (!(method == "mxfp4" && out.architecture == "gpt-oss")) {
+      return r.Error("quantization_config.quant_method",
+                     absl::StrCat(method.dump(), " is not run (gpt-oss's mxfp4 is; or load a "
+                                                 "BF16/F16/F32 checkpoint, with --quantize)"));
+    }
+  }
   out.rope_neox = out.architecture != "deepseek2" || !config.value("rope_interleave", true);
   out.n_layer = static_cast<int32_t>(r.Get("num_hidden_layers", 0));
   out.tied_output = config.value("tie_word_embeddings", false);

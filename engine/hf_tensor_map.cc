@@ -4,6 +4,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -129,8 +130,11 @@ void GatherTransposed(const uint8_t* in, int64_t elem, const Gather& g, uint8_t*
 
 class Mapper {
  public:
-  Mapper(const HfConfig& config, const Json& json, HfOwnedBuffers* owned)
-      : config_(config), json_(json), owned_(owned) {}
+  Mapper(const std::vector<HfStoredTensor>& stored, const HfConfig& config, const Json& json,
+         HfOwnedBuffers* owned)
+      : config_(config), json_(json), owned_(owned) {
+    for (const HfStoredTensor& s : stored) by_name_[s.tensor->name] = &s;
+  }
 
   absl::Status Map(const HfStoredTensor& s) {
     const std::string& hf = s.tensor->name;
@@ -180,10 +184,11 @@ class Mapper {
                                                    what));
   }
 
-  // GGUF tensor `name` of `dims` (GGUF order) in the stored type: a view at `view_data` (null:
-  // the stored tensor's start), or a buffer made at load (`copy`).
+  // GGUF tensor `name` of `dims` (GGUF order) in the stored type (or `dtype`): a view at
+  // `view_data` (null: the stored tensor's start), or a buffer made at load (`copy`).
   void Add(const HfStoredTensor& s, std::string name, std::vector<int64_t> dims,
-           const uint8_t* view_data, uint8_t* copy = nullptr) {
+           const uint8_t* view_data, uint8_t* copy = nullptr,
+           std::optional<kernels::DType> dtype = std::nullopt) {
     if (dims.empty()) dims = {1};
     // The shared expert's gate is one row: GGUF stores it as a vector.
     if (absl::EndsWith(name, "ffn_gate_inp_shexp.weight") && dims.size() == 2 && dims[1] == 1) {
@@ -191,13 +196,15 @@ class Mapper {
     }
     uint64_t n = 1;
     for (int64_t d : dims) n *= d;
+    const kernels::DType type = dtype.value_or(s.tensor->dtype);
+    const uint64_t bytes = n / dims[0] * kernels::RowBytes(type, dims[0]);
     GgufTensorInfo info{.name = std::move(name),
                         .dims = std::move(dims),
-                        .dtype = s.tensor->dtype,
+                        .dtype = type,
                         .offset_in_data = 0,
                         .offset_in_file = 0,
                         .n_elements = n,
-                        .n_bytes = n * ElementBytes(s.tensor->dtype),
+                        .n_bytes = bytes,
                         .data = copy != nullptr ? copy : view_data ? view_data : s.tensor->data};
     if (copy == nullptr) info.offset_in_data = info.data - s.mapping->data();
     if (arch() == "gemma3" && absl::EndsWith(info.name, "norm.weight")) AddOne(&info);
@@ -241,9 +248,20 @@ class Mapper {
     return absl::OkStatus();
   }
 
-  // gpt-oss's experts ([E, in, out], gate and up interleaved; `what` follows "mlp.experts.").
+  // gpt-oss's experts ([E, in, out], gate and up interleaved; `what` follows "mlp.experts."),
+  // or as released, in MXFP4.
   absl::Status MapGptOssExperts(const HfStoredTensor& s, const std::string& blk,
                                 const std::string& what) {
+    for (const char* proj : {"gate_up_proj", "down_proj"}) {
+      if (what == absl::StrCat(proj, "_blocks")) return MapMxfp4(s, blk, proj);
+      if (what == absl::StrCat(proj, "_scales")) {
+        if (by_name_.contains(absl::StrCat(s.tensor->name.substr(0, s.tensor->name.size() - 7),
+                                           "_blocks"))) {
+          return absl::OkStatus();  // read with its blocks
+        }
+        return Error(s, absl::StrCat("has no ", proj, "_blocks beside it"));
+      }
+    }
     const int64_t n = Dim(s, 0);
     if (what == "gate_up_proj" && Rank(s) == 3 && Dim(s, 2) % 2 == 0) {
       const int64_t hidden = Dim(s, 1), ff = Dim(s, 2) / 2;
@@ -280,6 +298,54 @@ class Mapper {
                     "intermediate], down_proj [experts, intermediate, hidden] and their biases");
   }
 
+  // gpt-oss's MXFP4 experts as released: <proj>_blocks [E, rows, groups, 16] (two E2M1 values a
+  // byte, the first in the low nibble) and <proj>_scales [E, rows, groups] (E8M0 exponents),
+  // rows [out, in] (gate_up's interleaved, even rows the gate): GGUF's MXFP4 blocks (the
+  // exponent, then 16 bytes holding values j and j + 16 in their low and high nibbles).
+  absl::Status MapMxfp4(const HfStoredTensor& blocks, const std::string& blk,
+                        const std::string& proj) {
+    const std::string& name = blocks.tensor->name;
+    const std::string scales_name = name.substr(0, name.size() - 7) + "_scales";
+    const HfStoredTensor* scales =
+        by_name_.contains(scales_name) ? by_name_.at(scales_name) : nullptr;
+    if (scales == nullptr) return Error(blocks, absl::StrCat("has no ", scales_name, " beside it"));
+    const std::vector<int64_t>& b = blocks.tensor->shape;
+    const bool gate_up = proj == "gate_up_proj";
+    if (blocks.tensor->dtype != kernels::DType::kI8 || scales->tensor->dtype != kernels::DType::kI8 ||
+        b.size() != 4 || b[3] != 16 || scales->tensor->shape != std::vector{b[0], b[1], b[2]} ||
+        (gate_up && b[1] % 2 != 0)) {
+      return Error(blocks, "and its scales are not U8 MXFP4 blocks [experts, rows, groups, 16] "
+                           "and scales [experts, rows, groups]");
+    }
+    const int64_t n = b[0], rows = b[1], groups = b[2];
+    const int64_t stride = gate_up ? 2 : 1, out_rows = rows / stride;
+    const std::vector<std::pair<const char*, int64_t>> parts =
+        gate_up ? std::vector<std::pair<const char*, int64_t>>{{"ffn_gate_exps", 0},
+                                                               {"ffn_up_exps", 1}}
+                : std::vector<std::pair<const char*, int64_t>>{{"ffn_down_exps", 0}};
+    for (const auto& [part, offset] : parts) {
+      uint8_t* out = owned_->Allocate(n * out_rows * groups * 17);
+      Add(blocks, blk + part + ".weight", {groups * 32, out_rows, n}, nullptr, out,
+          kernels::DType::kMXFP4);
+      for (int64_t e = 0; e < n; ++e) {
+        for (int64_t r = 0; r < out_rows; ++r) {
+          const int64_t row = (e * rows + r * stride + offset) * groups;
+          for (int64_t g = 0; g < groups; ++g, out += 17) {
+            const uint8_t* q = blocks.tensor->data + (row + g) * 16;
+            out[0] = scales->tensor->data[row + g];
+            for (int j = 0; j < 16; ++j) {
+              const int lo = (q[j / 2] >> (4 * (j % 2))) & 0xf;
+              const int hi = (q[(j + 16) / 2] >> (4 * (j % 2))) & 0xf;
+              out[1 + j] = static_cast<uint8_t>(lo | hi << 4);
+            }
+          }
+        }
+      }
+    }
+    blocks.mapping->DropResidentPages(blocks.tensor->data, blocks.tensor->n_bytes);
+    return absl::OkStatus();
+  }
+
   // DeepSeek's kv_b_proj [heads * (nope + value), kv_lora_rank] as attn_k_b and attn_v_b.
   absl::Status MapKvB(const HfStoredTensor& s, const std::string& blk) {
     const int64_t heads = json_.value("num_attention_heads", 0);
@@ -307,6 +373,7 @@ class Mapper {
   const Json& json_;
   HfOwnedBuffers* owned_;
   std::vector<HfMappedTensor> out_;
+  absl::flat_hash_map<std::string, const HfStoredTensor*> by_name_;
 };
 
 }  // namespace
@@ -325,7 +392,7 @@ const uint8_t* HfOwnedBuffers::Floats(const std::vector<float>& values) {
 absl::StatusOr<std::vector<HfMappedTensor>> MapHfTensors(const std::vector<HfStoredTensor>& stored,
                                                          const HfConfig& config, const Json& json,
                                                          HfOwnedBuffers* owned) {
-  Mapper mapper(config, json, owned);
+  Mapper mapper(stored, config, json, owned);
   for (const HfStoredTensor& s : stored) {
     if (absl::Status status = mapper.Map(s); !status.ok()) return status;
   }

@@ -10,7 +10,9 @@
 //     halves, and down_proj as GGUF's stacked tensor.
 //   - gpt-oss's experts, stored [E, in, out] with gate and up interleaved (gate_up_proj
 //     [E, hidden, 2 * ff], even columns the gate) and their biases [E, 2 * ff] interleaved alike:
-//     transposed and split (copies, in the stored type).
+//     transposed and split (copies, in the stored type). Or, as OpenAI released them, MXFP4:
+//     <proj>_blocks [E, out, in / 32, 16] bytes and <proj>_scales [E, out, in / 32], repacked
+//     into GGUF's MXFP4 blocks (rows [out, in], so no transpose; gate and up rows split).
 //   - DeepSeek's kv_b_proj [heads * (nope + value), kv_lora_rank]: GGUF's attn_k_b, each head's
 //     K rows transposed [heads, kv_lora_rank, nope] (a copy), and attn_v_b, each head's V rows
 //     (views "attn_v_b.<h>.weight").

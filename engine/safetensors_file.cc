@@ -16,10 +16,13 @@ std::optional<kernels::DType> DTypeOf(const std::string& name) {
   if (name == "BF16") return kernels::DType::kBF16;
   if (name == "F16") return kernels::DType::kF16;
   if (name == "F32") return kernels::DType::kF32;
+  if (name == "U8") return kernels::DType::kI8;  // bytes: MXFP4's blocks and scales
   return std::nullopt;
 }
 
-int64_t ElementBytes(kernels::DType dtype) { return dtype == kernels::DType::kF32 ? 4 : 2; }
+int64_t ElementBytes(kernels::DType dtype) {
+  return dtype == kernels::DType::kF32 ? 4 : dtype == kernels::DType::kI8 ? 1 : 2;
+}
 
 // One header entry, checked against the data section [data, data + data_bytes).
 absl::StatusOr<SafetensorsTensor> ReadEntry(const std::string& path, const std::string& name,
@@ -33,7 +36,7 @@ absl::StatusOr<SafetensorsTensor> ReadEntry(const std::string& path, const std::
   const std::optional<kernels::DType> dtype =
       dtype_name.is_string() ? DTypeOf(dtype_name) : std::nullopt;
   if (!dtype) {
-    return error(absl::StrCat("dtype ", dtype_name.dump(), " is not loaded (BF16, F16, F32 are)"));
+    return error(absl::StrCat("dtype ", dtype_name.dump(), " is not loaded (BF16, F16, F32, U8 are)"));
   }
   const Json& shape = entry.value("shape", Json());
   if (!shape.is_array() || shape.size() > SafetensorsFile::kMaxDims) {

@@ -3,7 +3,8 @@
 // then the tensors' bytes, row-major.
 //
 // Open() validates the whole header: its length (at most kMaxHeaderBytes, inside the file),
-// JSON, every entry's dtype (BF16, F16 or F32: the types baton loads), shape (at most
+// JSON, every entry's dtype (BF16, F16 or F32: the types baton loads; U8, as kernels::DType::kI8,
+// for the bytes of MXFP4 blocks and scales), shape (at most
 // kMaxDims dims, no overflow) and data range (inside the data section, as long as the shape
 // and dtype say). Errors are INVALID_ARGUMENT naming the file and the tensor.
 //

@@ -350,6 +350,51 @@ def make_tiny_gpt_oss(shape):
     shutil.rmtree(untruncated)
 
 
+FP4_VALUES = np.array([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,
+                       -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0], dtype=np.float32)
+
+
+def to_mxfp4(w):
+    """w [..., rows, cols] (cols a multiple of 32) as OpenAI's MXFP4: blocks [..., rows, cols / 32,
+    16] (values 2k and 2k + 1 in byte k's low and high nibbles) and E8M0 scales [..., rows,
+    cols / 32], each block's scale the power of two that brings its largest magnitude to at most
+    6, each value the nearest E2M1 level."""
+    g = w.reshape(*w.shape[:-1], w.shape[-1] // 32, 32)
+    amax = np.abs(g).max(axis=-1, keepdims=True)
+    exponent = np.ceil(np.log2(np.maximum(amax, 1e-30) / 6.0)).astype(np.int32)
+    scaled = g / np.ldexp(np.float32(1), exponent)
+    codes = np.abs(scaled[..., None] - FP4_VALUES).argmin(axis=-1).astype(np.uint8)
+    blocks = codes[..., 0::2] | (codes[..., 1::2] << 4)
+    return blocks, (exponent[..., 0] + 127).astype(np.uint8)
+
+
+def make_tiny_gpt_oss_mxfp4(shape="tiny-gpt-oss"):
+    """tiny-gpt-oss with its experts in MXFP4 as OpenAI released gpt-oss (quantization_config
+    mxfp4; gate_up_proj_blocks [E, 2 * ff, hidden / 32, 16] with gate and up rows interleaved,
+    down_proj_blocks [E, hidden, ff / 32, 16], their _scales; biases kept), in
+    tests/data/hf/tiny-gpt-oss-mxfp4/, and transformers' log-probabilities on it (its MXFP4
+    reader, dequantizing on the CPU)."""
+    from safetensors.numpy import load_file, save_file
+    src = os.path.join(REPO, "tests/data/hf", shape)
+    out = src + "-mxfp4"
+    shutil.rmtree(out, ignore_errors=True)
+    shutil.copytree(src, out)
+    tensors = load_file(os.path.join(src, "model.safetensors"))
+    for name in list(tensors):
+        if name.endswith("mlp.experts.gate_up_proj") or name.endswith("mlp.experts.down_proj"):
+            blocks, scales = to_mxfp4(tensors.pop(name).transpose(0, 2, 1))  # [E, out, in]
+            tensors[name + "_blocks"], tensors[name + "_scales"] = blocks, scales
+    save_file(tensors, os.path.join(out, "model.safetensors"), metadata={"format": "pt"})
+    with open(os.path.join(out, "config.json")) as f:
+        config = json.load(f)
+    config["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": [
+        "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    write_transformers_base(out, os.path.join(REPO, f"tests/data/engine/arch_{shape}_c128.kld"),
+                            os.path.join(REPO, f"tests/data/hf/{shape}-mxfp4.transformers_c128.kld"))
+
+
 def make_tiny_deepseek(shape):
     """DeepSeek's layout: kv_b_proj [heads * (nope + value), kv_lora_rank] (each head's K rows
     then its V rows), experts one by one, shared_experts; V2 (softmax, greedy) or V3 (sigmoid,
@@ -473,6 +518,8 @@ def main():
             make_tiny_moe(args.only)
         elif args.only == "tiny-gpt-oss":
             make_tiny_gpt_oss(args.only)
+        elif args.only == "tiny-gpt-oss-mxfp4":
+            make_tiny_gpt_oss_mxfp4()
         else:
             make_tiny_deepseek(args.only)
         return
@@ -482,6 +529,7 @@ def main():
         for shape in MOE:
             make_tiny_moe(shape)
         make_tiny_gpt_oss("tiny-gpt-oss")
+        make_tiny_gpt_oss_mxfp4()
         for shape in ("tiny-deepseek2", "tiny-deepseek3"):
             make_tiny_deepseek(shape)
         return
