@@ -66,8 +66,7 @@ bool IsMatrix(const GgufTensorInfo& info) {
 
 // The matrix `t` re-stored as `dtype` row by row (its dims[0] a multiple of the type's block);
 // only its type and size when `describe_only`. A view's stored pages go once read.
-void Quantize(kernels::DType dtype, bool describe_only, HfMappedTensor* t,
-              HfOwnedBuffers* owned) {
+void Quantize(kernels::DType dtype, bool describe_only, HfMappedTensor* t, HfOwnedBuffers* owned) {
   GgufTensorInfo& info = t->info;
   const int64_t cols = info.dims[0], rows = static_cast<int64_t>(info.n_elements) / cols;
   const int64_t row_bytes = kernels::RowBytes(dtype, cols);
@@ -137,15 +136,15 @@ absl::StatusOr<HfCheckpoint> ReadCheckpoint(const std::string& dir_name,
   for (HfMappedTensor& t : *mapped) {
     if (checkpoint.sources.contains(t.info.name)) {
       return absl::InvalidArgumentError(absl::StrCat(t.from->shard, ": tensor '",
-                                                     t.from->tensor->name, "' gives ",
-                                                     t.info.name, ", which another also gives"));
+                                                     t.from->tensor->name, "' gives ", t.info.name,
+                                                     ", which another also gives"));
     }
     if (options.quantize && IsMatrix(t.info) && *options.quantize != t.info.dtype &&
         t.info.dims[0] % kernels::Traits(*options.quantize).block_size == 0) {
       Quantize(*options.quantize, !options.weights, &t, &owned);
     }
-    checkpoint.sources[t.info.name] = absl::StrCat(t.from->tensor->name, " in ",
-                                                   fs::path(t.from->shard).filename().string());
+    checkpoint.sources[t.info.name] =
+        absl::StrCat(t.from->tensor->name, " in ", fs::path(t.from->shard).filename().string());
     tensors.push_back(std::move(t.info));
   }
   if (!config->rope_freq_factors.empty()) {

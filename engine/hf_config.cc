@@ -327,8 +327,9 @@ absl::Status ReadLatentAttention(ConfigReader& r) {
     if (absl::Status s = r.Int("q_lora_rank", "attention.q_lora_rank", true); !s.ok()) return s;
   }
   int64_t rank = 0, rope = 0, nope = 0, value = 0;
-  for (const auto& [field, v] : {std::pair{"kv_lora_rank", &rank}, std::pair{"qk_rope_head_dim", &rope},
-                                 std::pair{"qk_nope_head_dim", &nope}, std::pair{"v_head_dim", &value}}) {
+  for (const auto& [field, v] :
+       {std::pair{"kv_lora_rank", &rank}, std::pair{"qk_rope_head_dim", &rope},
+        std::pair{"qk_nope_head_dim", &nope}, std::pair{"v_head_dim", &value}}) {
     absl::StatusOr<int64_t> n = r.Positive(field);
     if (!n.ok()) return n.status();
     *v = *n;
@@ -373,12 +374,12 @@ absl::Status ReadDeepseekExperts(ConfigReader& r, bool v3) {
 }
 
 absl::Status ReadDeepseekV2(ConfigReader& r) {
-  return ReadChain({[&] { return ReadLatentAttention(r); },
-                    [&] { return ReadDeepseekExperts(r, false); }});
+  return ReadChain(
+      {[&] { return ReadLatentAttention(r); }, [&] { return ReadDeepseekExperts(r, false); }});
 }
 absl::Status ReadDeepseekV3(ConfigReader& r) {
-  return ReadChain({[&] { return ReadLatentAttention(r); },
-                    [&] { return ReadDeepseekExperts(r, true); }});
+  return ReadChain(
+      {[&] { return ReadLatentAttention(r); }, [&] { return ReadDeepseekExperts(r, true); }});
 }
 
 struct Architecture {
@@ -424,8 +425,8 @@ absl::Status ReadCommon(ConfigReader& r, std::vector<float>* rope_factors) {
   }
   const int64_t rope_dims =
       r.Get("qk_rope_head_dim",
-            r.Get("head_dim", r.Get("hidden_size", 0) /
-                                  std::max<int64_t>(1, r.Get("num_attention_heads", 1))));
+            r.Get("head_dim",
+                  r.Get("hidden_size", 0) / std::max<int64_t>(1, r.Get("num_attention_heads", 1))));
   return ReadRope(r, rope_dims, rope_factors);
 }
 
@@ -433,7 +434,8 @@ absl::Status ReadCommon(ConfigReader& r, std::vector<float>* rope_factors) {
 
 std::string HfArchitectureList() {
   std::string list;
-  for (const Architecture& a : kArchitectures) absl::StrAppend(&list, list.empty() ? "" : ", ", a.hf);
+  for (const Architecture& a : kArchitectures)
+    absl::StrAppend(&list, list.empty() ? "" : ", ", a.hf);
   return list;
 }
 
@@ -446,8 +448,7 @@ absl::StatusOr<HfConfig> ReadHfConfig(const Json& config, const std::string& fil
   }
   if (arch == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(file, ": architectures: ", archs.dump(),
-                                                   " is not run (", HfArchitectureList(),
-                                                   " are)"));
+                                                   " is not run (", HfArchitectureList(), " are)"));
   }
   HfConfig out;
   out.architecture = arch->gguf;
@@ -465,8 +466,9 @@ absl::StatusOr<HfConfig> ReadHfConfig(const Json& config, const std::string& fil
     const Json& method = q.is_object() ? q.value("quant_method", Json()) : Json();
     if (!(method == "mxfp4" && out.architecture == "gpt-oss")) {
       return r.Error("quantization_config.quant_method",
-                     absl::StrCat(method.dump(), " is not run (gpt-oss's mxfp4 is; or load a "
-                                                 "BF16/F16/F32 checkpoint, with --quantize)"));
+                     absl::StrCat(method.dump(),
+                                  " is not run (gpt-oss's mxfp4 is; or load a "
+                                  "BF16/F16/F32 checkpoint, with --quantize)"));
     }
   }
   out.rope_neox = out.architecture != "deepseek2" || !config.value("rope_interleave", true);

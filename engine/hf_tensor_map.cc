@@ -138,6 +138,10 @@ class Mapper {
 
   absl::Status Map(const HfStoredTensor& s) {
     const std::string& hf = s.tensor->name;
+    if (s.tensor->dtype == kernels::DType::kI8 && !absl::EndsWith(hf, "_blocks") &&
+        !absl::EndsWith(hf, "_scales")) {
+      return Error(s, "is U8, which only MXFP4 blocks and scales may be");
+    }
     if (std::optional<std::string> name = GlobalName(hf)) {
       if (!(config_.tied_output && *name == "output.weight")) Add(s, *name, Reversed(s), nullptr);
       return absl::OkStatus();
@@ -148,8 +152,8 @@ class Mapper {
     const auto& [layer, rest] = *in_layer;
     if (layer >= config_.n_layer) {
       if (arch() == "deepseek2") return absl::OkStatus();  // a multi-token-prediction block
-      return Error(s, absl::StrCat("is in layer ", layer, ", past config.json's ",
-                                   config_.n_layer, " num_hidden_layers"));
+      return Error(s, absl::StrCat("is in layer ", layer, ", past config.json's ", config_.n_layer,
+                                   " num_hidden_layers"));
     }
     const std::string blk = absl::StrCat("blk.", layer, ".");
     if (std::optional<std::string> name = LayerName(rest, arch())) {
@@ -205,7 +209,9 @@ class Mapper {
                         .offset_in_file = 0,
                         .n_elements = n,
                         .n_bytes = bytes,
-                        .data = copy != nullptr ? copy : view_data ? view_data : s.tensor->data};
+                        .data = copy != nullptr ? copy
+                                : view_data     ? view_data
+                                                : s.tensor->data};
     if (copy == nullptr) info.offset_in_data = info.data - s.mapping->data();
     if (arch() == "gemma3" && absl::EndsWith(info.name, "norm.weight")) AddOne(&info);
     out_.push_back({.info = std::move(info), .from = &s, .view = copy == nullptr});
@@ -255,8 +261,8 @@ class Mapper {
     for (const char* proj : {"gate_up_proj", "down_proj"}) {
       if (what == absl::StrCat(proj, "_blocks")) return MapMxfp4(s, blk, proj);
       if (what == absl::StrCat(proj, "_scales")) {
-        if (by_name_.contains(absl::StrCat(s.tensor->name.substr(0, s.tensor->name.size() - 7),
-                                           "_blocks"))) {
+        if (by_name_.contains(
+                absl::StrCat(s.tensor->name.substr(0, s.tensor->name.size() - 7), "_blocks"))) {
           return absl::OkStatus();  // read with its blocks
         }
         return Error(s, absl::StrCat("has no ", proj, "_blocks beside it"));
@@ -267,8 +273,13 @@ class Mapper {
       const int64_t hidden = Dim(s, 1), ff = Dim(s, 2) / 2;
       for (const auto& [part, offset] : {std::pair{"ffn_gate_exps", 0}, {"ffn_up_exps", 1}}) {
         AddGathered(s, blk + part + ".weight", {hidden, ff, n},
-                    {.count = n, .rows = ff, .cols = hidden, .matrix_pitch = hidden * 2 * ff,
-                     .row_pitch = 2 * ff, .col_stride = 2, .col_offset = offset});
+                    {.count = n,
+                     .rows = ff,
+                     .cols = hidden,
+                     .matrix_pitch = hidden * 2 * ff,
+                     .row_pitch = 2 * ff,
+                     .col_stride = 2,
+                     .col_offset = offset});
       }
       s.mapping->DropResidentPages(s.tensor->data, s.tensor->n_bytes);  // copied: read no more
       return absl::OkStatus();
@@ -277,16 +288,26 @@ class Mapper {
       const int64_t ff = Dim(s, 1) / 2;
       for (const auto& [part, offset] : {std::pair{"ffn_gate_exps", 0}, {"ffn_up_exps", 1}}) {
         AddGathered(s, blk + part + ".bias", {ff, n},
-                    {.count = n, .rows = ff, .cols = 1, .matrix_pitch = 2 * ff, .row_pitch = 0,
-                     .col_stride = 2, .col_offset = offset});
+                    {.count = n,
+                     .rows = ff,
+                     .cols = 1,
+                     .matrix_pitch = 2 * ff,
+                     .row_pitch = 0,
+                     .col_stride = 2,
+                     .col_offset = offset});
       }
       return absl::OkStatus();
     }
     if (what == "down_proj" && Rank(s) == 3) {
       const int64_t ff = Dim(s, 1), hidden = Dim(s, 2);
       AddGathered(s, blk + "ffn_down_exps.weight", {ff, hidden, n},
-                  {.count = n, .rows = hidden, .cols = ff, .matrix_pitch = ff * hidden,
-                   .row_pitch = hidden, .col_stride = 1, .col_offset = 0});
+                  {.count = n,
+                   .rows = hidden,
+                   .cols = ff,
+                   .matrix_pitch = ff * hidden,
+                   .row_pitch = hidden,
+                   .col_stride = 1,
+                   .col_offset = 0});
       s.mapping->DropResidentPages(s.tensor->data, s.tensor->n_bytes);
       return absl::OkStatus();
     }
@@ -294,8 +315,9 @@ class Mapper {
       Add(s, blk + "ffn_down_exps.bias", Reversed(s), nullptr);
       return absl::OkStatus();
     }
-    return Error(s, "is none of gpt-oss's experts' gate_up_proj [experts, hidden, 2 * "
-                    "intermediate], down_proj [experts, intermediate, hidden] and their biases");
+    return Error(s,
+                 "is none of gpt-oss's experts' gate_up_proj [experts, hidden, 2 * "
+                 "intermediate], down_proj [experts, intermediate, hidden] and their biases");
   }
 
   // gpt-oss's MXFP4 experts as released: <proj>_blocks [E, rows, groups, 16] (two E2M1 values a
@@ -311,18 +333,19 @@ class Mapper {
     if (scales == nullptr) return Error(blocks, absl::StrCat("has no ", scales_name, " beside it"));
     const std::vector<int64_t>& b = blocks.tensor->shape;
     const bool gate_up = proj == "gate_up_proj";
-    if (blocks.tensor->dtype != kernels::DType::kI8 || scales->tensor->dtype != kernels::DType::kI8 ||
-        b.size() != 4 || b[3] != 16 || scales->tensor->shape != std::vector{b[0], b[1], b[2]} ||
-        (gate_up && b[1] % 2 != 0)) {
-      return Error(blocks, "and its scales are not U8 MXFP4 blocks [experts, rows, groups, 16] "
-                           "and scales [experts, rows, groups]");
+    if (blocks.tensor->dtype != kernels::DType::kI8 ||
+        scales->tensor->dtype != kernels::DType::kI8 || b.size() != 4 || b[3] != 16 ||
+        scales->tensor->shape != std::vector{b[0], b[1], b[2]} || (gate_up && b[1] % 2 != 0)) {
+      return Error(blocks,
+                   "and its scales are not U8 MXFP4 blocks [experts, rows, groups, 16] "
+                   "and scales [experts, rows, groups]");
     }
     const int64_t n = b[0], rows = b[1], groups = b[2];
     const int64_t stride = gate_up ? 2 : 1, out_rows = rows / stride;
     const std::vector<std::pair<const char*, int64_t>> parts =
-        gate_up ? std::vector<std::pair<const char*, int64_t>>{{"ffn_gate_exps", 0},
-                                                               {"ffn_up_exps", 1}}
-                : std::vector<std::pair<const char*, int64_t>>{{"ffn_down_exps", 0}};
+        gate_up
+            ? std::vector<std::pair<const char*, int64_t>>{{"ffn_gate_exps", 0}, {"ffn_up_exps", 1}}
+            : std::vector<std::pair<const char*, int64_t>>{{"ffn_down_exps", 0}};
     for (const auto& [part, offset] : parts) {
       uint8_t* out = owned_->Allocate(n * out_rows * groups * 17);
       Add(blocks, blk + part + ".weight", {groups * 32, out_rows, n}, nullptr, out,
@@ -358,8 +381,13 @@ class Mapper {
     }
     const int64_t rank = Dim(s, 1);
     AddGathered(s, blk + "attn_k_b.weight", {nope, rank, heads},
-                {.count = heads, .rows = rank, .cols = nope, .matrix_pitch = (nope + value) * rank,
-                 .row_pitch = rank, .col_stride = 1, .col_offset = 0});
+                {.count = heads,
+                 .rows = rank,
+                 .cols = nope,
+                 .matrix_pitch = (nope + value) * rank,
+                 .row_pitch = rank,
+                 .col_stride = 1,
+                 .col_offset = 0});
     const int64_t head_bytes = (nope + value) * rank * ElementBytes(s.tensor->dtype);
     const int64_t nope_bytes = nope * rank * ElementBytes(s.tensor->dtype);
     for (int64_t h = 0; h < heads; ++h) {

@@ -61,9 +61,10 @@ struct HfOwnedBuffers {
 // `stored` are the checkpoint's tensors, `config` what ReadHfConfig made of config.json (`json`).
 // Errors name the tensor and its shard: a tensor no rule maps, one of a shape its rule cannot
 // split, a layer past num_hidden_layers.
-absl::StatusOr<std::vector<HfMappedTensor>> MapHfTensors(
-    const std::vector<HfStoredTensor>& stored, const HfConfig& config, const nlohmann::json& json,
-    HfOwnedBuffers* owned);
+absl::StatusOr<std::vector<HfMappedTensor>> MapHfTensors(const std::vector<HfStoredTensor>& stored,
+                                                         const HfConfig& config,
+                                                         const nlohmann::json& json,
+                                                         HfOwnedBuffers* owned);
 
 }  // namespace baton::engine
 

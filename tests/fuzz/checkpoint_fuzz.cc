@@ -1,6 +1,7 @@
 // libFuzzer target: the files of a Hugging Face checkpoint that baton parses, from arbitrary bytes.
 // The first byte picks the format: even, a safetensors file (SafetensorsFile::Open, then every
-// tensor's first and last byte read); odd, a tokenizer.json (LoadTokenizerJson, then the tokenizer
+// tensor's first and last byte read, then its tensors mapped as a gpt-oss's and as a DeepSeek's
+// (MapHfTensors: the layouts copied at load) and every mapped tensor's bytes read); odd, a tokenizer.json (LoadTokenizerJson, then the tokenizer
 // built and run over the input itself). Aborts on an id out of range; crashes and sanitizer
 // reports are the findings.
 #include <unistd.h>
@@ -11,8 +12,12 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/hf_config.h"
+#include "engine/hf_tensor_map.h"
 #include "engine/safetensors_file.h"
 #include "engine/tokenizer.h"
 #include "engine/tokenizer_json.h"
@@ -33,6 +38,34 @@ void Write(const std::string& path, const uint8_t* data, size_t size) {
       .write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
 }
 
+// Small gpt-oss and DeepSeek V3 configs (2 layers, 4 heads), read once.
+const std::vector<std::pair<baton::engine::HfConfig, nlohmann::json>>& Configs() {
+  static const auto* configs = [] {
+    auto* out = new std::vector<std::pair<baton::engine::HfConfig, nlohmann::json>>;
+    const nlohmann::json common = {
+        {"hidden_size", 64},       {"num_hidden_layers", 2}, {"num_attention_heads", 4},
+        {"intermediate_size", 64}, {"vocab_size", 64},       {"max_position_embeddings", 128},
+        {"rms_norm_eps", 1e-6}};
+    nlohmann::json gpt_oss = common, deepseek = common;
+    gpt_oss.update({{"architectures", {"GptOssForCausalLM"}}, {"sliding_window", 16},
+                    {"num_local_experts", 4}, {"num_experts_per_tok", 2}, {"head_dim", 16}});
+    deepseek.update({{"architectures", {"DeepseekV3ForCausalLM"}}, {"kv_lora_rank", 16},
+                     {"qk_rope_head_dim", 8}, {"qk_nope_head_dim", 8}, {"v_head_dim", 8},
+                     {"n_routed_experts", 4}, {"num_experts_per_tok", 2},
+                     {"moe_intermediate_size", 32}});
+    for (const nlohmann::json& json : {gpt_oss, deepseek}) {
+      absl::StatusOr<baton::engine::HfConfig> config = baton::engine::ReadHfConfig(json, "", "");
+      if (!config.ok()) {
+        std::fprintf(stderr, "checkpoint_fuzz: %s\n", config.status().ToString().c_str());
+        std::abort();
+      }
+      out->emplace_back(*std::move(config), json);
+    }
+    return out;
+  }();
+  return *configs;
+}
+
 void Safetensors(const uint8_t* data, size_t size) {
   const std::string& path = ScratchPath(".safetensors");
   Write(path, data, size);
@@ -40,8 +73,19 @@ void Safetensors(const uint8_t* data, size_t size) {
       baton::engine::SafetensorsFile::Open(path);
   if (!file.ok()) return;
   volatile uint8_t sink = 0;
+  std::vector<baton::engine::HfStoredTensor> stored;
   for (const baton::engine::SafetensorsTensor& t : (*file)->tensors()) {
     if (t.n_bytes > 0) sink = sink + t.data[0] + t.data[t.n_bytes - 1];
+    stored.push_back({.tensor = &t, .mapping = &(*file)->mapping(), .shard = path});
+  }
+  for (const auto& [config, json] : Configs()) {
+    baton::engine::HfOwnedBuffers owned;
+    absl::StatusOr<std::vector<baton::engine::HfMappedTensor>> mapped =
+        baton::engine::MapHfTensors(stored, config, json, &owned);
+    if (!mapped.ok()) continue;
+    for (const baton::engine::HfMappedTensor& t : *mapped) {
+      if (t.info.n_bytes > 0) sink = sink + t.info.data[0] + t.info.data[t.info.n_bytes - 1];
+    }
   }
 }
 
