@@ -45,7 +45,9 @@ int RunWorkerWithRole(const std::string& command, const Args& args,
   std::vector<FlagSpec> specs = ServeFlagSpecs();
   std::vector<FlagSpec> own = {
       {"model", "PATH", "GGUF file or Hugging Face checkpoint directory (default: the default model)"},
-      {"router", "HOST:PORT", "register with this router and send it heartbeats"},
+      {"router", "SPEC",
+       "register with these routers and send them heartbeats: HOST:PORT[,HOST:PORT...], or "
+       "dns:NAME:PORT for every address NAME resolves to (re-resolved every 5 s)"},
       {"advertise", "HOST:PORT", "address the router and peers should dial (default host:port)"},
       DeviceFlagSpec(),
       QuantizeFlagSpec(),
@@ -118,7 +120,7 @@ int RunWorkerWithRole(const std::string& command, const Args& args,
   absl::StatusOr<engine::LoadOptions> load = LoadOptionsFlag(*flags);
   if (!load.ok()) return UsageError(command, load.status(), usage);
   options.load = *load;
-  options.router_address = flags->GetOr("router", "");
+  options.routers = flags->GetOr("router", "");
   options.advertise_address = flags->GetOr("advertise", "");
   absl::StatusOr<int64_t> v;
   if (!(v = flags->GetInt("threads", 0, 0, 1024)).ok()) return UsageError(command, v.status(), usage);

@@ -60,7 +60,7 @@ absl::StatusOr<std::vector<fs::path>> ShardPaths(const fs::path& dir) {
 }
 
 bool IsMatrix(const GgufTensorInfo& info) {
-  return info.dims.size() >= 2 && absl::EndsWith(info.name, ".weight") &&
+  return info.dims.size() >= 2 && info.n_elements > 0 && absl::EndsWith(info.name, ".weight") &&
          !absl::EndsWith(info.name, "norm.weight");
 }
 

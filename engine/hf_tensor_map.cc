@@ -201,7 +201,7 @@ class Mapper {
     uint64_t n = 1;
     for (int64_t d : dims) n *= d;
     const kernels::DType type = dtype.value_or(s.tensor->dtype);
-    const uint64_t bytes = n / dims[0] * kernels::RowBytes(type, dims[0]);
+    const uint64_t bytes = n == 0 ? 0 : n / dims[0] * kernels::RowBytes(type, dims[0]);
     GgufTensorInfo info{.name = std::move(name),
                         .dims = std::move(dims),
                         .dtype = type,

@@ -3,9 +3,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/notification.h"
 #include "base/log.h"
-#include "baton/v1/router.grpc.pb.h"
 #include "decode_worker/decode_batch.h"
 #include "decode_worker/decode_service.h"
 #include "decode_worker/reservation_table.h"
@@ -27,6 +25,7 @@
 #include "metrics/prefix_cache_metrics.h"
 #include "prefill_worker/prefill_scheduler.h"
 #include "prefill_worker/prefill_service.h"
+#include "worker/router_links.h"
 
 namespace baton::worker {
 
@@ -60,8 +59,7 @@ struct WorkerServer::Impl {
   rpc::StartedServer server;
   std::string address;
 
-  std::thread heartbeat;
-  absl::Notification stop_heartbeat;
+  std::unique_ptr<RouterLinks> router_links;
 
   std::unique_ptr<metrics::MetricsHttpServer> metrics_server;
   metrics::Registry::CollectorId metrics_collector = 0;
@@ -90,7 +88,6 @@ struct WorkerServer::Impl {
     return load;
   }
 
-  void HeartbeatLoop();
   // Sets the gauges that mirror state; run when /metrics is rendered.
   void CollectMetrics() const;
 };
@@ -118,50 +115,6 @@ void WorkerServer::Impl::CollectMetrics() const {
       .Set(batch->n_waiting());
   r.GetGauge("baton:num_reservations", "KV reservations not yet claimed by decoding.")
       .Set(reservations->size());
-}
-
-void WorkerServer::Impl::HeartbeatLoop() {
-  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
-      rpc::MakeChannel(options.router_address, options.peers);
-  if (!channel.ok()) {
-    BATON_LOG(ERROR) << "cannot reach router " << options.router_address << ": "
-                     << channel.status().message();
-    return;
-  }
-  std::unique_ptr<baton::v1::Router::Stub> stub = baton::v1::Router::NewStub(*channel);
-  std::string worker_id;
-  std::chrono::milliseconds interval = options.heartbeat_interval;
-  while (!stop_heartbeat.WaitForNotificationWithTimeout(
-      absl::FromChrono(worker_id.empty() ? std::chrono::milliseconds(100) : interval))) {
-    grpc::ClientContext context;
-    rpc::PrepareContext(context, options.peers, std::chrono::system_clock::now() + interval * 4);
-    if (worker_id.empty()) {
-      baton::v1::RegisterWorkerRequest request;
-      request.set_role(options.role);
-      request.set_address(address);
-      *request.mutable_model() = identity;
-      *request.mutable_load() = Load();
-      baton::v1::RegisterWorkerResponse response;
-      grpc::Status status = stub->RegisterWorker(&context, request, &response);
-      if (status.ok()) {
-        worker_id = response.worker_id();
-        if (response.heartbeat_interval_ms() > 0) {
-          interval = std::chrono::milliseconds(response.heartbeat_interval_ms());
-        }
-      } else if (status.error_code() != grpc::StatusCode::UNAVAILABLE &&
-                 status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
-        BATON_LOG(ERROR) << "router " << options.router_address
-                         << " refused registration: " << status.error_message();
-      }
-    } else {
-      baton::v1::HeartbeatRequest request;
-      request.set_worker_id(worker_id);
-      *request.mutable_load() = Load();
-      baton::v1::HeartbeatResponse response;
-      grpc::Status status = stub->Heartbeat(&context, request, &response);
-      if (status.ok() && !response.known()) worker_id.clear();  // router restarted: register again
-    }
-  }
 }
 
 namespace {
@@ -216,6 +169,13 @@ std::string WorkerServer::metrics_address() const {
 }
 
 absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOptions& options) {
+  if (!options.routers.empty()) {
+    // A malformed spec fails before the model loads; a name not resolving yet is retried.
+    absl::StatusOr<std::vector<std::string>> routers = ResolveRouters(options.routers);
+    if (!routers.ok() && routers.status().code() == absl::StatusCode::kInvalidArgument) {
+      return routers.status();
+    }
+  }
   auto impl = std::make_unique<Impl>();
   Impl& w = *impl;
   w.options = options;
@@ -363,7 +323,20 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOp
   w.address = !options.advertise_address.empty()
                   ? options.advertise_address
                   : absl::StrCat(options.server.host, ":", w.server.port);
-  if (!options.router_address.empty()) w.heartbeat = std::thread([self] { self->HeartbeatLoop(); });
+  if (!options.routers.empty()) {
+    baton::v1::RegisterWorkerRequest registration;
+    registration.set_role(options.role);
+    registration.set_address(w.address);
+    *registration.mutable_model() = w.identity;
+    absl::StatusOr<std::unique_ptr<RouterLinks>> links =
+        RouterLinks::Start({.routers = options.routers,
+                            .client = options.peers,
+                            .registration = registration,
+                            .load = [self] { return self->Load(); },
+                            .heartbeat_interval = options.heartbeat_interval});
+    if (!links.ok()) return links.status();
+    w.router_links = std::move(*links);
+  }
   w.metrics_collector =
       metrics::Registry::Global().AddCollector([self] { self->CollectMetrics(); });
   self->CollectMetrics();
@@ -372,8 +345,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOp
 
 void WorkerServer::Shutdown(std::chrono::milliseconds grace) {
   if (impl_ == nullptr) return;
-  if (!impl_->stop_heartbeat.HasBeenNotified()) impl_->stop_heartbeat.Notify();
-  if (impl_->heartbeat.joinable()) impl_->heartbeat.join();
+  impl_->router_links.reset();  // no heartbeat from here on
   if (impl_->server.server) {
     impl_->server.server->Shutdown(std::chrono::system_clock::now() + grace);
     impl_->server.server.reset();

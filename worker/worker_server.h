@@ -1,6 +1,6 @@
 // One worker process: the model, the compute (backend, KV cache, transformer) on one engine loop
 // thread, and the gRPC services of its role — prefill, decode, or both (colocated) — plus
-// registration and heartbeats with a router when one is named.
+// registration and heartbeats with its routers when they are named (worker/router_links.h).
 //
 // Thread-safety: Start/Shutdown from the owning thread.
 #ifndef BATON_WORKER_WORKER_SERVER_H_
@@ -42,7 +42,9 @@ struct WorkerOptions {
   rpc::ServerOptions server;
   rpc::ClientOptions peers;              // to the router and to decode workers (KV pushes)
   std::string advertise_address;         // what the router should dial; default host:port
-  std::string router_address;            // register + heartbeat there when set
+  // Register and heartbeat with these routers when set: HOST:PORT[,HOST:PORT...] or
+  // dns:NAME:PORT (worker/router_links.h).
+  std::string routers;
   kernels::Device device;                // where the model and its KV cache live
   int n_threads = 0;                     // the CPU backend's pool (0: every core)
   int64_t kv_cache_bytes = 512LL << 20;  // decode: reservations; prefill: scratch

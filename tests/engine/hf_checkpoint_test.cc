@@ -460,6 +460,18 @@ TEST(HfCheckpointTest, FileErrorsNameTheFile) {
   EXPECT_THAT(s.message(), HasSubstr("model.safetensors: tensor '")) << s;
   EXPECT_THAT(s.message(), HasSubstr("data_offsets")) << s;
 
+  // A matrix of no values: the shape check names it, quantized or not.
+  dir = CopyCheckpoint("tiny", "empty-matrix");
+  tensors = ReadTensors(dir + "/model.safetensors");
+  for (RawTensor& t : tensors) {
+    if (t.name == "model.layers.0.mlp.up_proj.weight") t = {t.name, "F32", {0, 64}, ""};
+  }
+  WriteSafetensors(dir + "/model.safetensors", tensors);
+  for (const LoadOptions& options : {LoadOptions{}, LoadOptions{.quantize = kernels::DType::kQ8_0}}) {
+    s = Model::Load(dir, options).status();
+    EXPECT_THAT(s.message(), HasSubstr("tensor 'blk.0.ffn_up.weight' has dims [64, 0]")) << s;
+  }
+
   // MXFP4 blocks without their scales.
   dir = CopyCheckpoint("tiny-gpt-oss-mxfp4", "no-scales");
   tensors = ReadTensors(dir + "/model.safetensors");

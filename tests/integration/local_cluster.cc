@@ -27,26 +27,50 @@ CommandResult RunBaton(const std::string& args) {
   return result;
 }
 
-absl::Status LocalCluster::StartRouter(std::vector<std::string> extra) {
+absl::Status LocalCluster::LaunchRouter(Proc& router, std::vector<std::string> extra) {
   std::vector<std::string> argv = {BatonBinary(), "router", "--model", model_,
                                    "--heartbeat-ms", "200"};
   argv.insert(argv.end(), common_args_.begin(), common_args_.end());
   argv.insert(argv.end(), extra.begin(), extra.end());
   absl::StatusOr<std::unique_ptr<cli::ChildProcess>> p = cli::ChildProcess::Start(argv);
   if (!p.ok()) return p.status();
-  router_.process = std::move(*p);
+  router.process = std::move(*p);
   absl::StatusOr<std::string> address =
-      router_.process->WaitForLine("listening on ", std::chrono::seconds(60));
+      router.process->WaitForLine("listening on ", std::chrono::seconds(60));
   if (!address.ok()) return address.status();
-  router_.address = *address;
-  router_.role = "router";
+  router.address = *address;
+  router.role = "router";
+  return absl::OkStatus();
+}
+
+absl::Status LocalCluster::StartRouter(std::vector<std::string> extra) {
+  return LaunchRouter(router_, std::move(extra));
+}
+
+absl::StatusOr<Proc*> LocalCluster::AddRouter(std::vector<std::string> extra) {
+  auto router = std::make_unique<Proc>();
+  if (absl::Status s = LaunchRouter(*router, std::move(extra)); !s.ok()) return s;
+  more_routers_.push_back(std::move(router));
+  return more_routers_.back().get();
+}
+
+absl::Status LocalCluster::RestartRouter(Proc& router, std::vector<std::string> extra) {
+  const std::string address = router.address;
+  const std::string port = address.substr(address.rfind(':') + 1);
+  extra.insert(extra.end(), {"--port", port});
+  if (absl::Status s = LaunchRouter(router, std::move(extra)); !s.ok()) return s;
+  if (router.address != address) {
+    return absl::InternalError(absl::StrCat("restarted on ", router.address, ", not ", address));
+  }
   return absl::OkStatus();
 }
 
 absl::StatusOr<Proc*> LocalCluster::StartWorker(const std::string& role,
                                                 std::vector<std::string> extra) {
+  std::string routers = router_.address;
+  for (const auto& r : more_routers_) absl::StrAppend(&routers, ",", r->address);
   std::vector<std::string> argv = {BatonBinary(), "worker", "--role", role, "--model",
-                                   model_, "--router", router_.address,
+                                   model_, "--router", routers,
                                    "--threads", "1", "--kv-cache-memory", "128M"};
   argv.insert(argv.end(), common_args_.begin(), common_args_.end());
   argv.insert(argv.end(), extra.begin(), extra.end());
@@ -73,7 +97,11 @@ std::shared_ptr<grpc::Channel> LocalCluster::Channel(const std::string& address)
 }
 
 std::unique_ptr<baton::v1::Router::Stub> LocalCluster::RouterStub() const {
-  return baton::v1::Router::NewStub(Channel(router_.address));
+  return RouterStub(router_.address);
+}
+std::unique_ptr<baton::v1::Router::Stub> LocalCluster::RouterStub(
+    const std::string& address) const {
+  return baton::v1::Router::NewStub(Channel(address));
 }
 std::unique_ptr<baton::v1::DecodeWorker::Stub> LocalCluster::DecodeStub(
     const std::string& address) const {
@@ -88,8 +116,9 @@ void LocalCluster::Prepare(grpc::ClientContext& context, std::chrono::millisecon
   rpc::PrepareContext(context, client_, std::chrono::system_clock::now() + timeout);
 }
 
-absl::Status LocalCluster::WaitHealthy(size_t n, std::chrono::seconds timeout) {
-  auto stub = RouterStub();
+absl::Status LocalCluster::WaitHealthy(size_t n, std::chrono::seconds timeout,
+                                       const std::string& router_address) {
+  auto stub = RouterStub(router_address.empty() ? router_.address : router_address);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     grpc::ClientContext context;

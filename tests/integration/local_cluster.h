@@ -33,13 +33,19 @@ class LocalCluster {
   void set_model(std::string path) { model_ = std::move(path); }
 
   absl::Status StartRouter(std::vector<std::string> extra = {});
+  // Another router replica (started before the workers, which report to every router).
+  absl::StatusOr<Proc*> AddRouter(std::vector<std::string> extra = {});
+  // Starts `router` again on its address after it was killed.
+  absl::Status RestartRouter(Proc& router, std::vector<std::string> extra = {});
   // role: "prefill", "decode" or "both".
   absl::StatusOr<Proc*> StartWorker(const std::string& role, std::vector<std::string> extra = {});
-  // Waits until the router reports `n` healthy workers.
-  absl::Status WaitHealthy(size_t n, std::chrono::seconds timeout = std::chrono::seconds(60));
+  // Waits until the router (the first unless named) reports `n` healthy workers.
+  absl::Status WaitHealthy(size_t n, std::chrono::seconds timeout = std::chrono::seconds(60),
+                           const std::string& router_address = "");
 
   const std::string& router_address() const { return router_.address; }
   std::unique_ptr<baton::v1::Router::Stub> RouterStub() const;
+  std::unique_ptr<baton::v1::Router::Stub> RouterStub(const std::string& address) const;
   std::unique_ptr<baton::v1::DecodeWorker::Stub> DecodeStub(const std::string& address) const;
   std::unique_ptr<baton::v1::PrefillWorker::Stub> PrefillStub(const std::string& address) const;
   void Prepare(grpc::ClientContext& context,
@@ -67,7 +73,11 @@ class LocalCluster {
   std::vector<std::string> common_args_;
   rpc::ClientOptions client_;
   std::string model_ = DefaultModelPath();
+  // A router process with `extra` flags into `router`.
+  absl::Status LaunchRouter(Proc& router, std::vector<std::string> extra);
+
   Proc router_;
+  std::vector<std::unique_ptr<Proc>> more_routers_;
   std::vector<std::unique_ptr<Proc>> workers_;
 };
 
