@@ -10,6 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/descriptor.pb.h"
+#include "grpc/health/v1/health.pb.h"
 #include "grpc/reflection/v1/reflection.grpc.pb.h"
 #include "grpcpp/impl/server_builder_option.h"
 #include "grpcpp/impl/server_builder_plugin.h"
@@ -126,7 +127,10 @@ class ReflectionService final : public v1::ServerReflection::CallbackService {
     return grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("type '", name, "' not found"));
   }
 
-  const DescriptorPool& pool_ = *DescriptorPool::generated_pool();
+  // The generated pool, with grpc.health.v1's file in it: referring to one of its types links
+  // the file's registration (gRPC's built-in health service registers no descriptor).
+  const DescriptorPool& pool_ =
+      (grpc::health::v1::HealthCheckRequest::descriptor(), *DescriptorPool::generated_pool());
   mutable absl::Mutex mu_;
   std::vector<std::string> names_ ABSL_GUARDED_BY(mu_);
 };

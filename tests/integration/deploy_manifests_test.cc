@@ -1,7 +1,8 @@
 // The Kubernetes manifests in deploy/k8s against the `baton` binary they run: every flag a
 // container passes is one its command accepts (so the manifests cannot drift from the CLI), each
-// worker's --port is its gRPC containerPort, and the router address the workers register with is
-// a Service of these manifests on that port.
+// worker's --port is its gRPC containerPort, and the routers the workers register with are the
+// pods of a headless Service of these manifests on that port; the routers run as replicas with a
+// disruption budget.
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -32,6 +33,8 @@ std::string HelpOf(const std::string& command) {
 struct Manifests {
   std::vector<YAML::Node> deployments;
   std::map<std::string, std::set<int>> service_ports;  // Service name -> ports
+  std::set<std::string> headless_services;
+  std::set<std::string> disruption_budgets;  // the component each PodDisruptionBudget selects
 };
 
 Manifests LoadManifests() {
@@ -44,7 +47,15 @@ Manifests LoadManifests() {
     for (const YAML::Node& doc : YAML::LoadAllFromFile(entry.path().string())) {
       const std::string kind = doc["kind"].as<std::string>();
       if (kind == "Deployment") m.deployments.push_back(doc);
+      if (kind == "PodDisruptionBudget") {
+        m.disruption_budgets.insert(doc["spec"]["selector"]["matchLabels"]
+                                       ["app.kubernetes.io/component"]
+                                           .as<std::string>());
+      }
       if (kind == "Service") {
+        if (doc["spec"]["clusterIP"] && doc["spec"]["clusterIP"].as<std::string>() == "None") {
+          m.headless_services.insert(doc["metadata"]["name"].as<std::string>());
+        }
         for (const YAML::Node& port : doc["spec"]["ports"]) {
           m.service_ports[doc["metadata"]["name"].as<std::string>()].insert(port["port"].as<int>());
         }
@@ -81,7 +92,7 @@ TEST(DeployManifestsTest, EveryContainerFlagIsAcceptedByItsCommand) {
   }
 }
 
-TEST(DeployManifestsTest, WorkersListenOnTheirPortAndRegisterWithARouterService) {
+TEST(DeployManifestsTest, WorkersListenOnTheirPortAndRegisterWithEveryRouterReplica) {
   const Manifests m = LoadManifests();
   int workers = 0;
   for (const YAML::Node& deployment : m.deployments) {
@@ -96,14 +107,23 @@ TEST(DeployManifestsTest, WorkersListenOnTheirPortAndRegisterWithARouterService)
     ASSERT_TRUE(flags.contains("port")) << args[0];
     EXPECT_EQ(std::stoi(flags["port"]), container_ports["grpc"]) << args[0];
     EXPECT_EQ(flags["host"], "0.0.0.0") << args[0] << " must listen beyond the pod's loopback";
-    if (args[0] == "router") continue;
+    if (args[0] == "router") {
+      // Replicas, of which a drain takes one at a time.
+      EXPECT_GE(deployment["spec"]["replicas"].as<int>(), 2);
+      EXPECT_TRUE(m.disruption_budgets.contains("router"));
+      continue;
+    }
     ++workers;
     EXPECT_EQ(flags["advertise"], "$(POD_IP):" + flags["port"]) << args[0];
-    const std::string router = flags["router"];
+    // Every router: a headless Service's name, which resolves to each router pod.
+    std::string router = flags["router"];
+    ASSERT_TRUE(router.starts_with("dns:")) << args[0] << ": --router " << router;
+    router = router.substr(4);
     const size_t colon = router.rfind(':');
     ASSERT_NE(colon, std::string::npos) << args[0] << ": --router " << router;
     const std::string service = router.substr(0, colon);
     ASSERT_TRUE(m.service_ports.contains(service)) << args[0] << ": no Service " << service;
+    EXPECT_TRUE(m.headless_services.contains(service)) << service << " must be headless";
     EXPECT_TRUE(m.service_ports.at(service).contains(std::stoi(router.substr(colon + 1))))
         << args[0] << ": Service " << service << " has no port " << router.substr(colon + 1);
   }

@@ -133,6 +133,19 @@ TEST_F(ReflectionV1Test, ListServicesNamesEveryServiceTheServerRegistered) {
   EXPECT_EQ(response.original_request().list_services(), "*");
 }
 
+// The health service that Kubernetes' gRPC probes call, which ListServices names, is described
+// too (grpcurl describe grpc.health.v1.Health).
+TEST_F(ReflectionV1Test, DescribesTheHealthService) {
+  const ReceivedFiles files(AskOne(FileContainingSymbol("grpc.health.v1.Health")));
+  EXPECT_THAT(files.names(), testing::Contains("grpc/health/v1/health.proto"));
+  const google::protobuf::ServiceDescriptor* health =
+      files.pool().FindServiceByName("grpc.health.v1.Health");
+  ASSERT_NE(health, nullptr);
+  ASSERT_NE(health->FindMethodByName("Check"), nullptr);
+  EXPECT_EQ(health->FindMethodByName("Check")->input_type()->full_name(),
+            "grpc.health.v1.HealthCheckRequest");
+}
+
 TEST_F(ReflectionV1Test, FileContainingSymbolSendsTheFileAndItsDependencies) {
   const refl::ServerReflectionResponse response =
       AskOne(FileContainingSymbol("baton.v1.Router"));
