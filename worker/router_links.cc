@@ -31,6 +31,17 @@ std::string AddressText(const sockaddr* a, int port) {
   return absl::StrCat(text, ":", port);
 }
 
+// Whether `a` is HOST:PORT with a port in [1, 65535]; its parts into `host` and `port`.
+bool SplitHostPort(absl::string_view a, absl::string_view* host, int* port) {
+  const size_t colon = a.rfind(':');
+  if (colon == absl::string_view::npos || colon == 0 ||
+      !absl::SimpleAtoi(a.substr(colon + 1), port) || *port <= 0 || *port > 65535) {
+    return false;
+  }
+  *host = a.substr(0, colon);
+  return true;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<std::string>> ResolveRouters(const std::string& spec) {
@@ -39,10 +50,9 @@ absl::StatusOr<std::vector<std::string>> ResolveRouters(const std::string& spec)
     std::vector<std::string> list;
     for (absl::string_view a : absl::StrSplit(spec, ',', absl::SkipWhitespace())) {
       a = absl::StripAsciiWhitespace(a);
-      const size_t colon = a.rfind(':');
+      absl::string_view host;
       int port = 0;
-      if (colon == absl::string_view::npos || colon == 0 ||
-          !absl::SimpleAtoi(a.substr(colon + 1), &port) || port <= 0 || port > 65535) {
+      if (!SplitHostPort(a, &host, &port)) {
         return absl::InvalidArgumentError(
             absl::StrCat("--router '", spec, "': '", a, "' is not HOST:PORT"));
       }
@@ -53,14 +63,13 @@ absl::StatusOr<std::vector<std::string>> ResolveRouters(const std::string& spec)
     }
     return list;
   }
-  const size_t colon = rest.rfind(':');
+  absl::string_view host;
   int port = 0;
-  if (colon == absl::string_view::npos || colon == 0 ||
-      !absl::SimpleAtoi(rest.substr(colon + 1), &port) || port <= 0 || port > 65535) {
+  if (!SplitHostPort(rest, &host, &port)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--router '", spec, "': a dns: spec is dns:NAME:PORT"));
   }
-  const std::string name(rest.substr(0, colon));
+  const std::string name(host);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
