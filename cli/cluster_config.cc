@@ -36,7 +36,7 @@ absl::StatusOr<ProcessConfig> ParseProcess(const std::string& origin, const YAML
   if (node.IsNull()) return p;
   std::set<std::string> known = {"port", "threads", "cpus", "kv_cache_memory", "args"};
   if (where == "router") {
-    known.insert("http_port");
+    known.insert({"http_port", "replicas"});
   } else {
     known.insert("device");
   }
@@ -44,6 +44,7 @@ absl::StatusOr<ProcessConfig> ParseProcess(const std::string& origin, const YAML
   try {
     if (node["port"]) p.port = node["port"].as<int>();
     if (node["http_port"]) p.http_port = node["http_port"].as<int>();
+    if (node["replicas"]) p.replicas = node["replicas"].as<int>();
     if (node["threads"]) p.threads = node["threads"].as<int>();
     if (node["device"]) p.device = node["device"].as<std::string>();
     if (node["cpus"]) p.cpus = node["cpus"].as<std::vector<int>>();
@@ -60,6 +61,10 @@ absl::StatusOr<ProcessConfig> ParseProcess(const std::string& origin, const YAML
                  absl::StrCat(where, ": http_port ", p.http_port, " out of range"));
   }
   if (p.threads < 0) return Error(origin, node["threads"], absl::StrCat(where, ": negative threads"));
+  if (p.replicas < 1 || p.replicas > 16) {
+    return Error(origin, node["replicas"],
+                 absl::StrCat(where, ": replicas ", p.replicas, " is not within 1..16"));
+  }
   if (!p.device.empty()) {
     if (absl::Status s = kernels::ParseDevice(p.device).status(); !s.ok()) {
       return Error(origin, node["device"], absl::StrCat(where, ": ", s.message()));

@@ -23,6 +23,9 @@ struct ProcessConfig {
   std::string kv_cache_memory;     // e.g. "256M"; empty: default
   std::vector<std::string> extra_args;  // passed through verbatim
   int http_port = 0;               // router only: its OpenAI-compatible HTTP API (0: any free port)
+  // router only: how many routers serve the same workers (docs/DESIGN.md, "Routers as
+  // replicas"); the first takes port and http_port, the others free ones.
+  int replicas = 1;
 };
 
 struct ClusterConfig {

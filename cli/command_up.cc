@@ -1,9 +1,11 @@
-// baton up [--config FILE]: a local cluster — the router and its workers as processes — healthy
-// and announced on stdout ("router: HOST:PORT", then the OpenAI-compatible HTTP API's
-// "http: HOST:PORT", then one "metrics NAME: HOST:PORT" line per worker), until SIGINT/SIGTERM
-// drains and stops it. A member that dies is started again on the same ports (at most
-// kMaxRestarts times each; past that the cluster stops). The cluster token reaches the children in a file readable only by this
-// user (--token-file), never on a command line; every process logs to the shared stderr, one
+// baton up [--config FILE]: a local cluster — the router (or the file's `replicas:` routers, each
+// of which every worker reports to) and its workers as processes — healthy and announced on
+// stdout ("router: HOST:PORT", then the OpenAI-compatible HTTP API's "http: HOST:PORT", then
+// "router[i]: ..." and "http[i]: ..." for each further replica, then one "metrics NAME:
+// HOST:PORT" line per worker), until SIGINT/SIGTERM drains and stops it. A member that dies is
+// started again on the same ports (at most kMaxRestarts times each; past that the cluster stops).
+// The cluster token reaches the children in a file readable only by this user (--token-file),
+// never on a command line; every process logs to the shared stderr, one
 // whole line at a time (base/log.h). With a link (--link or the file's `link:`), the prefill and
 // colocated workers run in one network namespace and the decode workers in another, the KV
 // hand-off crossing an emulated link between them (cli/network_namespaces.h); the router stays in
@@ -40,12 +42,14 @@ constexpr int kMaxRestarts = 5;  // per member; past it the cluster stops
 
 
 struct Member {
-  std::string name;  // "router", "prefill[0]", ...
+  std::string name;  // "router", "router[1]", "prefill[0]", ...
+  bool router = false;
   std::vector<std::string> argv;  // its ports pinned to the first ones it bound (restarts keep them)
   std::vector<int> cpus;
   std::unique_ptr<ChildProcess> process;
   std::string address;
   std::string metrics_address;  // workers: their Prometheus endpoint
+  std::string http_address;     // routers: their OpenAI-compatible HTTP API
   int restarts = 0;
 };
 
@@ -131,16 +135,16 @@ absl::Status AwaitMetricsAddress(Member& m) {
   return absl::OkStatus();
 }
 
-// The router: its gRPC, then its HTTP address (`http`).
-absl::Status StartRouterMember(Member& m, std::string& http) {
+// A router: its gRPC, then its HTTP address.
+absl::Status StartRouterMember(Member& m) {
   if (absl::Status s = StartMember(m); !s.ok()) return s;
   absl::StatusOr<std::string> line = m.process->WaitForLine("http listening on ", kStartTimeout);
   if (!line.ok()) {
     return absl::UnavailableError(
-        absl::StrCat("router did not start its HTTP API: ", line.status().message()));
+        absl::StrCat(m.name, " did not start its HTTP API: ", line.status().message()));
   }
-  http = *line;
-  PinFlag(m.argv, "--http-port", PortOf(http));
+  m.http_address = *line;
+  PinFlag(m.argv, "--http-port", PortOf(m.http_address));
   return absl::OkStatus();
 }
 
@@ -163,8 +167,7 @@ absl::Status Restart(Member& m, int exit_code) {
                    << m.restarts << " of " << kMaxRestarts << ") in "
                    << absl::FormatDuration(backoff);
   absl::SleepFor(backoff);
-  std::string http;
-  return m.name == "router" ? StartRouterMember(m, http) : StartWorkerMember(m);
+  return m.router ? StartRouterMember(m) : StartWorkerMember(m);
 }
 
 // A file only this user can read holding `token`, for the children's --token-file. Removed by
@@ -205,13 +208,32 @@ absl::Status WaitHealthy(const std::string& router, const std::string& token, si
   return absl::DeadlineExceededError("the workers did not all register with the router in time");
 }
 
+// Router replica `r` (0: "router", on the file's ports; others on free ones) on `host`.
+Member RouterMember(const std::string& self, const ClusterConfig& config, const CommonArgs& common,
+                    const std::string& host, int r) {
+  Member m{.name = r == 0 ? std::string("router") : absl::StrCat("router[", r, "]"),
+           .router = true,
+           .argv = {self, "router", "--host", host, "--port",
+                    std::to_string(r == 0 ? config.router.port : 0), "--model", config.model,
+                    "--http-host", config.host, "--http-port",
+                    std::to_string(r == 0 ? config.router.http_port : 0)},
+           .cpus = config.router.cpus};
+  AddCommonArgs(common, m.argv);
+  if (!config.quantize.empty()) m.argv.insert(m.argv.end(), {"--quantize", config.quantize});
+  m.argv.insert(m.argv.end(), config.router.extra_args.begin(), config.router.extra_args.end());
+  return m;
+}
+
 void StopAll(std::vector<Member>& members) {
-  // The router first (no new requests), then the workers; SIGKILL whatever outlives its grace.
-  for (size_t i = 0; i < members.size(); ++i) {
-    Member& m = members[i];
-    if (!m.process) continue;
-    m.process->Signal(SIGTERM);
-    if (i == 0) (void)m.process->Wait(std::chrono::seconds(10));
+  // The routers first (no new requests), then the workers; SIGKILL whatever outlives its grace.
+  for (Member& m : members) {
+    if (m.process && m.router) m.process->Signal(SIGTERM);
+  }
+  for (Member& m : members) {
+    if (m.process && m.router) (void)m.process->Wait(std::chrono::seconds(10));
+  }
+  for (Member& m : members) {
+    if (m.process && !m.router) m.process->Signal(SIGTERM);
   }
   for (Member& m : members) {
     if (m.process && !m.process->Wait(std::chrono::seconds(10)).ok()) m.process->Signal(SIGKILL);
@@ -242,29 +264,23 @@ int RunCluster(const ClusterConfig& config, const CommonArgs& common) {
                     << ", decode side in " << namespaces->decode_namespace() << ", link "
                     << config.link;
   }
+  // The routers first: replicas serve the same workers, each of which reports to all of them.
   std::vector<Member> members;
-  Member& router_member = members.emplace_back(Member{
-      .name = "router",
-      .argv = {self, "router", "--host", namespaces ? namespaces->router_host() : config.host,
-               "--port", std::to_string(config.router.port),
-               "--model", config.model, "--http-host", config.host, "--http-port",
-               std::to_string(config.router.http_port)},
-      .cpus = config.router.cpus});
-  AddCommonArgs(common, router_member.argv);
-  if (!config.quantize.empty()) {
-    router_member.argv.insert(router_member.argv.end(), {"--quantize", config.quantize});
+  absl::Status started;
+  std::string routers;  // the workers' --router
+  for (int r = 0; r < config.router.replicas && started.ok(); ++r) {
+    Member& m = members.emplace_back(
+        RouterMember(self, config, common, namespaces ? namespaces->router_host() : config.host, r));
+    started = StartRouterMember(m);
+    absl::StrAppend(&routers, r == 0 ? "" : ",", m.address);
   }
-  router_member.argv.insert(router_member.argv.end(), config.router.extra_args.begin(),
-                            config.router.extra_args.end());
-  std::string http;
-  absl::Status started = StartRouterMember(router_member, http);
-  const std::string router = members[0].address;
+  const size_t n_routers = members.size();
   auto start_workers = [&](const std::vector<ProcessConfig>& list, const std::string& kind,
                            const std::vector<std::string>& subcommand) {
     for (size_t i = 0; i < list.size() && started.ok(); ++i) {
       Member& m = members.emplace_back(Member{
           .name = absl::StrCat(kind, "[", i, "]"),
-          .argv = WorkerArgs(self, subcommand[0], config, list[i], router, common),
+          .argv = WorkerArgs(self, subcommand[0], config, list[i], routers, common),
           .cpus = list[i].cpus});
       m.argv.insert(m.argv.begin() + 2, subcommand.begin() + 1, subcommand.end());
       if (namespaces) {
@@ -277,13 +293,19 @@ int RunCluster(const ClusterConfig& config, const CommonArgs& common) {
   start_workers(config.prefill, "prefill", {"prefill"});
   start_workers(config.decode, "decode", {"decode"});
   start_workers(config.colocated, "colocated", {"worker", "--role", "both"});
-  if (started.ok()) started = WaitHealthy(router, config.token, members.size() - 1);
+  for (size_t r = 0; r < n_routers && started.ok(); ++r) {
+    started = WaitHealthy(members[r].address, config.token, members.size() - n_routers);
+  }
   if (!started.ok()) {
     StopAll(members);
     return RunError("up", started);
   }
-  std::cout << "router: " << router << std::endl;
-  std::cout << "http: " << http << std::endl;
+  std::cout << "router: " << members[0].address << std::endl;
+  std::cout << "http: " << members[0].http_address << std::endl;
+  for (size_t r = 1; r < n_routers; ++r) {
+    std::cout << "router[" << r << "]: " << members[r].address << std::endl;
+    std::cout << "http[" << r << "]: " << members[r].http_address << std::endl;
+  }
   for (const Member& m : members) {
     if (!m.metrics_address.empty()) {
       std::cout << "metrics " << m.name << ": " << m.metrics_address << std::endl;

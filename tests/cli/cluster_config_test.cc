@@ -1,5 +1,6 @@
 // The cluster file's `device:` key (cli/cluster_config.h): workers take it, the router does not,
-// and a value that names no device is an error that says where; `quantize:`, checked alike.
+// and a value that names no device is an error that says where; `quantize:`, checked alike; the
+// router's `replicas:`.
 #include "cli/cluster_config.h"
 
 #include <string>
@@ -22,6 +23,22 @@ TEST(ClusterConfigQuantizeTest, EveryProcessQuantizesAlike) {
                          "cluster.yaml");
   ASSERT_FALSE(c.ok());
   EXPECT_THAT(c.status().message(), HasSubstr("cluster.yaml:2: quantize: 'q3'"));
+}
+
+TEST(ClusterConfigRouterTest, RoutersRunAsReplicas) {
+  absl::StatusOr<ClusterConfig> c = ParseClusterConfig(
+      "router: {port: 7000, replicas: 2}\nprefill: [{}]\ndecode: [{}]\n", "cluster.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->router.replicas, 2);
+  EXPECT_EQ(ParseClusterConfig("prefill: [{}]\ndecode: [{}]\n", "c.yaml")->router.replicas, 1);
+  c = ParseClusterConfig("router:\n  replicas: 0\nprefill: [{}]\ndecode: [{}]\n",
+                         "cluster.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("cluster.yaml:2: router: replicas 0 is not within 1..16"));
+  c = ParseClusterConfig("prefill: [{replicas: 2}]\ndecode: [{}]\n", "cluster.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("unknown key 'replicas' in prefill[0]"));
 }
 
 TEST(ClusterConfigDeviceTest, WorkersTakeADevice) {

@@ -234,6 +234,34 @@ TEST(UpTest, DeadMembersAreRestartedAndTheClusterServesAgain) {
   EXPECT_EQ(*code, 0);
 }
 
+// `replicas: 2`: two routers, announced as router:/http: and router[1]:/http[1]:, serve the same
+// workers; one killed, the other serves at once, and `baton up` brings the killed one back.
+TEST(UpTest, RouterReplicasServeTheSameWorkers) {
+  absl::StatusOr<SmallCluster> cluster =
+      StartSmallCluster("up-replicas", "router:\n  replicas: 2\n");
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  cli::ChildProcess* up = cluster->up.get();
+  const auto timeout = std::chrono::seconds(60);
+  ASSERT_TRUE(up->WaitForLine("http: ", timeout).ok());
+  absl::StatusOr<std::string> second = up->WaitForLine("router[1]: ", timeout);
+  ASSERT_TRUE(second.ok()) << second.status() << ReadFile(cluster->log);
+  ASSERT_TRUE(up->WaitForLine("http[1]: ", timeout).ok());
+  EXPECT_NE(*second, cluster->router);
+  EXPECT_TRUE(GenerateWithToken(cluster->router, "").ok());
+  EXPECT_TRUE(GenerateWithToken(*second, "").ok());
+
+  const int pid = LastPidOf(ReadFile(cluster->log), "router[1]");
+  ASSERT_GT(pid, 0) << ReadFile(cluster->log);
+  ASSERT_EQ(kill(pid, SIGKILL), 0);
+  EXPECT_TRUE(GenerateWithToken(cluster->router, "").ok());
+  EXPECT_TRUE(ServesSoon(*second)) << ReadFile(cluster->log);
+  EXPECT_NE(LastPidOf(ReadFile(cluster->log), "router[1]"), pid);
+  up->Signal(SIGTERM);
+  absl::StatusOr<int> code = up->Wait(std::chrono::seconds(60));
+  ASSERT_TRUE(code.ok());
+  EXPECT_EQ(*code, 0);
+}
+
 // Network namespaces `baton` made for the process `pid` (cli/network_namespaces.h's names).
 std::vector<std::string> NamespacesOf(int pid) {
   std::vector<std::string> found;
