@@ -182,7 +182,13 @@ class LinkKvPush final : public KvPush {
     chunk.set_first_block(first_block);
     chunk.set_n_blocks(n_blocks);
     chunk.set_link_sequence(sequence);
-    return stream_->Enqueue(EncodeProtoMessage(message));
+    if (stream_->Enqueue(EncodeProtoMessage(message))) return true;
+    // The stream ended under the push (this end half-closes only once no transfer is left), so
+    // the receiver may hold back transfers announced before: the skip that follows is no
+    // abandoning by this end, and the failed stream must break the link.
+    absl::MutexLock lock(&mu_);
+    stream_ended_under_push_ = true;
+    return false;
   }
 
   bool StreamLost() {
@@ -237,8 +243,9 @@ class LinkKvPush final : public KvPush {
       if (status.ok() && response.push_complete()) complete_ = true;
       call_over_ = true;
       // A push this end abandoned ended with every announced transfer received (the receiver
-      // fails it for ending early); any other failure may not have.
-      out_of_step = !status.ok() && !cancelled_.load();
+      // fails it for ending early); any other failure may not have, nor one whose stream an
+      // announcement found already over (the skipped transfer then marked the push cancelled).
+      out_of_step = !status.ok() && (!cancelled_.load() || stream_ended_under_push_);
     }
     if (out_of_step) link_->Break(status);
     absl::MutexLock lock(&mu_);
@@ -275,7 +282,8 @@ class LinkKvPush final : public KvPush {
   int32_t pending_ ABSL_GUARDED_BY(mu_) = 0;  // transfers submitted and not done
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  bool call_over_ ABSL_GUARDED_BY(mu_) = false;    // the stream's call has ended: touch it not
+  bool call_over_ ABSL_GUARDED_BY(mu_) = false;
+  bool stream_ended_under_push_ ABSL_GUARDED_BY(mu_) = false;  // an announcement found it over    // the stream's call has ended: touch it not
   bool stream_done_ ABSL_GUARDED_BY(mu_) = false;  // its callback has returned: may destroy
   bool complete_ ABSL_GUARDED_BY(mu_) = false;
   std::function<void()> release_ ABSL_GUARDED_BY(mu_);
