@@ -37,16 +37,25 @@ GenerateOutcome Generate(const LocalCluster& cluster, const std::string& router,
   return test_support::RunGenerate(*stub, context, request);
 }
 
-TEST(RouterReplicasTest, EitherRouterServesAndOneKilledLeavesTheOther) {
-  LocalCluster cluster({}, {});
-  ASSERT_TRUE(cluster.StartRouter().ok());
-  absl::StatusOr<test_support::Proc*> second = cluster.AddRouter();
+// Two routers (flags `router_args`, addresses into `a` and `b`), then a prefill and a decode
+// worker reporting to both, healthy on both.
+void StartTwoRouters(LocalCluster& cluster, const std::vector<std::string>& router_args,
+                     std::string& a, std::string& b) {
+  ASSERT_TRUE(cluster.StartRouter(router_args).ok());
+  absl::StatusOr<test_support::Proc*> second = cluster.AddRouter(router_args);
   ASSERT_TRUE(second.ok()) << second.status();
-  const std::string a = cluster.router_address(), b = (*second)->address;
+  a = cluster.router_address();
+  b = (*second)->address;
   ASSERT_TRUE(cluster.StartWorker("prefill").ok());
   ASSERT_TRUE(cluster.StartWorker("decode").ok());
   ASSERT_TRUE(cluster.WaitHealthy(2, std::chrono::seconds(60), a).ok());
   ASSERT_TRUE(cluster.WaitHealthy(2, std::chrono::seconds(60), b).ok());
+}
+
+TEST(RouterReplicasTest, EitherRouterServesAndOneKilledLeavesTheOther) {
+  LocalCluster cluster({}, {});
+  std::string a, b;
+  ASSERT_NO_FATAL_FAILURE(StartTwoRouters(cluster, {}, a, b));
 
   const GenerateOutcome via_a = Generate(cluster, a);
   ASSERT_TRUE(via_a.status.ok()) << via_a.status.error_message();
@@ -81,14 +90,8 @@ TEST(RouterReplicasTest, EitherRouterServesAndOneKilledLeavesTheOther) {
 TEST(RouterReplicasTest, KillingARouterUnderLoadLosesOnlyItsOwnRequests) {
   LocalCluster cluster({}, {});
   const std::vector<std::string> lease = {"--reservation-lease", "3"};
-  ASSERT_TRUE(cluster.StartRouter(lease).ok());
-  absl::StatusOr<test_support::Proc*> second = cluster.AddRouter(lease);
-  ASSERT_TRUE(second.ok()) << second.status();
-  const std::string a = cluster.router_address(), b = (*second)->address;
-  ASSERT_TRUE(cluster.StartWorker("prefill").ok());
-  ASSERT_TRUE(cluster.StartWorker("decode").ok());
-  ASSERT_TRUE(cluster.WaitHealthy(2, std::chrono::seconds(60), a).ok());
-  ASSERT_TRUE(cluster.WaitHealthy(2, std::chrono::seconds(60), b).ok());
+  std::string a, b;
+  ASSERT_NO_FATAL_FAILURE(StartTwoRouters(cluster, lease, a, b));
 
   const std::vector<std::string> prompts = {"Once upon a time", "The best way to learn is",
                                             "Rivers flow to the"};
