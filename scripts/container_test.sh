@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# The container test, outside CI (it needs root and downloads a Debian root file system):
+#   1. builds the image with only what Debian's archive gives: mmdebstrap makes the base root file
+#      system, podman builds deploy/container/Dockerfile on it (--build-arg BASE);
+#   2. runs router, prefill and decode as three containers on the host network and asks the router
+#      for a chat completion through its OpenAI-compatible HTTP API;
+#   3. plays deploy/k8s with `podman kube play` (what of it podman runs: scripts/podman_kube.py
+#      says what it changes) and asks again, skipping with the reason where podman cannot.
+# Installs podman, runc and mmdebstrap from Debian's archive if missing. By default the image packs
+# this host's build/bin/baton (scripts/build.sh; the Dockerfile's `prebuilt` target);
+# --from-source builds it inside the image as a user's `podman build` does (slow: a full build).
+# Prints what it does; the containers' logs are kept in build/container-test/.
+# Usage: scripts/container_test.sh [--from-source]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+from_source=0
+for arg in "$@"; do
+  case "$arg" in
+    --from-source) from_source=1 ;;
+    *) echo "usage: $0 [--from-source]" >&2; exit 2 ;;
+  esac
+done
+
+readonly BASE_IMAGE=localhost/baton-base:bookworm
+readonly IMAGE=localhost/baton:dev
+readonly MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
+readonly LOGS=build/container-test
+# Debian's podman on these machines: crun refuses the hybrid cgroups and raising limits is not
+# permitted, so runc, cgroupfs and limits no higher than the host's.
+PODMAN=(podman --runtime runc --cgroup-manager cgroupfs)
+RUN_LIMITS=(--ulimit nofile=1024:1024 --ulimit nproc=1024:1024)
+
+log() { echo "container-test: $*" >&2; }
+fail() { log "FAILED: $*"; exit 1; }
+
+install_tools() {
+  local missing=()
+  for tool in podman:podman runc:runc mmdebstrap:mmdebstrap curl:curl; do
+    command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
+  done
+  ((${#missing[@]})) || return 0
+  [ "$(id -u)" = 0 ] || fail "containers run as root here; run as root to install ${missing[*]}"
+  log "installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+}
+
+# The base: Debian 12 from the archive, imported as an image (no registry involved).
+make_base_image() {
+  if "${PODMAN[@]}" image exists "$BASE_IMAGE"; then
+    log "base image $BASE_IMAGE exists"
+    return
+  fi
+  log "making $BASE_IMAGE with mmdebstrap"
+  mmdebstrap --variant=minbase --include=ca-certificates bookworm - \
+    | "${PODMAN[@]}" import - "$BASE_IMAGE" >/dev/null
+}
+
+build_image() {
+  local build=("${PODMAN[@]}" build --network host --build-arg "BASE=$BASE_IMAGE"
+               -f deploy/container/Dockerfile -t "$IMAGE")
+  if ((from_source)); then
+    log "building $IMAGE from source (scripts/setup.sh and scripts/build.sh in the image)"
+    "${build[@]}" . >&2
+    return
+  fi
+  [ -x build/bin/baton ] || fail "no build/bin/baton: run scripts/build.sh (or pass --from-source)"
+  [ -f "$MODEL" ] || fail "no $MODEL: run scripts/setup.sh"
+  local context
+  context=$(mktemp -d)
+  mkdir -p "$context/bin" "$context/models"
+  cp build/bin/baton "$context/bin/"
+  ln "$MODEL" "$context/models/" 2>/dev/null || cp "$MODEL" "$context/models/"
+  log "building $IMAGE (target prebuilt) from build/bin/baton"
+  "${build[@]}" --target prebuilt "$context" >&2
+  rm -rf "$context"
+}
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# Polls URL until it answers 200, for at most $2 seconds.
+wait_for_200() {
+  local url=$1 deadline=$((SECONDS + $2))
+  until curl -fsS -o /dev/null --max-time 5 "$url" 2>/dev/null; do
+    ((SECONDS < deadline)) || return 1
+    sleep 1
+  done
+}
+
+# Asks the router at base URL $1, as an OpenAI client would, for the model it lists and a greedy
+# chat completion from it, with the token in file $2; prints the answer's text.
+ask() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys, urllib.request
+base, token = sys.argv[1], open(sys.argv[2]).read().strip()
+def call(path, body=None):
+    request = urllib.request.Request(base + path, headers={"Authorization": "Bearer " + token,
+                                                           "Content-Type": "application/json"},
+                                     data=None if body is None else json.dumps(body).encode())
+    with urllib.request.urlopen(request, timeout=120) as reply:
+        return json.load(reply)
+model = call("/v1/models")["data"][0]["id"]
+reply = call("/v1/chat/completions", {
+    "model": model, "temperature": 0, "max_tokens": 24,
+    "messages": [{"role": "user", "content": "What is the capital of France?"}]})
+text = reply["choices"][0]["message"]["content"]
+assert text.strip(), f"empty answer: {reply}"
+print(f"{model}: {text}")
+PY
+}
+
+CONTAINERS=()
+stop_containers() {
+  for name in "${CONTAINERS[@]}"; do
+    "${PODMAN[@]}" logs "$name" >"$LOGS/$name.log" 2>&1 || true
+    "${PODMAN[@]}" rm -f -t 5 "$name" >/dev/null 2>&1 || true
+  done
+  CONTAINERS=()
+}
+
+# Router, prefill and decode, one container each, on the host network; the shared token from a
+# file mounted read-only (never on a command line).
+run_three_containers() {
+  local token_dir router_port http_port
+  token_dir=$(mktemp -d)
+  head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$token_dir/token"
+  chmod 0444 "$token_dir/token"
+  router_port=$(free_port) http_port=$(free_port)
+  local common=(run -d --network host "${RUN_LIMITS[@]}" -v "$token_dir/token:/etc/baton/token:ro"
+                --read-only --tmpfs /tmp)
+  "${PODMAN[@]}" "${common[@]}" --name baton-ct-router "$IMAGE" router --port "$router_port" \
+    --http-port "$http_port" --token-file /etc/baton/token >/dev/null
+  CONTAINERS+=(baton-ct-router)
+  for role in prefill decode; do
+    "${PODMAN[@]}" "${common[@]}" --name "baton-ct-$role" "$IMAGE" worker --role "$role" \
+      --port "$(free_port)" --router "127.0.0.1:$router_port" --token-file /etc/baton/token \
+      --threads 1 --kv-cache-memory 128M >/dev/null
+    CONTAINERS+=("baton-ct-$role")
+  done
+  log "router :$router_port (HTTP :$http_port), prefill and decode started; waiting for /health"
+  wait_for_200 "http://127.0.0.1:$http_port/health" 120 ||
+    fail "the router did not report healthy workers within 120 s (logs in $LOGS)"
+  local answer
+  answer=$(ask "http://127.0.0.1:$http_port" "$token_dir/token") ||
+    fail "no answer through the containers"
+  log "answer through three containers: $answer"
+  "${PODMAN[@]}" ps --filter name=baton-ct- --format '{{.Names}} {{.Status}}' >&2
+  stop_containers
+  rm -rf "$token_dir"
+}
+
+mkdir -p "$LOGS"
+trap stop_containers EXIT
+install_tools
+make_base_image
+build_image
+run_three_containers
+log "passed"
