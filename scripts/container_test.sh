@@ -26,18 +26,31 @@ readonly BASE_IMAGE=localhost/baton-base:bookworm
 readonly IMAGE=localhost/baton:dev
 readonly MODEL=models/SmolLM2-135M-Instruct.Q4_1.gguf
 readonly LOGS=build/container-test
+readonly NETWORK=baton-ct SUBNET=10.89.77  # podman kube play's pods: one address each
 # Debian's podman on these machines: crun refuses the hybrid cgroups and raising limits is not
-# permitted, so runc, cgroupfs and limits no higher than the host's.
-PODMAN=(podman --runtime runc --cgroup-manager cgroupfs)
-RUN_LIMITS=(--ulimit nofile=1024:1024 --ulimit nproc=1024:1024)
+# permitted, so runc, cgroupfs and limits no higher than the host's (a containers.conf, since
+# `podman kube play` takes no --ulimit).
+export CONTAINERS_CONF="$PWD/$LOGS/containers.conf"
+PODMAN=(podman)
 
 log() { echo "container-test: $*" >&2; }
 fail() { log "FAILED: $*"; exit 1; }
 
+write_containers_conf() {
+  cat >"$CONTAINERS_CONF" <<'CONF'
+[containers]
+default_ulimits = ["nofile=1024:1024", "nproc=1024:1024"]
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+CONF
+}
+
 install_tools() {
   local missing=()
-  for tool in podman:podman runc:runc mmdebstrap:mmdebstrap curl:curl; do
-    command -v "${tool%%:*}" >/dev/null || missing+=("${tool#*:}")
+  # catatonit: the pause process of podman's pods.
+  for p in podman runc catatonit mmdebstrap curl python3-yaml; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   ((${#missing[@]})) || return 0
   [ "$(id -u)" = 0 ] || fail "containers run as root here; run as root to install ${missing[*]}"
@@ -61,6 +74,9 @@ build_image() {
   local build=("${PODMAN[@]}" build --network host --build-arg "BASE=$BASE_IMAGE"
                -f deploy/container/Dockerfile -t "$IMAGE")
   if ((from_source)); then
+    # Behind a TLS-inspecting proxy pip must trust the host's CA bundle: hand it to the build.
+    local ca=${PIP_CERT:-${SSL_CERT_FILE:-}}
+    [ -z "$ca" ] || build+=(-v "$ca:/run/host-ca.crt:ro" --env PIP_CERT=/run/host-ca.crt)
     log "building $IMAGE from source (scripts/setup.sh and scripts/build.sh in the image)"
     "${build[@]}" . >&2
     return
@@ -129,7 +145,7 @@ run_three_containers() {
   head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$token_dir/token"
   chmod 0444 "$token_dir/token"
   router_port=$(free_port) http_port=$(free_port)
-  local common=(run -d --network host "${RUN_LIMITS[@]}" -v "$token_dir/token:/etc/baton/token:ro"
+  local common=(run -d --network host -v "$token_dir/token:/etc/baton/token:ro"
                 --read-only --tmpfs /tmp)
   "${PODMAN[@]}" "${common[@]}" --name baton-ct-router "$IMAGE" router --port "$router_port" \
     --http-port "$http_port" --token-file /etc/baton/token >/dev/null
@@ -152,10 +168,91 @@ run_three_containers() {
   rm -rf "$token_dir"
 }
 
+# podman's secret baton-token for the pods' secret volume (a Kubernetes Secret object, as podman
+# wants it) and, in file $1, the token the pods read from it: podman 4.3 mounts the value still
+# base64-encoded, so that text is the token.
+make_token_secret() {
+  local secret
+  secret=$(mktemp)
+  head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' | base64 -w0 >"$1"
+  printf 'apiVersion: v1\nkind: Secret\nmetadata: {name: baton-token}\ndata: {token: %s}\n' \
+    "$(cat "$1")" >"$secret"
+  "${PODMAN[@]}" secret rm baton-token >/dev/null 2>&1 || true
+  "${PODMAN[@]}" secret create baton-token "$secret" >/dev/null
+  rm -f "$secret"
+}
+
+readonly ROUTER_IPS=("$SUBNET.10" "$SUBNET.11")
+KUBE_FILES=()
+
+# Plays deploy/k8s/$1.yaml (adapted by scripts/podman_kube.py) with its pods at addresses $2...
+play() {
+  local component=$1; shift
+  local adapt=(python3 scripts/podman_kube.py "deploy/k8s/$component.yaml" --image "$IMAGE")
+  if [ "$component" != router ]; then
+    adapt+=(--pod-ip "$1")
+    for ip in "${ROUTER_IPS[@]}"; do adapt+=(--router-ip "$ip"); done
+  fi
+  local file="$LOGS/kube-$component.yaml" ips=()
+  for ip in "$@"; do ips+=(--ip "$ip"); done
+  "${adapt[@]}" >"$file"
+  KUBE_FILES+=("$file")
+  "${PODMAN[@]}" kube play --network "$NETWORK" "${ips[@]}" "$file" >/dev/null
+}
+
+stop_kube() {
+  for name in $("${PODMAN[@]}" ps -a --filter name='^baton-.*-pod-' --format '{{.Names}}'); do
+    "${PODMAN[@]}" logs "$name" >"$LOGS/$name.log" 2>&1 || true
+  done
+  for file in "${KUBE_FILES[@]}"; do "${PODMAN[@]}" kube down "$file" >/dev/null 2>&1 || true; done
+  KUBE_FILES=()
+  "${PODMAN[@]}" secret rm baton-token >/dev/null 2>&1 || true
+  "${PODMAN[@]}" volume rm -f baton-model baton-token >/dev/null 2>&1 || true
+  "${PODMAN[@]}" network rm -f "$NETWORK" >/dev/null 2>&1 || true
+}
+
+# deploy/k8s under `podman kube play`: two router pods, a prefill and a decode pod, each with its
+# own address on $NETWORK; the workers register with both routers through the headless Service's
+# name. Asks each router, then stops one and asks the other again.
+play_manifests() {
+  "${PODMAN[@]}" network exists "$NETWORK" ||
+    "${PODMAN[@]}" network create --subnet "$SUBNET.0/24" "$NETWORK" >/dev/null
+  local token="$LOGS/token"
+  make_token_secret "$token"
+  play router "${ROUTER_IPS[@]}"
+  play prefill "$SUBNET.20"
+  play decode "$SUBNET.30"
+  log "played deploy/k8s: routers at ${ROUTER_IPS[*]}, prefill at $SUBNET.20, decode at $SUBNET.30"
+  for ip in "${ROUTER_IPS[@]}"; do
+    wait_for_200 "http://$ip:8000/health" 120 ||
+      fail "router $ip did not report healthy workers within 120 s (logs in $LOGS)"
+  done
+  for name in baton-router-pod-0-router baton-prefill-pod-0-prefill baton-decode-pod-0-decode; do
+    [ "$("${PODMAN[@]}" exec "$name" id -u)" = 10001 ] || fail "$name does not run as uid 10001"
+    ! "${PODMAN[@]}" exec "$name" touch /opt/baton/written 2>/dev/null ||
+      fail "$name can write its root file system"
+  done
+  log "every pod runs as uid 10001 on a read-only root file system"
+  local answer
+  for ip in "${ROUTER_IPS[@]}"; do
+    answer=$(ask "http://$ip:8000" "$token") || fail "no answer through router $ip"
+    log "answer through router pod $ip: $answer"
+  done
+  "${PODMAN[@]}" pod kill baton-router-pod-0 >/dev/null
+  answer=$(ask "http://${ROUTER_IPS[1]}:8000" "$token") ||
+    fail "no answer through ${ROUTER_IPS[1]} once the other router was killed"
+  log "answer through ${ROUTER_IPS[1]} with the other router killed: $answer"
+  "${PODMAN[@]}" ps -a --filter name='^baton-.*-pod-' --format '{{.Names}} {{.Status}}' >&2
+  rm -f "$token"
+  stop_kube
+}
+
 mkdir -p "$LOGS"
-trap stop_containers EXIT
+write_containers_conf
+trap 'stop_containers; stop_kube' EXIT
 install_tools
 make_base_image
 build_image
 run_three_containers
+play_manifests
 log "passed"
