@@ -3,10 +3,13 @@
 # --conversations`: conversations sharing a system prompt, each turn repeating the last one and
 # its answer) against 2 prefill + 2 decode workers, for each placement policy (round-robin,
 # least-loaded, kv-aware) with the workers' prefix caches on and off: six clusters, the same
-# seeded conversations each time.
+# seeded conversations each time. With --routers N the clusters run N routers that serve the same
+# workers and the requests go to each router in turn (a conversation's turns on different routers):
+# KV-aware routing's hit rate with several routers against one.
 #
 # usage: bench/prefix_cache_experiment.sh [--out DIR] [--baton PATH] [--conversations N]
 #        [--turns T] [--system-prompt-len S] [--turn-len U] [--output-len O] [--concurrency C]
+#        [--routers N] [--policies round-robin,least-loaded,kv-aware]
 # Writes DIR (default build/bench-results/prefix-cache-DATE): one bench serve JSON per run and
 # summary.json; prints TTFT p50/p99, prefill tokens computed, KV bytes handed off, goodput, and
 # each run against the same policy with the cache off.
@@ -14,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 out="" baton="" conversations=8 turns=4 system_len=1024 turn_len=64 output_len=32 concurrency=4
-slo_ttft_ms=500 slo_tpot_ms=100
+slo_ttft_ms=500 slo_tpot_ms=100 routers=1 policies=round-robin,least-loaded,kv-aware
 while (($#)); do
   case "$1" in
     --out) out=$2; shift 2 ;;
@@ -25,7 +28,9 @@ while (($#)); do
     --turn-len) turn_len=$2; shift 2 ;;
     --output-len) output_len=$2; shift 2 ;;
     --concurrency) concurrency=$2; shift 2 ;;
-    *) sed -n '9,10p' "$0" | sed 's/^# //' >&2; exit 2 ;;
+    --routers) routers=$2; shift 2 ;;
+    --policies) policies=$2; shift 2 ;;
+    *) sed -n '12,14p' "$0" | sed 's/^# //' >&2; exit 2 ;;
   esac
 done
 baton=${baton:-${BATON:-build/bin/baton}}
@@ -42,6 +47,7 @@ write_config() {  # POLICY CACHE(on|off) FILE
     echo "host: 127.0.0.1"
     echo "router:"
     echo "  port: 0"
+    echo "  replicas: $routers"
     echo "  args: [--policy, $1]"
     for role in prefill decode; do
       echo "$role:"
@@ -55,12 +61,28 @@ write_config() {  # POLICY CACHE(on|off) FILE
   } >"$3"
 }
 
-for policy in round-robin least-loaded kv-aware; do
+# Every router's gRPC address, comma-separated, once baton up has printed them (right after router:).
+router_addresses() {  # NAME
+  local all=$address i
+  for ((i = 1; i < routers; i++)); do
+    local more=""
+    for _ in $(seq 1 50); do
+      more=$(sed -n "s/^router\[$i\]: //p" "$out/$1.up.out")
+      [ -n "$more" ] && break
+      sleep 0.1
+    done
+    [ -n "$more" ] || { echo "$1: no router[$i] line" >&2; return 1; }
+    all="$all,$more"
+  done
+  echo "$all"
+}
+
+for policy in ${policies//,/ }; do
   for cache in off on; do
     name="$policy-cache-$cache"
     write_config "$policy" "$cache" "$out/$name.yaml"
     start_cluster "$name" "$out/$name.yaml" "router: "
-    "$baton" bench serve --server "$address" --conversations "$conversations" --turns "$turns" \
+    "$baton" bench serve --server "$(router_addresses "$name")" --conversations "$conversations" --turns "$turns" \
       --system-prompt-len "$system_len" --turn-len "$turn_len" --output-len "$output_len" \
       --concurrency "$concurrency" --warmup 1 --seed 7 --slo-ttft-ms "$slo_ttft_ms" \
       --slo-tpot-ms "$slo_tpot_ms" --no-per-request --json "$out/$name.json" \
@@ -69,14 +91,15 @@ for policy in round-robin least-loaded kv-aware; do
   done
 done
 
-python3 - "$out" "$slo_ttft_ms" "$slo_tpot_ms" <<'PY'
+python3 - "$out" "$slo_ttft_ms" "$slo_tpot_ms" "$policies" "$routers" <<'PY'
 import json, sys
-out, slo_ttft, slo_tpot = sys.argv[1], sys.argv[2], sys.argv[3]
+out, slo_ttft, slo_tpot, policies, routers = sys.argv[1:6]
+print(f"{routers} router(s)")
 print(f"{'policy':>13s} {'cache':>5s} {'TTFT p50':>9s} {'TTFT p99':>9s} {'prefill tok':>11s} "
       f"{'KV MB':>8s} {'goodput':>8s} {'failed':>6s} | {'TTFT p50 x':>10s} {'prefill x':>9s} "
       f"{'KV x':>6s}")
 summary = {}
-for policy in ("round-robin", "least-loaded", "kv-aware"):
+for policy in policies.split(","):
     runs = {c: json.load(open(f"{out}/{policy}-cache-{c}.json")) for c in ("off", "on")}
     base = runs["off"]
     for cache, r in runs.items():

@@ -1,9 +1,12 @@
 #include "bench/serve_client.h"
 
 #include <algorithm>
+#include <atomic>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "baton/v1/router.grpc.pb.h"
 #include "bench/sse_parser.h"
 #include "httplib.h"
@@ -246,19 +249,27 @@ class HttpServeClient final : public ServeClient {
   const int port_;
 };
 
-}  // namespace
+// Several routers serving the same workers: each request goes to the next one in turn, so that a
+// conversation's turns land on different routers. The cluster's view comes from the first.
+class RotatingServeClient final : public ServeClient {
+ public:
+  explicit RotatingServeClient(std::vector<std::unique_ptr<ServeClient>> clients)
+      : clients_(std::move(clients)) {}
 
-absl::StatusOr<ServeProtocol> ParseServeProtocol(const std::string& name) {
-  if (name == "grpc") return ServeProtocol::kGrpc;
-  if (name == "http") return ServeProtocol::kHttp;
-  return absl::InvalidArgumentError(absl::StrCat("--protocol: '", name, "' is not grpc or http"));
-}
+  RequestOutcome Send(const ServeRequest& request) override {
+    return clients_[next_.fetch_add(1) % clients_.size()]->Send(request);
+  }
+  absl::StatusOr<baton::v1::ClusterStatusResponse> ClusterStatus() override {
+    return clients_.front()->ClusterStatus();
+  }
 
-const char* ServeProtocolName(ServeProtocol protocol) {
-  return protocol == ServeProtocol::kGrpc ? "grpc" : "http";
-}
+ private:
+  const std::vector<std::unique_ptr<ServeClient>> clients_;
+  std::atomic<uint64_t> next_{0};
+};
 
-absl::StatusOr<std::unique_ptr<ServeClient>> CreateServeClient(const ServeClientOptions& options) {
+absl::StatusOr<std::unique_ptr<ServeClient>> CreateOneServeClient(
+    const ServeClientOptions& options) {
   const size_t colon = options.server.rfind(':');
   int port = 0;
   if (colon == std::string::npos || colon == 0 ||
@@ -279,6 +290,32 @@ absl::StatusOr<std::unique_ptr<ServeClient>> CreateServeClient(const ServeClient
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel = rpc::MakeChannel(options.server, client);
   if (!channel.ok()) return channel.status();
   return std::make_unique<GrpcServeClient>(options, std::move(*channel));
+}
+
+}  // namespace
+
+absl::StatusOr<ServeProtocol> ParseServeProtocol(const std::string& name) {
+  if (name == "grpc") return ServeProtocol::kGrpc;
+  if (name == "http") return ServeProtocol::kHttp;
+  return absl::InvalidArgumentError(absl::StrCat("--protocol: '", name, "' is not grpc or http"));
+}
+
+const char* ServeProtocolName(ServeProtocol protocol) {
+  return protocol == ServeProtocol::kGrpc ? "grpc" : "http";
+}
+
+absl::StatusOr<std::unique_ptr<ServeClient>> CreateServeClient(const ServeClientOptions& options) {
+  const std::vector<std::string> servers = absl::StrSplit(options.server, ',');
+  if (servers.size() == 1) return CreateOneServeClient(options);
+  std::vector<std::unique_ptr<ServeClient>> clients;
+  for (const std::string& server : servers) {
+    ServeClientOptions one = options;
+    one.server = server;
+    absl::StatusOr<std::unique_ptr<ServeClient>> client = CreateOneServeClient(one);
+    if (!client.ok()) return client.status();
+    clients.push_back(std::move(*client));
+  }
+  return std::make_unique<RotatingServeClient>(std::move(clients));
 }
 
 }  // namespace baton::bench

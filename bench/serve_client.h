@@ -28,7 +28,7 @@ namespace baton::bench {
 enum class ServeProtocol { kGrpc, kHttp };
 
 struct ServeClientOptions {
-  std::string server;                      // host:port of the router's gRPC or HTTP listener
+  std::string server;                      // host:port of the router's gRPC or HTTP listener[s]
   ServeProtocol protocol = ServeProtocol::kGrpc;
   std::string token;                       // "authorization: Bearer TOKEN" when set
   std::string model;                       // sent as the model name when set
@@ -48,7 +48,8 @@ class ServeClient {
   virtual absl::StatusOr<baton::v1::ClusterStatusResponse> ClusterStatus() = 0;
 };
 
-// INVALID_ARGUMENT for a malformed server address.
+// `options.server` may list several routers of one cluster ("A:P,B:P"): requests then go to each
+// in turn and ClusterStatus asks the first. INVALID_ARGUMENT for a malformed server address.
 absl::StatusOr<std::unique_ptr<ServeClient>> CreateServeClient(const ServeClientOptions& options);
 
 // "grpc" | "http".

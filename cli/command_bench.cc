@@ -108,7 +108,7 @@ absl::Status EmitJson(const nlohmann::json& json, const std::string& path) {
 
 int RunBenchServe(const Args& args) {
   const std::vector<FlagSpec> specs = {
-      {"server", "HOST:PORT", "the router's gRPC address (or its HTTP address with --protocol http)"},
+      {"server", "HOST:PORT[,...]", "the router's gRPC address (or its HTTP address with --protocol http); several routers of one cluster: requests go to each in turn"},
       {"protocol", "P", "grpc (default) | http (POST /v1/completions, stream=true)"},
       {"request-rate", "R", "open loop: Poisson arrivals at R requests/s (seeded; inf: all at once)"},
       {"concurrency", "C", "closed loop: C requests in flight"},
