@@ -2,11 +2,14 @@
 // --decode, --colocated); clients call its gRPC API, and with --http-port its OpenAI-compatible
 // HTTP API.
 #include <iostream>
+#include <tuple>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "base/log.h"
 #include "cli/command.h"
 #include "cli/serve_flags.h"
+#include "rpc/address_spec.h"
 #include "router/router_server.h"
 
 namespace baton::cli {
@@ -52,9 +55,9 @@ int RunRouter(const Args& args) {
                                      "built in (chatml, llama3, gemma); default: the model's own"},
       {"tool-call-parser", "NAME", "how chat outputs are read for tool calls: hermes, llama3_json "
                                    "or mistral; default: the format the chat template shows"},
-      {"prefill", "ADDRS", "static prefill workers, host:port,..."},
-      {"decode", "ADDRS", "static decode workers, host:port,..."},
-      {"colocated", "ADDRS", "static colocated workers (role both), host:port,..."},
+      {"prefill", "ADDRS", "prefill workers: host:port,... or dns:NAME:PORT (every address NAME resolves to, again every 5 s; one that leaves is drained)"},
+      {"decode", "ADDRS", "decode workers: host:port,... or dns:NAME:PORT"},
+      {"colocated", "ADDRS", "colocated workers (role both): host:port,... or dns:NAME:PORT"},
       {"policy", "POLICY", "where requests go: kv-aware (default: the workers holding most of "
                            "the prompt's KV in their prefix caches, against their load) | "
                            "least-loaded | round-robin"},
@@ -107,13 +110,19 @@ int RunRouter(const Args& args) {
   options.load = *load;
   options.chat_template = flags->GetOr("chat-template", "");
   options.tool_call_parser = flags->GetOr("tool-call-parser", "");
-  for (auto [flag, list] : {std::pair{"prefill", &options.prefill_workers},
-                             std::pair{"decode", &options.decode_workers},
-                             std::pair{"colocated", &options.colocated_workers}}) {
-    absl::StatusOr<std::vector<std::string>> addresses =
-        router::ParseWorkerAddresses(flags->GetOr(flag, ""));
-    if (!addresses.ok()) return UsageError("router", addresses.status(), usage);
-    *list = *addresses;
+  for (auto [flag, role, list] :
+       {std::tuple{"prefill", v1::WORKER_ROLE_PREFILL, &options.prefill_workers},
+        std::tuple{"decode", v1::WORKER_ROLE_DECODE, &options.decode_workers},
+        std::tuple{"colocated", v1::WORKER_ROLE_BOTH, &options.colocated_workers}}) {
+    if (!flags->Has(flag)) continue;
+    const std::string name = absl::StrCat("--", flag);
+    absl::StatusOr<rpc::AddressSpec> spec = rpc::ParseAddressSpec(name, flags->GetOr(flag, ""));
+    if (!spec.ok()) return UsageError("router", spec.status(), usage);
+    if (spec->is_dns()) {
+      options.discovered_workers.push_back({.role = role, .spec = *spec, .flag = name});
+    } else {
+      *list = spec->list;
+    }
   }
   if (flags->Has("policy") && flags->Has("placement")) {
     return UsageError("router", absl::InvalidArgumentError(

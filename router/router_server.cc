@@ -3,34 +3,20 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "router/request_metrics.h"
 
 namespace baton::router {
 
-absl::StatusOr<std::vector<std::string>> ParseWorkerAddresses(absl::string_view list) {
-  std::vector<std::string> out;
-  for (absl::string_view entry : absl::StrSplit(list, ',', absl::SkipWhitespace())) {
-    entry = absl::StripAsciiWhitespace(entry);
-    const size_t colon = entry.rfind(':');
-    int port = 0;
-    if (colon == absl::string_view::npos || colon == 0 ||
-        !absl::SimpleAtoi(entry.substr(colon + 1), &port) || port <= 0 || port > 65535) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("worker address '", entry, "' is not host:port"));
-    }
-    out.emplace_back(entry);
-  }
-  return out;
-}
-
 Router::Router(RouterOptions options) : options_(std::move(options)) {}
 
 Router::~Router() { Shutdown(); }
+
+void Router::StopWatchingWorkers() {
+  if (discovery_ != nullptr) discovery_->Stop();
+  poller_->Stop();
+}
 
 absl::Status Router::Start() {
   absl::MutexLock lock(&shutdown_mu_);
@@ -83,13 +69,19 @@ absl::Status Router::Start() {
   env_.draining = &draining_;
   service_ = std::make_unique<RouterService>(&env_);
 
+  if (!options_.discovered_workers.empty()) {
+    discovery_ = std::make_unique<WorkerDiscovery>(
+        registry_.get(), WorkerDiscoveryOptions{.sources = options_.discovered_workers,
+                                                .interval = options_.discovery_interval});
+    discovery_->Start();
+  }
   // Know the static workers before the first request arrives.
   poller_ = std::make_unique<StaticWorkerPoller>(registry_.get(), channels_.get());
   poller_->Start(std::min(registry_->heartbeat_timeout(), absl::Seconds(2)));
 
   absl::StatusOr<rpc::StartedServer> started = rpc::StartServer(options_.server, {service_.get()});
   if (!started.ok()) {
-    poller_->Stop();
+    StopWatchingWorkers();
     pool_->Stop();
     return started.status();
   }
@@ -106,7 +98,7 @@ absl::Status Router::Start() {
     if (absl::Status s = http_->Start(); !s.ok()) {
       http_.reset();
       server_->Shutdown();
-      poller_->Stop();
+      StopWatchingWorkers();
       pool_->Stop();
       return s;
     }
@@ -147,7 +139,7 @@ void Router::Shutdown() {
   server_->Shutdown(absl::ToChronoTime(deadline));
   if (http_ != nullptr) http_->Shutdown(deadline);
   pool_->Stop();
-  poller_->Stop();
+  StopWatchingWorkers();
   metrics::Registry::Global().RemoveCollector(metrics_collector_);
   stopped_.Notify();
 }

@@ -35,6 +35,7 @@
 #include "router/router_service.h"
 #include "router/served_model.h"
 #include "router/static_worker_poller.h"
+#include "router/worker_discovery.h"
 #include "router/worker_channels.h"
 #include "router/worker_registry.h"
 #include "rpc/server_options.h"
@@ -54,6 +55,10 @@ struct RouterOptions {
   std::vector<std::string> prefill_workers;    // --prefill
   std::vector<std::string> decode_workers;     // --decode
   std::vector<std::string> colocated_workers;  // --colocated (role both)
+  // Workers found by name (--prefill/--decode/--colocated dns:NAME:PORT), resolved again every
+  // discovery_interval and polled as static workers (router/worker_discovery.h).
+  std::vector<WorkerSource> discovered_workers;
+  absl::Duration discovery_interval = absl::Seconds(5);
   absl::Duration heartbeat_interval = absl::Milliseconds(500);
   absl::Duration heartbeat_timeout = absl::ZeroDuration();  // 0: 3 x heartbeat_interval
   PlacementPolicy placement = PlacementPolicy::kKvAware;  // --policy
@@ -74,10 +79,6 @@ struct RouterOptions {
   // fields above.
   HttpServerOptions http;
 };
-
-// "host:port,host:port" -> addresses; "" -> none. INVALID_ARGUMENT naming an entry without a
-// port.
-absl::StatusOr<std::vector<std::string>> ParseWorkerAddresses(absl::string_view list);
 
 class Router {
  public:
@@ -110,12 +111,16 @@ class Router {
   RequestTable& requests() { return *table_; }
 
  private:
+  // Stops the discovery's and the poller's threads.
+  void StopWatchingWorkers();
+
   const RouterOptions options_;
   std::unique_ptr<ServedModel> model_;
   std::unique_ptr<WorkerRegistry> registry_;
   std::unique_ptr<RequestTable> table_;
   std::unique_ptr<WorkerChannels> channels_;
   std::unique_ptr<RequestPool> pool_;
+  std::unique_ptr<WorkerDiscovery> discovery_;
   std::unique_ptr<StaticWorkerPoller> poller_;
   std::atomic<bool> draining_{false};
   GenerateEnv env_;

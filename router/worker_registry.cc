@@ -117,8 +117,12 @@ bool WorkerRegistry::Heartbeat(const std::string& worker_id, const v1::WorkerLoa
 
 std::string WorkerRegistry::AddStatic(v1::WorkerRole role, const std::string& address) {
   absl::MutexLock lock(&mu_);
-  for (const Worker& w : workers_) {
-    if (w.info.is_static && w.info.address == address && w.info.role == role) return w.info.id;
+  for (Worker& w : workers_) {
+    if (w.info.is_static && w.info.address == address && w.info.role == role) {
+      if (w.info.draining) ++epoch_;
+      w.info.draining = false;
+      return w.info.id;
+    }
   }
   Worker w;
   w.seq = next_seq_;
@@ -153,6 +157,11 @@ absl::Status WorkerRegistry::ReportStatic(const std::string& worker_id,
   w->info.last_error = status.ok() ? "" : std::string(status.message());
   ++epoch_;
   return status;
+}
+
+void WorkerRegistry::Drain(const std::string& worker_id) {
+  absl::MutexLock lock(&mu_);
+  if (Worker* w = FindLocked(worker_id); w != nullptr) w->info.draining = true;
 }
 
 void WorkerRegistry::ReportStaticFailure(const std::string& worker_id, const absl::Status& why) {
@@ -197,7 +206,9 @@ absl::StatusOr<Placement> WorkerRegistry::PickDecode(int64_t n_prompt_tokens, in
   int64_t largest_total = 0;
   for (size_t i = 0; i < workers_.size(); ++i) {
     const Worker& w = workers_[i];
-    if (!ServesDecode(w.info.role) || !HealthyLocked(w, now) || avoid.contains(w.info.id)) continue;
+    if (!ServesDecode(w.info.role) || !PlaceableLocked(w, now) || avoid.contains(w.info.id)) {
+      continue;
+    }
     if (w.info.model.n_ctx() > 0 && n_tokens > w.info.model.n_ctx()) continue;
     any_worker = true;
     // The blocks the worker itself will reserve: by its own reserve-ahead policy.
@@ -272,7 +283,7 @@ absl::StatusOr<Placement> WorkerRegistry::PickPrefill(int64_t n_prompt_tokens,
   std::vector<size_t> eligible;
   for (size_t i = 0; i < workers_.size(); ++i) {
     const Worker& w = workers_[i];
-    if (!ServesPrefill(w.info.role) || !HealthyLocked(w, now) || avoid.contains(w.info.id)) {
+    if (!ServesPrefill(w.info.role) || !PlaceableLocked(w, now) || avoid.contains(w.info.id)) {
       continue;
     }
     if (w.info.model.n_ctx() > 0 && n_prompt_tokens > w.info.model.n_ctx()) continue;
@@ -373,9 +384,20 @@ bool WorkerRegistry::HealthyLocked(const Worker& w, absl::Time now) const {
   return w.reported && !w.unavailable && now - w.info.last_seen <= heartbeat_timeout_;
 }
 
+bool WorkerRegistry::PlaceableLocked(const Worker& w, absl::Time now) const {
+  return !w.info.draining && HealthyLocked(w, now);
+}
+
 void WorkerRegistry::ForgetStaleLocked(absl::Time now) {
+  const auto idle = [](const v1::WorkerLoad& load) {
+    return load.queued_prompt_tokens() == 0 && load.running_sequences() == 0 &&
+           load.reservations() == 0;
+  };
   workers_.erase(std::remove_if(workers_.begin(), workers_.end(),
                                 [&](const Worker& w) {
+                                  if (w.info.draining) {
+                                    return !HealthyLocked(w, now) || idle(w.info.load);
+                                  }
                                   return !w.info.is_static &&
                                          now - w.info.last_seen > options_.forget_after;
                                 }),

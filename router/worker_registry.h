@@ -22,6 +22,11 @@
 // advertises cached blocks gains the prompt's) until the next report overwrites it. A worker's report replaces its whole
 // advertised set: a restarted worker's is empty.
 //
+// Draining: Drain() takes a worker out of placement (a discovered worker that left discovery:
+// router/worker_discovery.h) without cutting what it runs; it is forgotten once a report shows it
+// idle (no queued prompt tokens, running sequences or reservations) or once it is unhealthy.
+// AddStatic() of its address ends the draining.
+//
 // Changes that may let a waiting request be placed (a report, a registration) advance epoch();
 // WaitForChange() blocks until that happens.
 //
@@ -69,6 +74,7 @@ struct WorkerSnapshot {
   v1::WorkerRole role = v1::WORKER_ROLE_UNSPECIFIED;
   std::string address;
   bool is_static = false;
+  bool draining = false;  // Drain(): no new requests; forgotten once idle
   v1::ModelIdentity model;
   v1::WorkerLoad load;
   bool healthy = false;
@@ -112,8 +118,11 @@ class WorkerRegistry {
   bool Heartbeat(const std::string& worker_id, const v1::WorkerLoad& load);
 
   // A worker from a static list: known at once, unhealthy until its first ReportStatic(). Returns
-  // its id. Adding the same address and role twice returns the existing id.
+  // its id. Adding the same address and role twice returns the existing id (and ends its
+  // draining).
   std::string AddStatic(v1::WorkerRole role, const std::string& address);
+  // No new requests for the worker; see the header comment. Unknown ids are ignored.
+  void Drain(const std::string& worker_id);
 
   // The answer of a static worker's Status RPC, treated as a heartbeat. FAILED_PRECONDITION (the
   // worker stays unhealthy) when its fingerprint is not the router's, INVALID_ARGUMENT when it
@@ -180,6 +189,8 @@ class WorkerRegistry {
   static void ExpectCached(Worker& w, PromptHashes* prompt);
 
   bool HealthyLocked(const Worker& w, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Healthy and not draining: may take a new request.
+  bool PlaceableLocked(const Worker& w, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ForgetStaleLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Worker* FindLocked(absl::string_view id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Among `eligible` (indices into workers_), the next after `*cursor` in registration order.

@@ -1,94 +1,14 @@
 #include "worker/router_links.h"
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <sys/socket.h>
-
 #include <algorithm>
 #include <utility>
 
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "base/log.h"
 #include "baton/v1/router.grpc.pb.h"
 
 namespace baton::worker {
-namespace {
-
-// "ip:port" / "[ip6]:port" of a resolved address.
-std::string AddressText(const sockaddr* a, int port) {
-  char text[INET6_ADDRSTRLEN] = {};
-  if (a->sa_family == AF_INET6) {
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr, text, sizeof(text));
-    return absl::StrCat("[", text, "]:", port);
-  }
-  inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(a)->sin_addr, text, sizeof(text));
-  return absl::StrCat(text, ":", port);
-}
-
-// Whether `a` is HOST:PORT with a port in [1, 65535]; its parts into `host` and `port`.
-bool SplitHostPort(absl::string_view a, absl::string_view* host, int* port) {
-  const size_t colon = a.rfind(':');
-  if (colon == absl::string_view::npos || colon == 0 ||
-      !absl::SimpleAtoi(a.substr(colon + 1), port) || *port <= 0 || *port > 65535) {
-    return false;
-  }
-  *host = a.substr(0, colon);
-  return true;
-}
-
-}  // namespace
-
-absl::StatusOr<std::vector<std::string>> ResolveRouters(const std::string& spec) {
-  absl::string_view rest = spec;
-  if (!absl::ConsumePrefix(&rest, "dns:")) {
-    std::vector<std::string> list;
-    for (absl::string_view a : absl::StrSplit(spec, ',', absl::SkipWhitespace())) {
-      a = absl::StripAsciiWhitespace(a);
-      absl::string_view host;
-      int port = 0;
-      if (!SplitHostPort(a, &host, &port)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--router '", spec, "': '", a, "' is not HOST:PORT"));
-      }
-      if (std::find(list.begin(), list.end(), a) == list.end()) list.emplace_back(a);
-    }
-    if (list.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("--router '", spec, "' names no router"));
-    }
-    return list;
-  }
-  absl::string_view host;
-  int port = 0;
-  if (!SplitHostPort(rest, &host, &port)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--router '", spec, "': a dns: spec is dns:NAME:PORT"));
-  }
-  const std::string name(host);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (const int e = getaddrinfo(name.c_str(), nullptr, &hints, &found); e != 0) {
-    return absl::UnavailableError(
-        absl::StrCat("--router '", spec, "': ", name, " does not resolve: ", gai_strerror(e)));
-  }
-  std::vector<std::string> addresses;
-  for (const addrinfo* a = found; a != nullptr; a = a->ai_next) {
-    std::string text = AddressText(a->ai_addr, port);
-    if (std::find(addresses.begin(), addresses.end(), text) == addresses.end()) {
-      addresses.push_back(std::move(text));
-    }
-  }
-  freeaddrinfo(found);
-  std::sort(addresses.begin(), addresses.end());
-  return addresses;
-}
 
 // One router's registration and heartbeats, on its own thread until destroyed.
 class RouterLinks::Link {
@@ -148,16 +68,16 @@ class RouterLinks::Link {
   std::thread thread_;  // last: starts once the rest is built
 };
 
-RouterLinks::RouterLinks(RouterLinkOptions options) : options_(std::move(options)) {}
+RouterLinks::RouterLinks(RouterLinkOptions options, rpc::AddressSpec spec)
+    : options_(std::move(options)), spec_(std::move(spec)) {}
 
 absl::StatusOr<std::unique_ptr<RouterLinks>> RouterLinks::Start(RouterLinkOptions options) {
-  absl::StatusOr<std::vector<std::string>> addresses = ResolveRouters(options.routers);
-  if (!addresses.ok() && addresses.status().code() == absl::StatusCode::kInvalidArgument) {
-    return addresses.status();
-  }
-  std::unique_ptr<RouterLinks> links(new RouterLinks(std::move(options)));
+  absl::StatusOr<rpc::AddressSpec> spec = rpc::ParseAddressSpec("--router", options.routers);
+  if (!spec.ok()) return spec.status();
+  std::unique_ptr<RouterLinks> links(new RouterLinks(std::move(options), std::move(*spec)));
+  absl::StatusOr<std::vector<std::string>> addresses = rpc::ResolveAddresses("--router", links->spec_);
   if (addresses.ok()) links->Update(*addresses);
-  if (absl::StartsWith(links->options_.routers, "dns:")) {
+  if (links->spec_.is_dns()) {
     links->resolver_ = std::thread([self = links.get()] { self->ResolveLoop(); });
   }
   return links;
@@ -204,7 +124,7 @@ void RouterLinks::Update(const std::vector<std::string>& addresses) {
 
 void RouterLinks::ResolveLoop() {
   while (!stop_.WaitForNotificationWithTimeout(absl::FromChrono(options_.resolve_interval))) {
-    absl::StatusOr<std::vector<std::string>> addresses = ResolveRouters(options_.routers);
+    absl::StatusOr<std::vector<std::string>> addresses = rpc::ResolveAddresses("--router", spec_);
     // A name that stops resolving for a moment keeps the routers it had.
     if (addresses.ok()) Update(*addresses);
   }

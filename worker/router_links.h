@@ -1,10 +1,8 @@
 // A worker's registration and heartbeats with every router it reports to, so that any number of
 // routers serve the same workers, each with the complete view (docs/DESIGN.md, "Routers as
-// replicas"). The routers are named by a spec:
-//   - "HOST:PORT[,HOST:PORT...]": a static list;
-//   - "dns:NAME:PORT": every address NAME resolves to (as a Kubernetes headless Service resolves
-//     to each of its pods), resolved again every resolve_interval: a router that appears gets its
-//     own link, one that vanishes loses its link.
+// replicas"). The routers are named by an address spec (rpc/address_spec.h): a static list, or
+// "dns:NAME:PORT", resolved again every resolve_interval: a router that appears gets its own
+// link, one that vanishes loses its link.
 // Each link registers with its router, then heartbeats every interval the router asks for; a
 // router that answers "unknown worker" (it restarted) is registered with again, so a restarted
 // router rebuilds its view within one heartbeat period. Links are independent: a router that is
@@ -28,12 +26,13 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "baton/v1/router.pb.h"
+#include "rpc/address_spec.h"
 #include "rpc/server_options.h"
 
 namespace baton::worker {
 
 struct RouterLinkOptions {
-  std::string routers;  // the spec (header comment)
+  std::string routers;  // the address spec (header comment)
   rpc::ClientOptions client;
   // What registration sends: role, address, model; its load is filled in at each call.
   baton::v1::RegisterWorkerRequest registration;
@@ -41,11 +40,6 @@ struct RouterLinkOptions {
   std::chrono::milliseconds heartbeat_interval{500};  // until a router asks for another
   std::chrono::milliseconds resolve_interval{5000};   // dns: specs
 };
-
-// The spec's router addresses now: the list, or NAME's addresses (resolved now, "ip:port" or
-// "[ip6]:port", without repeats). INVALID_ARGUMENT naming the spec for a malformed one;
-// UNAVAILABLE when NAME does not resolve.
-absl::StatusOr<std::vector<std::string>> ResolveRouters(const std::string& spec);
 
 class RouterLinks {
  public:
@@ -61,12 +55,13 @@ class RouterLinks {
 
  private:
   class Link;
-  explicit RouterLinks(RouterLinkOptions options);
+  RouterLinks(RouterLinkOptions options, rpc::AddressSpec spec);
   // Links every address in `addresses` not linked yet; unlinks the others.
   void Update(const std::vector<std::string>& addresses);
   void ResolveLoop();
 
   const RouterLinkOptions options_;
+  const rpc::AddressSpec spec_;
   absl::Notification stop_;
   std::thread resolver_;
   mutable absl::Mutex mu_;

@@ -25,6 +25,7 @@
 #include "metrics/prefix_cache_metrics.h"
 #include "prefill_worker/prefill_scheduler.h"
 #include "prefill_worker/prefill_service.h"
+#include "rpc/address_spec.h"
 #include "worker/router_links.h"
 
 namespace baton::worker {
@@ -171,8 +172,8 @@ std::string WorkerServer::metrics_address() const {
 absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOptions& options) {
   if (!options.routers.empty()) {
     // A malformed spec fails before the model loads; a name not resolving yet is retried.
-    absl::StatusOr<std::vector<std::string>> routers = ResolveRouters(options.routers);
-    if (!routers.ok() && routers.status().code() == absl::StatusCode::kInvalidArgument) {
+    if (absl::StatusOr<rpc::AddressSpec> routers = rpc::ParseAddressSpec("--router", options.routers);
+        !routers.ok()) {
       return routers.status();
     }
   }

@@ -67,11 +67,13 @@ absl::Status LocalCluster::RestartRouter(Proc& router, std::vector<std::string> 
 
 absl::StatusOr<Proc*> LocalCluster::StartWorker(const std::string& role,
                                                 std::vector<std::string> extra) {
-  std::string routers = router_.address;
-  for (const auto& r : more_routers_) absl::StrAppend(&routers, ",", r->address);
-  std::vector<std::string> argv = {BatonBinary(), "worker", "--role", role, "--model",
-                                   model_, "--router", routers,
+  std::vector<std::string> argv = {BatonBinary(), "worker", "--role", role, "--model", model_,
                                    "--threads", "1", "--kv-cache-memory", "128M"};
+  if (!router_.address.empty()) {  // else found by a router's discovery, started later
+    std::string routers = router_.address;
+    for (const auto& r : more_routers_) absl::StrAppend(&routers, ",", r->address);
+    argv.insert(argv.end(), {"--router", routers});
+  }
   argv.insert(argv.end(), common_args_.begin(), common_args_.end());
   argv.insert(argv.end(), extra.begin(), extra.end());
   absl::StatusOr<std::unique_ptr<cli::ChildProcess>> p = cli::ChildProcess::Start(argv);

@@ -37,7 +37,8 @@ class LocalCluster {
   absl::StatusOr<Proc*> AddRouter(std::vector<std::string> extra = {});
   // Starts `router` again on its address after it was killed.
   absl::Status RestartRouter(Proc& router, std::vector<std::string> extra = {});
-  // role: "prefill", "decode" or "both".
+  // role: "prefill", "decode" or "both". It reports to every router started before it (none:
+  // it waits to be found by a router's --prefill/--decode dns: discovery).
   absl::StatusOr<Proc*> StartWorker(const std::string& role, std::vector<std::string> extra = {});
   // Waits until the router (the first unless named) reports `n` healthy workers.
   absl::Status WaitHealthy(size_t n, std::chrono::seconds timeout = std::chrono::seconds(60),

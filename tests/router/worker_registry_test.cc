@@ -329,6 +329,54 @@ TEST_F(WorkerRegistryTest, StaticWorkerIsUnhealthyUntilItsStatusAnswers) {
   EXPECT_EQ(registry->Snapshot()[0].last_error, "connection refused");
 }
 
+TEST_F(WorkerRegistryTest, ADrainingWorkerTakesNoRequestsAndIsForgottenOnceIdle) {
+  auto registry = MakeRegistry();
+  const std::string a = registry->AddStatic(v1::WORKER_ROLE_DECODE, "a:1");
+  const std::string b = registry->AddStatic(v1::WORKER_ROLE_DECODE, "b:1");
+  v1::WorkerLoad busy = DecodeLoad(900);
+  busy.set_running_sequences(2);
+  ASSERT_TRUE(registry->ReportStatic(a, v1::WORKER_ROLE_DECODE, Model(), busy).ok());
+  ASSERT_TRUE(registry->ReportStatic(b, v1::WORKER_ROLE_DECODE, Model(), DecodeLoad(10)).ok());
+
+  registry->Drain(a);  // a has the most free blocks, yet gets nothing new
+  EXPECT_THAT(registry->PickDecode(16, 1), PlacedOn("b:1"));
+  std::vector<WorkerSnapshot> workers = registry->Snapshot();
+  ASSERT_EQ(workers.size(), 2u);  // still running two sequences: kept, healthy, draining
+  EXPECT_TRUE(workers[0].draining);
+  EXPECT_TRUE(workers[0].healthy);
+
+  v1::WorkerLoad still_reserved = DecodeLoad(900);
+  still_reserved.set_reservations(1);
+  ASSERT_TRUE(registry->ReportStatic(a, v1::WORKER_ROLE_DECODE, Model(), still_reserved).ok());
+  EXPECT_EQ(registry->Snapshot().size(), 2u);
+  ASSERT_TRUE(registry->ReportStatic(a, v1::WORKER_ROLE_DECODE, Model(), DecodeLoad(1000)).ok());
+  workers = registry->Snapshot();
+  ASSERT_EQ(workers.size(), 1u);
+  EXPECT_EQ(workers[0].address, "b:1");
+  EXPECT_EQ(registry->StaticWorkers().size(), 1u);  // no longer polled
+}
+
+TEST_F(WorkerRegistryTest, ADrainingWorkerThatStopsAnsweringIsForgotten) {
+  auto registry = MakeRegistry();
+  const std::string id = registry->AddStatic(v1::WORKER_ROLE_PREFILL, "p:1");
+  ASSERT_TRUE(registry->ReportStatic(id, v1::WORKER_ROLE_PREFILL, Model(), PrefillLoad(512)).ok());
+  registry->Drain(id);
+  EXPECT_EQ(registry->Snapshot().size(), 1u);
+  Advance(absl::Seconds(2));  // past the heartbeat timeout: unhealthy
+  EXPECT_TRUE(registry->Snapshot().empty());
+}
+
+TEST_F(WorkerRegistryTest, ListingADrainingWorkerAgainEndsItsDraining) {
+  auto registry = MakeRegistry();
+  const std::string id = registry->AddStatic(v1::WORKER_ROLE_PREFILL, "p:1");
+  ASSERT_TRUE(registry->ReportStatic(id, v1::WORKER_ROLE_PREFILL, Model(), PrefillLoad(512)).ok());
+  registry->Drain(id);
+  EXPECT_EQ(registry->PickPrefill(16).status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(registry->AddStatic(v1::WORKER_ROLE_PREFILL, "p:1"), id);
+  EXPECT_FALSE(registry->Snapshot()[0].draining);
+  EXPECT_THAT(registry->PickPrefill(16), PlacedOn("p:1"));
+}
+
 TEST_F(WorkerRegistryTest, StaticWorkerWithOtherModelOrRoleStaysUnhealthy) {
   auto registry = MakeRegistry();
   const std::string id = registry->AddStatic(v1::WORKER_ROLE_DECODE, "s:1");
