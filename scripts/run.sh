@@ -14,13 +14,14 @@ build/bin/baton up >"$log" &
 cluster=$!
 trap 'kill -TERM $cluster 2>/dev/null || true; wait $cluster 2>/dev/null || true; rm -f "$log"' EXIT
 for _ in $(seq 1 600); do
-  grep -q '^router: ' "$log" && break
+  grep -q '^http: ' "$log" && break  # printed right after router:
   kill -0 $cluster 2>/dev/null || { echo "run: the cluster failed to start" >&2; exit 1; }
   sleep 0.2
 done
 router=$(sed -n 's/^router: //p' "$log")
+http=$(sed -n 's/^http: //p' "$log")
 [ -n "$router" ] || { echo "run: the cluster did not come up in time" >&2; exit 1; }
-echo "run: cluster up, router at $router" >&2
+echo "run: cluster up, router at $router, OpenAI-compatible API at http://$http/v1" >&2
 
 build/bin/baton generate --server "$router" --max-tokens 64 \
   --chat "${1:-What is the capital of France? Answer in one sentence.}"
