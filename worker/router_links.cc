@@ -75,7 +75,8 @@ absl::StatusOr<std::unique_ptr<RouterLinks>> RouterLinks::Start(RouterLinkOption
   absl::StatusOr<rpc::AddressSpec> spec = rpc::ParseAddressSpec("--router", options.routers);
   if (!spec.ok()) return spec.status();
   std::unique_ptr<RouterLinks> links(new RouterLinks(std::move(options), std::move(*spec)));
-  absl::StatusOr<std::vector<std::string>> addresses = rpc::ResolveAddresses("--router", links->spec_);
+  absl::StatusOr<std::vector<std::string>> addresses =
+      rpc::ResolveAddresses("--router", links->spec_);
   if (addresses.ok()) links->Update(*addresses);
   if (links->spec_.is_dns()) {
     links->resolver_ = std::thread([self = links.get()] { self->ResolveLoop(); });

@@ -172,10 +172,8 @@ std::string WorkerServer::metrics_address() const {
 absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOptions& options) {
   if (!options.routers.empty()) {
     // A malformed spec fails before the model loads; a name not resolving yet is retried.
-    if (absl::StatusOr<rpc::AddressSpec> routers = rpc::ParseAddressSpec("--router", options.routers);
-        !routers.ok()) {
-      return routers.status();
-    }
+    absl::StatusOr<rpc::AddressSpec> routers = rpc::ParseAddressSpec("--router", options.routers);
+    if (!routers.ok()) return routers.status();
   }
   auto impl = std::make_unique<Impl>();
   Impl& w = *impl;

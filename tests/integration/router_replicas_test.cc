@@ -85,10 +85,11 @@ TEST(RouterReplicasTest, EitherRouterServesAndOneKilledLeavesTheOther) {
 }
 
 // A small soak: clients send greedy requests through both routers while router A is killed and
-// restarted three times (BATON_ROUTER_SOAK_KILLS times when set: a longer soak outside CI). Every request through B completes with the same tokens as before the
-// kills; through A, each completes identically or fails with UNAVAILABLE (in flight on it, or
-// sent while it was down); none hangs; and once the clients stop, no worker holds a block (A's
-// orphaned reservations lapse within the routers' 3 s lease).
+// restarted three times (BATON_ROUTER_SOAK_KILLS times when set: a longer soak outside CI).
+// Every request through B completes with the same tokens as before the kills; through A, each
+// completes identically or fails with UNAVAILABLE (in flight on it, or sent while it was down);
+// none hangs; and once the clients stop, no worker holds a block (A's orphaned reservations lapse
+// within the routers' 3 s lease).
 TEST(RouterReplicasTest, KillingARouterUnderLoadLosesOnlyItsOwnRequests) {
   LocalCluster cluster({}, {});
   const std::vector<std::string> lease = {"--reservation-lease", "3"};
