@@ -55,9 +55,12 @@ int RunRouter(const Args& args) {
                                      "built in (chatml, llama3, gemma); default: the model's own"},
       {"tool-call-parser", "NAME", "how chat outputs are read for tool calls: hermes, llama3_json "
                                    "or mistral; default: the format the chat template shows"},
-      {"prefill", "ADDRS", "prefill workers: host:port,... or dns:NAME:PORT (every address NAME resolves to, again every 5 s; one that leaves is drained)"},
-      {"decode", "ADDRS", "decode workers: host:port,... or dns:NAME:PORT"},
-      {"colocated", "ADDRS", "colocated workers (role both): host:port,... or dns:NAME:PORT"},
+      {"prefill", "ADDRS",
+       "prefill workers: host:port,...; dns:NAME:PORT (every address NAME resolves to) or "
+       "k8s:SERVICE[.NAMESPACE]:PORT (a Kubernetes Service's ready endpoints), again every 5 s, "
+       "a worker that leaves drained"},
+      {"decode", "ADDRS", "decode workers: as --prefill"},
+      {"colocated", "ADDRS", "colocated workers (role both): as --prefill"},
       {"policy", "POLICY", "where requests go: kv-aware (default: the workers holding most of "
                            "the prompt's KV in their prefix caches, against their load) | "
                            "least-loaded | round-robin"},
@@ -118,7 +121,7 @@ int RunRouter(const Args& args) {
     const std::string name = absl::StrCat("--", flag);
     absl::StatusOr<rpc::AddressSpec> spec = rpc::ParseAddressSpec(name, flags->GetOr(flag, ""));
     if (!spec.ok()) return UsageError("router", spec.status(), usage);
-    if (spec->is_dns()) {
+    if (spec->is_dynamic()) {
       options.discovered_workers.push_back({.role = role, .spec = *spec, .flag = name});
     } else {
       *list = spec->list;

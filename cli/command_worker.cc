@@ -46,8 +46,9 @@ int RunWorkerWithRole(const std::string& command, const Args& args,
   std::vector<FlagSpec> own = {
       {"model", "PATH", "GGUF file or Hugging Face checkpoint directory (default: the default model)"},
       {"router", "SPEC",
-       "register with these routers and send them heartbeats: HOST:PORT[,HOST:PORT...], or "
-       "dns:NAME:PORT for every address NAME resolves to (re-resolved every 5 s)"},
+       "register with these routers and send them heartbeats: HOST:PORT[,HOST:PORT...], "
+       "dns:NAME:PORT for every address NAME resolves to, or k8s:SERVICE[.NAMESPACE]:PORT for a "
+       "Kubernetes Service's ready endpoints (both re-resolved every 5 s)"},
       {"advertise", "HOST:PORT", "address the router and peers should dial (default host:port)"},
       DeviceFlagSpec(),
       QuantizeFlagSpec(),

@@ -78,7 +78,7 @@ absl::StatusOr<std::unique_ptr<RouterLinks>> RouterLinks::Start(RouterLinkOption
   absl::StatusOr<std::vector<std::string>> addresses =
       rpc::ResolveAddresses("--router", links->spec_);
   if (addresses.ok()) links->Update(*addresses);
-  if (links->spec_.is_dns()) {
+  if (links->spec_.is_dynamic()) {
     links->resolver_ = std::thread([self = links.get()] { self->ResolveLoop(); });
   }
   return links;

@@ -1,9 +1,11 @@
 """The Kubernetes manifests in deploy/k8s, checked offline: no cluster, no network.
 
-What `kubectl apply -k deploy/k8s` would send is built twice: by a small renderer here that does
-exactly what kustomization.yaml asks (labels, the ConfigMap generator, images; a kustomization
-field it does not know fails the test), and by `kubectl kustomize` where kubectl is installed
-(skipped where not). Both renderings must agree, and each must pass:
+What `kubectl apply -k deploy/k8s` (workers register with the routers) and `kubectl apply -k
+deploy/k8s-discovery` (the routers find the workers through the API's EndpointSlices) would send
+is built twice: by a small renderer here that does exactly what the kustomization.yaml files ask
+(bases, labels, the ConfigMap generator, images, JSON patches; a kustomization field it does not
+know fails the test), and by `kubectl kustomize` where kubectl is installed (skipped where not).
+Both renderings must agree, and each must pass:
 
   * the Kubernetes JSON schemas (strict: unknown fields fail) bundled by the PyPI package
     kubernetes-validate, for the oldest Kubernetes these manifests claim and the newest it has;
@@ -13,7 +15,9 @@ field it does not know fails the test), and by `kubectl kustomize` where kubectl
     PodDisruptionBudgets for the prefill and decode workers, startup probes generous enough for
     model loading, the recommended app.kubernetes.io labels on every object and pod template,
     selectors on the stable subset (name, instance, component) that match their pods, the model
-    volume mounted read-only, and every reference to a ConfigMap, PVC or Secret resolvable.
+    volume mounted read-only, and every reference to a ConfigMap, PVC, Secret or ServiceAccount
+    resolvable; a pod that mounts a service account token may only read EndpointSlices, and the
+    Services that workers or routers name by address spec exist with the named port.
 
 deploy_manifests_test.cc checks the container flags and ports against the `baton` binary.
 """
@@ -32,6 +36,8 @@ import yaml
 ROOT = pathlib.Path(os.environ.get("BATON_SOURCE_DIR")
                     or pathlib.Path(__file__).resolve().parents[2])
 K8S = ROOT / "deploy" / "k8s"
+DISCOVERY = ROOT / "deploy" / "k8s-discovery"
+KUSTOMIZATIONS = {"register": K8S, "discovery": DISCOVERY}
 DOCKERFILE = ROOT / "deploy" / "container" / "Dockerfile"
 
 # The oldest Kubernetes the manifests claim (README.md: gRPC probes GA in 1.27, PDB
@@ -61,26 +67,48 @@ MODEL_MOUNT = "/models"
 WORKLOAD_KINDS = {"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet", "Job"}
 
 KUSTOMIZATION_FIELDS = {"apiVersion", "kind", "labels", "resources", "configMapGenerator",
-                        "images"}
+                        "images", "patches"}
+JSON_PATCH_OPS = {"add", "remove", "replace", "test"}
 
 
 # --- loading and rendering ---------------------------------------------------------------------
 
-def manifest_files():
-    return sorted(p for p in K8S.glob("*.yaml") if p.name != "kustomization.yaml")
+def manifest_files(directory=K8S):
+    return sorted(p for p in directory.glob("*.yaml") if p.name != "kustomization.yaml")
 
 
-def load_kustomization():
-    return yaml.safe_load((K8S / "kustomization.yaml").read_text())
+def load_kustomization(directory=K8S):
+    return yaml.safe_load((directory / "kustomization.yaml").read_text())
 
 
 def load_file(path):
     return [doc for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
 
 
-def render_here():
-    """kustomization.yaml applied by hand: the fields it uses, as kustomize defines them."""
-    k = load_kustomization()
+def json_patch(document, operations):
+    """RFC 6902 operations (add, remove, replace, test) applied to `document` in place."""
+    for op in operations:
+        assert op["op"] in JSON_PATCH_OPS, op
+        *parents, last = [part.replace("~1", "/").replace("~0", "~")
+                          for part in op["path"].split("/")[1:]]
+        node = document
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        key = last if isinstance(node, dict) else (len(node) if last == "-" else int(last))
+        if op["op"] == "test":
+            assert node[key] == op["value"], f"patch test failed at {op['path']}: {node[key]!r}"
+        elif op["op"] == "remove":
+            del node[key]
+        elif op["op"] == "add" and isinstance(node, list):
+            node.insert(key, op["value"])
+        else:
+            assert op["op"] == "add" or key in node, f"replace of a missing {op['path']}"
+            node[key] = op["value"]
+
+
+def render_here(directory=K8S):
+    """A kustomization.yaml applied by hand: the fields it uses, as kustomize defines them."""
+    k = load_kustomization(directory)
     unknown = set(k) - KUSTOMIZATION_FIELDS
     assert not unknown, f"kustomization.yaml uses {sorted(unknown)}: teach render_here() them"
     objects = []
@@ -96,7 +124,16 @@ def render_here():
             config_map["data"] = data
         objects.append(config_map)
     for resource in k["resources"]:
-        objects.extend(load_file(K8S / resource))
+        path = (directory / resource).resolve()
+        objects.extend(render_here(path) if path.is_dir() else load_file(path))
+    for patch in k.get("patches", []):
+        assert set(patch) == {"target", "patch"} and set(patch["target"]) <= {"kind", "name"}, patch
+        target = patch["target"]
+        targets = [obj for obj in objects
+                   if obj["kind"] == target.get("kind", obj["kind"])
+                   and obj["metadata"]["name"] == target.get("name", obj["metadata"]["name"])]
+        assert len(targets) == 1, f"patch target {patch['target']}: {len(targets)} objects"
+        json_patch(targets[0], yaml.safe_load(patch["patch"]))
     for entry in k.get("labels", []):
         assert set(entry) <= {"pairs", "includeSelectors", "includeTemplates"}, entry
         for obj in objects:
@@ -120,18 +157,23 @@ def render_here():
     return objects
 
 
-def render_kubectl():
+def render_kubectl(directory=K8S):
     kubectl = shutil.which("kubectl")
     if kubectl is None:
         pytest.skip("kubectl is not installed: only this test's own rendering is checked")
-    out = subprocess.run([kubectl, "kustomize", str(K8S)], check=True, capture_output=True,
+    out = subprocess.run([kubectl, "kustomize", str(directory)], check=True, capture_output=True,
                          text=True, timeout=120).stdout
     return [doc for doc in yaml.safe_load_all(out) if doc is not None]
 
 
-@pytest.fixture(scope="module", params=["render_here", "kubectl_kustomize"])
+@pytest.fixture(scope="module", params=[(renderer, kustomization)
+                                        for renderer in ("render_here", "kubectl_kustomize")
+                                        for kustomization in KUSTOMIZATIONS],
+                ids=lambda param: "-".join(param))
 def objects(request):
-    return render_here() if request.param == "render_here" else render_kubectl()
+    renderer, kustomization = request.param
+    directory = KUSTOMIZATIONS[kustomization]
+    return render_here(directory) if renderer == "render_here" else render_kubectl(directory)
 
 
 # --- helpers -----------------------------------------------------------------------------------
@@ -308,7 +350,8 @@ def pod_security_violations(spec, metadata):
 # --- the tests ---------------------------------------------------------------------------------
 
 def test_every_yaml_document_parses():
-    for path in [*manifest_files(), K8S / "kustomization.yaml"]:
+    for path in [*manifest_files(), K8S / "kustomization.yaml", *manifest_files(DISCOVERY),
+                 DISCOVERY / "kustomization.yaml"]:
         docs = load_file(path)
         assert docs, f"{path.name}: no YAML document"
         for doc in docs:
@@ -324,13 +367,17 @@ def test_kustomization_lists_every_manifest():
     assert len(listed) == len(set(listed)), "a resource listed twice"
     assert sorted(listed) == [p.name for p in manifest_files()], (
         "kustomization.yaml's resources must be exactly the other *.yaml files here")
+    listed = load_kustomization(DISCOVERY)["resources"]
+    assert sorted(listed) == sorted(["../k8s", *(p.name for p in manifest_files(DISCOVERY))]), (
+        "k8s-discovery/kustomization.yaml's resources must be the base and the *.yaml files there")
 
 
-def test_both_renderings_agree():
+@pytest.mark.parametrize("kustomization", KUSTOMIZATIONS)
+def test_both_renderings_agree(kustomization):
     """render_here() is a faithful kustomize for these manifests (kubectl's only adds the
     ConfigMap generator's hash suffix)."""
-    ours = render_here()
-    theirs = render_kubectl()
+    ours = render_here(KUSTOMIZATIONS[kustomization])
+    theirs = render_kubectl(KUSTOMIZATIONS[kustomization])
     generated = {g["name"] for g in load_kustomization().get("configMapGenerator", [])}
 
     def unhash(node):
@@ -422,14 +469,63 @@ def test_containers_run_read_only_as_the_image_user(objects):
         spec = pod_spec_of(obj)
         if spec is None:
             continue
-        assert spec.get("automountServiceAccountToken") is False, (
-            f"{name_of(obj)}: baton never talks to the Kubernetes API")
+        if spec.get("automountServiceAccountToken") is not False:
+            assert_reads_only_endpoint_slices(objects, obj)
         for c in containers_of(obj):
             sc = c.get("securityContext") or {}
             assert sc.get("readOnlyRootFilesystem") is True, f"{name_of(obj)} {c['name']}"
             run_as = sc.get("runAsUser", (spec.get("securityContext") or {}).get("runAsUser"))
             assert run_as == uid, (f"{name_of(obj)} {c['name']}: runAsUser {run_as}, the image's "
                                    f"USER is {uid}")
+
+
+def assert_reads_only_endpoint_slices(objects, obj):
+    """`obj`'s pods mount a service account token: every Role bound to that account grants no
+    more than reading EndpointSlices (what k8s: address specs do, rpc/kubernetes_endpoints.h)."""
+    spec = pod_spec_of(obj)
+    account = spec.get("serviceAccountName")
+    assert account and account != "default", (
+        f"{name_of(obj)}: a token of the default service account is mounted")
+    bindings = [b for b in objects if b["kind"] in ("RoleBinding", "ClusterRoleBinding")
+                and any(s["kind"] == "ServiceAccount" and s["name"] == account
+                        for s in b.get("subjects", []))]
+    assert bindings, f"{name_of(obj)}: service account {account} is bound to nothing"
+    for binding in bindings:
+        assert binding["kind"] == "RoleBinding", f"{name_of(binding)}: cluster-wide"
+        [role] = [r for r in objects if r["kind"] == binding["roleRef"]["kind"]
+                  and r["metadata"]["name"] == binding["roleRef"]["name"]]
+        for rule in role["rules"]:
+            assert rule == {"apiGroups": ["discovery.k8s.io"], "resources": ["endpointslices"],
+                            "verbs": ["get", "list", "watch"]}, f"{name_of(role)}: {rule}"
+
+
+def address_specs(objects, flag):
+    """(Deployment, spec) for every container argument --FLAG=SPEC."""
+    return [(obj, arg.split("=", 1)[1]) for obj in deployments(objects)
+            for c in containers_of(obj) for arg in c.get("args", [])
+            if arg.startswith(f"--{flag}=")]
+
+
+def test_workers_are_found_one_way(objects):
+    """Workers either register (--router on each worker) or are found by the routers (k8s: specs
+    on the router), never both: a drained worker must not come back by registering."""
+    registering = address_specs(objects, "router")
+    found = address_specs(objects, "prefill") + address_specs(objects, "decode")
+    assert bool(registering) != bool(found), (registering, found)
+    workers = [d for d in deployments(objects) if component(d) in WORKERS]
+    if registering:
+        assert {component(d) for d, _ in registering} == set(WORKERS)
+        return
+    assert {spec.split(":")[0] for _, spec in found} == {"k8s"}
+    for role in WORKERS:
+        for _, spec in address_specs(objects, role):
+            _, service, port = spec.split(":")
+            [svc] = [s for s in objects
+                     if s["kind"] == "Service" and s["metadata"]["name"] == service]
+            assert port in {p["name"] for p in svc["spec"]["ports"]}, f"{service}: no port {port}"
+            [selected] = [d for d in workers if matches(
+                svc["spec"]["selector"], d["spec"]["template"]["metadata"]["labels"])]
+            assert component(selected) == role, f"--{role}={spec} selects {name_of(selected)}"
 
 
 def test_worker_disruption_budgets(objects):
@@ -513,6 +609,8 @@ def test_references_resolve_and_the_model_volume_is_read_only(objects):
                 assert ("Secret", vol["secret"]["secretName"]) in defined, name_of(obj)
             if "configMap" in vol:
                 assert ("ConfigMap", vol["configMap"]["name"]) in defined, name_of(obj)
+        if spec.get("serviceAccountName"):
+            assert ("ServiceAccount", spec["serviceAccountName"]) in defined, name_of(obj)
         for c in containers_of(obj):
             for env in c.get("env", []):
                 ref = (env.get("valueFrom") or {}).get("configMapKeyRef")
