@@ -68,6 +68,8 @@ int RunRouter(const Args& args) {
       {"max-queued", "N", "requests waiting for capacity at most (default 256); then "
                           "RESOURCE_EXHAUSTED"},
       {"heartbeat-ms", "MS", "worker heartbeat interval (default 500)"},
+      {"discovery-interval-ms", "MS",
+       "how often dns: and k8s: worker specs are resolved again (default 5000)"},
       {"prefill-timeout", "SECONDS", "deadline of one Prefill call (default 60)"},
       {"request-timeout", "SECONDS", "deadline of a whole request whose client sets none "
                                      "(default 600)"},
@@ -143,6 +145,10 @@ int RunRouter(const Args& args) {
     return UsageError("router", v.status(), usage);
   }
   options.heartbeat_interval = absl::Milliseconds(*v);
+  if (!(v = flags->GetInt("discovery-interval-ms", 5000, 100, 3600000)).ok()) {
+    return UsageError("router", v.status(), usage);
+  }
+  options.discovery_interval = absl::Milliseconds(*v);
   if (!(v = flags->GetInt("prefill-timeout", 60, 1, 3600)).ok()) {
     return UsageError("router", v.status(), usage);
   }

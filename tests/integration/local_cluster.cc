@@ -27,9 +27,10 @@ CommandResult RunBaton(const std::string& args) {
   return result;
 }
 
-absl::Status LocalCluster::LaunchRouter(Proc& router, std::vector<std::string> extra) {
-  std::vector<std::string> argv = {BatonBinary(), "router", "--model", model_,
-                                   "--heartbeat-ms", "200"};
+absl::Status LocalCluster::LaunchRouter(Proc& router, std::vector<std::string> extra,
+                                        std::vector<std::string> wrapper) {
+  std::vector<std::string> argv = std::move(wrapper);
+  argv.insert(argv.end(), {BatonBinary(), "router", "--model", model_, "--heartbeat-ms", "200"});
   argv.insert(argv.end(), common_args_.begin(), common_args_.end());
   argv.insert(argv.end(), extra.begin(), extra.end());
   absl::StatusOr<std::unique_ptr<cli::ChildProcess>> p = cli::ChildProcess::Start(argv);
@@ -45,6 +46,11 @@ absl::Status LocalCluster::LaunchRouter(Proc& router, std::vector<std::string> e
 
 absl::Status LocalCluster::StartRouter(std::vector<std::string> extra) {
   return LaunchRouter(router_, std::move(extra));
+}
+
+absl::Status LocalCluster::StartRouterWrapped(std::vector<std::string> wrapper,
+                                              std::vector<std::string> extra) {
+  return LaunchRouter(router_, std::move(extra), std::move(wrapper));
 }
 
 absl::StatusOr<Proc*> LocalCluster::AddRouter(std::vector<std::string> extra) {

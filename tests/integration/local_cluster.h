@@ -33,6 +33,9 @@ class LocalCluster {
   void set_model(std::string path) { model_ = std::move(path); }
 
   absl::Status StartRouter(std::vector<std::string> extra = {});
+  // The router started as `wrapper` + its command line (e.g. in a mount namespace of its own).
+  absl::Status StartRouterWrapped(std::vector<std::string> wrapper,
+                                  std::vector<std::string> extra = {});
   // Another router replica (started before the workers, which report to every router).
   absl::StatusOr<Proc*> AddRouter(std::vector<std::string> extra = {});
   // Starts `router` again on its address after it was killed.
@@ -75,7 +78,8 @@ class LocalCluster {
   rpc::ClientOptions client_;
   std::string model_ = DefaultModelPath();
   // A router process with `extra` flags into `router`.
-  absl::Status LaunchRouter(Proc& router, std::vector<std::string> extra);
+  absl::Status LaunchRouter(Proc& router, std::vector<std::string> extra,
+                            std::vector<std::string> wrapper = {});
 
   Proc router_;
   std::vector<std::unique_ptr<Proc>> more_routers_;

@@ -4,18 +4,15 @@
 
 #include <stdlib.h>
 
-#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <string>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "httplib.h"
 #include "rpc/address_spec.h"
+#include "tests/support/fake_kubernetes_api.h"
 
 namespace baton::rpc {
 namespace {
@@ -102,83 +99,19 @@ TEST(KubernetesApiTest, OutsideAPodTheInClusterConfigurationIsMissing) {
   if (host != nullptr) setenv("KUBERNETES_SERVICE_HOST", saved.c_str(), 1);
 }
 
-// An API server on 127.0.0.1 with a self-signed certificate: answers GET on the EndpointSlices
-// of namespace "serving" with `answer` and `status`, and keeps what it was asked.
-class FakeApiServer {
- public:
-  explicit FakeApiServer(const std::string& dir) {
-    const std::string key = dir + "/key.pem";
-    cert_ = dir + "/cert.pem";
-    const std::string command =
-        "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
-        "-addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " +
-        key + " -out " + cert_ + " 2>/dev/null";
-    made_ = std::system(command.c_str()) == 0;
-    if (!made_) return;
-    server_ = std::make_unique<httplib::SSLServer>(cert_.c_str(), key.c_str());
-    server_->Get("/apis/discovery.k8s.io/v1/namespaces/serving/endpointslices",
-                 [this](const httplib::Request& request, httplib::Response& response) {
-                   absl::MutexLock lock(&mu_);
-                   selector_ = request.get_param_value("labelSelector");
-                   authorization_ = request.get_header_value("Authorization");
-                   response.status = status_;
-                   response.set_content(answer_, "application/json");
-                 });
-    port_ = server_->bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_->listen_after_bind(); });
-    for (int i = 0; i < 10000 && !server_->is_running(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  }
-  ~FakeApiServer() {
-    if (server_ == nullptr) return;
-    server_->stop();
-    thread_.join();
-  }
-
-  bool made() const { return made_; }
-  const std::string& cert() const { return cert_; }
-  int port() const { return port_; }
-  void Answer(int status, std::string answer) {
-    absl::MutexLock lock(&mu_);
-    status_ = status;
-    answer_ = std::move(answer);
-  }
-  std::string selector() {
-    absl::MutexLock lock(&mu_);
-    return selector_;
-  }
-  std::string authorization() {
-    absl::MutexLock lock(&mu_);
-    return authorization_;
-  }
-
- private:
-  bool made_ = false;
-  std::string cert_;
-  std::unique_ptr<httplib::SSLServer> server_;
-  int port_ = 0;
-  std::thread thread_;
-  absl::Mutex mu_;
-  int status_ ABSL_GUARDED_BY(mu_) = 200;
-  std::string answer_ ABSL_GUARDED_BY(mu_);
-  std::string selector_ ABSL_GUARDED_BY(mu_);
-  std::string authorization_ ABSL_GUARDED_BY(mu_);
-};
-
 class ResolveEndpointSlicesTest : public ::testing::Test {
  protected:
   void SetUp() override {
     char pattern[] = "/tmp/baton-k8s-XXXXXX";
     ASSERT_NE(mkdtemp(pattern), nullptr);
     dir_ = pattern;
-    server_ = std::make_unique<FakeApiServer>(dir_);
+    server_ = std::make_unique<test_support::FakeKubernetesApi>(dir_, "serving");
     ASSERT_TRUE(server_->made()) << "openssl is needed to make a test certificate";
     std::ofstream(dir_ + "/token") << "secret-token\n";
     api_ = {.host = "127.0.0.1",
             .port = server_->port(),
             .token_file = dir_ + "/token",
-            .ca_file = server_->cert(),
+            .ca_file = server_->ca_file(),
             .namespace_name = "serving"};
   }
   void TearDown() override {
@@ -187,23 +120,23 @@ class ResolveEndpointSlicesTest : public ::testing::Test {
   }
 
   std::string dir_;
-  std::unique_ptr<FakeApiServer> server_;
+  std::unique_ptr<test_support::FakeKubernetesApi> server_;
   KubernetesApi api_;
 };
 
 TEST_F(ResolveEndpointSlicesTest, AsksForTheServicesSlicesWithTheToken) {
-  server_->Answer(200, kSlices);
+  server_->SetSlices("baton-decode", kSlices);
   absl::StatusOr<std::vector<std::string>> a =
       ResolveEndpointSlices(api_, "baton-decode", "", "grpc");
   ASSERT_TRUE(a.ok()) << a.status();
   EXPECT_THAT(*a, ElementsAre("10.1.0.5:7100", "10.1.0.7:7100", "[fd00::9]:7100"));
-  EXPECT_EQ(server_->selector(), "kubernetes.io/service-name=baton-decode");
-  EXPECT_EQ(server_->authorization(), "Bearer secret-token");
+  EXPECT_EQ(server_->last_selector(), "kubernetes.io/service-name=baton-decode");
+  EXPECT_EQ(server_->last_authorization(), "Bearer secret-token");
 }
 
 TEST_F(ResolveEndpointSlicesTest, AnErrorAnswerIsUnavailableWithTheApisMessage) {
-  server_->Answer(403, R"({"kind": "Status", "message": "endpointslices.discovery.k8s.io is )"
-                       R"(forbidden: User cannot list resource", "code": 403})");
+  server_->Fail(403, R"({"kind": "Status", "message": "endpointslices.discovery.k8s.io is )"
+                     R"(forbidden: User cannot list resource", "code": 403})");
   absl::StatusOr<std::vector<std::string>> a =
       ResolveEndpointSlices(api_, "baton-decode", "", "grpc");
   EXPECT_EQ(a.status().code(), absl::StatusCode::kUnavailable);
@@ -213,12 +146,12 @@ TEST_F(ResolveEndpointSlicesTest, AnErrorAnswerIsUnavailableWithTheApisMessage) 
 }
 
 TEST_F(ResolveEndpointSlicesTest, AServerTheClusterCaDoesNotVouchForIsRefused) {
-  server_->Answer(200, kSlices);
+  server_->SetSlices("baton-decode", kSlices);
   const std::string other = dir_ + "/other";
   ASSERT_EQ(std::system(("mkdir -p " + other).c_str()), 0);
-  FakeApiServer impostor(other);
+  test_support::FakeKubernetesApi impostor(other, "serving");
   ASSERT_TRUE(impostor.made());
-  impostor.Answer(200, kSlices);
+  impostor.SetSlices("baton-decode", kSlices);
   KubernetesApi api = api_;
   api.port = impostor.port();  // the cluster's CA, another server's certificate
   absl::StatusOr<std::vector<std::string>> a =
