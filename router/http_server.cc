@@ -421,7 +421,7 @@ HttpResponse HttpServer::Api::Health() const {
   int n_prefill = 0;
   int n_decode = 0;
   for (const WorkerSnapshot& w : env.driver.registry->Snapshot()) {
-    if (!w.healthy) continue;
+    if (!w.healthy || w.draining) continue;  // a draining worker takes no new request
     n_prefill += ServesPrefill(w.role);
     n_decode += ServesDecode(w.role);
   }

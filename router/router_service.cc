@@ -32,6 +32,7 @@ grpc::ServerUnaryReactor* RouterService::ClusterStatus(grpc::CallbackServerConte
     *status->mutable_load() = w.load;
     status->set_cached_blocks(w.n_cached_blocks);
     status->set_healthy(w.healthy);
+    status->set_draining(w.draining);
     status->set_seconds_since_heartbeat(
         w.last_seen == absl::InfinitePast() ? -1.0 : absl::ToDoubleSeconds(now - w.last_seen));
   }

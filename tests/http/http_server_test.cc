@@ -11,9 +11,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <boost/asio/buffer.hpp>
@@ -359,6 +361,29 @@ TEST_F(HttpServerTest, SlowRequestsGet408) {
   // A connection that never sends anything is just closed.
   RawClient silent(port());
   EXPECT_TRUE(silent.WaitClosed());
+}
+
+TEST_F(HttpServerTest, HealthCountsNoDrainingWorker) {
+  StartServer();
+  std::optional<Reply> health = Exchange(Get("/health"));
+  ASSERT_TRUE(health.has_value());
+  EXPECT_EQ(health->status, 200) << health->body;
+  // The decode worker still runs a sequence, so draining keeps it (healthy) in the registry.
+  decode_->set_running_sequences(1);
+  std::string decode_id;
+  for (int i = 0; i < 100 && decode_id.empty(); ++i) {
+    for (const WorkerSnapshot& w : registry_->Snapshot()) {
+      if (w.role == v1::WORKER_ROLE_DECODE && w.load.running_sequences() == 1) decode_id = w.id;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_FALSE(decode_id.empty()) << "the poll never reported the running sequence";
+  registry_->Drain(decode_id);
+  ASSERT_EQ(registry_->Snapshot().size(), 2u);
+  health = Exchange(Get("/health"));
+  ASSERT_TRUE(health.has_value());
+  EXPECT_EQ(health->status, 503) << health->body;
+  EXPECT_THAT(health->body, HasSubstr("no healthy decode-capable worker"));
 }
 
 TEST_F(HttpServerTest, SlowClientsDoNotBlockHealth) {

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -50,7 +51,9 @@ int64_t AdmittedTokens(const LocalCluster& cluster, const test_support::Proc& wo
   return load.ok() ? load->prefix_cache().queried_tokens() : -1;
 }
 
-bool RouterKnows(const LocalCluster& cluster, const std::string& address) {
+// How the router sees the worker at `address`: absent, or its status.
+std::optional<baton::v1::WorkerStatus> RouterView(const LocalCluster& cluster,
+                                                  const std::string& address) {
   grpc::ClientContext context;
   cluster.Prepare(context);
   baton::v1::ClusterStatusResponse status;
@@ -58,9 +61,9 @@ bool RouterKnows(const LocalCluster& cluster, const std::string& address) {
                   ->ClusterStatus(&context, baton::v1::ClusterStatusRequest(), &status)
                   .ok());
   for (const auto& w : status.workers()) {
-    if (w.address() == address) return true;
+    if (w.address() == address) return w;
   }
-  return false;
+  return std::nullopt;
 }
 
 TEST(KubernetesDiscoveryTest, ADecodeWorkerThatLeavesItsServiceIsDrainedNotCutOff) {
@@ -136,14 +139,17 @@ TEST(KubernetesDiscoveryTest, ADecodeWorkerThatLeavesItsServiceIsDrainedNotCutOf
     ASSERT_TRUE(short_one.status.ok()) << short_one.status.error_message();
   }
   EXPECT_EQ(AdmittedTokens(cluster, *busy), admitted);
-  EXPECT_TRUE(RouterKnows(cluster, busy->address)) << "forgotten while its stream runs";
+  const std::optional<baton::v1::WorkerStatus> draining = RouterView(cluster, busy->address);
+  ASSERT_TRUE(draining.has_value()) << "forgotten while its stream runs";
+  EXPECT_TRUE(draining->draining());
+  EXPECT_FALSE(RouterView(cluster, idle->address)->draining());
 
   client.join();
   ASSERT_TRUE(long_stream.status.ok()) << long_stream.status.error_message();
   EXPECT_EQ(long_stream.tokens, reference.tokens);
   bool forgotten = false;
   for (int i = 0; i < 100 && !forgotten; ++i) {
-    forgotten = !RouterKnows(cluster, busy->address);
+    forgotten = !RouterView(cluster, busy->address).has_value();
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_TRUE(forgotten) << "a drained worker that is idle is forgotten";

@@ -193,6 +193,10 @@ class FakeDecodeWorker final : public v1::DecodeWorker::CallbackService {
     absl::MutexLock lock(&mu_);
     load_.set_kv_blocks_free(free);
   }
+  void set_running_sequences(int32_t n) {
+    absl::MutexLock lock(&mu_);
+    load_.set_running_sequences(n);
+  }
   std::vector<v1::ReserveRequest> reserves() {
     absl::MutexLock lock(&mu_);
     return reserves_;
