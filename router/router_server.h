@@ -55,8 +55,9 @@ struct RouterOptions {
   std::vector<std::string> prefill_workers;    // --prefill
   std::vector<std::string> decode_workers;     // --decode
   std::vector<std::string> colocated_workers;  // --colocated (role both)
-  // Workers found by name (--prefill/--decode/--colocated dns:NAME:PORT), resolved again every
-  // discovery_interval and polled as static workers (router/worker_discovery.h).
+  // Workers found by name (--prefill/--decode/--colocated dns:NAME:PORT or k8s:SERVICE:PORT),
+  // resolved again every discovery_interval and polled as static workers
+  // (router/worker_discovery.h).
   std::vector<WorkerSource> discovered_workers;
   absl::Duration discovery_interval = absl::Seconds(5);
   absl::Duration heartbeat_interval = absl::Milliseconds(500);

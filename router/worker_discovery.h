@@ -1,6 +1,7 @@
 // Workers found where they run, besides registration: each source names a role and an address
-// spec resolved again every interval (rpc/address_spec.h; "dns:NAME:PORT" follows a Kubernetes
-// headless Service's ready pods). An address that appears becomes a static worker of that role,
+// spec resolved again every interval (rpc/address_spec.h: "dns:NAME:PORT" follows a headless
+// Service's ready pods through DNS, "k8s:SERVICE:PORT" a Service's ready endpoints through the
+// Kubernetes API). An address that appears becomes a static worker of that role,
 // polled with Status like one listed on the command line (StaticWorkerPoller); an address that
 // leaves the resolution is drained (WorkerRegistry::Drain): it gets no new requests, the requests
 // it runs finish on their own connections, and the registry forgets it once it is idle. A failed
