@@ -129,6 +129,8 @@ PY
 }
 
 CONTAINERS=()
+# Cleanup (also on the exit trap, after a failure part-way): each step removes what may not have
+# been made, so none of them failing is an error.
 stop_containers() {
   for name in "${CONTAINERS[@]}"; do
     podman logs "$name" >"$LOGS/$name.log" 2>&1 || true

@@ -42,8 +42,8 @@ struct WorkerOptions {
   rpc::ServerOptions server;
   rpc::ClientOptions peers;              // to the router and to decode workers (KV pushes)
   std::string advertise_address;         // what the router should dial; default host:port
-  // Register and heartbeat with these routers when set: HOST:PORT[,HOST:PORT...] or
-  // dns:NAME:PORT (worker/router_links.h).
+  // Register and heartbeat with these routers when set: an address spec (rpc/address_spec.h:
+  // HOST:PORT[,...], dns:NAME:PORT or k8s:SERVICE:PORT; worker/router_links.h).
   std::string routers;
   kernels::Device device;                // where the model and its KV cache live
   int n_threads = 0;                     // the CPU backend's pool (0: every core)

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -73,7 +74,7 @@ TEST(KubernetesDiscoveryTest, ADecodeWorkerThatLeavesItsServiceIsDrainedNotCutOf
                     "given a service account where a pod has it";
   }
   const std::string dir = test_support::TempPath("k8s");
-  ASSERT_EQ(std::system(("mkdir -p " + dir).c_str()), 0);
+  std::filesystem::create_directories(dir);
   test_support::FakeKubernetesApi api(dir, "serving");
   ASSERT_TRUE(api.made()) << "openssl is needed to make a test certificate";
   std::ofstream(dir + "/token") << "router-token";

@@ -6,6 +6,7 @@
 #include "gtest/gtest.h"
 #include "rpc/sampling_params_proto.h"
 #include "tests/integration/local_cluster.h"
+#include "tests/support/test_certificate.h"
 #include "tests/support/temp_path.h"
 
 namespace baton {
@@ -58,13 +59,10 @@ TEST(SecurityTest, SharedTokenIsRequiredEverywhere) {
 TEST(SecurityTest, TlsBetweenEveryComponent) {
   const std::string dir = test_support::TempPath("tls");
   std::filesystem::create_directories(dir);
-  const std::string cert = dir + "/cert.pem";
-  const std::string key = dir + "/key.pem";
-  const std::string command =
-      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
-      "-addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " + key + " -out " + cert +
-      " 2>/dev/null";
-  ASSERT_EQ(std::system(command.c_str()), 0) << "openssl is needed to make a test certificate";
+  absl::StatusOr<test_support::TestCertificate> made = test_support::MakeTestCertificate(dir + "/");
+  ASSERT_TRUE(made.ok()) << made.status();
+  const std::string& cert = made->cert;
+  const std::string& key = made->key;
   rpc::ClientOptions client;
   client.tls.ca_file = cert;
   LocalCluster cluster({"--tls-cert", cert, "--tls-key", key, "--tls-ca", cert}, client);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -13,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "rpc/address_spec.h"
 #include "tests/support/fake_kubernetes_api.h"
+#include "tests/support/temp_path.h"
 
 namespace baton::rpc {
 namespace {
@@ -102,9 +104,8 @@ TEST(KubernetesApiTest, OutsideAPodTheInClusterConfigurationIsMissing) {
 class ResolveEndpointSlicesTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char pattern[] = "/tmp/baton-k8s-XXXXXX";
-    ASSERT_NE(mkdtemp(pattern), nullptr);
-    dir_ = pattern;
+    dir_ = test_support::TempPath("k8s-api");
+    std::filesystem::create_directories(dir_);
     server_ = std::make_unique<test_support::FakeKubernetesApi>(dir_, "serving");
     ASSERT_TRUE(server_->made()) << "openssl is needed to make a test certificate";
     std::ofstream(dir_ + "/token") << "secret-token\n";
@@ -113,10 +114,6 @@ class ResolveEndpointSlicesTest : public ::testing::Test {
             .token_file = dir_ + "/token",
             .ca_file = server_->ca_file(),
             .namespace_name = "serving"};
-  }
-  void TearDown() override {
-    server_.reset();
-    std::system(("rm -rf " + dir_).c_str());
   }
 
   std::string dir_;
@@ -148,7 +145,7 @@ TEST_F(ResolveEndpointSlicesTest, AnErrorAnswerIsUnavailableWithTheApisMessage) 
 TEST_F(ResolveEndpointSlicesTest, AServerTheClusterCaDoesNotVouchForIsRefused) {
   server_->SetSlices("baton-decode", kSlices);
   const std::string other = dir_ + "/other";
-  ASSERT_EQ(std::system(("mkdir -p " + other).c_str()), 0);
+  std::filesystem::create_directories(other);
   test_support::FakeKubernetesApi impostor(other, "serving");
   ASSERT_TRUE(impostor.made());
   impostor.SetSlices("baton-decode", kSlices);

@@ -1,12 +1,12 @@
 #include "tests/support/fake_kubernetes_api.h"
 
 #include <chrono>
-#include <cstdlib>
 
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/test_certificate.h"
 
 namespace baton::test_support {
 
@@ -29,15 +29,11 @@ std::string EndpointSliceList(const std::vector<FakeEndpoint>& endpoints,
 }
 
 FakeKubernetesApi::FakeKubernetesApi(const std::string& dir, const std::string& namespace_name) {
-  const std::string key = dir + "/api-key.pem";
-  cert_ = dir + "/api-cert.pem";
-  const std::string command =
-      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
-      "-addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " +
-      key + " -out " + cert_ + " 2>/dev/null";
-  made_ = std::system(command.c_str()) == 0;
+  absl::StatusOr<TestCertificate> certificate = MakeTestCertificate(dir + "/api-");
+  made_ = certificate.ok();
   if (!made_) return;
-  server_ = std::make_unique<httplib::SSLServer>(cert_.c_str(), key.c_str());
+  cert_ = certificate->cert;
+  server_ = std::make_unique<httplib::SSLServer>(cert_.c_str(), certificate->key.c_str());
   server_->Get(
       absl::StrCat("/apis/discovery.k8s.io/v1/namespaces/", namespace_name, "/endpointslices"),
       [this](const httplib::Request& request, httplib::Response& response) {

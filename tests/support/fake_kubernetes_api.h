@@ -1,5 +1,5 @@
 // A stand-in for the Kubernetes API server on 127.0.0.1, for the EndpointSlice discovery tests:
-// HTTPS with a certificate of its own (made with openssl), answering
+// HTTPS with a certificate of its own (tests/support/test_certificate.h), answering
 // GET /apis/discovery.k8s.io/v1/namespaces/NAMESPACE/endpointslices?labelSelector=
 // kubernetes.io/service-name=SERVICE with the list set for that Service (an empty list for one
 // never set), or with the error status set by Fail(). It keeps the last request's selector and
