@@ -65,6 +65,10 @@ int RunRouter(const Args& args) {
                            "the prompt's KV in their prefix caches, against their load) | "
                            "least-loaded | round-robin"},
       {"placement", "POLICY", "the same as --policy (its older name)"},
+      {"slo-ttft-ms", "MS", "time to first token to aim for: kv-aware placement takes a cached "
+                            "prefix where that keeps within it, and spreads load where nothing "
+                            "does (default: none, the fastest predicted)"},
+      {"slo-tpot-ms", "MS", "time per output token to aim for, likewise for decode workers"},
       {"max-queued", "N", "requests waiting for capacity at most (default 256); then "
                           "RESOURCE_EXHAUSTED"},
       {"heartbeat-ms", "MS", "worker heartbeat interval (default 500)"},
@@ -138,6 +142,12 @@ int RunRouter(const Args& args) {
       flags->GetOr("policy", flags->GetOr("placement", "kv-aware")));
   if (!placement.ok()) return UsageError("router", placement.status(), usage);
   options.placement = *placement;
+  for (auto [flag, target] : {std::pair{"slo-ttft-ms", &options.targets.ttft},
+                              std::pair{"slo-tpot-ms", &options.targets.tpot}}) {
+    absl::StatusOr<int64_t> ms = flags->GetInt(flag, 0, 0, 3600000);
+    if (!ms.ok()) return UsageError("router", ms.status(), usage);
+    *target = absl::Milliseconds(*ms);
+  }
   absl::StatusOr<int64_t> v = flags->GetInt("max-queued", 256, 0, 1 << 20);
   if (!v.ok()) return UsageError("router", v.status(), usage);
   options.max_queued = static_cast<int>(*v);

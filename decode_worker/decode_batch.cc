@@ -395,7 +395,11 @@ bool DecodeBatch::Step() {
   const absl::Status status =
       verifying ? transformer_.Prefill(inputs, logits_) : transformer_.Decode(inputs, logits_);
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
-  if (status.ok()) step_cost_.Observe(rows, took.count());
+  if (status.ok()) {
+    step_cost_.Observe(rows, took.count());
+    one_row_step_seconds_ = step_cost_.OneRowSeconds();
+    row_cost_ = step_cost_.RowCost();
+  }
   ++n_steps_;
   BatchSizeHistogram().Observe(static_cast<double>(n));
   std::vector<bool> done(running_.size(), false);

@@ -146,6 +146,10 @@ class DecodeBatch {
   int64_t n_preemptions() const { return n_preemptions_.load(); }
   // Sizes of the batches run so far, for metrics (count of steps at each size is not kept).
   int64_t n_steps() const { return n_steps_.load(); }
+  // The recent steps' cost (step_cost_model.h): a one-row step's seconds (0 before any step) and
+  // what each further row adds as a share of it.
+  double one_row_step_seconds() const { return one_row_step_seconds_.load(); }
+  double row_cost() const { return row_cost_.load(); }
 
  private:
   // Publishes the sequence's full blocks to the prefix cache (if any) and frees its blocks.
@@ -206,6 +210,8 @@ class DecodeBatch {
   StepCostModel step_cost_{SpeculationOptions::kPriorRowCost};  // engine thread only
   std::atomic<int32_t> n_running_{0};
   std::atomic<int64_t> n_steps_{0};
+  std::atomic<double> one_row_step_seconds_{0};  // step_cost_'s, for other threads
+  std::atomic<double> row_cost_{SpeculationOptions::kPriorRowCost};
   std::atomic<int32_t> n_preempted_{0};
   std::atomic<int64_t> n_preemptions_{0};
   uint64_t next_arrival_ ABSL_GUARDED_BY(mu_) = 0;

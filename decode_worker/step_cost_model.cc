@@ -23,6 +23,12 @@ void StepCostModel::Observe(int64_t rows, double seconds) {
   rr_ = kForgetting * rr_ + r * r;
   t_ = kForgetting * t_ + seconds;
   rt_ = kForgetting * rt_ + r * seconds;
+  UpdateRowCost();
+  const double mean_r = r_ / w_;
+  one_row_seconds_ = (t_ / w_) / (1 + row_cost_ * (mean_r - 1));
+}
+
+void StepCostModel::UpdateRowCost() {
   if (w_ < kMinWeight) return;
   const double mean_r = r_ / w_;
   const double variance = rr_ / w_ - mean_r * mean_r;

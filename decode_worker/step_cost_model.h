@@ -9,6 +9,9 @@
 // and whenever they stop doing so (a stretch of one-row steps), RowCost() keeps its last estimate,
 // starting from the prior.
 //
+// The fit also says what a step costs in seconds (OneRowSeconds), which the worker reports to the
+// router (WorkerLoad.decode_step_seconds) for its predictions of a request's time here.
+//
 // Timings move the speed of speculation, never its output: outputs are exact whatever c is.
 //
 // Thread-compatible value type (the decode batch's engine thread).
@@ -31,11 +34,19 @@ class StepCostModel {
   void Observe(int64_t rows, double seconds);
 
   double RowCost() const { return row_cost_; }
+  // A one-row step's seconds: the recent steps' mean time over their mean rows, scaled to one row
+  // by RowCost(); 0 before the first observation. A step of n rows takes about
+  // OneRowSeconds() * (1 + RowCost() * (n - 1)).
+  double OneRowSeconds() const { return one_row_seconds_; }
 
  private:
+  // Refits row_cost_ when the points allow it.
+  void UpdateRowCost();
+
   // Weighted sums over the points: weight, rows, rows^2, seconds, rows * seconds.
   double w_ = 0, r_ = 0, rr_ = 0, t_ = 0, rt_ = 0;
   double row_cost_;
+  double one_row_seconds_ = 0;
 };
 
 }  // namespace baton::decode_worker

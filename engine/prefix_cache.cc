@@ -83,6 +83,14 @@ int32_t PrefixCache::Match(std::span<const TokenId> tokens, int32_t max_tokens,
   return table.n_tokens;
 }
 
+int32_t PrefixCache::CachedTokens(std::span<const TokenId> tokens, int32_t max_tokens,
+                                  absl::string_view cache_salt) {
+  BlockTable table;
+  const int32_t n_tokens = Match(tokens, max_tokens, table, cache_salt);
+  cache_.Free(table);
+  return n_tokens;
+}
+
 void PrefixCache::Publish(std::span<const TokenId> tokens, const BlockTable& table,
                           absl::string_view cache_salt) {
   if (!enabled_) return;

@@ -41,6 +41,11 @@ class PrefixCache {
   int32_t Match(std::span<const TokenId> tokens, int32_t max_tokens, BlockTable& table,
                 absl::string_view cache_salt = "", int32_t first_query = 0);
 
+  // The tokens Match() would take now, without holding anything afterwards: an estimate for
+  // another thread (the cache may change before the real Match).
+  int32_t CachedTokens(std::span<const TokenId> tokens, int32_t max_tokens,
+                       absl::string_view cache_salt = "");
+
   // Publishes the full blocks of `table` among its first table.n_tokens tokens: each group's
   // blocks that it holds, under the group's own hash (GroupBlockHash); `tokens` are the
   // sequence's tokens from position 0 (at least table.n_tokens of them).

@@ -113,10 +113,15 @@ PrefillScheduler::~PrefillScheduler() {
 }
 
 void PrefillScheduler::Enqueue(std::shared_ptr<PrefillJob> job) {
-  queued_tokens_ += static_cast<int64_t>(job->prompt.size());
-  absl::MutexLock lock(&mu_);
   Work work;
   work.job = std::move(job);
+  if (UsesPrefixCache(work)) {
+    work.n_cached_at_arrival = options_.prefix_cache->CachedTokens(
+        work.job->prompt, engine::MaxCachedTokens(work.n_prompt(), cache_.block_size()),
+        work.job->cache_salt);
+  }
+  queued_tokens_ += work.n_prompt() - work.n_cached_at_arrival;
+  absl::MutexLock lock(&mu_);
   queue_.push_back(std::move(work));
 }
 
@@ -139,17 +144,21 @@ int32_t PrefillScheduler::NextPiece(const Work& work) const {
   return std::min(left, range_end - work.n_done);
 }
 
+bool PrefillScheduler::UsesPrefixCache(const Work& work) const {
+  return options_.prefix_cache != nullptr && options_.prefix_cache->enabled() &&
+         !work.wants_prompt_logprobs();
+}
+
 void PrefillScheduler::MatchPrefix(Work& work) {
   work.matched = true;
-  engine::PrefixCache* prefix = options_.prefix_cache;
-  if (prefix != nullptr && prefix->enabled() && !work.wants_prompt_logprobs()) {
-    work.n_cached = prefix->Match(
+  if (UsesPrefixCache(work)) {
+    work.n_cached = options_.prefix_cache->Match(
         work.job->prompt, engine::MaxCachedTokens(work.n_prompt(), cache_.block_size()),
         work.table, work.job->cache_salt);
     metrics::RecordPrefixLookup(work.n_prompt(), work.n_cached, cache_.block_size());
     Metrics().cached_tokens.Increment(work.n_cached);
     work.n_done = work.n_cached;
-    queued_tokens_ -= work.n_cached;
+    queued_tokens_ -= work.n_cached - work.n_cached_at_arrival;
   }
   // A prompt longer than the budget is chunked; one with prompt log-probabilities also when its
   // logits would pass their bound.
@@ -369,7 +378,11 @@ bool PrefillScheduler::Step() {
   for (const Work& work : running) batch_tokens += work.n_step;
   Metrics().batch_tokens.Observe(static_cast<double>(batch_tokens));
   Metrics().prefill_seconds.Observe(step_seconds);
-  if (forward.ok()) Metrics().prompt_tokens.Increment(static_cast<double>(batch_tokens));
+  if (forward.ok()) {
+    Metrics().prompt_tokens.Increment(static_cast<double>(batch_tokens));
+    step_rate_.Observe(static_cast<double>(batch_tokens), step_seconds);
+    tokens_per_second_ = step_rate_.PerSecond();
+  }
 
   std::vector<Work> unfinished;
   float* rows = logits_.data();  // the next work's logits: one row, or one per token

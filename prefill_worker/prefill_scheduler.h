@@ -54,6 +54,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "base/decaying_rate.h"
 #include "engine/kv_cache.h"
 #include "engine/prefix_cache.h"
 #include "engine/sampler.h"
@@ -94,12 +95,19 @@ class PrefillScheduler {
   // Engine thread: runs one batch. False when nothing was queued.
   bool Step();
 
-  // Prompt tokens not prefilled yet, over every queued prompt (also those part-way through).
+  // Prompt tokens still to compute, over every queued prompt (also those part-way through): a
+  // prompt not started yet counts without the prefix its arrival found cached (the cache may
+  // change before it starts; the count follows what it then takes).
   int64_t queued_prompt_tokens() const { return queued_tokens_.load(); }
+  // Prompt tokens per second of forward pass over the recent steps; 0 before the first.
+  double prompt_tokens_per_second() const { return tokens_per_second_.load(); }
   // Tokens per chunk of a prompt longer than the budget.
   int32_t chunk_tokens() const { return chunk_tokens_; }
 
  private:
+  // A step's weight in the measured rate halves in about 7 steps.
+  static constexpr double kRateForgetting = 0.9;
+
   // A prompt in the queue or in this step, possibly part-way through a chunked prefill.
   struct Work {
     std::shared_ptr<PrefillJob> job;
@@ -114,6 +122,7 @@ class PrefillScheduler {
     kvtransfer::KvPushSpec push_spec;            // set with push
     bool matched = false;       // the prefix cache was looked up (table holds the hit)
     int32_t n_cached = 0;       // prompt tokens taken from the prefix cache
+    int32_t n_cached_at_arrival = 0;  // what the cache held of it at Enqueue (queued_tokens_)
     int32_t chunk_tokens = 0;   // tokens per push range when chunked; 0: one piece
     int32_t next_send_block = 0;  // the next block of the push to send
     int32_t n_done = 0;         // prompt tokens prefilled (or cached)
@@ -132,6 +141,8 @@ class PrefillScheduler {
   int32_t PromptLogprobsChunkTokens() const;
   // Tokens `work` prefills in its next step.
   int32_t NextPiece(const Work& work) const;
+  // Whether `work` starts from the prefix cache (there is one, and no prompt log-probabilities).
+  bool UsesPrefixCache(const Work& work) const;
   // Takes the cached prefix of a new prompt and decides its chunking.
   void MatchPrefix(Work& work);
   // Sends the push's ranges that lie wholly in the cached prefix (before any compute).
@@ -193,6 +204,8 @@ class PrefillScheduler {
   std::deque<Work> queue_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<PrefillJob>> running_ ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> queued_tokens_{0};
+  DecayingRate step_rate_{kRateForgetting};  // engine thread only
+  std::atomic<double> tokens_per_second_{0};  // step_rate_'s, for other threads
 
   // Pushes waiting for acknowledgement, finished by a few threads off the engine thread.
   struct Finishing {

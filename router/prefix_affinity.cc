@@ -28,13 +28,4 @@ int32_t CachedPrefixBlocks(const std::vector<uint64_t>& prompt_hashes,
   return n;
 }
 
-int64_t KvAwarePrefillCost(int64_t n_prompt_tokens, int64_t cached_tokens,
-                           int64_t queued_prompt_tokens) {
-  return std::max<int64_t>(0, n_prompt_tokens - cached_tokens) + queued_prompt_tokens;
-}
-
-int64_t KvAwareDecodeCost(int64_t request_blocks, int64_t cached_blocks, int64_t used_blocks) {
-  return std::max<int64_t>(0, request_blocks - cached_blocks) + used_blocks;
-}
-
 }  // namespace baton::router

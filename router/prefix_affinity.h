@@ -1,18 +1,10 @@
-// KV-aware placement (router flag --placement kv-aware): how much of a request's prompt a worker
-// holds in its prefix cache, and what placing the request there costs.
+// KV-aware placement (router flag --policy kv-aware): how much of a request's prompt a worker
+// holds in its prefix cache.
 //
 // Workers advertise the hashes of their cached KV blocks (WorkerLoad.cached_block_hashes,
 // engine/block_hash.h); the router hashes the prompt the same way and counts the leading blocks a
-// worker holds. Costs, lower is better, both in the unit of work the worker would do:
-//
-//   prefill: (prompt tokens - cached tokens) + queued prompt tokens
-//            the tokens it must compute before this prompt's first token is out;
-//   decode:  (request blocks - cached blocks) + blocks in use
-//            the KV it must receive, plus how full it is (NVIDIA Dynamo's KV router cost,
-//            prefill_load_scale * new blocks + active decode blocks, with the scale 1).
-//
-// Unlike SGLang's cache_aware policy (the longest match wins unless load is imbalanced past a
-// threshold), one cost trades cache hits against load continuously.
+// worker holds. What placing a request there would take is predicted in seconds
+// (service_time_model.h).
 //
 // Thread-safety: PromptHashes is not thread-safe (it memoizes); the functions are pure.
 #ifndef BATON_ROUTER_PREFIX_AFFINITY_H_
@@ -49,10 +41,6 @@ class PromptHashes {
 // The number of leading `prompt_hashes` found in `cached`.
 int32_t CachedPrefixBlocks(const std::vector<uint64_t>& prompt_hashes,
                            const absl::flat_hash_set<uint64_t>& cached);
-
-int64_t KvAwarePrefillCost(int64_t n_prompt_tokens, int64_t cached_tokens,
-                           int64_t queued_prompt_tokens);
-int64_t KvAwareDecodeCost(int64_t request_blocks, int64_t cached_blocks, int64_t used_blocks);
 
 }  // namespace baton::router
 

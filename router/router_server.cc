@@ -44,7 +44,8 @@ absl::Status Router::Start() {
       WorkerRegistryOptions{.model_fingerprint = model_->fingerprint(),
                             .heartbeat_interval = options_.heartbeat_interval,
                             .heartbeat_timeout = options_.heartbeat_timeout,
-                            .placement = options_.placement});
+                            .placement = options_.placement,
+                            .targets = options_.targets});
   for (const std::string& a : options_.prefill_workers) {
     registry_->AddStatic(v1::WORKER_ROLE_PREFILL, a);
   }

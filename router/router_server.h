@@ -29,6 +29,7 @@
 #include "router/generate_reactor.h"
 #include "router/http_server.h"
 #include "router/placement_policy.h"
+#include "router/service_time_model.h"
 #include "router/request_driver.h"
 #include "router/request_pool.h"
 #include "router/request_table.h"
@@ -63,6 +64,7 @@ struct RouterOptions {
   absl::Duration heartbeat_interval = absl::Milliseconds(500);
   absl::Duration heartbeat_timeout = absl::ZeroDuration();  // 0: 3 x heartbeat_interval
   PlacementPolicy placement = PlacementPolicy::kKvAware;  // --policy
+  ServiceTargets targets;  // --slo-ttft-ms, --slo-tpot-ms
   int max_queued = 256;   // --max-queued: requests waiting for capacity or a thread
   int max_running = 256;  // request threads: requests being driven at once
   absl::Duration request_timeout = absl::Minutes(10);  // whole request, when the client sets none

@@ -245,17 +245,15 @@ absl::StatusOr<Placement> WorkerRegistry::PickDecode(int64_t n_prompt_tokens, in
   if (options_.placement == PlacementPolicy::kRoundRobin) {
     chosen = RoundRobinLocked(eligible, &decode_cursor_);
   } else if (options_.placement == PlacementPolicy::kKvAware) {
-    // Lowest cost; on a tie, the most free blocks.
-    auto key = [&](size_t i) {
-      const v1::WorkerLoad& load = workers_[i].info.load;
-      const int64_t cost =
-          KvAwareDecodeCost(needs[i], CachedBlocks(workers_[i], prompt),
-                            load.kv_blocks_total() - load.kv_blocks_free());
-      return std::make_pair(cost, -int64_t{load.kv_blocks_free()});
-    };
+    const FallbackSpeeds fallback = FallbackSpeedsLocked(eligible);
+    std::vector<Candidate> candidates;
     for (size_t i : eligible) {
-      if (key(i) < key(chosen)) chosen = i;
+      const double tpot = PredictTpot(workers_[i].info.load, fallback);
+      const int64_t uncached = std::max<int64_t>(0, needs[i] - CachedBlocks(workers_[i], prompt));
+      candidates.push_back(
+          {.predicted_seconds = tpot, .cost = static_cast<double>(uncached), .wait_seconds = tpot});
     }
+    chosen = eligible[ChooseWorker(candidates, options_.targets.tpot)];
   } else {
     for (size_t i : eligible) {
       if (workers_[i].info.load.kv_blocks_free() > workers_[chosen].info.load.kv_blocks_free()) {
@@ -304,15 +302,17 @@ absl::StatusOr<Placement> WorkerRegistry::PickPrefill(int64_t n_prompt_tokens,
     if (options_.placement == PlacementPolicy::kRoundRobin) {
       chosen = RoundRobinLocked(eligible, &prefill_cursor_);
     } else if (options_.placement == PlacementPolicy::kKvAware) {
-      auto cost = [&](size_t i) {
-        const Worker& w = workers_[i];
-        return KvAwarePrefillCost(n_prompt_tokens,
-                                  int64_t{CachedBlocks(w, prompt)} * w.info.model.block_size(),
-                                  w.info.load.queued_prompt_tokens());
-      };
+      const FallbackSpeeds fallback = FallbackSpeedsLocked(eligible);
+      std::vector<Candidate> candidates;
       for (size_t i : eligible) {
-        if (cost(i) < cost(chosen)) chosen = i;
+        const Worker& w = workers_[i];
+        const int64_t cached = int64_t{CachedBlocks(w, prompt)} * w.info.model.block_size();
+        const PrefillPrediction p = PredictPrefill(w.info.load, n_prompt_tokens - cached, fallback);
+        candidates.push_back({.predicted_seconds = p.ttft_seconds(),
+                              .cost = p.compute_seconds,
+                              .wait_seconds = p.wait_seconds});
       }
+      chosen = eligible[ChooseWorker(candidates, options_.targets.ttft)];
     } else {
       for (size_t i : eligible) {
         if (workers_[i].info.load.queued_prompt_tokens() <
@@ -329,6 +329,12 @@ absl::StatusOr<Placement> WorkerRegistry::PickPrefill(int64_t n_prompt_tokens,
                                        cached_tokens);
   ExpectCached(w, prompt);
   return Placement{.worker_id = w.info.id, .address = w.info.address, .n_blocks = 0};
+}
+
+FallbackSpeeds WorkerRegistry::FallbackSpeedsLocked(const std::vector<size_t>& eligible) const {
+  std::vector<const v1::WorkerLoad*> loads;
+  for (size_t i : eligible) loads.push_back(&workers_[i].info.load);
+  return FallbackSpeeds::MeanOf(loads);
 }
 
 void WorkerRegistry::MarkUnavailable(const std::string& worker_id) {

@@ -15,9 +15,11 @@
 // blocks cover the request and whose context is long enough; PickPrefill() among healthy
 // prefill-capable workers (prefill or both). kLeastLoaded picks the decode worker with the most
 // free blocks and the prefill worker with the fewest queued prompt tokens; kRoundRobin rotates over
-// the eligible workers; kKvAware picks the lowest cost of router/prefix_affinity.h, weighing the
-// prompt's blocks a worker has cached (from the hashes it advertises in its reports) against its
-// load. Each pick updates the load view optimistically (the decode worker loses the request's
+// the eligible workers; kKvAware compares the workers' predicted times (service_time_model.h:
+// the prefill worker's queue and the prompt's tokens it has not cached, at its measured rate;
+// the decode worker's time per token with the request added), counting the prompt's blocks a
+// worker has cached from the hashes it advertises in its reports, and aims for
+// options.targets. Each pick updates the load view optimistically (the decode worker loses the request's
 // blocks, the prefill worker gains the prompt tokens it has not cached, and a worker that
 // advertises cached blocks gains the prompt's) until the next report overwrites it. A worker's report replaces its whole
 // advertised set: a restarted worker's is empty.
@@ -51,6 +53,7 @@
 #include "baton/v1/common.pb.h"
 #include "router/placement_policy.h"
 #include "router/prefix_affinity.h"
+#include "router/service_time_model.h"
 
 namespace baton::router {
 
@@ -64,6 +67,8 @@ struct WorkerRegistryOptions {
   // A registered (not static) worker unseen this long is forgotten.
   absl::Duration forget_after = absl::Minutes(5);
   PlacementPolicy placement = PlacementPolicy::kKvAware;
+  // What kKvAware placement aims for (service_time_model.h); zero: the fastest predicted.
+  ServiceTargets targets;
   // Where heartbeat ages are read; tests inject a fake one. Must outlive the registry.
   const Clock* clock = &Clock::Real();
 };
@@ -194,6 +199,9 @@ class WorkerRegistry {
   void ForgetStaleLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Worker* FindLocked(absl::string_view id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Among `eligible` (indices into workers_), the next after `*cursor` in registration order.
+  // The speeds assumed for those of `eligible` (indices into workers_) that measured none.
+  FallbackSpeeds FallbackSpeedsLocked(const std::vector<size_t>& eligible) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   size_t RoundRobinLocked(const std::vector<size_t>& eligible, uint64_t* cursor)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string NewIdLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

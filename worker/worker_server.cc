@@ -72,8 +72,15 @@ struct WorkerServer::Impl {
     baton::v1::WorkerLoad load;
     load.set_kv_blocks_free(cache->pool().n_free());
     load.set_kv_blocks_total(cache->pool().n_blocks());
-    if (scheduler) load.set_queued_prompt_tokens(scheduler->queued_prompt_tokens());
-    if (batch) load.set_running_sequences(batch->n_running() + batch->n_waiting());
+    if (scheduler) {
+      load.set_queued_prompt_tokens(scheduler->queued_prompt_tokens());
+      load.set_prefill_tokens_per_second(scheduler->prompt_tokens_per_second());
+    }
+    if (batch) {
+      load.set_running_sequences(batch->n_running() + batch->n_waiting());
+      load.set_decode_step_seconds(batch->one_row_step_seconds());
+      load.set_decode_row_cost(batch->row_cost());
+    }
     if (reservations) load.set_reservations(reservations->size());
     for (uint64_t hash : prefix_cache->Advertised(options.prefix_cache_advertise)) {
       load.add_cached_block_hashes(hash);

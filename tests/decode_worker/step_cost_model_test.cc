@@ -22,6 +22,20 @@ TEST(StepCostModelTest, LearnsTheSlopeOfAStepsTimeInItsRows) {
     model.Observe(rows, 0.005 + 0.001 * rows);
   }
   EXPECT_NEAR(model.RowCost(), 1.0 / 6.0, 1e-9);
+  // In seconds: a one-row step is 6 ms.
+  EXPECT_NEAR(model.OneRowSeconds(), 0.006, 1e-9);
+}
+
+TEST(StepCostModelTest, SaysAStepsSecondsFromTheFirstObservation) {
+  StepCostModel model(0.5);
+  EXPECT_EQ(model.OneRowSeconds(), 0);
+  // One step of 3 rows in 10 ms, with the prior's c = 0.5: a one-row step of 10 / (1 + 0.5 * 2).
+  model.Observe(3, 0.010);
+  EXPECT_NEAR(model.OneRowSeconds(), 0.005, 1e-12);
+  // One-row steps only (no slope to fit): their mean.
+  StepCostModel single(0.5);
+  for (int i = 0; i < 50; ++i) single.Observe(1, 0.004);
+  EXPECT_NEAR(single.OneRowSeconds(), 0.004, 1e-12);
 }
 
 TEST(StepCostModelTest, FollowsAChangeAndForgetsTheOldSlope) {

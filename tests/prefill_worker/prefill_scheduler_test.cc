@@ -483,6 +483,27 @@ TEST_F(PrefillSchedulerTest, ShortPromptWaitsForAtMostOneChunkOfALongOne) {
   EXPECT_EQ(scheduler_->queued_prompt_tokens(), 0);
 }
 
+TEST_F(PrefillSchedulerTest, TheQueueCountsOnlyWhatIsNotCachedAndTheRateIsMeasured) {
+  ASSERT_NO_FATAL_FAILURE(StartWorker(64, /*prefix_caching=*/true));
+  EXPECT_EQ(scheduler_->prompt_tokens_per_second(), 0);
+  const std::vector<engine::TokenId> first = Prompt(40, 8);
+  Enqueue("first", first);
+  EXPECT_EQ(scheduler_->queued_prompt_tokens(), 40);
+  EXPECT_EQ(RunAll(), 1);
+  ASSERT_TRUE(outcomes_.Await("first").ok());
+  EXPECT_GT(scheduler_->prompt_tokens_per_second(), 0);
+  // The same 40 tokens and 8 more: all 40 (ten full blocks of 4) are cached, so 8 wait.
+  std::vector<engine::TokenId> longer = first;
+  for (int i = 0; i < 8; ++i) longer.push_back(7);
+  Enqueue("longer", longer);
+  EXPECT_EQ(scheduler_->queued_prompt_tokens(), 8);
+  EXPECT_EQ(RunAll(), 1);
+  ASSERT_TRUE(outcomes_.Await("longer").ok());
+  EXPECT_EQ(scheduler_->queued_prompt_tokens(), 0);
+  // The estimate at arrival held nothing: every block is back.
+  EXPECT_EQ(prefill_cache_->pool().n_free(), prefill_cache_->pool().n_blocks());
+}
+
 TEST_F(PrefillSchedulerTest, PromptsThatFitShareAForward) {
   ASSERT_NO_FATAL_FAILURE(StartWorker(64));
   Enqueue("a", Prompt(20, 4));

@@ -492,9 +492,11 @@ TEST_F(WorkerRegistryTest, KvAwarePicksTheWorkersHoldingThePrefixWhileLoadAllows
                              WithCached(PrefillLoad(40), prompt))
                   .ok());
   PromptHashes request(kFingerprint, "", prompt);
-  // decode cost: cold (4 + 1 blocks needed) + 100 used = 105; warm 5 - 3 + 102 = 104.
+  // Decode: no sequences on either, no speeds measured (the same assumed): the same time per
+  // token, and d-warm has to receive 2 of the request's 5 blocks against d-cold's 5.
   EXPECT_THAT(registry->PickDecode(64, 16, nullptr, {}, &request), PlacedOn("d-warm:1"));
-  // prefill cost: cold 64 + 0; warm 64 - 48 + 40 = 56. p-warm then queues 40 + 16.
+  // Prefill, both at the same assumed rate: cold 64 tokens to compute; warm 40 queued + 64 - 48.
+  // p-warm then queues 40 + 16.
   EXPECT_THAT(registry->PickPrefill(64, "", {}, &request), PlacedOn("p-warm:1"));
   // Without the prompt the same policy sees no hits: the least queued worker wins (0 < 56), and
   // queues all 64 tokens.
@@ -503,6 +505,8 @@ TEST_F(WorkerRegistryTest, KvAwarePicksTheWorkersHoldingThePrefixWhileLoadAllows
   // Another conversation hits nowhere: load decides (p-warm's 56 queued tokens < p-cold's 64).
   PromptHashes other(kFingerprint, "", Conversation(2));
   EXPECT_THAT(registry->PickPrefill(64, "", {}, &other), PlacedOn("p-warm:1"));
+  // d-warm holds the first request now: with it, the next goes to d-cold.
+  EXPECT_THAT(registry->PickDecode(64, 16, nullptr, {}, &request), PlacedOn("d-cold:1"));
 }
 
 TEST_F(WorkerRegistryTest, KvAwareLetsLoadOutweighAShortHit) {
@@ -515,6 +519,75 @@ TEST_F(WorkerRegistryTest, KvAwareLetsLoadOutweighAShortHit) {
                   .ok());
   PromptHashes request(kFingerprint, "", prompt);
   EXPECT_THAT(registry->PickPrefill(64, "", {}, &request), PlacedOn("p-idle:1"));
+}
+
+// Predicted seconds: a prefill worker's measured rate counts, not only its tokens.
+TEST_F(WorkerRegistryTest, KvAwareWeighsTokensAtEachWorkersMeasuredRate) {
+  auto registry = MakeRegistry(PlacementPolicy::kKvAware);
+  const std::vector<engine::TokenId> prompt = Conversation(8);
+  // The holder of 48 of the 64 tokens is slow: 100 queued + 16 at 100 tokens/s = 1.16 s; the
+  // cold worker computes 64 at 1000 tokens/s in 0.064 s.
+  v1::WorkerLoad slow = WithCached(PrefillLoad(100), prompt);
+  slow.set_prefill_tokens_per_second(100);
+  v1::WorkerLoad fast = PrefillLoad(0);
+  fast.set_prefill_tokens_per_second(1000);
+  ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_PREFILL, "p-slow:1", Model(), slow).ok());
+  ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_PREFILL, "p-fast:1", Model(), fast).ok());
+  PromptHashes request(kFingerprint, "", prompt);
+  EXPECT_THAT(registry->PickPrefill(64, "", {}, &request), PlacedOn("p-fast:1"));
+
+  // Decode: the measured step fits, with the sequences each runs.
+  v1::WorkerLoad busy = DecodeLoad(900);
+  busy.set_running_sequences(8);
+  busy.set_decode_step_seconds(0.01);
+  busy.set_decode_row_cost(0.5);  // 0.01 * (1 + 0.5 * 8) = 0.05 s a token
+  v1::WorkerLoad quick = DecodeLoad(900);
+  quick.set_running_sequences(2);
+  quick.set_decode_step_seconds(0.02);
+  quick.set_decode_row_cost(0.5);  // 0.02 * (1 + 0.5 * 2) = 0.04 s a token
+  ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_DECODE, "d-busy:1", Model(),
+                                 WithCached(busy, prompt)).ok());
+  ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_DECODE, "d-quick:1", Model(), quick).ok());
+  EXPECT_THAT(registry->PickDecode(64, 16, nullptr, {}, &request), PlacedOn("d-quick:1"));
+}
+
+// With targets: a hit is taken while it keeps the target; where nothing does, the least busy.
+TEST_F(WorkerRegistryTest, KvAwareAimsForTheTargets) {
+  auto registry = std::make_unique<WorkerRegistry>(WorkerRegistryOptions{
+      .model_fingerprint = kFingerprint,
+      .placement = PlacementPolicy::kKvAware,
+      .targets = {.ttft = absl::Milliseconds(500), .tpot = absl::Milliseconds(50)},
+      .clock = &clock_});
+  const std::vector<engine::TokenId> prompt = Conversation(9);
+  // At 100 tokens/s: the holder predicts 30 queued + 16 = 0.46 s, the idle worker 0.64 s.
+  v1::WorkerLoad holder = WithCached(PrefillLoad(30), prompt);
+  holder.set_prefill_tokens_per_second(100);
+  v1::WorkerLoad idle = PrefillLoad(0);
+  idle.set_prefill_tokens_per_second(100);
+  absl::StatusOr<std::string> holder_id =
+      registry->Register(v1::WORKER_ROLE_PREFILL, "p-holder:1", Model(), holder);
+  ASSERT_TRUE(holder_id.ok());
+  ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_PREFILL, "p-idle:1", Model(), idle).ok());
+  PromptHashes request(kFingerprint, "", prompt);
+  EXPECT_THAT(registry->PickPrefill(64, "", {}, &request), PlacedOn("p-holder:1"));
+  // The holder's queue grows past the target (90 + 16 = 1.06 s): neither keeps it, and the
+  // request goes where nothing waits, computing the prefix a second time.
+  holder.set_queued_prompt_tokens(90);
+  ASSERT_TRUE(registry->Heartbeat(*holder_id, holder));
+  EXPECT_THAT(registry->PickPrefill(64, "", {}, &request), PlacedOn("p-idle:1"));
+
+  // Decode: the holder of the prefix keeps the 50 ms target with 4 sequences (0.01 * (1 + 0.25 *
+  // 4) = 0.02 s a token), so it takes the request though the empty worker would be faster.
+  v1::WorkerLoad warm = WithCached(DecodeLoad(900), prompt);
+  warm.set_running_sequences(4);
+  warm.set_decode_step_seconds(0.01);
+  warm.set_decode_row_cost(0.25);
+  v1::WorkerLoad empty = DecodeLoad(900);
+  empty.set_decode_step_seconds(0.01);
+  empty.set_decode_row_cost(0.25);
+  ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_DECODE, "d-warm:1", Model(), warm).ok());
+  ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_DECODE, "d-empty:1", Model(), empty).ok());
+  EXPECT_THAT(registry->PickDecode(64, 16, nullptr, {}, &request), PlacedOn("d-warm:1"));
 }
 
 TEST_F(WorkerRegistryTest, AWorkersReportReplacesItsCacheAndARestartEmptiesIt) {
@@ -574,7 +647,7 @@ TEST_F(WorkerRegistryTest, APickExpectsTheChosenCachingWorkerToHoldThePrompt) {
   }
 }
 
-TEST(PrefixAffinityTest, CountsLeadingCachedBlocksAndCosts) {
+TEST(PrefixAffinityTest, CountsLeadingCachedBlocks) {
   const std::vector<engine::TokenId> prompt = Conversation(8);
   PromptHashes hashes(kFingerprint, "", prompt);
   const std::vector<uint64_t>& blocks = hashes.ForBlockSize(16);
@@ -588,9 +661,6 @@ TEST(PrefixAffinityTest, CountsLeadingCachedBlocksAndCosts) {
   EXPECT_EQ(CachedPrefixBlocks(other_model.ForBlockSize(16), cached), 0);
   PromptHashes salted(kFingerprint, "tenant-a", prompt);
   EXPECT_EQ(CachedPrefixBlocks(salted.ForBlockSize(16), cached), 0);
-  EXPECT_EQ(KvAwarePrefillCost(64, 48, 10), 26);
-  EXPECT_EQ(KvAwareDecodeCost(5, 3, 100), 102);
-  EXPECT_EQ(KvAwareDecodeCost(5, 9, 100), 100);
 }
 
 TEST(PlacementPolicyTest, ParsesNames) {

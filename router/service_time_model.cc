@@ -1,0 +1,79 @@
+#include "router/service_time_model.h"
+
+#include <algorithm>
+#include <tuple>
+
+namespace baton::router {
+namespace {
+
+// The mean of the positive `values`, `otherwise` when none is.
+template <typename Get>
+double MeanOfMeasured(std::span<const v1::WorkerLoad* const> loads, Get get, double otherwise) {
+  double sum = 0;
+  int n = 0;
+  for (const v1::WorkerLoad* load : loads) {
+    const double value = get(*load);
+    if (value > 0) {
+      sum += value;
+      ++n;
+    }
+  }
+  return n > 0 ? sum / n : otherwise;
+}
+
+double OrFallback(double measured, double fallback) { return measured > 0 ? measured : fallback; }
+
+}  // namespace
+
+FallbackSpeeds FallbackSpeeds::MeanOf(std::span<const v1::WorkerLoad* const> loads) {
+  const FallbackSpeeds priors;
+  FallbackSpeeds speeds;
+  speeds.prefill_tokens_per_second = MeanOfMeasured(
+      loads, [](const v1::WorkerLoad& l) { return l.prefill_tokens_per_second(); },
+      priors.prefill_tokens_per_second);
+  speeds.decode_step_seconds = MeanOfMeasured(
+      loads, [](const v1::WorkerLoad& l) { return l.decode_step_seconds(); },
+      priors.decode_step_seconds);
+  speeds.decode_row_cost = MeanOfMeasured(
+      loads, [](const v1::WorkerLoad& l) { return l.decode_row_cost(); }, priors.decode_row_cost);
+  return speeds;
+}
+
+PrefillPrediction PredictPrefill(const v1::WorkerLoad& load, int64_t uncached_tokens,
+                                 const FallbackSpeeds& fallback) {
+  const double rate =
+      OrFallback(load.prefill_tokens_per_second(), fallback.prefill_tokens_per_second);
+  return {.wait_seconds = static_cast<double>(std::max<int64_t>(0, load.queued_prompt_tokens())) /
+                          rate,
+          .compute_seconds = static_cast<double>(std::max<int64_t>(0, uncached_tokens)) / rate};
+}
+
+double PredictTpot(const v1::WorkerLoad& load, const FallbackSpeeds& fallback) {
+  const double step = OrFallback(load.decode_step_seconds(), fallback.decode_step_seconds);
+  const double row_cost = OrFallback(load.decode_row_cost(), fallback.decode_row_cost);
+  const int64_t others = std::max(0, load.running_sequences()) + std::max(0, load.reservations());
+  return step * (1 + row_cost * static_cast<double>(others));
+}
+
+size_t ChooseWorker(std::span<const Candidate> candidates, absl::Duration target) {
+  const double bound = absl::ToDoubleSeconds(target);
+  const bool has_target = bound > 0;
+  const bool any_within =
+      has_target && std::any_of(candidates.begin(), candidates.end(), [&](const Candidate& c) {
+        return c.predicted_seconds <= bound;
+      });
+  auto key = [&](const Candidate& c) {
+    if (!has_target) return std::tuple(0.0, c.predicted_seconds, c.cost);
+    if (any_within) {
+      return std::tuple(c.predicted_seconds <= bound ? 0.0 : 1.0, c.cost, c.predicted_seconds);
+    }
+    return std::tuple(0.0, c.wait_seconds, c.predicted_seconds);
+  };
+  size_t chosen = 0;
+  for (size_t i = 1; i < candidates.size(); ++i) {
+    if (key(candidates[i]) < key(candidates[chosen])) chosen = i;
+  }
+  return chosen;
+}
+
+}  // namespace baton::router
