@@ -67,7 +67,7 @@ size_t ChooseWorker(std::span<const Candidate> candidates, absl::Duration target
     if (any_within) {
       return std::tuple(c.predicted_seconds <= bound ? 0.0 : 1.0, c.cost, c.predicted_seconds);
     }
-    return std::tuple(c.idle ? 0.0 : 1.0, c.predicted_seconds, c.cost);
+    return std::tuple(0.0, c.wait_seconds, c.predicted_seconds);
   };
   size_t chosen = 0;
   for (size_t i = 1; i < candidates.size(); ++i) {

@@ -16,15 +16,14 @@
 //
 // Choosing a worker (ChooseWorker), each candidate has the predicted time the target bounds
 // (prefill: TTFT, decode: TPOT), a cost in what it uses up (prefill: compute seconds, decode: KV
-// blocks to hand off) and whether it is idle (nothing queued, running or reserved):
+// blocks to hand off) and a wait (prefill: the queue ahead; decode: its TPOT):
 //  - no target: the lowest predicted time, then the lowest cost;
 //  - some candidates predicted within the target: among them the lowest cost, then the lowest
 //    predicted time: a cache hit is taken whenever it keeps the target;
-//  - none within it (the request misses its target wherever it goes): an idle worker if there is
-//    one, then the lowest predicted time. Spare capacity takes the request even where it computes
-//    more, so that a prefix held by one saturated worker is computed once more on another and the
-//    requests sharing it find two; with no worker idle (overload) the fastest predicted, which
-//    keeps taking cache hits.
+//  - none within it (the request misses its target wherever it goes): the shortest wait, then the
+//    lowest predicted time: the request goes where it delays least, which for prefill is the
+//    least busy worker, so that a prefix held by one saturated worker is computed once more on
+//    another and the requests sharing it find two.
 //
 // Thread-safety: plain values and pure functions.
 #ifndef BATON_ROUTER_SERVICE_TIME_MODEL_H_
@@ -70,7 +69,7 @@ double PredictTpot(const v1::WorkerLoad& load, const FallbackSpeeds& fallback);
 struct Candidate {
   double predicted_seconds = 0;  // what the target bounds
   double cost = 0;               // what placing the request there uses up
-  bool idle = false;             // nothing queued, running or reserved there
+  double wait_seconds = 0;       // what it delays the request by
 };
 
 // The index of the chosen candidate (see the header comment); `target` zero: none. `candidates`

@@ -248,12 +248,10 @@ absl::StatusOr<Placement> WorkerRegistry::PickDecode(int64_t n_prompt_tokens, in
     const FallbackSpeeds fallback = FallbackSpeedsLocked(eligible);
     std::vector<Candidate> candidates;
     for (size_t i : eligible) {
-      const v1::WorkerLoad& load = workers_[i].info.load;
+      const double tpot = PredictTpot(workers_[i].info.load, fallback);
       const int64_t uncached = std::max<int64_t>(0, needs[i] - CachedBlocks(workers_[i], prompt));
       candidates.push_back(
-          {.predicted_seconds = PredictTpot(load, fallback),
-           .cost = static_cast<double>(uncached),
-           .idle = load.running_sequences() <= 0 && load.reservations() <= 0});
+          {.predicted_seconds = tpot, .cost = static_cast<double>(uncached), .wait_seconds = tpot});
     }
     chosen = eligible[ChooseWorker(candidates, options_.targets.tpot)];
   } else {
@@ -312,7 +310,7 @@ absl::StatusOr<Placement> WorkerRegistry::PickPrefill(int64_t n_prompt_tokens,
         const PrefillPrediction p = PredictPrefill(w.info.load, n_prompt_tokens - cached, fallback);
         candidates.push_back({.predicted_seconds = p.ttft_seconds(),
                               .cost = p.compute_seconds,
-                              .idle = w.info.load.queued_prompt_tokens() <= 0});
+                              .wait_seconds = p.wait_seconds});
       }
       chosen = eligible[ChooseWorker(candidates, options_.targets.ttft)];
     } else {

@@ -55,18 +55,18 @@ TEST(ServiceTimeModelTest, FallbackSpeedsAreTheMeansOfWhatWasMeasured) {
 }
 
 TEST(ServiceTimeModelTest, WithoutATargetTheFastestPredictedWinsThenTheCheapest) {
-  const std::vector<Candidate> c = {{.predicted_seconds = 0.4, .cost = 0.1},
-                                    {.predicted_seconds = 0.3, .cost = 0.3, .idle = true},
-                                    {.predicted_seconds = 0.3, .cost = 0.2}};
+  const std::vector<Candidate> c = {{.predicted_seconds = 0.4, .cost = 0.1, .wait_seconds = 0.3},
+                                    {.predicted_seconds = 0.3, .cost = 0.3, .wait_seconds = 0},
+                                    {.predicted_seconds = 0.3, .cost = 0.2, .wait_seconds = 0.1}};
   EXPECT_EQ(ChooseWorker(c, absl::ZeroDuration()), 2u);
 }
 
 TEST(ServiceTimeModelTest, WithinTheTargetTheCheapestWins) {
   // A cache hit (cost 0.1) predicted at 0.45 s keeps a 0.5 s target: taken over an idle worker
   // that would compute the whole prompt in 0.3 s.
-  const std::vector<Candidate> c = {{.predicted_seconds = 0.3, .cost = 0.3, .idle = true},
-                                    {.predicted_seconds = 0.45, .cost = 0.1},
-                                    {.predicted_seconds = 0.9, .cost = 0.0}};
+  const std::vector<Candidate> c = {{.predicted_seconds = 0.3, .cost = 0.3, .wait_seconds = 0},
+                                    {.predicted_seconds = 0.45, .cost = 0.1, .wait_seconds = 0.35},
+                                    {.predicted_seconds = 0.9, .cost = 0.0, .wait_seconds = 0.9}};
   EXPECT_EQ(ChooseWorker(c, absl::Milliseconds(500)), 1u);
   // Equal costs within the target: the faster.
   const std::vector<Candidate> tie = {{.predicted_seconds = 0.4, .cost = 0.1},
@@ -74,17 +74,13 @@ TEST(ServiceTimeModelTest, WithinTheTargetTheCheapestWins) {
   EXPECT_EQ(ChooseWorker(tie, absl::Milliseconds(500)), 1u);
 }
 
-TEST(ServiceTimeModelTest, WhenNothingKeepsTheTargetAnIdleWorkerWinsElseTheFastest) {
-  // The holder of the prefix is busy (1 s); the idle worker computes everything in 2 s.
-  const std::vector<Candidate> c = {{.predicted_seconds = 1.0, .cost = 0.1},
-                                    {.predicted_seconds = 2.0, .cost = 2.0, .idle = true}};
+TEST(ServiceTimeModelTest, WhenNothingKeepsTheTargetTheShortestWaitWins) {
+  // The holder of the prefix has 0.9 s queued; the idle worker computes everything in 2 s.
+  const std::vector<Candidate> c = {{.predicted_seconds = 1.0, .cost = 0.1, .wait_seconds = 0.9},
+                                    {.predicted_seconds = 2.0, .cost = 2.0, .wait_seconds = 0}};
   EXPECT_EQ(ChooseWorker(c, absl::Milliseconds(500)), 1u);
   // Without the target the same candidates go to the fastest.
   EXPECT_EQ(ChooseWorker(c, absl::ZeroDuration()), 0u);
-  // Nobody idle (overload): the fastest, the cache hit.
-  const std::vector<Candidate> busy = {{.predicted_seconds = 1.0, .cost = 0.1},
-                                       {.predicted_seconds = 2.5, .cost = 2.0}};
-  EXPECT_EQ(ChooseWorker(busy, absl::Milliseconds(500)), 0u);
 }
 
 }  // namespace
