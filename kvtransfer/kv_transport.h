@@ -153,6 +153,12 @@ absl::StatusOr<std::unique_ptr<KvTransport>> CreateChosenKvTransport(
     KvTransportChoice choice, const GrpcKvTransportOptions& grpc_options, LinkFactory* links,
     const absl::Status& no_links);
 
+// A colocated worker's transport (role both): pushes to its own address (`is_self`, called on
+// any thread) go in-process through `self`, pushes to other decode workers through `peers`.
+std::unique_ptr<KvTransport> CreateColocatedKvTransport(
+    std::unique_ptr<KvTransport> self, std::unique_ptr<KvTransport> peers,
+    std::function<bool(const std::string& destination)> is_self);
+
 // Writes straight into `receiver` (which must outlive the transport), synchronously.
 std::unique_ptr<KvTransport> CreateInProcessKvTransport(KvReceiver* receiver);
 

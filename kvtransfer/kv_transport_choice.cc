@@ -72,6 +72,34 @@ absl::StatusOr<KvTransportChoice> ParseKvTransportChoice(std::string_view name) 
       absl::StrCat("KV transport '", std::string(name), "' is not one of auto, grpc, nccl"));
 }
 
+class ColocatedKvTransport final : public KvTransport {
+ public:
+  ColocatedKvTransport(std::unique_ptr<KvTransport> self, std::unique_ptr<KvTransport> peers,
+                       std::function<bool(const std::string&)> is_self)
+      : self_(std::move(self)), peers_(std::move(peers)), is_self_(std::move(is_self)) {}
+
+  std::string_view name() const override { return peers_->name(); }
+
+  absl::StatusOr<std::unique_ptr<KvPush>> StartPush(
+      const std::string& destination, const KvPushSpec& spec,
+      std::chrono::system_clock::time_point deadline) override {
+    KvTransport& transport = is_self_(destination) ? *self_ : *peers_;
+    return transport.StartPush(destination, spec, deadline);
+  }
+
+ private:
+  const std::unique_ptr<KvTransport> self_;
+  const std::unique_ptr<KvTransport> peers_;
+  const std::function<bool(const std::string&)> is_self_;
+};
+
+std::unique_ptr<KvTransport> CreateColocatedKvTransport(
+    std::unique_ptr<KvTransport> self, std::unique_ptr<KvTransport> peers,
+    std::function<bool(const std::string& destination)> is_self) {
+  return std::make_unique<ColocatedKvTransport>(std::move(self), std::move(peers),
+                                                std::move(is_self));
+}
+
 std::unique_ptr<KvTransport> CreateAutoKvTransport(std::unique_ptr<KvTransport> preferred,
                                                    std::unique_ptr<KvTransport> fallback,
                                                    const AutoKvTransportOptions& options) {

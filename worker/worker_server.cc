@@ -2,7 +2,9 @@
 
 #include <iostream>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "base/log.h"
 #include "decode_worker/decode_batch.h"
 #include "decode_worker/decode_service.h"
@@ -58,7 +60,20 @@ struct WorkerServer::Impl {
   std::unique_ptr<prefill_worker::PrefillService> prefill_service;
 
   rpc::StartedServer server;
-  std::string address;
+
+  // The address the worker is known by (set once the server listens; read by any thread).
+  void SetAddress(std::string address) {
+    absl::MutexLock lock(&address_mu_);
+    address_ = std::move(address);
+  }
+  std::string Address() const {
+    absl::MutexLock lock(&address_mu_);
+    return address_;
+  }
+  bool IsOwnAddress(const std::string& destination) const {
+    absl::MutexLock lock(&address_mu_);
+    return !address_.empty() && destination == address_;
+  }
 
   std::unique_ptr<RouterLinks> router_links;
 
@@ -98,6 +113,10 @@ struct WorkerServer::Impl {
 
   // Sets the gauges that mirror state; run when /metrics is rendered.
   void CollectMetrics() const;
+
+ private:
+  mutable absl::Mutex address_mu_;
+  std::string address_ ABSL_GUARDED_BY(address_mu_);
 };
 
 void WorkerServer::Impl::CollectMetrics() const {
@@ -171,7 +190,7 @@ WorkerServer::WorkerServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 WorkerServer::~WorkerServer() { Shutdown(std::chrono::milliseconds(0)); }
 
 int WorkerServer::port() const { return impl_->server.port; }
-std::string WorkerServer::address() const { return impl_->address; }
+std::string WorkerServer::address() const { return impl_->Address(); }
 std::string WorkerServer::metrics_address() const {
   return impl_->metrics_server ? impl_->metrics_server->address() : "";
 }
@@ -279,18 +298,20 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOp
     });
   }
   if (w.prefills()) {
+    absl::StatusOr<std::unique_ptr<kvtransfer::KvTransport>> transport =
+        kvtransfer::CreateChosenKvTransport(options.kv_transport,
+                                            {.chunk_bytes = options.kv_chunk_bytes,
+                                             .n_streams = options.kv_streams,
+                                             .client = options.peers},
+                                            w.links.get(), links.status());
+    if (!transport.ok()) return transport.status();
+    w.transport = *std::move(transport);
     if (w.decodes()) {
-      // Colocated: the KV goes to this worker's own reservations, without the network.
-      w.transport = kvtransfer::CreateInProcessKvTransport(w.reservations.get());
-    } else {
-      absl::StatusOr<std::unique_ptr<kvtransfer::KvTransport>> transport =
-          kvtransfer::CreateChosenKvTransport(options.kv_transport,
-                                              {.chunk_bytes = options.kv_chunk_bytes,
-                                               .n_streams = options.kv_streams,
-                                               .client = options.peers},
-                                              w.links.get(), links.status());
-      if (!transport.ok()) return transport.status();
-      w.transport = *std::move(transport);
+      // Colocated: KV for this worker's own reservations goes to them without the network; a
+      // router may also pair this worker's prefill with another decode worker.
+      w.transport = kvtransfer::CreateColocatedKvTransport(
+          kvtransfer::CreateInProcessKvTransport(w.reservations.get()), std::move(w.transport),
+          [self](const std::string& destination) { return self->IsOwnAddress(destination); });
     }
     w.scheduler = std::make_unique<prefill_worker::PrefillScheduler>(
         w.transformer.get(), w.cache.get(), w.transport.get(),
@@ -326,13 +347,13 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOp
   absl::StatusOr<rpc::StartedServer> server = rpc::StartServer(options.server, services);
   if (!server.ok()) return server.status();
   w.server = std::move(*server);
-  w.address = !options.advertise_address.empty()
-                  ? options.advertise_address
-                  : absl::StrCat(options.server.host, ":", w.server.port);
+  w.SetAddress(!options.advertise_address.empty()
+                   ? options.advertise_address
+                   : absl::StrCat(options.server.host, ":", w.server.port));
   if (!options.routers.empty()) {
     baton::v1::RegisterWorkerRequest registration;
     registration.set_role(options.role);
-    registration.set_address(w.address);
+    registration.set_address(w.Address());
     *registration.mutable_model() = w.identity;
     absl::StatusOr<std::unique_ptr<RouterLinks>> links =
         RouterLinks::Start({.routers = options.routers,

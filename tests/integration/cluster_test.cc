@@ -3,6 +3,8 @@
 #include <signal.h>
 
 #include <memory>
+#include <set>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -126,6 +128,39 @@ TEST_F(ClusterTest, OutputsEqualInProcessGenerationAndHandOffIsThePromptKv) {
   StartCluster();
   ExpectOutputsEqualInProcess({"The capital of France is", "Write a short poem about the sea:\n",
                                "def fibonacci(n):"});
+}
+
+// A colocated worker (role both) beside a decode-only worker: the router pairs the colocated
+// worker's prefill with either decode worker (round robin), and the KV goes in-process to the
+// worker itself or over gRPC to the other, with the same outputs.
+TEST_F(ClusterTest, AColocatedWorkersPrefillFeedsItselfAndAnotherDecodeWorker) {
+  ASSERT_TRUE(cluster_.StartRouter({"--policy", "round-robin"}).ok());
+  ASSERT_TRUE(cluster_.StartWorker("both").ok());
+  ASSERT_TRUE(cluster_.StartWorker("decode").ok());
+  ASSERT_TRUE(cluster_.WaitHealthy(2).ok());
+  absl::StatusOr<std::unique_ptr<engine::Model>> model =
+      engine::Model::Load(test_support::DefaultModelPath());
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<std::unique_ptr<engine::Generator>> generator =
+      engine::Generator::Create(model->get(), {.n_threads = 1, .max_context = 1024});
+  ASSERT_TRUE(generator.ok()) << generator.status();
+  const engine::Tokenizer& tok = (*model)->tokenizer();
+  std::set<std::string> transports;
+  const engine::SamplingParams params{.temperature = 0, .max_tokens = 12};
+  for (const std::string prompt : {"The capital of France is", "def fibonacci(n):",
+                                   "Once upon a time", "The sea is"}) {
+    GenerateOutcome remote = Generate(Request(prompt, params));
+    ASSERT_TRUE(remote.status.ok()) << remote.status.error_message();
+    transports.insert(remote.last.timings().kv_transport());
+    std::string local_text;
+    absl::StatusOr<engine::GenerationResult> local = (*generator)->Generate(
+        tok.Encode(prompt, {.add_bos = tok.vocab().add_bos, .parse_special = true}), params,
+        [&](std::string_view t) { local_text += t; });
+    ASSERT_TRUE(local.ok()) << local.status();
+    EXPECT_EQ(remote.text, local_text) << prompt;
+  }
+  EXPECT_EQ(transports, (std::set<std::string>{"grpc", "in_process"}));
+  EXPECT_EQ(cluster_.WaitEveryWorkerFree(), absl::OkStatus());
 }
 
 TEST_F(ClusterTest, LongPromptsPrefilledInChunksGiveTheSameOutputs) {
