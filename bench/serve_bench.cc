@@ -7,6 +7,7 @@
 #include <ctime>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
@@ -22,6 +23,7 @@ using Clock = std::chrono::steady_clock;
 struct LoadResult {
   std::vector<RequestOutcome> outcomes;
   double duration_s = 0;
+  std::optional<PhasedLoad> phased;  // the load's phases, when it had them
 };
 
 // Prints "bench serve: LABEL: k/n done" about every tenth of the way.
@@ -263,6 +265,67 @@ nlohmann::json MetricsJson(const ServeMetrics& m, const Slo& slo) {
 
 namespace {
 
+// Warmup requests, `concurrency` (or one) at a time, unmeasured.
+void RunWarmup(const ServeBenchOptions& options, ServeClient& client,
+               const std::vector<ServeRequest>& warmup, std::ostream& log) {
+  if (warmup.empty()) return;
+  const int32_t c = std::clamp<int32_t>(options.concurrency > 0 ? options.concurrency : 1, 1,
+                                        static_cast<int32_t>(warmup.size()));
+  log << "bench serve: warmup: " << warmup.size() << " requests, " << c << " at a time"
+      << std::endl;
+  Progress progress(log, "warmup", static_cast<int32_t>(warmup.size()));
+  (void)RunClosedLoop(client, warmup, c, progress);
+}
+
+uint64_t ArrivalSeed(uint64_t seed) { return seed ^ 0x9e3779b97f4a7c15ULL; }
+
+// Phases: synthetic requests of each phase's lengths at its rate, after warmup requests of the
+// first phase's lengths.
+LoadResult RunPhases(const ServeBenchOptions& options, ServeClient& client, std::mt19937_64& rng,
+                     PromptCalibration& calibration, std::ostream& log,
+                     const std::function<void()>& measuring) {
+  calibration = Calibrate(client, log);
+  const LoadPhase& first = options.phases.front();
+  RunWarmup(options, client,
+            SyntheticRequests(options.warmup, first.input_len, first.output_len,
+                              options.range_ratio, calibration, rng),
+            log);
+  measuring();
+  PhasedLoad phased = BuildPhasedLoad(options.phases, options.range_ratio, calibration, rng,
+                                      ArrivalSeed(options.seed));
+  log << "bench serve: " << phased.requests.size() << " requests in " << options.phases.size()
+      << " phases (seed " << options.seed << ")" << std::endl;
+  Progress progress(log, "measured", static_cast<int32_t>(phased.requests.size()));
+  LoadResult result = RunOpenLoop(client, phased.requests, phased.arrivals,
+                                  std::max(1, options.max_in_flight), progress);
+  result.phased = std::move(phased);
+  return result;
+}
+
+// Each phase's metrics over its span of arrivals.
+nlohmann::json PhasesJson(const ServeBenchOptions& options, const LoadResult& load) {
+  nlohmann::json phases = nlohmann::json::array();
+  const PhasedLoad& phased = *load.phased;
+  for (size_t k = 0; k < options.phases.size(); ++k) {
+    std::vector<RequestOutcome> outcomes;
+    for (size_t i = 0; i < load.outcomes.size(); ++i) {
+      if (phased.phase_of[i] == static_cast<int32_t>(k)) outcomes.push_back(load.outcomes[i]);
+    }
+    const double span = phased.phase_end[k] - phased.phase_start[k];
+    const LoadPhase& phase = options.phases[k];
+    nlohmann::json j = {{"input_len", phase.input_len},
+                        {"output_len", phase.output_len},
+                        {"num_prompts", phase.num_prompts},
+                        {"request_rate", phase.request_rate},
+                        {"start_s", phased.phase_start[k]},
+                        {"end_s", phased.phase_end[k]}};
+    j.update(MetricsJson(ComputeServeMetrics(outcomes, span, options.slo), options.slo));
+    j["duration"] = span;  // the span goodput is counted over, not the requests' own time
+    phases.push_back(std::move(j));
+  }
+  return phases;
+}
+
 // Single requests: a dataset or synthetic prompts, warmup first, then the measured load.
 // `measuring` runs between the warmup and the measured load. Errors: an unreadable dataset.
 absl::StatusOr<LoadResult> RunRequests(const ServeBenchOptions& options, ServeClient& client,
@@ -284,15 +347,7 @@ absl::StatusOr<LoadResult> RunRequests(const ServeBenchOptions& options, ServeCl
   }
   const std::vector<ServeRequest> warmup(requests.begin(), requests.begin() + options.warmup);
   requests.erase(requests.begin(), requests.begin() + options.warmup);
-
-  if (!warmup.empty()) {
-    const int32_t c = std::clamp<int32_t>(options.concurrency > 0 ? options.concurrency : 1, 1,
-                                          options.warmup);
-    log << "bench serve: warmup: " << warmup.size() << " requests, " << c << " at a time"
-        << std::endl;
-    Progress progress(log, "warmup", options.warmup);
-    (void)RunClosedLoop(client, warmup, c, progress);
-  }
+  RunWarmup(options, client, warmup, log);
   measuring();
 
   Progress progress(log, "measured", options.num_prompts);
@@ -302,7 +357,7 @@ absl::StatusOr<LoadResult> RunRequests(const ServeBenchOptions& options, ServeCl
     return RunClosedLoop(client, requests, options.concurrency, progress);
   }
   const std::vector<double> arrivals =
-      PoissonArrivals(options.num_prompts, options.request_rate, options.seed ^ 0x9e3779b97f4a7c15ULL);
+      PoissonArrivals(options.num_prompts, options.request_rate, ArrivalSeed(options.seed));
   log << "bench serve: " << options.num_prompts << " requests, Poisson arrivals at "
       << options.request_rate << " requests/s (seed " << options.seed << ")" << std::endl;
   return RunOpenLoop(client, requests, arrivals, std::max(1, options.max_in_flight), progress);
@@ -368,7 +423,13 @@ nlohmann::json WorkerPrefixCacheJson(const baton::v1::ClusterStatusResponse& bef
 absl::StatusOr<ServeBenchResult> RunServeBench(const ServeBenchOptions& options,
                                                std::ostream& log) {
   if (options.num_prompts < 1) return absl::InvalidArgumentError("--num-prompts must be >= 1");
-  if ((options.request_rate > 0) == (options.concurrency > 0)) {
+  if (!options.phases.empty()) {
+    if (options.concurrency > 0 || options.conversations > 0 || !options.dataset_path.empty()) {
+      return absl::InvalidArgumentError(
+          "--phases is an open-loop synthetic load: not with --concurrency, --conversations or "
+          "--dataset");
+    }
+  } else if ((options.request_rate > 0) == (options.concurrency > 0)) {
     return absl::InvalidArgumentError("give exactly one of --request-rate and --concurrency");
   }
   if (options.conversations > 0 && options.concurrency <= 0) {
@@ -391,6 +452,8 @@ absl::StatusOr<ServeBenchResult> RunServeBench(const ServeBenchOptions& options,
   };
   if (options.conversations > 0) {
     load = RunMultiTurn(options, **client, rng, calibration, log, measuring);
+  } else if (!options.phases.empty()) {
+    load = RunPhases(options, **client, rng, calibration, log, measuring);
   } else {
     absl::StatusOr<LoadResult> requests =
         RunRequests(options, **client, rng, calibration, log, measuring);
@@ -425,6 +488,11 @@ absl::StatusOr<ServeBenchResult> RunServeBench(const ServeBenchOptions& options,
     j["num_prompts"] = load.outcomes.size();
   }
   j.update(MetricsJson(metrics, options.slo));
+  if (load.phased) {
+    j["phases"] = PhasesJson(options, load);
+    j["num_prompts"] = load.outcomes.size();
+    j["request_rate"] = nullptr;  // each phase's own
+  }
 
   // Errors: one example message per code.
   nlohmann::json examples = nlohmann::json::object();
@@ -529,6 +597,8 @@ std::string FormatServeTable(const nlohmann::json& r) {
     line("Load:", absl::StrCat("Poisson, ", r["request_rate"].dump(), " requests/s"));
   } else if (r.contains("concurrency") && !r["concurrency"].is_null()) {
     line("Load:", absl::StrCat(r["concurrency"].dump(), " requests in flight"));
+  } else if (r.contains("phases")) {
+    line("Load:", absl::StrCat("Poisson, in ", r["phases"].size(), " phases"));
   }
   line("Successful requests:", absl::StrCat(r.value("completed", 0)));
   line("Failed requests:", absl::StrCat(r.value("failed", 0)));
@@ -570,6 +640,21 @@ std::string FormatServeTable(const nlohmann::json& r) {
                           num(absl::StrCat("p90_", key, "_ms").c_str()),
                           num(absl::StrCat("p99_", key, "_ms").c_str()),
                           num(absl::StrCat("max_", key, "_ms").c_str()));
+  }
+  if (r.contains("phases")) {
+    int k = 0;
+    for (const nlohmann::json& p : r["phases"]) {
+      absl::StrAppendFormat(
+          &out,
+          "phase %d: %d in / %d out x %d at %g req/s: goodput %.2f req/s, TTFT p99 %.0f ms, "
+          "TPOT p99 %.1f ms\n",
+          ++k, p.value("input_len", 0), p.value("output_len", 0), p.value("num_prompts", 0),
+          p.value("request_rate", 0.0),
+          p.contains("request_goodput") && p["request_goodput"].is_number()
+              ? p["request_goodput"].get<double>()
+              : 0.0,
+          p.value("p99_ttft_ms", 0.0), p.value("p99_tpot_ms", 0.0));
+    }
   }
   if (r.contains("server_timings")) {
     const nlohmann::json& s = r["server_timings"];

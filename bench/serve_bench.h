@@ -6,6 +6,10 @@
 // `num_prompts` requests either at Poisson arrival times of a given rate (open loop, seeded) or
 // with a fixed number in flight (closed loop), and wait for all of them.
 //
+// Phases (phases non-empty): the open loop's requests come in phases of their own lengths and
+// rates (load_phases.h); the report adds each phase's metrics ("phases"), its goodput over the
+// phase's span of arrivals.
+//
 // Multi-turn (conversations > 0): synthetic conversations sharing a system prompt
 // (serve_workload.h), `concurrency` of them in flight, each sending its turns one after the other
 // (turn t's prompt holds every earlier turn and its answer); `warmup` conversations go first,
@@ -26,6 +30,7 @@
 
 #include "absl/status/statusor.h"
 #include "bench/latency_stats.h"
+#include "bench/load_phases.h"
 #include "bench/serve_client.h"
 #include "nlohmann/json.hpp"
 
@@ -50,6 +55,9 @@ struct ServeBenchOptions {
   int32_t turns = 4;
   int32_t system_prompt_len = 1024;  // tokens, shared by every conversation
   int32_t turn_len = 64;             // user tokens per turn
+  // A mix that shifts (open loop only; load_phases.h): non-empty, it replaces num_prompts,
+  // input_len, output_len and request_rate; warmup requests take the first phase's lengths.
+  std::vector<LoadPhase> phases;
 };
 
 // The result as one JSON object (keys named as vLLM's benchmark_serving: request_throughput,

@@ -122,6 +122,10 @@ int RunBenchServe(const Args& args) {
       {"conversations", "N", "multi-turn: N synthetic conversations (--concurrency of them in "
                              "flight, their turns one after the other), instead of --num-prompts"},
       {"turns", "T", "multi-turn: turns per conversation (default 4)"},
+      {"phases", "IN:OUT:N[:RATE],...", "a mix that shifts: N synthetic requests of IN prompt "
+                                        "and OUT answer tokens at RATE requests/s (default "
+                                        "--request-rate), then the next phase; replaces "
+                                        "--num-prompts and the lengths; per-phase metrics"},
       {"system-prompt-len", "S", "multi-turn: tokens of the system prompt all conversations "
                                  "share (default 1024)"},
       {"turn-len", "U", "multi-turn: user tokens each turn adds (default 64); each answer has "
@@ -177,7 +181,12 @@ int RunBenchServe(const Args& args) {
   absl::StatusOr<int64_t> v;
   if (!(v = flags->GetInt("concurrency", 0, 1, 100000)).ok()) return bad(v.status());
   o.concurrency = static_cast<int32_t>(*v);
-  if ((o.request_rate > 0) == (o.concurrency > 0)) {
+  if (auto phases = flags->Get("phases")) {
+    absl::StatusOr<std::vector<bench::LoadPhase>> parsed =
+        bench::ParseLoadPhases(*phases, o.request_rate);
+    if (!parsed.ok()) return bad(parsed.status());
+    o.phases = *std::move(parsed);
+  } else if ((o.request_rate > 0) == (o.concurrency > 0)) {
     return bad(absl::InvalidArgumentError("give exactly one of --request-rate and --concurrency"));
   }
   if (!(v = flags->GetInt("max-concurrency", 1024, 1, 100000)).ok()) return bad(v.status());
