@@ -8,13 +8,14 @@
 #
 # usage: bench/phase_experiment.sh [--workers N] [--phases IN:OUT:N[:RATE],...] [--rate R]
 #        [--slo-ttft-ms MS] [--slo-tpot-ms MS] [--seed S] [--warmup W] [--out DIR] [--baton PATH]
-# Defaults: 2 workers; phases 768:16:40,64:256:40,768:16:40 at 0.5 requests/s; SLOs TTFT 2000 ms,
-# TPOT 50 ms (the routers are told them too). Writes DIR (default
+# Defaults: 2 workers; phases 768:16:30,256:256:30:1,768:16:30 (0.5 requests/s where no RATE is
+# given): prefill-bound, then decode-bound with prompts that still interfere, then back. SLOs:
+# TTFT 2000 ms, TPOT 50 ms (the routers are told them too). Writes DIR (default
 # build/bench-results/phases-DATE): one bench serve JSON per assignment and summary.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-workers=2 phases=768:16:40,64:256:40,768:16:40 rate=0.5 slo_ttft_ms=2000 slo_tpot_ms=50 seed=1
+workers=2 phases=768:16:30,256:256:30:1,768:16:30 rate=0.5 slo_ttft_ms=2000 slo_tpot_ms=50 seed=1
 warmup=2 out="" baton=""
 while (($#)); do
   case "$1" in
