@@ -69,6 +69,11 @@ int RunRouter(const Args& args) {
                             "prefix where that keeps within it, and spreads load where nothing "
                             "does (default: none, the fastest predicted)"},
       {"slo-tpot-ms", "MS", "time per output token to aim for, likewise for decode workers"},
+      {"planner", "MODE", "off (default) | slo: predict which side will miss its SLO first and "
+                          "recommend moving a worker there (metrics "
+                          "baton:planner_recommended_workers, log); needs both --slo-* flags"},
+      {"planner-interval-ms", "MS", "how often the planner looks (default 5000)"},
+      {"planner-dwell-s", "S", "at most one recommended move per this long (default 60)"},
       {"max-queued", "N", "requests waiting for capacity at most (default 256); then "
                           "RESOURCE_EXHAUSTED"},
       {"heartbeat-ms", "MS", "worker heartbeat interval (default 500)"},
@@ -148,8 +153,29 @@ int RunRouter(const Args& args) {
     if (!ms.ok()) return UsageError("router", ms.status(), usage);
     *target = absl::Milliseconds(*ms);
   }
-  absl::StatusOr<int64_t> v = flags->GetInt("max-queued", 256, 0, 1 << 20);
+  const std::string planner = flags->GetOr("planner", "off");
+  if (planner != "off" && planner != "slo") {
+    return UsageError("router", absl::InvalidArgumentError(absl::StrCat(
+                                    "--planner '", planner, "': use off or slo")),
+                      usage);
+  }
+  options.planner = planner == "slo";
+  if (options.planner && (options.targets.ttft <= absl::ZeroDuration() ||
+                          options.targets.tpot <= absl::ZeroDuration())) {
+    return UsageError("router", absl::InvalidArgumentError(
+                                    "--planner slo needs --slo-ttft-ms and --slo-tpot-ms"),
+                      usage);
+  }
+  absl::StatusOr<int64_t> v = flags->GetInt("planner-interval-ms", 5000, 100, 3600000);
   if (!v.ok()) return UsageError("router", v.status(), usage);
+  options.planner_interval = absl::Milliseconds(*v);
+  if (!(v = flags->GetInt("planner-dwell-s", 60, 0, 86400)).ok()) {
+    return UsageError("router", v.status(), usage);
+  }
+  options.planner_options.dwell = absl::Seconds(*v);
+  if (!(v = flags->GetInt("max-queued", 256, 0, 1 << 20)).ok()) {
+    return UsageError("router", v.status(), usage);
+  }
   options.max_queued = static_cast<int>(*v);
   if (!(v = flags->GetInt("heartbeat-ms", 500, 10, 60000)).ok()) {
     return UsageError("router", v.status(), usage);

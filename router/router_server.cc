@@ -14,6 +14,7 @@ Router::Router(RouterOptions options) : options_(std::move(options)) {}
 Router::~Router() { Shutdown(); }
 
 void Router::StopWatchingWorkers() {
+  if (planner_ != nullptr) planner_->Stop();
   if (discovery_ != nullptr) discovery_->Stop();
   poller_->Stop();
 }
@@ -32,6 +33,11 @@ absl::Status Router::Start() {
   }
   if (options_.heartbeat_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("heartbeat_interval must be positive");
+  }
+  if (options_.planner && (options_.targets.ttft <= absl::ZeroDuration() ||
+                           options_.targets.tpot <= absl::ZeroDuration())) {
+    return absl::InvalidArgumentError(
+        "the SLO planner needs both targets: --slo-ttft-ms and --slo-tpot-ms");
   }
   absl::StatusOr<std::unique_ptr<ServedModel>> model =
       ServedModel::Load(options_.model_path, options_.n_ctx, options_.chat_template,
@@ -75,6 +81,14 @@ absl::Status Router::Start() {
         registry_.get(), WorkerDiscoveryOptions{.sources = options_.discovered_workers,
                                                 .interval = options_.discovery_interval});
     discovery_->Start();
+  }
+  if (options_.planner) {
+    CapacityPlannerOptions planner = options_.planner_options;
+    planner.targets = options_.targets;
+    planner_ = std::make_unique<PlannerService>(
+        registry_.get(), PlannerServiceOptions{.planner = planner,
+                                               .interval = options_.planner_interval});
+    planner_->Start();
   }
   // Know the static workers before the first request arrives.
   poller_ = std::make_unique<StaticWorkerPoller>(registry_.get(), channels_.get());
