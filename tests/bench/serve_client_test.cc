@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
+#include "tests/support/http_server_thread.h"
 
 namespace baton::bench {
 namespace {
@@ -27,26 +28,16 @@ class CountingRouter {
           "data: [DONE]\n\n",
           "text/event-stream");
     });
-    port_ = server_.bind_to_any_port("127.0.0.1");  // listening from here: connections queue
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    // stop() is a no-op until the accept loop runs: wait for it (bounded) so the destructor ends.
-    for (int i = 0; i < 10000 && !server_.is_running(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  }
-  ~CountingRouter() {
-    server_.stop();
-    thread_.join();
+    serving_ = std::make_unique<test_support::HttpServerThread>(&server_);
   }
 
-  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  std::string address() const { return serving_->address(); }
   int completions() const { return completions_.load(); }
 
  private:
   httplib::Server server_;
-  int port_ = 0;
-  std::thread thread_;
   std::atomic<int> completions_{0};
+  std::unique_ptr<test_support::HttpServerThread> serving_;  // last: stops first
 };
 
 TEST(ServeClientTest, RequestsGoToEachListedRouterInTurn) {

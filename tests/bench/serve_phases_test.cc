@@ -1,11 +1,9 @@
 // `bench serve --phases` end to end against a stand-in router: the requests go out phase after
 // phase with each phase's lengths, and the report has each phase's metrics.
-#include <atomic>
-#include <chrono>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -13,6 +11,7 @@
 #include "bench/serve_bench.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
+#include "tests/support/http_server_thread.h"
 #include "nlohmann/json.hpp"
 
 namespace baton::bench {
@@ -43,18 +42,10 @@ class WordCountingRouter {
                           ", \"completion_tokens\": ", max_tokens, "}}\n\ndata: [DONE]\n\n");
       response.set_content(sse, "text/event-stream");
     });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-    for (int i = 0; i < 10000 && !server_.is_running(); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-  }
-  ~WordCountingRouter() {
-    server_.stop();
-    thread_.join();
+    serving_ = std::make_unique<test_support::HttpServerThread>(&server_);
   }
 
-  std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
+  std::string address() const { return serving_->address(); }
   std::vector<int> prompt_words() {
     std::lock_guard<std::mutex> lock(mu_);
     return prompt_words_;
@@ -66,11 +57,10 @@ class WordCountingRouter {
 
  private:
   httplib::Server server_;
-  int port_ = 0;
-  std::thread thread_;
   std::mutex mu_;
   std::vector<int> prompt_words_;
   std::vector<int> max_tokens_;
+  std::unique_ptr<test_support::HttpServerThread> serving_;  // last: stops first
 };
 
 TEST(ServePhasesTest, SendsThePhasesInOrderAndReportsEach) {

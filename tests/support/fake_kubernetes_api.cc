@@ -1,6 +1,5 @@
 #include "tests/support/fake_kubernetes_api.h"
 
-#include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -52,19 +51,10 @@ FakeKubernetesApi::FakeKubernetesApi(const std::string& dir, const std::string& 
         response.set_content(it != slices_.end() ? it->second : R"({"items": []})",
                              "application/json");
       });
-  port_ = server_->bind_to_any_port("127.0.0.1");
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
-  // stop() is a no-op until the accept loop runs: wait for it (bounded).
-  for (int i = 0; i < 10000 && !server_->is_running(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  serving_ = std::make_unique<HttpServerThread>(server_.get());
 }
 
-FakeKubernetesApi::~FakeKubernetesApi() {
-  if (server_ == nullptr) return;
-  server_->stop();
-  thread_.join();
-}
+FakeKubernetesApi::~FakeKubernetesApi() = default;
 
 void FakeKubernetesApi::SetSlices(const std::string& service, std::string list_json) {
   absl::MutexLock lock(&mu_);

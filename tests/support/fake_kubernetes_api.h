@@ -12,15 +12,12 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 
-namespace httplib {
-class SSLServer;
-}
+#include "tests/support/http_server_thread.h"
 
 namespace baton::test_support {
 
@@ -47,7 +44,7 @@ class FakeKubernetesApi {
 
   bool made() const { return made_; }
   const std::string& ca_file() const { return cert_; }  // self-signed: its own CA
-  int port() const { return port_; }
+  int port() const { return serving_ ? serving_->port() : 0; }
 
   // What GET for `service` answers from now on.
   void SetSlices(const std::string& service, std::string list_json);
@@ -62,8 +59,6 @@ class FakeKubernetesApi {
   bool made_ = false;
   std::string cert_;
   std::unique_ptr<httplib::SSLServer> server_;
-  int port_ = 0;
-  std::thread thread_;
   absl::Mutex mu_;
   std::map<std::string, std::string> slices_ ABSL_GUARDED_BY(mu_);
   int fail_status_ ABSL_GUARDED_BY(mu_) = 200;
@@ -71,6 +66,7 @@ class FakeKubernetesApi {
   std::string selector_ ABSL_GUARDED_BY(mu_);
   std::string authorization_ ABSL_GUARDED_BY(mu_);
   int requests_ ABSL_GUARDED_BY(mu_) = 0;
+  std::unique_ptr<HttpServerThread> serving_;  // last: stops serving before the rest goes
 };
 
 }  // namespace baton::test_support
