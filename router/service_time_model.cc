@@ -55,15 +55,21 @@ double PredictTpot(const v1::WorkerLoad& load, const FallbackSpeeds& fallback) {
   return step * (1 + row_cost * static_cast<double>(others));
 }
 
-size_t ChooseWorker(std::span<const Candidate> candidates, absl::Duration target) {
+size_t ChooseWorker(std::span<const Candidate> candidates, absl::Duration target,
+                    double same_speed) {
   const double bound = absl::ToDoubleSeconds(target);
   const bool has_target = bound > 0;
   const bool any_within =
       has_target && std::any_of(candidates.begin(), candidates.end(), [&](const Candidate& c) {
         return c.predicted_seconds <= bound;
       });
+  double fastest = candidates.front().predicted_seconds;
+  for (const Candidate& c : candidates) fastest = std::min(fastest, c.predicted_seconds);
+  const double as_fast = fastest * (1 + same_speed);
   auto key = [&](const Candidate& c) {
-    if (!has_target) return std::tuple(0.0, c.predicted_seconds, c.cost);
+    if (!has_target) {
+      return std::tuple(c.predicted_seconds <= as_fast ? 0.0 : 1.0, c.cost, c.predicted_seconds);
+    }
     if (any_within) {
       return std::tuple(c.predicted_seconds <= bound ? 0.0 : 1.0, c.cost, c.predicted_seconds);
     }

@@ -17,7 +17,8 @@
 // Choosing a worker (ChooseWorker), each candidate has the predicted time the target bounds
 // (prefill: TTFT, decode: TPOT), a cost in what it uses up (prefill: compute seconds, decode: KV
 // blocks to hand off) and a wait (prefill: the queue ahead; decode: its TPOT):
-//  - no target: the lowest predicted time, then the lowest cost;
+//  - no target: the lowest cost among the fastest predicted (decode: within kSameDecodeSpeed
+//    of the fastest TPOT; prefill: the fastest TTFT only), then the lowest predicted time;
 //  - some candidates predicted within the target: among them the lowest cost, then the lowest
 //    predicted time: a cache hit is taken whenever it keeps the target;
 //  - none within it (the request misses its target wherever it goes): the shortest wait, then the
@@ -72,9 +73,16 @@ struct Candidate {
   double wait_seconds = 0;       // what it delays the request by
 };
 
-// The index of the chosen candidate (see the header comment); `target` zero: none. `candidates`
-// must not be empty. On a full tie, the first.
-size_t ChooseWorker(std::span<const Candidate> candidates, absl::Duration target);
+// The index of the chosen candidate (see the header comment); `target` zero: none, and then
+// candidates predicted within `same_speed` (a fraction) of the fastest count as equally fast.
+// `candidates` must not be empty. On a full tie, the first.
+size_t ChooseWorker(std::span<const Candidate> candidates, absl::Duration target,
+                    double same_speed = 0);
+
+// Decode workers whose predicted TPOTs differ by less than this fraction count as equally fast:
+// the one receiving the fewest blocks then takes the request (the step fit's error is of that
+// order; the blocks saved are network bytes).
+inline constexpr double kSameDecodeSpeed = 0.1;
 
 }  // namespace baton::router
 

@@ -253,7 +253,7 @@ absl::StatusOr<Placement> WorkerRegistry::PickDecode(int64_t n_prompt_tokens, in
       candidates.push_back(
           {.predicted_seconds = tpot, .cost = static_cast<double>(uncached), .wait_seconds = tpot});
     }
-    chosen = eligible[ChooseWorker(candidates, options_.targets.tpot)];
+    chosen = eligible[ChooseWorker(candidates, options_.targets.tpot, kSameDecodeSpeed)];
   } else {
     for (size_t i : eligible) {
       if (workers_[i].info.load.kv_blocks_free() > workers_[chosen].info.load.kv_blocks_free()) {

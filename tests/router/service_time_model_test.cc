@@ -61,6 +61,15 @@ TEST(ServiceTimeModelTest, WithoutATargetTheFastestPredictedWinsThenTheCheapest)
   EXPECT_EQ(ChooseWorker(c, absl::ZeroDuration()), 2u);
 }
 
+TEST(ServiceTimeModelTest, PredictionsWithinTheSameSpeedCountAsEquallyFast) {
+  const std::vector<Candidate> c = {{.predicted_seconds = 0.30, .cost = 5},
+                                    {.predicted_seconds = 0.32, .cost = 1},
+                                    {.predicted_seconds = 0.40, .cost = 0}};
+  EXPECT_EQ(ChooseWorker(c, absl::ZeroDuration()), 0u);
+  // Within 10% of 0.30: the first two, and the cheaper of them.
+  EXPECT_EQ(ChooseWorker(c, absl::ZeroDuration(), kSameDecodeSpeed), 1u);
+}
+
 TEST(ServiceTimeModelTest, WithinTheTargetTheCheapestWins) {
   // A cache hit (cost 0.1) predicted at 0.45 s keeps a 0.5 s target: taken over an idle worker
   // that would compute the whole prompt in 0.3 s.
