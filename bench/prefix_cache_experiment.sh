@@ -5,14 +5,14 @@
 # least-loaded, kv-aware) with the workers' prefix caches on and off: six clusters, the same
 # seeded conversations each time. With --routers N the clusters run N routers that serve the same
 # workers and the requests go to each router in turn (a conversation's turns on different routers):
-# KV-aware routing's hit rate with several routers against one. The routers are told the SLOs
-# the goodput is counted under (--slo-ttft-ms, --slo-tpot-ms; KV-aware placement aims for them)
-# unless --no-router-slo.
+# KV-aware routing's hit rate with several routers against one. With --router-slo the routers
+# are told the SLOs the goodput is counted under (--slo-ttft-ms, --slo-tpot-ms: KV-aware placement
+# then aims for them); by default they run as they start by default.
 #
 # usage: bench/prefix_cache_experiment.sh [--out DIR] [--baton PATH] [--conversations N]
 #        [--turns T] [--system-prompt-len S] [--turn-len U] [--output-len O] [--concurrency C]
 #        [--routers N] [--policies round-robin,least-loaded,kv-aware] [--caches off,on]
-#        [--slo-ttft-ms MS] [--slo-tpot-ms MS] [--no-router-slo] [--repeats R] [--warmup W]
+#        [--slo-ttft-ms MS] [--slo-tpot-ms MS] [--router-slo] [--repeats R] [--warmup W]
 # Writes DIR (default build/bench-results/prefix-cache-DATE): one bench serve JSON per run and
 # summary.json; prints TTFT p50/p99, prefill tokens computed, KV bytes handed off, goodput, and
 # each run against the same policy with the cache off. With --repeats R every cluster runs R
@@ -23,7 +23,7 @@ cd "$(dirname "$0")/.."
 
 out="" baton="" conversations=8 turns=4 system_len=1024 turn_len=64 output_len=32 concurrency=4
 slo_ttft_ms=500 slo_tpot_ms=100 routers=1 policies=round-robin,least-loaded,kv-aware
-caches=off,on router_slo=1 repeats=1 warmup=""
+caches=off,on router_slo=0 repeats=1 warmup=""
 while (($#)); do
   case "$1" in
     --out) out=$2; shift 2 ;;
@@ -41,7 +41,7 @@ while (($#)); do
     --warmup) warmup=$2; shift 2 ;;
     --slo-ttft-ms) slo_ttft_ms=$2; shift 2 ;;
     --slo-tpot-ms) slo_tpot_ms=$2; shift 2 ;;
-    --no-router-slo) router_slo=0; shift ;;
+    --router-slo) router_slo=1; shift ;;
     *) sed -n '14,17p' "$0" | sed 's/^# //' >&2; exit 2 ;;
   esac
 done
