@@ -14,8 +14,8 @@ namespace {
 absl::StatusOr<LoadPhase> ParsePhase(absl::string_view item, double default_rate) {
   const std::vector<absl::string_view> parts = absl::StrSplit(item, ':');
   auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat("--phases: '", item, "': ", why,
-                                                   " (IN:OUT:N[:RATE], e.g. 1024:16:60:1.5)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--phases: '", item, "': ", why, " (IN:OUT:N[:RATE], e.g. 1024:16:60:1.5)"));
   };
   if (parts.size() != 3 && parts.size() != 4) return bad("3 or 4 fields");
   LoadPhase phase;

@@ -27,8 +27,7 @@ struct LoadPhase {
 
 // "IN:OUT:N[:RATE],...": one phase per item; RATE defaults to `default_rate`. INVALID_ARGUMENT
 // naming the item for a malformed one, a count or length below 1, or no rate above 0.
-absl::StatusOr<std::vector<LoadPhase>> ParseLoadPhases(absl::string_view spec,
-                                                       double default_rate);
+absl::StatusOr<std::vector<LoadPhase>> ParseLoadPhases(absl::string_view spec, double default_rate);
 
 // The measured requests of a phased load, in arrival order.
 struct PhasedLoad {

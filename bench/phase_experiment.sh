@@ -104,8 +104,11 @@ for n, r in runs.items():
                   "phases": [{k: p[k] for k in ("request_goodput", "p99_ttft_ms", "p99_tpot_ms",
                                                 "median_ttft_ms", "median_tpot_ms", "completed")}
                              for p in r["phases"]]}
-best = max(runs, key=lambda n: runs[n]["request_goodput"] or 0)
-per_phase_best = [max(runs, key=lambda n: runs[n]["phases"][k]["request_goodput"] or 0)
+def best_of(goodput):  # every split with the best goodput, tied ones joined by "="
+    top = max(goodput(n) for n in runs)
+    return "=".join(n for n in runs if goodput(n) == top)
+best = best_of(lambda n: runs[n]["request_goodput"] or 0)
+per_phase_best = [best_of(lambda n, k=k: round(runs[n]["phases"][k]["request_goodput"] or 0, 2))
                   for k in range(len(phases))]
 print(f"best static split overall: {best}; per phase: {', '.join(per_phase_best)}")
 summary["best_overall"], summary["best_per_phase"] = best, per_phase_best

@@ -1,6 +1,10 @@
 #include "router/capacity_planner.h"
 
+#include <algorithm>
 #include <limits>
+#include <optional>
+#include <string>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 
@@ -25,50 +29,90 @@ CapacityPlanner::Counts CapacityPlanner::DedicatedCounts(
   return counts;
 }
 
+namespace {
+
+// The queue over the summed rate of the prefill workers left (each removed one at the mean rate),
+// over the target.
+double PrefillPressure(const std::vector<const v1::WorkerLoad*>& loads, int removed,
+                       absl::Duration target) {
+  const FallbackSpeeds speeds = FallbackSpeeds::MeanOf(loads);
+  int64_t queued = 0;
+  double rate = -removed * speeds.prefill_tokens_per_second;
+  for (const v1::WorkerLoad* load : loads) {
+    queued += std::max<int64_t>(0, load->queued_prompt_tokens());
+    rate += load->prefill_tokens_per_second() > 0 ? load->prefill_tokens_per_second()
+                                                  : speeds.prefill_tokens_per_second;
+  }
+  if (static_cast<int>(loads.size()) - removed <= 0 || rate <= 0) return kInfinite;
+  return static_cast<double>(queued) / rate / absl::ToDoubleSeconds(target);
+}
+
+// The TPOT with the sequences spread evenly over the decode workers left, over the target.
+double DecodePressure(const std::vector<const v1::WorkerLoad*>& loads, int removed,
+                      absl::Duration target) {
+  const int n_left = static_cast<int>(loads.size()) - removed;
+  if (n_left <= 0) return kInfinite;
+  const FallbackSpeeds speeds = FallbackSpeeds::MeanOf(loads);
+  int64_t sequences = 0;
+  for (const v1::WorkerLoad* load : loads) {
+    sequences += std::max(0, load->running_sequences()) + std::max(0, load->reservations());
+  }
+  const double per_worker = static_cast<double>(sequences) / n_left;
+  return speeds.decode_step_seconds * (1 + speeds.decode_row_cost * per_worker) /
+         absl::ToDoubleSeconds(target);
+}
+
+}  // namespace
+
 SidePressure PredictPressure(const std::vector<WorkerSnapshot>& workers,
                              const ServiceTargets& targets, int prefill_removed,
                              int decode_removed) {
   std::vector<const v1::WorkerLoad*> prefill_loads, decode_loads;
-  int64_t queued = 0, sequences = 0;
   for (const WorkerSnapshot& w : workers) {
     if (!InService(w)) continue;
-    if (ServesPrefill(w.role)) {
-      prefill_loads.push_back(&w.load);
-      queued += std::max<int64_t>(0, w.load.queued_prompt_tokens());
-    }
-    if (ServesDecode(w.role)) {
-      decode_loads.push_back(&w.load);
-      sequences += std::max(0, w.load.running_sequences()) + std::max(0, w.load.reservations());
-    }
+    if (ServesPrefill(w.role)) prefill_loads.push_back(&w.load);
+    if (ServesDecode(w.role)) decode_loads.push_back(&w.load);
   }
-  const FallbackSpeeds prefill_speeds = FallbackSpeeds::MeanOf(prefill_loads);
-  const FallbackSpeeds decode_speeds = FallbackSpeeds::MeanOf(decode_loads);
-  SidePressure pressure;
-  // Prefill: the summed rate of the workers left, each removed one at the mean rate.
-  const int n_prefill = static_cast<int>(prefill_loads.size()) - prefill_removed;
-  double rate = 0;
-  for (const v1::WorkerLoad* load : prefill_loads) {
-    rate += load->prefill_tokens_per_second() > 0 ? load->prefill_tokens_per_second()
-                                                  : prefill_speeds.prefill_tokens_per_second;
-  }
-  rate -= prefill_removed * prefill_speeds.prefill_tokens_per_second;
-  pressure.prefill = n_prefill <= 0 || rate <= 0
-                         ? kInfinite
-                         : static_cast<double>(queued) / rate / absl::ToDoubleSeconds(targets.ttft);
-  // Decode: the sequences spread over the workers left.
-  const int n_decode = static_cast<int>(decode_loads.size()) - decode_removed;
-  if (n_decode <= 0) {
-    pressure.decode = kInfinite;
-  } else {
-    const double per_worker = static_cast<double>(sequences) / n_decode;
-    const double tpot = decode_speeds.decode_step_seconds *
-                        (1 + decode_speeds.decode_row_cost * per_worker);
-    pressure.decode = tpot / absl::ToDoubleSeconds(targets.tpot);
-  }
-  return pressure;
+  return {.prefill = PrefillPressure(prefill_loads, prefill_removed, targets.ttft),
+          .decode = DecodePressure(decode_loads, decode_removed, targets.tpot)};
 }
 
 CapacityPlanner::CapacityPlanner(CapacityPlannerOptions options) : options_(options) {}
+
+std::optional<std::string> CapacityPlanner::WhyHold(const std::vector<WorkerSnapshot>& workers,
+                                                    const Counts& counts, const SidePressure& p,
+                                                    absl::Time now, double* cold_after) const {
+  const bool decode_first = p.decode >= p.prefill;
+  const double hot = decode_first ? p.decode : p.prefill;
+  if (hot <= options_.move_above) {
+    return absl::StrFormat("both sides within %.0f%% of their targets (prefill %.2f, decode %.2f)",
+                           100 * options_.move_above, p.prefill, p.decode);
+  }
+  const char* hot_side = decode_first ? "decode" : "prefill";
+  const char* cold_side = decode_first ? "prefill" : "decode";
+  const int32_t donors = decode_first ? counts.prefill : counts.decode;
+  if (donors < 2) {
+    return absl::StrFormat(
+        "%s at %.2f of its target, but the %s side has %d dedicated "
+        "worker(s) to give",
+        hot_side, hot, cold_side, donors);
+  }
+  const SidePressure after =
+      PredictPressure(workers, options_.targets, decode_first ? 1 : 0, decode_first ? 0 : 1);
+  *cold_after = decode_first ? after.prefill : after.decode;
+  if (*cold_after >= options_.keep_below) {
+    return absl::StrFormat(
+        "%s at %.2f of its target, but %s would be at %.2f with one worker "
+        "fewer (at most %.2f)",
+        hot_side, hot, cold_side, *cold_after, options_.keep_below);
+  }
+  if (now - last_move_ < options_.dwell) {
+    return absl::StrFormat("%s at %.2f of its target; the last move was %s ago (dwell %s)",
+                           hot_side, hot, absl::FormatDuration(now - last_move_),
+                           absl::FormatDuration(options_.dwell));
+  }
+  return std::nullopt;
+}
 
 PlannerDecision CapacityPlanner::Evaluate(const std::vector<WorkerSnapshot>& workers,
                                           absl::Time now) {
@@ -79,49 +123,26 @@ PlannerDecision CapacityPlanner::Evaluate(const std::vector<WorkerSnapshot>& wor
   decision.prefill_workers = recommended.prefill;
   decision.decode_workers = recommended.decode;
   decision.pressure = PredictPressure(workers, options_.targets);
-  const SidePressure& p = decision.pressure;
-  const bool decode_first = p.decode >= p.prefill;
-  const double hot = decode_first ? p.decode : p.prefill;
-  if (hot <= options_.move_above) {
-    decision.reason = absl::StrFormat("both sides within %.0f%% of their targets (prefill %.2f, "
-                                      "decode %.2f)",
-                                      100 * options_.move_above, p.prefill, p.decode);
+  double cold_after = 0;
+  if (std::optional<std::string> hold =
+          WhyHold(workers, counts, decision.pressure, now, &cold_after)) {
+    decision.reason = *std::move(hold);
     return decision;
   }
-  const char* hot_side = decode_first ? "decode" : "prefill";
-  const char* cold_side = decode_first ? "prefill" : "decode";
-  const int32_t donors = decode_first ? counts.prefill : counts.decode;
-  if (donors < 2) {
-    decision.reason = absl::StrFormat("%s at %.2f of its target, but the %s side has %d "
-                                      "dedicated worker(s) to give",
-                                      hot_side, hot, cold_side, donors);
-    return decision;
-  }
-  const SidePressure after =
-      PredictPressure(workers, options_.targets, decode_first ? 1 : 0, decode_first ? 0 : 1);
-  const double cold_after = decode_first ? after.prefill : after.decode;
-  if (cold_after >= options_.keep_below) {
-    decision.reason = absl::StrFormat("%s at %.2f of its target, but %s would be at %.2f with "
-                                      "one worker fewer (at most %.2f)",
-                                      hot_side, hot, cold_side, cold_after, options_.keep_below);
-    return decision;
-  }
-  if (now - last_move_ < options_.dwell) {
-    decision.reason = absl::StrFormat("%s at %.2f of its target; the last move was %s ago (dwell "
-                                      "%s)",
-                                      hot_side, hot, absl::FormatDuration(now - last_move_),
-                                      absl::FormatDuration(options_.dwell));
-    return decision;
-  }
+  const bool to_decode = decision.pressure.decode >= decision.pressure.prefill;
   last_move_ = now;
-  decision.move_to = decode_first ? v1::WORKER_ROLE_DECODE : v1::WORKER_ROLE_PREFILL;
-  pending_ = Counts{.prefill = counts.prefill + (decode_first ? -1 : 1),
-                    .decode = counts.decode + (decode_first ? 1 : -1)};
+  decision.move_to = to_decode ? v1::WORKER_ROLE_DECODE : v1::WORKER_ROLE_PREFILL;
+  pending_ = Counts{.prefill = counts.prefill + (to_decode ? -1 : 1),
+                    .decode = counts.decode + (to_decode ? 1 : -1)};
   decision.prefill_workers = pending_->prefill;
   decision.decode_workers = pending_->decode;
-  decision.reason = absl::StrFormat("move a worker from %s to %s: %s predicted at %.2f of its "
-                                    "target, %s at %.2f with one worker fewer",
-                                    cold_side, hot_side, hot_side, hot, cold_side, cold_after);
+  decision.reason = absl::StrFormat(
+      "move a worker from %s to %s: %s predicted at %.2f of its target, %s at %.2f with one "
+      "worker fewer",
+      to_decode ? "prefill" : "decode", to_decode ? "decode" : "prefill",
+      to_decode ? "decode" : "prefill",
+      to_decode ? decision.pressure.decode : decision.pressure.prefill,
+      to_decode ? "prefill" : "decode", cold_after);
   return decision;
 }
 

@@ -74,6 +74,11 @@ class CapacityPlanner {
 
   // Healthy, undrained workers per dedicated role.
   static Counts DedicatedCounts(const std::vector<WorkerSnapshot>& workers);
+  // Why no move now (the header's rules), or nullopt: move one to the side under more pressure.
+  // Sets `*cold_after` to the giving side's pressure with one worker fewer once it is computed.
+  std::optional<std::string> WhyHold(const std::vector<WorkerSnapshot>& workers,
+                                     const Counts& counts, const SidePressure& pressure,
+                                     absl::Time now, double* cold_after) const;
 
   const CapacityPlannerOptions options_;
   absl::Time last_move_ = absl::InfinitePast();

@@ -31,7 +31,9 @@ void Publish(const PlannerDecision& d) {
 }
 
 // The reason without its figures: what kind of holding it is.
-std::string Kind(const std::string& reason) { return reason.substr(0, reason.find_first_of("0123456789")); }
+std::string Kind(const std::string& reason) {
+  return reason.substr(0, reason.find_first_of("0123456789"));
+}
 
 }  // namespace
 
@@ -52,8 +54,7 @@ void PlannerService::Stop() {
 }
 
 PlannerDecision PlannerService::EvaluateOnce() {
-  const PlannerDecision decision =
-      planner_.Evaluate(registry_->Snapshot(), options_.clock->Now());
+  const PlannerDecision decision = planner_.Evaluate(registry_->Snapshot(), options_.clock->Now());
   Publish(decision);
   if (decision.move_to != v1::WORKER_ROLE_UNSPECIFIED) {
     BATON_LOG(INFO) << "planner: recommend " << decision.prefill_workers << " prefill and "

@@ -43,9 +43,9 @@ PrefillPrediction PredictPrefill(const v1::WorkerLoad& load, int64_t uncached_to
                                  const FallbackSpeeds& fallback) {
   const double rate =
       OrFallback(load.prefill_tokens_per_second(), fallback.prefill_tokens_per_second);
-  return {.wait_seconds = static_cast<double>(std::max<int64_t>(0, load.queued_prompt_tokens())) /
-                          rate,
-          .compute_seconds = static_cast<double>(std::max<int64_t>(0, uncached_tokens)) / rate};
+  return {
+      .wait_seconds = static_cast<double>(std::max<int64_t>(0, load.queued_prompt_tokens())) / rate,
+      .compute_seconds = static_cast<double>(std::max<int64_t>(0, uncached_tokens)) / rate};
 }
 
 double PredictTpot(const v1::WorkerLoad& load, const FallbackSpeeds& fallback) {
@@ -60,9 +60,8 @@ size_t ChooseWorker(std::span<const Candidate> candidates, absl::Duration target
   const double bound = absl::ToDoubleSeconds(target);
   const bool has_target = bound > 0;
   const bool any_within =
-      has_target && std::any_of(candidates.begin(), candidates.end(), [&](const Candidate& c) {
-        return c.predicted_seconds <= bound;
-      });
+      has_target && std::any_of(candidates.begin(), candidates.end(),
+                                [&](const Candidate& c) { return c.predicted_seconds <= bound; });
   double fastest = candidates.front().predicted_seconds;
   for (const Candidate& c : candidates) fastest = std::min(fastest, c.predicted_seconds);
   const double as_fast = fastest * (1 + same_speed);

@@ -11,8 +11,8 @@
 #include "bench/serve_bench.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
-#include "tests/support/http_server_thread.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/http_server_thread.h"
 
 namespace baton::bench {
 namespace {
@@ -22,26 +22,26 @@ namespace {
 class WordCountingRouter {
  public:
   WordCountingRouter() {
-    server_.Post("/v1/completions", [this](const httplib::Request& request,
-                                           httplib::Response& response) {
-      const nlohmann::json body = nlohmann::json::parse(request.body);
-      const std::string prompt = body.value("prompt", "");
-      const int words = static_cast<int>(
-          std::vector<std::string>(absl::StrSplit(prompt, ' ', absl::SkipEmpty())).size());
-      const int max_tokens = body.value("max_tokens", 1);
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        prompt_words_.push_back(words);
-        max_tokens_.push_back(max_tokens);
-      }
-      std::string sse;
-      for (int i = 0; i < max_tokens; ++i) {
-        sse += "data: {\"choices\": [{\"index\": 0, \"text\": \" x\"}]}\n\n";
-      }
-      sse += absl::StrCat("data: {\"choices\": [], \"usage\": {\"prompt_tokens\": ", words,
-                          ", \"completion_tokens\": ", max_tokens, "}}\n\ndata: [DONE]\n\n");
-      response.set_content(sse, "text/event-stream");
-    });
+    server_.Post(
+        "/v1/completions", [this](const httplib::Request& request, httplib::Response& response) {
+          const nlohmann::json body = nlohmann::json::parse(request.body);
+          const std::string prompt = body.value("prompt", "");
+          const int words = static_cast<int>(
+              std::vector<std::string>(absl::StrSplit(prompt, ' ', absl::SkipEmpty())).size());
+          const int max_tokens = body.value("max_tokens", 1);
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            prompt_words_.push_back(words);
+            max_tokens_.push_back(max_tokens);
+          }
+          std::string sse;
+          for (int i = 0; i < max_tokens; ++i) {
+            sse += "data: {\"choices\": [{\"index\": 0, \"text\": \" x\"}]}\n\n";
+          }
+          sse += absl::StrCat("data: {\"choices\": [], \"usage\": {\"prompt_tokens\": ", words,
+                              ", \"completion_tokens\": ", max_tokens, "}}\n\ndata: [DONE]\n\n");
+          response.set_content(sse, "text/event-stream");
+        });
     serving_ = std::make_unique<test_support::HttpServerThread>(&server_);
   }
 

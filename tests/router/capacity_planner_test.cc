@@ -69,8 +69,8 @@ TEST(CapacityPlannerTest, RecommendsMovingAWorkerToTheSideAboutToMiss) {
   EXPECT_THAT(d.reason, HasSubstr("from prefill to decode"));
   // And the other way.
   CapacityPlanner other({.targets = kTargets});
-  const PlannerDecision p = other.Evaluate(
-      {Prefill(9000), Decode(0), Decode(0), Decode(0)}, absl::FromUnixSeconds(100));
+  const PlannerDecision p =
+      other.Evaluate({Prefill(9000), Decode(0), Decode(0), Decode(0)}, absl::FromUnixSeconds(100));
   EXPECT_EQ(p.move_to, v1::WORKER_ROLE_PREFILL);
   EXPECT_EQ(p.prefill_workers, 2);
   EXPECT_EQ(p.decode_workers, 2);
@@ -79,8 +79,8 @@ TEST(CapacityPlannerTest, RecommendsMovingAWorkerToTheSideAboutToMiss) {
 TEST(CapacityPlannerTest, HoldsWhereAMoveWouldHurtTheOtherSideOrTakeItsLastWorker) {
   CapacityPlanner planner({.targets = kTargets});
   // Prefill at 0.5 now, 1.0 with one worker fewer: past keep_below (0.6).
-  PlannerDecision d = planner.Evaluate({Prefill(1000), Prefill(1000), Decode(12)},
-                                       absl::FromUnixSeconds(100));
+  PlannerDecision d =
+      planner.Evaluate({Prefill(1000), Prefill(1000), Decode(12)}, absl::FromUnixSeconds(100));
   EXPECT_EQ(d.move_to, v1::WORKER_ROLE_UNSPECIFIED);
   EXPECT_THAT(d.reason, HasSubstr("with one worker fewer"));
   EXPECT_EQ(d.prefill_workers, 2);
@@ -104,8 +104,7 @@ TEST(CapacityPlannerTest, HoldsWhereAMoveWouldHurtTheOtherSideOrTakeItsLastWorke
 
 TEST(CapacityPlannerTest, OneMovePerDwellAndTheRecommendationHoldsUntilMade) {
   CapacityPlanner planner({.targets = kTargets, .dwell = absl::Seconds(60)});
-  const std::vector<WorkerSnapshot> before = {Prefill(200), Prefill(200), Prefill(200),
-                                              Decode(12)};
+  const std::vector<WorkerSnapshot> before = {Prefill(200), Prefill(200), Prefill(200), Decode(12)};
   absl::Time t = absl::FromUnixSeconds(1000);
   EXPECT_EQ(planner.Evaluate(before, t).move_to, v1::WORKER_ROLE_DECODE);
   // Not made yet: still recommended (2 and 2), no second move within the dwell.
@@ -135,8 +134,8 @@ TEST(PlannerServiceTest, PublishesTheRecommendationAsMetrics) {
     v1::WorkerLoad load;
     load.set_queued_prompt_tokens(100);
     load.set_prefill_tokens_per_second(1000);
-    ASSERT_TRUE(registry.Register(v1::WORKER_ROLE_PREFILL, "p:" + std::to_string(i), model, load)
-                    .ok());
+    ASSERT_TRUE(
+        registry.Register(v1::WORKER_ROLE_PREFILL, "p:" + std::to_string(i), model, load).ok());
   }
   v1::WorkerLoad busy;
   busy.set_kv_blocks_free(100);
