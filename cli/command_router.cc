@@ -159,13 +159,7 @@ int RunRouter(const Args& args) {
                                     "--planner '", planner, "': use off or slo")),
                       usage);
   }
-  options.planner = planner == "slo";
-  if (options.planner && (options.targets.ttft <= absl::ZeroDuration() ||
-                          options.targets.tpot <= absl::ZeroDuration())) {
-    return UsageError("router", absl::InvalidArgumentError(
-                                    "--planner slo needs --slo-ttft-ms and --slo-tpot-ms"),
-                      usage);
-  }
+  options.planner = planner == "slo";  // Router::Start checks that it has both targets
   absl::StatusOr<int64_t> v = flags->GetInt("planner-interval-ms", 5000, 100, 3600000);
   if (!v.ok()) return UsageError("router", v.status(), usage);
   options.planner_interval = absl::Milliseconds(*v);

@@ -643,7 +643,9 @@ TEST_F(WorkerRegistryTest, APickExpectsTheChosenCachingWorkerToHoldThePrompt) {
   EXPECT_THAT(registry->PickPrefill(64, "", {}, &next), PlacedOn("p-a:1"));
   // That pick queued only the 16 tokens p-a had not cached: 64 + 16.
   for (const WorkerSnapshot& w : registry->Snapshot()) {
-    if (w.address == "p-a:1") EXPECT_EQ(w.load.queued_prompt_tokens(), 80);
+    if (w.address == "p-a:1") {
+      EXPECT_EQ(w.load.queued_prompt_tokens(), 80);
+    }
   }
 }
 
