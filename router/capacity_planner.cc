@@ -16,6 +16,9 @@ constexpr double kInfinite = std::numeric_limits<double>::infinity();
 // Healthy and not draining: part of the capacity.
 bool InService(const WorkerSnapshot& w) { return w.healthy && !w.draining; }
 
+// Whether the decode side is the one under more pressure (the one a move would go to).
+bool DecodeFirst(const SidePressure& p) { return p.decode >= p.prefill; }
+
 }  // namespace
 
 CapacityPlanner::Counts CapacityPlanner::DedicatedCounts(
@@ -40,8 +43,7 @@ double PrefillPressure(const std::vector<const v1::WorkerLoad*>& loads, int remo
   double rate = -removed * speeds.prefill_tokens_per_second;
   for (const v1::WorkerLoad* load : loads) {
     queued += std::max<int64_t>(0, load->queued_prompt_tokens());
-    rate += load->prefill_tokens_per_second() > 0 ? load->prefill_tokens_per_second()
-                                                  : speeds.prefill_tokens_per_second;
+    rate += PrefillRate(*load, speeds);
   }
   if (static_cast<int>(loads.size()) - removed <= 0 || rate <= 0) return kInfinite;
   return static_cast<double>(queued) / rate / absl::ToDoubleSeconds(target);
@@ -57,8 +59,8 @@ double DecodePressure(const std::vector<const v1::WorkerLoad*>& loads, int remov
   for (const v1::WorkerLoad* load : loads) {
     sequences += std::max(0, load->running_sequences()) + std::max(0, load->reservations());
   }
-  const double per_worker = static_cast<double>(sequences) / n_left;
-  return speeds.decode_step_seconds * (1 + speeds.decode_row_cost * per_worker) /
+  return Tpot(speeds.decode_step_seconds, speeds.decode_row_cost,
+              static_cast<double>(sequences) / n_left) /
          absl::ToDoubleSeconds(target);
 }
 
@@ -82,7 +84,7 @@ CapacityPlanner::CapacityPlanner(CapacityPlannerOptions options) : options_(opti
 std::optional<std::string> CapacityPlanner::WhyHold(const std::vector<WorkerSnapshot>& workers,
                                                     const Counts& counts, const SidePressure& p,
                                                     absl::Time now, double* cold_after) const {
-  const bool decode_first = p.decode >= p.prefill;
+  const bool decode_first = DecodeFirst(p);
   const double hot = decode_first ? p.decode : p.prefill;
   if (hot <= options_.move_above) {
     return absl::StrFormat("both sides within %.0f%% of their targets (prefill %.2f, decode %.2f)",
@@ -129,7 +131,7 @@ PlannerDecision CapacityPlanner::Evaluate(const std::vector<WorkerSnapshot>& wor
     decision.reason = *std::move(hold);
     return decision;
   }
-  const bool to_decode = decision.pressure.decode >= decision.pressure.prefill;
+  const bool to_decode = DecodeFirst(decision.pressure);
   last_move_ = now;
   decision.move_to = to_decode ? v1::WORKER_ROLE_DECODE : v1::WORKER_ROLE_PREFILL;
   pending_ = Counts{.prefill = counts.prefill + (to_decode ? -1 : 1),

@@ -39,20 +39,27 @@ FallbackSpeeds FallbackSpeeds::MeanOf(std::span<const v1::WorkerLoad* const> loa
   return speeds;
 }
 
+double PrefillRate(const v1::WorkerLoad& load, const FallbackSpeeds& fallback) {
+  return OrFallback(load.prefill_tokens_per_second(), fallback.prefill_tokens_per_second);
+}
+
+double Tpot(double one_row_step_seconds, double row_cost, double other_sequences) {
+  return one_row_step_seconds * (1 + row_cost * other_sequences);
+}
+
 PrefillPrediction PredictPrefill(const v1::WorkerLoad& load, int64_t uncached_tokens,
                                  const FallbackSpeeds& fallback) {
-  const double rate =
-      OrFallback(load.prefill_tokens_per_second(), fallback.prefill_tokens_per_second);
+  const double rate = PrefillRate(load, fallback);
   return {
       .wait_seconds = static_cast<double>(std::max<int64_t>(0, load.queued_prompt_tokens())) / rate,
       .compute_seconds = static_cast<double>(std::max<int64_t>(0, uncached_tokens)) / rate};
 }
 
 double PredictTpot(const v1::WorkerLoad& load, const FallbackSpeeds& fallback) {
-  const double step = OrFallback(load.decode_step_seconds(), fallback.decode_step_seconds);
-  const double row_cost = OrFallback(load.decode_row_cost(), fallback.decode_row_cost);
   const int64_t others = std::max(0, load.running_sequences()) + std::max(0, load.reservations());
-  return step * (1 + row_cost * static_cast<double>(others));
+  return Tpot(OrFallback(load.decode_step_seconds(), fallback.decode_step_seconds),
+              OrFallback(load.decode_row_cost(), fallback.decode_row_cost),
+              static_cast<double>(others));
 }
 
 size_t ChooseWorker(std::span<const Candidate> candidates, absl::Duration target,
@@ -64,13 +71,12 @@ size_t ChooseWorker(std::span<const Candidate> candidates, absl::Duration target
                                 [&](const Candidate& c) { return c.predicted_seconds <= bound; });
   double fastest = candidates.front().predicted_seconds;
   for (const Candidate& c : candidates) fastest = std::min(fastest, c.predicted_seconds);
-  const double as_fast = fastest * (1 + same_speed);
+  // Without a target, or with some candidate within it, the cheapest inside the band; else the
+  // shortest wait.
+  const double band = has_target ? bound : fastest * (1 + same_speed);
   auto key = [&](const Candidate& c) {
-    if (!has_target) {
-      return std::tuple(c.predicted_seconds <= as_fast ? 0.0 : 1.0, c.cost, c.predicted_seconds);
-    }
-    if (any_within) {
-      return std::tuple(c.predicted_seconds <= bound ? 0.0 : 1.0, c.cost, c.predicted_seconds);
+    if (!has_target || any_within) {
+      return std::tuple(c.predicted_seconds <= band ? 0.0 : 1.0, c.cost, c.predicted_seconds);
     }
     return std::tuple(0.0, c.wait_seconds, c.predicted_seconds);
   };

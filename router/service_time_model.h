@@ -61,6 +61,11 @@ struct PrefillPrediction {
   double ttft_seconds() const { return wait_seconds + compute_seconds; }
 };
 
+// The worker's measured prefill rate (tokens/s), the fallback's where it measured none.
+double PrefillRate(const v1::WorkerLoad& load, const FallbackSpeeds& fallback);
+// A decode step's seconds per sequence with `other_sequences` beside it.
+double Tpot(double one_row_step_seconds, double row_cost, double other_sequences);
+
 PrefillPrediction PredictPrefill(const v1::WorkerLoad& load, int64_t uncached_tokens,
                                  const FallbackSpeeds& fallback);
 // The time per output token of a request joining the worker's sequences.

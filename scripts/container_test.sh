@@ -179,7 +179,7 @@ make_token_secret() {
   head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' | base64 -w0 >"$1"
   printf 'apiVersion: v1\nkind: Secret\nmetadata: {name: baton-token}\ndata: {token: %s}\n' \
     "$(cat "$1")" >"$secret"
-  podman secret rm baton-token >/dev/null 2>&1 || true
+  podman secret rm baton-token >/dev/null 2>&1 || true  # absent unless an earlier run left it
   podman secret create baton-token "$secret" >/dev/null
   rm -f "$secret"
 }
@@ -202,6 +202,7 @@ play() {
   podman kube play --network "$NETWORK" "${ips[@]}" "$file" >/dev/null
 }
 
+# Cleanup as stop_containers: each step removes what may not have been made.
 stop_kube() {
   for name in $(podman ps -a --filter name='^baton-.*-pod-' --format '{{.Names}}'); do
     podman logs "$name" >"$LOGS/$name.log" 2>&1 || true
