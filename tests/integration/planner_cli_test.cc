@@ -28,7 +28,10 @@ TEST(PlannerCliTest, ANameThatIsNoPlannerIsAUsageError) {
 }
 
 TEST(PlannerCliTest, TheSloPlannerNeedsBothTargets) {
-  const CommandResult r = RunBaton("router --port 0 --planner slo --slo-ttft-ms 500");
+  // A model that is not there: were the targets not checked first, the router would fail on
+  // the model (or, with one, keep running) instead.
+  const CommandResult r =
+      RunBaton("router --port 0 --model /nonexistent/model.gguf --planner slo --slo-ttft-ms 500");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_THAT(r.output, HasSubstr("the SLO planner needs both targets"));
 }
