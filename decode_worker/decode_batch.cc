@@ -88,6 +88,11 @@ bool DecodeBatch::Cancel(const std::string& id) {
   return true;
 }
 
+void DecodeBatch::EndAll(const absl::Status& why) {
+  absl::MutexLock lock(&mu_);
+  end_all_ = why;
+}
+
 int32_t DecodeBatch::n_waiting() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int32_t>(admitted_.size()) + n_preempted_.load();
@@ -116,11 +121,13 @@ void DecodeBatch::Finish(DecodeSequence& seq, engine::FinishReason finish,
 
 void DecodeBatch::TakeArrivalsAndCancellations() {
   std::vector<std::string> cancelled;
+  std::optional<absl::Status> end_all;
   {
     absl::MutexLock lock(&mu_);
     for (DecodeSequence& seq : admitted_) running_.push_back(std::move(seq));
     admitted_.clear();
     cancelled.swap(cancelled_);
+    end_all.swap(end_all_);
   }
   auto finish_if = [&](std::vector<DecodeSequence>& list, auto should_finish,
                        engine::FinishReason finish, const absl::Status& status) {
@@ -140,6 +147,11 @@ void DecodeBatch::TakeArrivalsAndCancellations() {
     const absl::Status status = absl::CancelledError("cancelled");
     finish_if(running_, is_cancelled, engine::FinishReason::kNone, status);
     finish_if(preempted_, is_cancelled, engine::FinishReason::kNone, status);
+  }
+  if (end_all.has_value()) {
+    auto every = [](const DecodeSequence&) { return true; };
+    finish_if(running_, every, engine::FinishReason::kNone, *end_all);
+    finish_if(preempted_, every, engine::FinishReason::kNone, *end_all);
   }
   // Admitted with nothing left to generate (max_tokens reached by the first token).
   finish_if(

@@ -36,6 +36,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -136,6 +137,9 @@ class DecodeBatch {
   // was admitted and has not ended yet (waiting, running or preempted); false for an unknown or
   // already ended id, which is then ignored.
   bool Cancel(const std::string& id);
+  // Ends every sequence admitted before this call (waiting, running or preempted) at the next
+  // step, each sink told `why` (a worker leaving the decode role: the router migrates them).
+  void EndAll(const absl::Status& why);
 
   // Engine thread: admits waiting sequences, runs one decode step. False when idle.
   bool Step();
@@ -201,6 +205,7 @@ class DecodeBatch {
   mutable absl::Mutex mu_;
   std::vector<DecodeSequence> admitted_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> cancelled_ ABSL_GUARDED_BY(mu_);
+  std::optional<absl::Status> end_all_ ABSL_GUARDED_BY(mu_);  // EndAll's, until the next step
   // Ids admitted and not yet ended: what Cancel can find.
   absl::flat_hash_set<std::string> live_ids_ ABSL_GUARDED_BY(mu_);
 

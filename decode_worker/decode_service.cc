@@ -148,6 +148,9 @@ DecodeService::DecodeService(ReservationTable* reservations, DecodeBatch* batch,
 grpc::ServerUnaryReactor* DecodeService::Reserve(grpc::CallbackServerContext* context,
                                                  const baton::v1::ReserveRequest* request,
                                                  baton::v1::ReserveResponse* response) {
+  if (absl::Status serves = rpc::CheckServes(options_.role(), "decode"); !serves.ok()) {
+    return rpc::FinishUnary(context, rpc::ToGrpcStatus(serves));
+  }
   const std::chrono::milliseconds lease = request->lease_ms() > 0
                                               ? std::chrono::milliseconds(request->lease_ms())
                                               : options_.default_lease;
@@ -239,7 +242,7 @@ grpc::ServerUnaryReactor* DecodeService::Release(grpc::CallbackServerContext* co
 grpc::ServerUnaryReactor* DecodeService::Status(grpc::CallbackServerContext* context,
                                                 const baton::v1::StatusRequest* request,
                                                 baton::v1::StatusResponse* response) {
-  return rpc::AnswerWorkerStatus(context, options_.role, options_.model, load_, response);
+  return rpc::AnswerWorkerStatus(context, options_.role(), options_.model, load_, response);
 }
 
 }  // namespace baton::decode_worker

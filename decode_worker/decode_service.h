@@ -19,7 +19,9 @@ namespace baton::decode_worker {
 
 struct DecodeServiceOptions {
   baton::v1::ModelIdentity model;
-  baton::v1::WorkerRole role = baton::v1::WORKER_ROLE_DECODE;  // what Status reports
+  // The worker's role now (it may change in place): what Status reports; a role without the
+  // decode side refuses new reservations (rpc::CheckServes), while what it holds runs on.
+  std::function<baton::v1::WorkerRole()> role = [] { return baton::v1::WORKER_ROLE_DECODE; };
   std::chrono::milliseconds default_lease{30000};
   int32_t n_vocab = 0;
   // Compiles the output constraints of structured output (on the Decode call's thread, not the

@@ -105,6 +105,9 @@ absl::Status PrefillService::Validate(const baton::v1::PrefillRequest& request) 
 grpc::ServerUnaryReactor* PrefillService::Prefill(grpc::CallbackServerContext* context,
                                                   const baton::v1::PrefillRequest* request,
                                                   baton::v1::PrefillResponse* response) {
+  if (absl::Status serves = rpc::CheckServes(options_.role(), "prefill"); !serves.ok()) {
+    return rpc::FinishUnary(context, rpc::ToGrpcStatus(serves));
+  }
   if (absl::Status valid = Validate(*request); !valid.ok()) {
     return rpc::FinishUnary(context, rpc::ToGrpcStatus(valid));
   }
@@ -168,7 +171,7 @@ grpc::ServerUnaryReactor* PrefillService::CancelPrefill(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* PrefillService::Status(grpc::CallbackServerContext* context,
                                                  const baton::v1::StatusRequest* request,
                                                  baton::v1::StatusResponse* response) {
-  return rpc::AnswerWorkerStatus(context, options_.role, options_.model, load_, response);
+  return rpc::AnswerWorkerStatus(context, options_.role(), options_.model, load_, response);
 }
 
 }  // namespace baton::prefill_worker

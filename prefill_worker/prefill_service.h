@@ -16,7 +16,9 @@ namespace baton::prefill_worker {
 
 struct PrefillServiceOptions {
   baton::v1::ModelIdentity model;
-  baton::v1::WorkerRole role = baton::v1::WORKER_ROLE_PREFILL;  // what Status reports
+  // The worker's role now (it may change in place): what Status reports; a role without the
+  // prefill side refuses new prompts (rpc::CheckServes).
+  std::function<baton::v1::WorkerRole()> role = [] { return baton::v1::WORKER_ROLE_PREFILL; };
   int32_t n_vocab = 0;
   int32_t max_prompt_tokens = 0;  // the largest prompt the scratch KV cache holds
   std::chrono::milliseconds default_deadline{60000};  // for callers that set no deadline

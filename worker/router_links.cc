@@ -38,6 +38,7 @@ class RouterLinks::Link {
                           std::chrono::system_clock::now() + interval * 4);
       if (worker_id.empty()) {
         baton::v1::RegisterWorkerRequest request = options_.registration;
+        request.set_role(options_.role());
         *request.mutable_load() = options_.load();
         baton::v1::RegisterWorkerResponse response;
         grpc::Status status = stub->RegisterWorker(&context, request, &response);
@@ -54,6 +55,7 @@ class RouterLinks::Link {
       } else {
         baton::v1::HeartbeatRequest request;
         request.set_worker_id(worker_id);
+        request.set_role(options_.role());
         *request.mutable_load() = options_.load();
         baton::v1::HeartbeatResponse response;
         grpc::Status status = stub->Heartbeat(&context, request, &response);

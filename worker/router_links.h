@@ -8,8 +8,8 @@
 // router rebuilds its view within one heartbeat period. Links are independent: a router that is
 // down delays no other.
 //
-// Thread-safety: Start and the destructor from the owning thread; `load` is called from the
-// links' threads, concurrently.
+// Thread-safety: Start and the destructor from the owning thread; `role` and `load` are called
+// from the links' threads, concurrently.
 #ifndef BATON_WORKER_ROUTER_LINKS_H_
 #define BATON_WORKER_ROUTER_LINKS_H_
 
@@ -34,8 +34,10 @@ namespace baton::worker {
 struct RouterLinkOptions {
   std::string routers;  // the address spec (header comment)
   rpc::ClientOptions client;
-  // What registration sends: role, address, model; its load is filled in at each call.
+  // What registration sends: address and model; its role and load are filled in at each call.
   baton::v1::RegisterWorkerRequest registration;
+  // The role served now, sent with each registration and heartbeat (it may change in place).
+  std::function<baton::v1::WorkerRole()> role;
   std::function<baton::v1::WorkerLoad()> load;
   std::chrono::milliseconds heartbeat_interval{500};  // until a router asks for another
   std::chrono::milliseconds resolve_interval{5000};   // dns: specs

@@ -28,7 +28,9 @@
 #include "prefill_worker/prefill_scheduler.h"
 #include "prefill_worker/prefill_service.h"
 #include "rpc/address_spec.h"
+#include "worker/role_switch.h"
 #include "worker/router_links.h"
+#include "worker/worker_control_service.h"
 
 namespace baton::worker {
 
@@ -45,7 +47,7 @@ struct WorkerServer::Impl {
   // them, so their threads (the prefill finishers) may Wake it until they are gone.
   std::unique_ptr<engine::EngineLoop> loop;
 
-  // Decode role.
+  // Decode side.
   std::unique_ptr<engine::Model> draft_model;
   std::unique_ptr<engine::Proposer> proposer;
   std::unique_ptr<decode_worker::ReservationTable> reservations;
@@ -54,10 +56,13 @@ struct WorkerServer::Impl {
   std::unique_ptr<kvtransfer::LinkFactory> links;        // null: none (no GPU or no NCCL)
   std::unique_ptr<kvtransfer::LinkAcceptor> link_acceptor;
   std::unique_ptr<grpc::Service> kv_service;
-  // Prefill role.
+  // Prefill side.
   std::unique_ptr<kvtransfer::KvTransport> transport;
   std::unique_ptr<prefill_worker::PrefillScheduler> scheduler;
   std::unique_ptr<prefill_worker::PrefillService> prefill_service;
+  // Which side takes new work; destroyed before the sides its drain reads.
+  std::unique_ptr<RoleSwitch> role_switch;
+  std::unique_ptr<WorkerControlService> control_service;
 
   rpc::StartedServer server;
 
@@ -77,26 +82,24 @@ struct WorkerServer::Impl {
 
   std::unique_ptr<RouterLinks> router_links;
 
+  // Tells the engine loop that work arrived (or blocks were freed); nothing before it starts.
+  void Wake() {
+    if (loop) loop->Wake();
+  }
+
   std::unique_ptr<metrics::MetricsHttpServer> metrics_server;
   metrics::Registry::CollectorId metrics_collector = 0;
-
-  bool prefills() const { return options.role != baton::v1::WORKER_ROLE_DECODE; }
-  bool decodes() const { return options.role != baton::v1::WORKER_ROLE_PREFILL; }
 
   baton::v1::WorkerLoad Load() const {
     baton::v1::WorkerLoad load;
     load.set_kv_blocks_free(cache->pool().n_free());
     load.set_kv_blocks_total(cache->pool().n_blocks());
-    if (scheduler) {
-      load.set_queued_prompt_tokens(scheduler->queued_prompt_tokens());
-      load.set_prefill_tokens_per_second(scheduler->prompt_tokens_per_second());
-    }
-    if (batch) {
-      load.set_running_sequences(batch->n_running() + batch->n_waiting());
-      load.set_decode_step_seconds(batch->one_row_step_seconds());
-      load.set_decode_row_cost(batch->row_cost());
-    }
-    if (reservations) load.set_reservations(reservations->size());
+    load.set_queued_prompt_tokens(scheduler->queued_prompt_tokens());
+    load.set_prefill_tokens_per_second(scheduler->prompt_tokens_per_second());
+    load.set_running_sequences(batch->n_running() + batch->n_waiting());
+    load.set_decode_step_seconds(batch->one_row_step_seconds());
+    load.set_decode_row_cost(batch->row_cost());
+    load.set_reservations(reservations->size());
     for (uint64_t hash : prefix_cache->Advertised(options.prefix_cache_advertise)) {
       load.add_cached_block_hashes(hash);
     }
@@ -121,10 +124,8 @@ struct WorkerServer::Impl {
 
 void WorkerServer::Impl::CollectMetrics() const {
   metrics::Registry& r = metrics::Registry::Global();
-  if (scheduler) {
-    r.GetGauge("baton:num_prefill_tokens_queued", "Prompt tokens waiting to be prefilled.")
-        .Set(static_cast<double>(scheduler->queued_prompt_tokens()));
-  }
+  r.GetGauge("baton:num_prefill_tokens_queued", "Prompt tokens waiting to be prefilled.")
+      .Set(static_cast<double>(scheduler->queued_prompt_tokens()));
   // Every role computes into its cache: prefill workers hold blocks while a prompt prefills.
   const int32_t total = cache->pool().n_blocks();
   const int32_t used = total - cache->pool().n_free();
@@ -135,7 +136,6 @@ void WorkerServer::Impl::CollectMetrics() const {
   r.GetGauge("baton:kv_cache_usage_perc", "KV cache usage: 1 means 100 percent.")
       .Set(total > 0 ? static_cast<double>(used) / total : 0.0);
   metrics::SetPrefixCachedBlocks(cache->pool().n_cached());
-  if (!decodes()) return;
   r.GetGauge("baton:num_requests_running", "Sequences in the decode batch.")
       .Set(batch->n_running());
   r.GetGauge("baton:num_requests_waiting", "Sequences admitted, waiting for their first step.")
@@ -181,6 +181,91 @@ absl::StatusOr<decode_worker::SpeculationOptions> MakeSpeculation(const Speculat
   speculation.token_cost = options.token_cost;
   speculation.proposer = w.proposer.get();
   return speculation;
+}
+
+// The decode side (every worker has both sides; its role says which takes new work): the
+// reservations, the batch with its speculation, the Decode and KV-transfer services and the step.
+absl::Status BuildDecodeSide(WorkerServer::Impl& w, std::vector<grpc::Service*>& services,
+                             std::vector<engine::EngineLoop::Step>& steps) {
+  WorkerServer::Impl* self = &w;
+  const WorkerOptions& options = w.options;
+  const engine::ModelConfig& config = w.model->config();
+  w.reservations = std::make_unique<decode_worker::ReservationTable>(
+      w.cache.get(), decode_worker::ReservationTableOptions{
+                         .model_fingerprint = w.model->fingerprint(),
+                         .max_context = config.n_ctx_train,
+                         .push_stall_timeout = options.kv_stall_timeout,
+                         .reserve_ahead_tokens = options.kv_reserve_ahead,
+                         .prefix_cache = w.prefix_cache.get()});
+  absl::StatusOr<decode_worker::SpeculationOptions> speculation =
+      MakeSpeculation(options.speculative, w);
+  if (!speculation.ok()) return speculation.status();
+  w.batch = std::make_unique<decode_worker::DecodeBatch>(
+      &w.model->tokenizer(), w.transformer.get(), w.cache.get(),
+      decode_worker::DecodeBatchOptions{.max_batch = options.max_decode_batch,
+                                        .speculation = *speculation,
+                                        .prefix_cache = w.prefix_cache.get()});
+  w.decode_service = std::make_unique<decode_worker::DecodeService>(
+      w.reservations.get(), w.batch.get(),
+      decode_worker::DecodeServiceOptions{.model = w.identity,
+                                          .role = [self] { return self->role_switch->role(); },
+                                          .n_vocab = config.n_vocab,
+                                          .grammars = w.grammars.get()},
+      [self] { return self->Load(); }, [self] { self->Wake(); });
+  if (w.links != nullptr) {
+    w.link_acceptor = std::make_unique<kvtransfer::LinkAcceptor>(w.links.get());
+  }
+  w.kv_service = kvtransfer::CreateKvTransferService(w.reservations.get(), w.link_acceptor.get());
+  services.push_back(w.decode_service.get());
+  services.push_back(w.kv_service.get());
+  steps.push_back([self] {
+    self->reservations->ExpireLeases();
+    return self->batch->Step();
+  });
+  return absl::OkStatus();
+}
+
+// The prefill side: the KV transport (in-process to this worker's own reservations, gRPC or NCCL
+// links to others), the scheduler, the Prefill service and its step, which runs first: a waiting
+// prompt is a user waiting for a first token. `links_status` says why there are no NCCL links.
+absl::Status BuildPrefillSide(WorkerServer::Impl& w, const absl::Status& links_status,
+                              std::vector<grpc::Service*>& services,
+                              std::vector<engine::EngineLoop::Step>& steps) {
+  WorkerServer::Impl* self = &w;
+  const WorkerOptions& options = w.options;
+  const engine::ModelConfig& config = w.model->config();
+  auto wake = [self] { self->Wake(); };
+  absl::StatusOr<std::unique_ptr<kvtransfer::KvTransport>> transport =
+      kvtransfer::CreateChosenKvTransport(options.kv_transport,
+                                          {.chunk_bytes = options.kv_chunk_bytes,
+                                           .n_streams = options.kv_streams,
+                                           .client = options.peers},
+                                          w.links.get(), links_status);
+  if (!transport.ok()) return transport.status();
+  // KV for this worker's own reservations goes to them without the network; a router may also
+  // pair this worker's prefill with another decode worker.
+  w.transport = kvtransfer::CreateColocatedKvTransport(
+      kvtransfer::CreateInProcessKvTransport(w.reservations.get()), *std::move(transport),
+      [self](const std::string& destination) { return self->IsOwnAddress(destination); });
+  w.scheduler = std::make_unique<prefill_worker::PrefillScheduler>(
+      w.transformer.get(), w.cache.get(), w.transport.get(),
+      prefill_worker::PrefillSchedulerOptions{.max_batch_tokens = options.max_batch_tokens,
+                                              .model_fingerprint = w.model->fingerprint(),
+                                              .prefix_cache = w.prefix_cache.get(),
+                                              .blocks_freed = wake});
+  w.prefill_service = std::make_unique<prefill_worker::PrefillService>(
+      w.scheduler.get(),
+      prefill_worker::PrefillServiceOptions{
+          .model = w.identity,
+          .role = [self] { return self->role_switch->role(); },
+          .n_vocab = config.n_vocab,
+          .max_prompt_tokens = static_cast<int32_t>(
+              std::min<int64_t>(config.n_ctx_train, w.cache->MaxSequenceTokens())),
+          .grammars = w.grammars.get()},
+      [self] { return self->Load(); }, wake);
+  services.push_back(w.prefill_service.get());
+  steps.insert(steps.begin(), [self] { return self->scheduler->Step(); });
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -253,85 +338,27 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOp
   }
 
   Impl* self = &w;
-  auto wake = [self] {
-    if (self->loop) self->loop->Wake();
-  };
-  auto load = [self] { return self->Load(); };
-  std::vector<grpc::Service*> services;
-  std::vector<engine::EngineLoop::Step> steps;
-  // Structured output: the model's vocabulary for the grammars both roles draw tokens under.
+  // Structured output: the model's vocabulary for the grammars both sides draw tokens under.
   w.grammars =
       std::make_unique<grammar::OutputGrammarCompiler>(w.model->tokenizer(), config.n_vocab);
-  if (w.decodes()) {
-    w.reservations = std::make_unique<decode_worker::ReservationTable>(
-        w.cache.get(), decode_worker::ReservationTableOptions{
-                           .model_fingerprint = w.model->fingerprint(),
-                           .max_context = config.n_ctx_train,
-                           .push_stall_timeout = options.kv_stall_timeout,
-                           .reserve_ahead_tokens = options.kv_reserve_ahead,
-                           .prefix_cache = w.prefix_cache.get()});
-    absl::StatusOr<decode_worker::SpeculationOptions> speculation =
-        MakeSpeculation(options.speculative, w);
-    if (!speculation.ok()) return speculation.status();
-    w.batch = std::make_unique<decode_worker::DecodeBatch>(
-        &w.model->tokenizer(), w.transformer.get(), w.cache.get(),
-        decode_worker::DecodeBatchOptions{.max_batch = options.max_decode_batch,
-                                          .speculation = *speculation,
-                                          .prefix_cache = w.prefix_cache.get()});
-    w.decode_service = std::make_unique<decode_worker::DecodeService>(
-        w.reservations.get(), w.batch.get(),
-        decode_worker::DecodeServiceOptions{.model = w.identity,
-                                            .role = options.role,
-                                            .n_vocab = config.n_vocab,
-                                            .grammars = w.grammars.get()},
-        load, wake);
-    if (w.links != nullptr) {
-      w.link_acceptor = std::make_unique<kvtransfer::LinkAcceptor>(w.links.get());
-    }
-    w.kv_service =
-        kvtransfer::CreateKvTransferService(w.reservations.get(), w.link_acceptor.get());
-    services.push_back(w.decode_service.get());
-    services.push_back(w.kv_service.get());
-    steps.push_back([self] {
-      self->reservations->ExpireLeases();
-      return self->batch->Step();
-    });
-  }
-  if (w.prefills()) {
-    absl::StatusOr<std::unique_ptr<kvtransfer::KvTransport>> transport =
-        kvtransfer::CreateChosenKvTransport(options.kv_transport,
-                                            {.chunk_bytes = options.kv_chunk_bytes,
-                                             .n_streams = options.kv_streams,
-                                             .client = options.peers},
-                                            w.links.get(), links.status());
-    if (!transport.ok()) return transport.status();
-    w.transport = *std::move(transport);
-    if (w.decodes()) {
-      // Colocated: KV for this worker's own reservations goes to them without the network; a
-      // router may also pair this worker's prefill with another decode worker.
-      w.transport = kvtransfer::CreateColocatedKvTransport(
-          kvtransfer::CreateInProcessKvTransport(w.reservations.get()), std::move(w.transport),
-          [self](const std::string& destination) { return self->IsOwnAddress(destination); });
-    }
-    w.scheduler = std::make_unique<prefill_worker::PrefillScheduler>(
-        w.transformer.get(), w.cache.get(), w.transport.get(),
-        prefill_worker::PrefillSchedulerOptions{.max_batch_tokens = options.max_batch_tokens,
-                                                .model_fingerprint = w.model->fingerprint(),
-                                                .prefix_cache = w.prefix_cache.get(),
-                                                .blocks_freed = wake});
-    w.prefill_service = std::make_unique<prefill_worker::PrefillService>(
-        w.scheduler.get(),
-        prefill_worker::PrefillServiceOptions{
-            .model = w.identity,
-            .role = options.role,
-            .n_vocab = config.n_vocab,
-            .max_prompt_tokens = static_cast<int32_t>(
-                std::min<int64_t>(config.n_ctx_train, w.cache->MaxSequenceTokens())),
-            .grammars = w.grammars.get()},
-        load, wake);
-    services.push_back(w.prefill_service.get());
-    // Prefill first: a waiting prompt is a user waiting for a first token.
-    steps.insert(steps.begin(), [self] { return self->scheduler->Step(); });
+  w.role_switch = std::make_unique<RoleSwitch>(
+      options.role,
+      RoleSwitchParts{
+          .prefill_held = [self] { return self->scheduler->queued_prompt_tokens(); },
+          .decode_held =
+              [self] {
+                return int64_t{self->batch->n_running()} + self->batch->n_waiting() +
+                       self->reservations->size();
+              },
+          .end_decode = [self](const absl::Status& why) { self->batch->EndAll(why); },
+          .address = [self] { return self->Address(); }});
+  w.control_service = std::make_unique<WorkerControlService>(w.role_switch.get());
+  std::vector<grpc::Service*> services = {w.control_service.get()};
+  std::vector<engine::EngineLoop::Step> steps;
+  if (absl::Status decode = BuildDecodeSide(w, services, steps); !decode.ok()) return decode;
+  if (absl::Status prefill = BuildPrefillSide(w, links.status(), services, steps);
+      !prefill.ok()) {
+    return prefill;
   }
   if (options.metrics_port >= 0) {
     metrics::MetricsHttpServerOptions metrics_options;
@@ -352,13 +379,13 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOp
                    : absl::StrCat(options.server.host, ":", w.server.port));
   if (!options.routers.empty()) {
     baton::v1::RegisterWorkerRequest registration;
-    registration.set_role(options.role);
     registration.set_address(w.Address());
     *registration.mutable_model() = w.identity;
     absl::StatusOr<std::unique_ptr<RouterLinks>> links =
         RouterLinks::Start({.routers = options.routers,
                             .client = options.peers,
                             .registration = registration,
+                            .role = [self] { return self->role_switch->role(); },
                             .load = [self] { return self->Load(); },
                             .heartbeat_interval = options.heartbeat_interval});
     if (!links.ok()) return links.status();

@@ -1,6 +1,8 @@
 // One worker process: the model, the compute (backend, KV cache, transformer) on one engine loop
-// thread, and the gRPC services of its role — prefill, decode, or both (colocated) — plus
-// registration and heartbeats with its routers when they are named (worker/router_links.h).
+// thread, and the gRPC services of both sides — prefill and decode — of which its role (prefill,
+// decode, or both: colocated) says which take new work; the role changes in place on the
+// WorkerControl service's ChangeRole (worker/role_switch.h). Plus registration and heartbeats
+// with its routers when they are named (worker/router_links.h).
 //
 // Thread-safety: Start/Shutdown from the owning thread.
 #ifndef BATON_WORKER_WORKER_SERVER_H_
@@ -36,7 +38,7 @@ struct SpeculativeOptions {
 };
 
 struct WorkerOptions {
-  baton::v1::WorkerRole role = baton::v1::WORKER_ROLE_BOTH;
+  baton::v1::WorkerRole role = baton::v1::WORKER_ROLE_BOTH;  // at start; may change in place
   std::string model_path;
   engine::LoadOptions load;              // how model_path is loaded (quantize a checkpoint)
   rpc::ServerOptions server;

@@ -383,6 +383,35 @@ TEST_F(DecodeBatchTest, CancelFreesRunningAndPreemptedSequences) {
   EXPECT_EQ(run.batch->n_waiting(), 0);
 }
 
+TEST_F(DecodeBatchTest, EndAllEndsRunningWaitingAndPreemptedSequencesWithTheReasonGiven) {
+  absl::StatusOr<Run> made = MakeRun(/*n_blocks=*/8, DecodeBatchOptions{});
+  ASSERT_TRUE(made.ok()) << made.status();
+  Run& run = *made;
+  for (int s = 0; s < 3; ++s) AdmitLongSequence(run, "e" + std::to_string(s));
+  for (int i = 0; i < 12; ++i) run.batch->Step();
+  EXPECT_GT(run.batch->n_preemptions(), 0);
+  const absl::Status moved = absl::AbortedError("the worker left the decode role");
+  run.batch->EndAll(moved);
+  run.batch->Step();
+  // Admitted and not stepped yet.
+  AdmitLongSequence(run, "waiting");
+  run.batch->EndAll(moved);
+  run.batch->Step();
+  for (const std::shared_ptr<RecordingSink>& sink : run.sinks) {
+    EXPECT_TRUE(sink->ended());
+    EXPECT_EQ(sink->error_code(), absl::StatusCode::kAborted);
+  }
+  EXPECT_EQ(run.cache->pool().n_free(), 8);
+  EXPECT_EQ(run.batch->n_running(), 0);
+  EXPECT_EQ(run.batch->n_waiting(), 0);
+  EXPECT_FALSE(run.batch->Cancel("e0"));  // no longer found
+  // A sequence admitted afterwards runs as usual.
+  AdmitLongSequence(run, "after");
+  run.batch->Step();
+  EXPECT_FALSE(run.sinks.back()->ended());
+  EXPECT_EQ(run.sinks.back()->tokens().size(), 1u);
+}
+
 // Proposes the true continuation (from a plain run's full token lists), wrong at one position
 // of every other proposal: every verification path runs (all kept, some kept, none kept).
 class OracleProposer : public engine::Proposer {

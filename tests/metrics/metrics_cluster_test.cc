@@ -163,7 +163,12 @@ TEST(MetricsClusterTest, OneRequestMovesRouterPrefillAndDecodeMetrics) {
   EXPECT_EQ(Sample(prefill_before, "baton:num_prefill_tokens_queued"), 0);
   EXPECT_GT(Sample(prefill_before, "baton:kv_cache_blocks"), 0);
   EXPECT_EQ(Sample(prefill_before, "baton:kv_cache_blocks_used"), 0);
-  EXPECT_THAT(prefill_before, testing::Not(HasSubstr("baton:num_requests_running")));
+  // Every worker has both sides (its role says which takes new work, and changes in place): the
+  // prefill worker's decode side is idle, and its role is named.
+  EXPECT_EQ(Sample(prefill_before, "baton:num_requests_running"), 0);
+  EXPECT_EQ(Sample(prefill_before, "baton:worker_role{role=\"prefill\"}"), 1);
+  EXPECT_EQ(Sample(prefill_before, "baton:worker_role{role=\"decode\"}"), 0);
+  EXPECT_EQ(Sample(decode_before, "baton:worker_role{role=\"decode\"}"), 1);
   const std::string router_before = RouterMetrics();
   // Every process: a model_name on every series, and the process_* metrics.
   for (const auto& [who, text] : {std::pair<std::string, std::string>{"decode", decode_before},
