@@ -382,6 +382,7 @@ absl::Status RequestDriver::Reserve() {
           continue;
         case grpc::StatusCode::UNAVAILABLE:
         case grpc::StatusCode::DEADLINE_EXCEEDED:
+        case grpc::StatusCode::ABORTED:  // it left the decode role since its last report
           if (absl::Now() >= deadline_ || ++failures >= options.max_reserve_failures) {
             return WorkerError("decode worker", placement->address, "Reserve", status);
           }

@@ -34,7 +34,7 @@ absl::Status Router::Start() {
   if (options_.heartbeat_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("heartbeat_interval must be positive");
   }
-  if (options_.planner && (options_.targets.ttft <= absl::ZeroDuration() ||
+  if (options_.planner != RouterOptions::Planner::kOff && (options_.targets.ttft <= absl::ZeroDuration() ||
                            options_.targets.tpot <= absl::ZeroDuration())) {
     return absl::InvalidArgumentError(
         "the SLO planner needs both targets: --slo-ttft-ms and --slo-tpot-ms");
@@ -74,7 +74,8 @@ absl::Status Router::Start() {
   env_.pool = pool_.get();
   env_.request_timeout = options_.request_timeout;
   env_.draining = &draining_;
-  service_ = std::make_unique<RouterService>(&env_);
+  role_changer_ = std::make_unique<RoleChanger>(registry_.get(), channels_.get());
+  service_ = std::make_unique<RouterService>(&env_, role_changer_.get());
 
   if (!options_.discovered_workers.empty()) {
     discovery_ = std::make_unique<WorkerDiscovery>(
@@ -82,12 +83,16 @@ absl::Status Router::Start() {
                                                 .interval = options_.discovery_interval});
     discovery_->Start();
   }
-  if (options_.planner) {
+  if (options_.planner != RouterOptions::Planner::kOff) {
+    const bool act = options_.planner == RouterOptions::Planner::kAct;
     CapacityPlannerOptions planner = options_.planner_options;
     planner.targets = options_.targets;
+    planner.registered_only = act;
     planner_ = std::make_unique<PlannerService>(
         registry_.get(), PlannerServiceOptions{.planner = planner,
-                                               .interval = options_.planner_interval});
+                                               .interval = options_.planner_interval,
+                                               .role_changer = act ? role_changer_.get() : nullptr,
+                                               .drain_timeout = options_.planner_drain_timeout});
     planner_->Start();
   }
   // Know the static workers before the first request arrives.

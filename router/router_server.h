@@ -30,6 +30,7 @@
 #include "router/http_server.h"
 #include "router/placement_policy.h"
 #include "router/planner_service.h"
+#include "router/role_changer.h"
 #include "router/service_time_model.h"
 #include "router/request_driver.h"
 #include "router/request_pool.h"
@@ -66,11 +67,14 @@ struct RouterOptions {
   absl::Duration heartbeat_timeout = absl::ZeroDuration();  // 0: 3 x heartbeat_interval
   PlacementPolicy placement = PlacementPolicy::kKvAware;  // --policy
   ServiceTargets targets;  // --slo-ttft-ms, --slo-tpot-ms
-  // The SLO planner (--planner slo; router/capacity_planner.h), recommending only; it needs both
-  // targets. Its options' targets are these.
-  bool planner = false;
+  // The SLO planner (router/capacity_planner.h): off, making its moves (--planner slo: registered
+  // workers change role in place) or recommending only (--planner recommend). It needs both
+  // targets; its options' targets are these.
+  enum class Planner { kOff, kAct, kRecommend };
+  Planner planner = Planner::kOff;
   CapacityPlannerOptions planner_options;
   absl::Duration planner_interval = absl::Seconds(5);
+  absl::Duration planner_drain_timeout = absl::Seconds(10);  // --planner-drain-ms
   int max_queued = 256;   // --max-queued: requests waiting for capacity or a thread
   int max_running = 256;  // request threads: requests being driven at once
   absl::Duration request_timeout = absl::Minutes(10);  // whole request, when the client sets none
@@ -131,6 +135,7 @@ class Router {
   std::unique_ptr<RequestPool> pool_;
   std::unique_ptr<WorkerDiscovery> discovery_;
   std::unique_ptr<StaticWorkerPoller> poller_;
+  std::unique_ptr<RoleChanger> role_changer_;
   std::unique_ptr<PlannerService> planner_;
   std::atomic<bool> draining_{false};
   GenerateEnv env_;

@@ -56,8 +56,29 @@ grpc::ServerUnaryReactor* RouterService::RegisterWorker(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* RouterService::Heartbeat(grpc::CallbackServerContext* context,
                                                    const v1::HeartbeatRequest* request,
                                                    v1::HeartbeatResponse* response) {
-  response->set_known(env_.driver.registry->Heartbeat(request->worker_id(), request->load()));
+  response->set_known(
+      env_.driver.registry->Heartbeat(request->worker_id(), request->load(), request->role()));
   return rpc::FinishUnary(context, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* RouterService::ChangeWorkerRole(
+    grpc::CallbackServerContext* context, const v1::ChangeWorkerRoleRequest* request,
+    v1::ChangeWorkerRoleResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  const bool submitted = env_.pool->Submit([this, reactor, request, response] {
+    absl::StatusOr<v1::ChangeRoleResponse> change =
+        role_changer_.Change(request->worker_id(), request->role(),
+                             absl::Milliseconds(request->drain_timeout_ms()));
+    if (change.ok()) {
+      response->set_previous(change->previous());
+      response->set_role(change->role());
+    }
+    reactor->Finish(rpc::ToGrpcStatus(change.status()));
+  });
+  if (!submitted) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "the router is shutting down"));
+  }
+  return reactor;
 }
 
 }  // namespace baton::router

@@ -29,27 +29,6 @@ absl::Status CheckModel(const std::string& router_fingerprint, const std::string
 
 }  // namespace
 
-bool ServesPrefill(v1::WorkerRole role) {
-  return role == v1::WORKER_ROLE_PREFILL || role == v1::WORKER_ROLE_BOTH;
-}
-
-bool ServesDecode(v1::WorkerRole role) {
-  return role == v1::WORKER_ROLE_DECODE || role == v1::WORKER_ROLE_BOTH;
-}
-
-absl::string_view WorkerRoleName(v1::WorkerRole role) {
-  switch (role) {
-    case v1::WORKER_ROLE_PREFILL:
-      return "prefill";
-    case v1::WORKER_ROLE_DECODE:
-      return "decode";
-    case v1::WORKER_ROLE_BOTH:
-      return "both";
-    default:
-      return "unspecified";
-  }
-}
-
 WorkerRegistry::WorkerRegistry(WorkerRegistryOptions options)
     : options_(std::move(options)),
       heartbeat_timeout_(options_.heartbeat_timeout > absl::ZeroDuration()
@@ -104,15 +83,31 @@ absl::StatusOr<std::string> WorkerRegistry::Register(v1::WorkerRole role,
   return workers_.back().info.id;
 }
 
-bool WorkerRegistry::Heartbeat(const std::string& worker_id, const v1::WorkerLoad& load) {
+bool WorkerRegistry::Heartbeat(const std::string& worker_id, const v1::WorkerLoad& load,
+                               v1::WorkerRole role) {
   absl::MutexLock lock(&mu_);
   Worker* w = FindLocked(worker_id);
   if (w == nullptr || !w->reported) return false;
+  if (role != v1::WORKER_ROLE_UNSPECIFIED && !w->info.is_static) w->info.role = role;
   SetLoad(*w, load);
   w->info.last_seen = options_.clock->Now();
   w->unavailable = false;
   ++epoch_;
   return true;
+}
+
+absl::Status WorkerRegistry::SetRole(const std::string& worker_id, v1::WorkerRole role) {
+  absl::MutexLock lock(&mu_);
+  Worker* w = FindLocked(worker_id);
+  if (w == nullptr) return absl::NotFoundError(absl::StrCat("no worker ", worker_id));
+  if (w->info.is_static) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("worker ", worker_id, " at ", w->info.address,
+                     " is listed statically: its role is the router's flag"));
+  }
+  w->info.role = role;
+  ++epoch_;
+  return absl::OkStatus();
 }
 
 std::string WorkerRegistry::AddStatic(v1::WorkerRole role, const std::string& address) {

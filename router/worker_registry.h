@@ -54,6 +54,7 @@
 #include "router/placement_policy.h"
 #include "router/prefix_affinity.h"
 #include "router/service_time_model.h"
+#include "rpc/worker_status.h"
 
 namespace baton::router {
 
@@ -119,8 +120,14 @@ class WorkerRegistry {
                                        const v1::ModelIdentity& model, const v1::WorkerLoad& load);
 
   // A registered worker's heartbeat. False when the id is unknown (the worker must register
-  // again), also an id another registry (a router before its restart) gave out.
-  bool Heartbeat(const std::string& worker_id, const v1::WorkerLoad& load);
+  // again), also an id another registry (a router before its restart) gave out. `role`: the role
+  // it serves now (it changes in place, worker/role_switch.h); unspecified: unchanged.
+  bool Heartbeat(const std::string& worker_id, const v1::WorkerLoad& load,
+                 v1::WorkerRole role = v1::WORKER_ROLE_UNSPECIFIED);
+  // A registered worker changed its role in place (router/role_changer.h): placed by it from now
+  // on. NOT_FOUND for an unknown id; FAILED_PRECONDITION for a static worker (its role is its
+  // flag's).
+  absl::Status SetRole(const std::string& worker_id, v1::WorkerRole role);
 
   // A worker from a static list: known at once, unhealthy until its first ReportStatic(). Returns
   // its id. Adding the same address and role twice returns the existing id (and ends its
@@ -222,11 +229,10 @@ class WorkerRegistry {
   uint64_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
-// Whether a worker of `role` can serve the prefill / decode side.
-bool ServesPrefill(v1::WorkerRole role);
-bool ServesDecode(v1::WorkerRole role);
-// "prefill", "decode", "both", "unspecified".
-absl::string_view WorkerRoleName(v1::WorkerRole role);
+// Which sides a role serves, and its name: the rule every worker and the router share.
+using rpc::ServesDecode;
+using rpc::ServesPrefill;
+using rpc::WorkerRoleName;
 
 }  // namespace baton::router
 
