@@ -70,10 +70,13 @@ int RunRouter(const Args& args) {
                             "does (default: none, the fastest predicted)"},
       {"slo-tpot-ms", "MS", "time per output token to aim for, likewise for decode workers"},
       {"planner", "MODE", "off (default) | slo: predict which side will miss its SLO first and "
-                          "recommend moving a worker there (metrics "
-                          "baton:planner_recommended_workers, log); needs both --slo-* flags"},
+                          "move a registered worker's role there, in place | recommend: publish "
+                          "the counts per role instead (metric baton:planner_recommended_workers,"
+                          " for an autoscaler); both log each move and need both --slo-* flags"},
       {"planner-interval-ms", "MS", "how often the planner looks (default 5000)"},
-      {"planner-dwell-s", "S", "at most one recommended move per this long (default 60)"},
+      {"planner-dwell-s", "S", "at most one move per this long (default 60)"},
+      {"planner-drain-ms", "MS", "how long a worker leaving the decode role lets its sequences "
+                                 "run before they migrate (default 10000)"},
       {"max-queued", "N", "requests waiting for capacity at most (default 256); then "
                           "RESOURCE_EXHAUSTED"},
       {"heartbeat-ms", "MS", "worker heartbeat interval (default 500)"},
@@ -154,12 +157,15 @@ int RunRouter(const Args& args) {
     *target = absl::Milliseconds(*ms);
   }
   const std::string planner = flags->GetOr("planner", "off");
-  if (planner != "off" && planner != "slo") {
+  if (planner == "slo") {  // Router::Start checks that it has both targets
+    options.planner = baton::router::RouterOptions::Planner::kAct;
+  } else if (planner == "recommend") {
+    options.planner = baton::router::RouterOptions::Planner::kRecommend;
+  } else if (planner != "off") {
     return UsageError("router", absl::InvalidArgumentError(absl::StrCat(
-                                    "--planner '", planner, "': use off or slo")),
+                                    "--planner '", planner, "': use off, slo or recommend")),
                       usage);
   }
-  options.planner = planner == "slo";  // Router::Start checks that it has both targets
   absl::StatusOr<int64_t> v = flags->GetInt("planner-interval-ms", 5000, 100, 3600000);
   if (!v.ok()) return UsageError("router", v.status(), usage);
   options.planner_interval = absl::Milliseconds(*v);
@@ -167,6 +173,10 @@ int RunRouter(const Args& args) {
     return UsageError("router", v.status(), usage);
   }
   options.planner_options.dwell = absl::Seconds(*v);
+  if (!(v = flags->GetInt("planner-drain-ms", 10000, 0, 3600000)).ok()) {
+    return UsageError("router", v.status(), usage);
+  }
+  options.planner_drain_timeout = absl::Milliseconds(*v);
   if (!(v = flags->GetInt("max-queued", 256, 0, 1 << 20)).ok()) {
     return UsageError("router", v.status(), usage);
   }

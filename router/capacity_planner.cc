@@ -1,6 +1,7 @@
 #include "router/capacity_planner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <string>
@@ -12,139 +13,177 @@ namespace baton::router {
 namespace {
 
 constexpr double kInfinite = std::numeric_limits<double>::infinity();
+constexpr v1::WorkerRole kRoles[] = {v1::WORKER_ROLE_PREFILL, v1::WORKER_ROLE_DECODE,
+                                     v1::WORKER_ROLE_BOTH};
 
 // Healthy and not draining: part of the capacity.
 bool InService(const WorkerSnapshot& w) { return w.healthy && !w.draining; }
 
-// Whether the decode side is the one under more pressure (the one a move would go to).
-bool DecodeFirst(const SidePressure& p) { return p.decode >= p.prefill; }
+v1::WorkerRole RoleOf(const WorkerSnapshot& w, const RoleMove* move) {
+  return move != nullptr && move->worker_id == w.id ? move->to : w.role;
+}
+
+// A worker's share of a side's capacity: 1 dedicated, 1/2 for role both, 0 not serving it.
+double Share(v1::WorkerRole role, bool (*serves)(v1::WorkerRole)) {
+  if (!serves(role)) return 0;
+  return role == v1::WORKER_ROLE_BOTH ? 0.5 : 1;
+}
+
+// One side's workers: their loads and shares.
+struct Side {
+  std::vector<const v1::WorkerLoad*> loads;
+  std::vector<double> shares;
+  double capacity = 0;  // the shares' sum
+};
+
+Side SideOf(const std::vector<WorkerSnapshot>& workers, const RoleMove* move,
+            bool (*serves)(v1::WorkerRole)) {
+  Side side;
+  for (const WorkerSnapshot& w : workers) {
+    const double share = InService(w) ? Share(RoleOf(w, move), serves) : 0;
+    if (share == 0) continue;
+    side.loads.push_back(&w.load);
+    side.shares.push_back(share);
+    side.capacity += share;
+  }
+  return side;
+}
+
+const char* SideName(bool decode) { return decode ? "decode" : "prefill"; }
 
 }  // namespace
 
-CapacityPlanner::Counts CapacityPlanner::DedicatedCounts(
-    const std::vector<WorkerSnapshot>& workers) {
-  Counts counts;
+RoleCounts CountRoles(const std::vector<WorkerSnapshot>& workers, const RoleMove* move) {
+  RoleCounts counts;
   for (const WorkerSnapshot& w : workers) {
     if (!InService(w)) continue;
-    counts.prefill += w.role == v1::WORKER_ROLE_PREFILL;
-    counts.decode += w.role == v1::WORKER_ROLE_DECODE;
+    const v1::WorkerRole role = RoleOf(w, move);
+    counts.prefill += role == v1::WORKER_ROLE_PREFILL;
+    counts.decode += role == v1::WORKER_ROLE_DECODE;
+    counts.both += role == v1::WORKER_ROLE_BOTH;
   }
   return counts;
 }
 
-namespace {
-
-// The queue over the summed rate of the prefill workers left (each removed one at the mean rate),
-// over the target.
-double PrefillPressure(const std::vector<const v1::WorkerLoad*>& loads, int removed,
-                       absl::Duration target) {
-  const FallbackSpeeds speeds = FallbackSpeeds::MeanOf(loads);
-  int64_t queued = 0;
-  double rate = -removed * speeds.prefill_tokens_per_second;
-  for (const v1::WorkerLoad* load : loads) {
-    queued += std::max<int64_t>(0, load->queued_prompt_tokens());
-    rate += PrefillRate(*load, speeds);
-  }
-  if (static_cast<int>(loads.size()) - removed <= 0 || rate <= 0) return kInfinite;
-  return static_cast<double>(queued) / rate / absl::ToDoubleSeconds(target);
-}
-
-// The TPOT with the sequences spread evenly over the decode workers left, over the target.
-double DecodePressure(const std::vector<const v1::WorkerLoad*>& loads, int removed,
-                      absl::Duration target) {
-  const int n_left = static_cast<int>(loads.size()) - removed;
-  if (n_left <= 0) return kInfinite;
-  const FallbackSpeeds speeds = FallbackSpeeds::MeanOf(loads);
-  int64_t sequences = 0;
-  for (const v1::WorkerLoad* load : loads) {
-    sequences += std::max(0, load->running_sequences()) + std::max(0, load->reservations());
-  }
-  return Tpot(speeds.decode_step_seconds, speeds.decode_row_cost,
-              static_cast<double>(sequences) / n_left) /
-         absl::ToDoubleSeconds(target);
-}
-
-}  // namespace
-
 SidePressure PredictPressure(const std::vector<WorkerSnapshot>& workers,
-                             const ServiceTargets& targets, int prefill_removed,
-                             int decode_removed) {
-  std::vector<const v1::WorkerLoad*> prefill_loads, decode_loads;
+                             const ServiceTargets& targets, const RoleMove* move) {
+  int64_t queued = 0;
+  int64_t sequences = 0;
+  std::vector<const v1::WorkerLoad*> loads;
   for (const WorkerSnapshot& w : workers) {
     if (!InService(w)) continue;
-    if (ServesPrefill(w.role)) prefill_loads.push_back(&w.load);
-    if (ServesDecode(w.role)) decode_loads.push_back(&w.load);
+    queued += std::max<int64_t>(0, w.load.queued_prompt_tokens());
+    sequences += std::max(0, w.load.running_sequences()) + std::max(0, w.load.reservations());
+    loads.push_back(&w.load);
   }
-  return {.prefill = PrefillPressure(prefill_loads, prefill_removed, targets.ttft),
-          .decode = DecodePressure(decode_loads, decode_removed, targets.tpot)};
+  // A worker that has not measured a side's speed (it has not served it) is assumed at the mean
+  // of every worker that has, whatever their roles now: the same hardware does the same work.
+  const FallbackSpeeds speeds = FallbackSpeeds::MeanOf(loads);
+  SidePressure pressure{.prefill = kInfinite, .decode = kInfinite};
+  const Side prefill = SideOf(workers, move, &ServesPrefill);
+  double rate = 0;
+  for (size_t i = 0; i < prefill.loads.size(); ++i) {
+    rate += prefill.shares[i] * PrefillRate(*prefill.loads[i], speeds);
+  }
+  if (rate > 0) {
+    pressure.prefill = static_cast<double>(queued) / rate / absl::ToDoubleSeconds(targets.ttft);
+  }
+  const Side decode = SideOf(workers, move, &ServesDecode);
+  if (decode.capacity > 0) {
+    double step = 0;
+    double row_cost = 0;
+    for (size_t i = 0; i < decode.loads.size(); ++i) {
+      const v1::WorkerLoad& load = *decode.loads[i];
+      step += decode.shares[i] * (load.decode_step_seconds() > 0 ? load.decode_step_seconds()
+                                                                 : speeds.decode_step_seconds);
+      row_cost += decode.shares[i] *
+                  (load.decode_row_cost() > 0 ? load.decode_row_cost() : speeds.decode_row_cost);
+    }
+    pressure.decode = Tpot(step / decode.capacity, row_cost / decode.capacity,
+                           static_cast<double>(sequences) / decode.capacity) /
+                      absl::ToDoubleSeconds(targets.tpot);
+  }
+  return pressure;
 }
 
 CapacityPlanner::CapacityPlanner(CapacityPlannerOptions options) : options_(options) {}
 
-std::optional<std::string> CapacityPlanner::WhyHold(const std::vector<WorkerSnapshot>& workers,
-                                                    const Counts& counts, const SidePressure& p,
-                                                    absl::Time now, double* cold_after) const {
-  const bool decode_first = DecodeFirst(p);
-  const double hot = decode_first ? p.decode : p.prefill;
-  if (hot <= options_.move_above) {
-    return absl::StrFormat("both sides within %.0f%% of their targets (prefill %.2f, decode %.2f)",
-                           100 * options_.move_above, p.prefill, p.decode);
+CapacityPlanner::Choice CapacityPlanner::ChooseMove(const std::vector<WorkerSnapshot>& workers,
+                                                    const SidePressure& now) const {
+  const bool decode_hot = now.decode >= now.prefill;
+  auto hot = [&](const SidePressure& p) { return decode_hot ? p.decode : p.prefill; };
+  auto cold = [&](const SidePressure& p) { return decode_hot ? p.prefill : p.decode; };
+  Choice best;
+  double best_score = kInfinite;
+  double least_cold = kInfinite;  // among the moves that relieve the hot side
+  for (const WorkerSnapshot& w : workers) {
+    if (!InService(w) || (options_.registered_only && w.is_static)) continue;
+    for (v1::WorkerRole to : kRoles) {
+      if (to == w.role) continue;
+      RoleMove move{.worker_id = w.id, .address = w.address, .from = w.role, .to = to};
+      const SidePressure after = PredictPressure(workers, options_.targets, &move);
+      if (!std::isfinite(after.prefill) || !std::isfinite(after.decode)) continue;
+      if (hot(after) > hot(now) * (1 - options_.min_relief)) continue;
+      least_cold = std::min(least_cold, cold(after));
+      if (cold(after) >= options_.keep_below) continue;
+      const double score = std::max(after.prefill, after.decode);
+      if (score < best_score) {
+        best_score = score;
+        best.move = std::move(move);
+        best.after = after;
+      }
+    }
   }
-  const char* hot_side = decode_first ? "decode" : "prefill";
-  const char* cold_side = decode_first ? "prefill" : "decode";
-  const int32_t donors = decode_first ? counts.prefill : counts.decode;
-  if (donors < 2) {
-    return absl::StrFormat(
-        "%s at %.2f of its target, but the %s side has %d dedicated "
-        "worker(s) to give",
-        hot_side, hot, cold_side, donors);
-  }
-  const SidePressure after =
-      PredictPressure(workers, options_.targets, decode_first ? 1 : 0, decode_first ? 0 : 1);
-  *cold_after = decode_first ? after.prefill : after.decode;
-  if (*cold_after >= options_.keep_below) {
-    return absl::StrFormat(
-        "%s at %.2f of its target, but %s would be at %.2f with one worker "
-        "fewer (at most %.2f)",
-        hot_side, hot, cold_side, *cold_after, options_.keep_below);
-  }
-  if (now - last_move_ < options_.dwell) {
-    return absl::StrFormat("%s at %.2f of its target; the last move was %s ago (dwell %s)",
-                           hot_side, hot, absl::FormatDuration(now - last_move_),
-                           absl::FormatDuration(options_.dwell));
-  }
-  return std::nullopt;
+  if (best.move) return best;
+  best.why_none = std::isfinite(least_cold)
+                      ? absl::StrFormat(
+                            "%s at %.2f of its target, but every move that relieves it leaves %s "
+                            "at %.2f or more (at most %.2f)",
+                            SideName(decode_hot), hot(now), SideName(!decode_hot), least_cold,
+                            options_.keep_below)
+                      : absl::StrFormat(
+                            "%s at %.2f of its target, but no worker's move relieves it and "
+                            "keeps a worker on each side",
+                            SideName(decode_hot), hot(now));
+  return best;
 }
 
 PlannerDecision CapacityPlanner::Evaluate(const std::vector<WorkerSnapshot>& workers,
                                           absl::Time now) {
   PlannerDecision decision;
-  const Counts counts = DedicatedCounts(workers);
+  const RoleCounts counts = CountRoles(workers);
   if (pending_ && *pending_ == counts) pending_.reset();  // the move was made
-  const Counts recommended = pending_.value_or(counts);
-  decision.prefill_workers = recommended.prefill;
-  decision.decode_workers = recommended.decode;
-  decision.pressure = PredictPressure(workers, options_.targets);
-  double cold_after = 0;
-  if (std::optional<std::string> hold =
-          WhyHold(workers, counts, decision.pressure, now, &cold_after)) {
-    decision.reason = *std::move(hold);
+  decision.recommended = pending_.value_or(counts);
+  const SidePressure& p = decision.pressure = PredictPressure(workers, options_.targets);
+  const bool decode_hot = p.decode >= p.prefill;
+  const double hot = decode_hot ? p.decode : p.prefill;
+  if (hot <= options_.move_above) {
+    decision.reason =
+        absl::StrFormat("both sides within %.0f%% of their targets (prefill %.2f, decode %.2f)",
+                        100 * options_.move_above, p.prefill, p.decode);
     return decision;
   }
-  const bool to_decode = DecodeFirst(decision.pressure);
+  if (now - last_move_ < options_.dwell) {
+    decision.reason = absl::StrFormat(
+        "%s at %.2f of its target; the last move was %s ago (dwell %s)", SideName(decode_hot), hot,
+        absl::FormatDuration(now - last_move_), absl::FormatDuration(options_.dwell));
+    return decision;
+  }
+  Choice choice = ChooseMove(workers, p);
+  if (!choice.move) {
+    decision.reason = std::move(choice.why_none);
+    return decision;
+  }
   last_move_ = now;
-  decision.move_to = to_decode ? v1::WORKER_ROLE_DECODE : v1::WORKER_ROLE_PREFILL;
-  pending_ = Counts{.prefill = counts.prefill + (to_decode ? -1 : 1),
-                    .decode = counts.decode + (to_decode ? 1 : -1)};
-  decision.prefill_workers = pending_->prefill;
-  decision.decode_workers = pending_->decode;
+  pending_ = CountRoles(workers, &*choice.move);
+  decision.recommended = *pending_;
   decision.reason = absl::StrFormat(
-      "move a worker from %s to %s: %s predicted at %.2f of its target, %s at %.2f with one "
-      "worker fewer",
-      to_decode ? "prefill" : "decode", to_decode ? "decode" : "prefill",
-      to_decode ? "decode" : "prefill",
-      to_decode ? decision.pressure.decode : decision.pressure.prefill,
-      to_decode ? "prefill" : "decode", cold_after);
+      "move worker %s (%s) from %s to %s: %s predicted at %.2f of its target; after the move "
+      "prefill %.2f, decode %.2f",
+      choice.move->worker_id, choice.move->address, WorkerRoleName(choice.move->from),
+      WorkerRoleName(choice.move->to), SideName(decode_hot), hot, choice.after.prefill,
+      choice.after.decode);
+  decision.move = std::move(choice.move);
   return decision;
 }
 

@@ -1,22 +1,25 @@
-// The SLO planner (router flag --planner slo): from what the workers report (prefill queues and
-// measured prefill rates, decode sequences and step fits: service_time_model.h), it predicts how
-// close each side of the split is to missing its target and recommends moving one dedicated
-// worker to the side that will miss first.
+// The SLO planner (router flag --planner slo|recommend): from what the workers report (prefill
+// queues and measured prefill rates, decode sequences and step fits: service_time_model.h), it
+// predicts how close each side of the split is to missing its target and chooses one worker to
+// change role so that the side about to miss first gets capacity (docs/CAPACITY.md).
 //
 // Pressure, each side's predicted time over its target (1 = at the target):
 //   prefill: (queued prompt tokens / summed prefill rate) / TTFT target
 //            the wait a prompt arriving now has before its own compute;
 //   decode:  one-row step x (1 + row cost x sequences per decode worker) / TPOT target
 //            the time per token with the sequences spread evenly.
-// A side under pressure above `move_above` gets a worker from the other side when that side has
-// two or more dedicated workers, is under less pressure, and is predicted to stay below
-// `keep_below` with one fewer (hysteresis: the band between the two keeps a steady load from
-// recommending a move back); at most one move per `dwell`. Workers of role both count on both
-// sides and are never moved.
+// The queue and the sequences are every in-service worker's (a worker leaving a side still
+// drains what it holds there); the capacity is the side's workers, a dedicated worker counting
+// 1 and a worker of role both 1/2 on each side (its time is shared).
 //
-// Recommending only: the router publishes the recommended counts (metrics
-// baton:planner_recommended_workers{role}, baton:planner_pressure{side}) and logs each move with
-// its reason, for an operator or an autoscaler (Kubernetes: one Deployment per role).
+// A move: one worker to another role (prefill, decode or both). When the side under more pressure
+// is above `move_above`, every move of a candidate worker is predicted; a move qualifies when
+// both sides keep a worker, the hot side's pressure falls by `min_relief` of itself at least (a
+// move that only trades one worker's measured speed for another's is none), and the other side's
+// stays below
+// `keep_below` (hysteresis: a move never makes the other side hot, so a steady load never calls
+// for the move back). Of those, the one with the lowest pressure of the two sides after it is
+// chosen; at most one per `dwell`.
 //
 // Thread-safety: thread-compatible (the router's planner thread).
 #ifndef BATON_ROUTER_CAPACITY_PLANNER_H_
@@ -39,23 +42,41 @@ struct CapacityPlannerOptions {
   absl::Duration dwell = absl::Seconds(60);
   double move_above = 0.9;
   double keep_below = 0.6;
+  double min_relief = 0.1;
+  // Which workers a move may name: all in service (recommending: the counts are what matter), or
+  // only registered ones (acting: a static worker's role is the router's flag).
+  bool registered_only = false;
 };
 
-// Predicted time over target, per side, with the workers as they are.
+// Predicted time over target, per side.
 struct SidePressure {
   double prefill = 0;
   double decode = 0;
 };
 
+// One worker to another role.
+struct RoleMove {
+  std::string worker_id;
+  std::string address;
+  v1::WorkerRole from = v1::WORKER_ROLE_UNSPECIFIED;
+  v1::WorkerRole to = v1::WORKER_ROLE_UNSPECIFIED;
+};
+
+// In-service workers per role.
+struct RoleCounts {
+  int32_t prefill = 0;
+  int32_t decode = 0;
+  int32_t both = 0;
+  bool operator==(const RoleCounts&) const = default;
+};
+
 struct PlannerDecision {
   SidePressure pressure;
-  // Dedicated workers recommended per role (role both excluded): the current counts, or those
-  // of the last recommended move until the workers reach them.
-  int32_t prefill_workers = 0;
-  int32_t decode_workers = 0;
-  // A move recommended by this evaluation: the role a worker should take; unspecified: none.
-  v1::WorkerRole move_to = v1::WORKER_ROLE_UNSPECIFIED;
-  std::string reason;  // why this evaluation recommends what it does
+  // The counts recommended: the current ones, or those of the last move until the workers reach
+  // them.
+  RoleCounts recommended;
+  std::optional<RoleMove> move;  // chosen by this evaluation
+  std::string reason;            // why this evaluation decides what it does
 };
 
 class CapacityPlanner {
@@ -66,32 +87,28 @@ class CapacityPlanner {
   PlannerDecision Evaluate(const std::vector<WorkerSnapshot>& workers, absl::Time now);
 
  private:
-  struct Counts {
-    int32_t prefill = 0;
-    int32_t decode = 0;
-    bool operator==(const Counts&) const = default;
+  // The qualifying move with the lowest pressure after it (header comment), or why there is none.
+  struct Choice {
+    std::optional<RoleMove> move;
+    SidePressure after;
+    std::string why_none;
   };
-
-  // Healthy, undrained workers per dedicated role.
-  static Counts DedicatedCounts(const std::vector<WorkerSnapshot>& workers);
-  // Why no move now (the header's rules), or nullopt: move one to the side under more pressure.
-  // Sets `*cold_after` to the giving side's pressure with one worker fewer once it is computed.
-  std::optional<std::string> WhyHold(const std::vector<WorkerSnapshot>& workers,
-                                     const Counts& counts, const SidePressure& pressure,
-                                     absl::Time now, double* cold_after) const;
+  Choice ChooseMove(const std::vector<WorkerSnapshot>& workers, const SidePressure& now) const;
 
   const CapacityPlannerOptions options_;
   absl::Time last_move_ = absl::InfinitePast();
   // The counts the last move recommended, until the workers reach them or a later move replaces
   // them: what the recommendation stays at meanwhile.
-  std::optional<Counts> pending_;
+  std::optional<RoleCounts> pending_;
 };
 
-// The sides' pressures with `prefill_removed` / `decode_removed` dedicated workers fewer (0 or
-// 1); infinite where a side would have no worker.
+// The in-service workers' counts per role, with `move` made when given.
+RoleCounts CountRoles(const std::vector<WorkerSnapshot>& workers, const RoleMove* move = nullptr);
+
+// The sides' pressures with the workers as they are, or with `move` made; infinite where a side
+// would have no worker.
 SidePressure PredictPressure(const std::vector<WorkerSnapshot>& workers,
-                             const ServiceTargets& targets, int prefill_removed = 0,
-                             int decode_removed = 0);
+                             const ServiceTargets& targets, const RoleMove* move = nullptr);
 
 }  // namespace baton::router
 

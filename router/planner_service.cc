@@ -11,21 +11,23 @@ namespace {
 // Infinite pressure (a side without workers) is published as a large finite number.
 double Finite(double v) { return std::isfinite(v) ? v : 1e9; }
 
-void Publish(const PlannerDecision& d) {
+void Publish(const PlannerDecision& d, const char* outcome) {
   metrics::Registry& r = metrics::Registry::Global();
-  const char* recommended_help = "Dedicated workers the SLO planner recommends per role.";
+  const char* recommended_help = "Workers the SLO planner recommends per role.";
   r.GetGauge("baton:planner_recommended_workers", recommended_help, {{"role", "prefill"}})
-      .Set(d.prefill_workers);
+      .Set(d.recommended.prefill);
   r.GetGauge("baton:planner_recommended_workers", recommended_help, {{"role", "decode"}})
-      .Set(d.decode_workers);
+      .Set(d.recommended.decode);
+  r.GetGauge("baton:planner_recommended_workers", recommended_help, {{"role", "both"}})
+      .Set(d.recommended.both);
   const char* pressure_help = "Each side's predicted time over its SLO target (1: at the target).";
   r.GetGauge("baton:planner_pressure", pressure_help, {{"side", "prefill"}})
       .Set(Finite(d.pressure.prefill));
   r.GetGauge("baton:planner_pressure", pressure_help, {{"side", "decode"}})
       .Set(Finite(d.pressure.decode));
-  if (d.move_to != v1::WORKER_ROLE_UNSPECIFIED) {
-    r.GetCounter("baton:planner_moves_total", "Worker moves the SLO planner recommended.",
-                 {{"to", std::string(WorkerRoleName(d.move_to))}})
+  if (d.move) {
+    r.GetCounter("baton:planner_moves_total", "Role changes the SLO planner chose.",
+                 {{"to", std::string(WorkerRoleName(d.move->to))}, {"outcome", outcome}})
         .Increment();
   }
 }
@@ -43,8 +45,13 @@ PlannerService::PlannerService(WorkerRegistry* registry, PlannerServiceOptions o
 PlannerService::~PlannerService() { Stop(); }
 
 void PlannerService::Start() {
+  // The first look after one dwell: the workers of a cluster starting up register (and measure)
+  // first, so that a side not registered yet is not taken for a side without capacity.
   thread_ = std::thread([this] {
-    while (!stop_.WaitForNotificationWithTimeout(options_.interval)) EvaluateOnce();
+    if (stop_.WaitForNotificationWithTimeout(options_.planner.dwell)) return;
+    do {
+      EvaluateOnce();
+    } while (!stop_.WaitForNotificationWithTimeout(options_.interval));
   });
 }
 
@@ -55,10 +62,18 @@ void PlannerService::Stop() {
 
 PlannerDecision PlannerService::EvaluateOnce() {
   const PlannerDecision decision = planner_.Evaluate(registry_->Snapshot(), options_.clock->Now());
-  Publish(decision);
-  if (decision.move_to != v1::WORKER_ROLE_UNSPECIFIED) {
-    BATON_LOG(INFO) << "planner: recommend " << decision.prefill_workers << " prefill and "
-                    << decision.decode_workers << " decode workers: " << decision.reason;
+  const char* outcome = "recommended";
+  if (decision.move && options_.role_changer != nullptr) {
+    absl::StatusOr<v1::ChangeRoleResponse> made = options_.role_changer->Change(
+        decision.move->worker_id, decision.move->to, options_.drain_timeout);
+    outcome = made.ok() ? "made" : "failed";
+    if (!made.ok()) BATON_LOG(WARNING) << "planner: move failed: " << made.status().message();
+  }
+  Publish(decision, outcome);
+  if (decision.move) {
+    BATON_LOG(INFO) << "planner: " << outcome << ": " << decision.reason << " (recommended "
+                    << decision.recommended.prefill << " prefill, " << decision.recommended.decode
+                    << " decode, " << decision.recommended.both << " both)";
     last_logged_.clear();
   } else if (Kind(decision.reason) != Kind(last_logged_)) {
     BATON_LOG(INFO) << "planner: holding: " << decision.reason;

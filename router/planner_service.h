@@ -1,8 +1,10 @@
-// Runs the capacity planner (capacity_planner.h) every interval over the registry's workers and
-// publishes what it recommends: gauges baton:planner_recommended_workers{role="prefill|decode"}
-// and baton:planner_pressure{side="prefill|decode"}, a counter
-// baton:planner_moves_total{to="prefill|decode"}, and a log line for each recommended move (and
-// whenever the reason for holding changes kind).
+// Runs the capacity planner (capacity_planner.h) every interval over the registry's workers,
+// makes each move it chooses when given a RoleChanger (--planner slo: the worker changes role in
+// place) and publishes what it decides: gauges
+// baton:planner_recommended_workers{role="prefill|decode|both"} (for an autoscaler, with
+// --planner recommend) and baton:planner_pressure{side="prefill|decode"}, a counter
+// baton:planner_moves_total{to,outcome="made|failed|recommended"}, and a log line for each move
+// (and whenever the reason for holding changes kind).
 //
 // Thread-safety: Start() and Stop() once each, from one thread; EvaluateOnce() from one thread at
 // a time.
@@ -16,6 +18,7 @@
 #include "absl/time/time.h"
 #include "base/clock.h"
 #include "router/capacity_planner.h"
+#include "router/role_changer.h"
 #include "router/worker_registry.h"
 
 namespace baton::router {
@@ -23,6 +26,10 @@ namespace baton::router {
 struct PlannerServiceOptions {
   CapacityPlannerOptions planner;
   absl::Duration interval = absl::Seconds(5);
+  // Makes the moves (null: recommends only); must outlive the service.
+  RoleChanger* role_changer = nullptr;
+  // How long a worker leaving the decode role lets its sequences run before they migrate.
+  absl::Duration drain_timeout = absl::Seconds(10);
   const Clock* clock = &Clock::Real();  // must outlive the service
 };
 
@@ -34,11 +41,11 @@ class PlannerService {
   PlannerService(const PlannerService&) = delete;
   PlannerService& operator=(const PlannerService&) = delete;
 
-  // Evaluates every interval in the background.
+  // Evaluates every interval in the background, the first time one dwell after Start().
   void Start();
   void Stop();
 
-  // One evaluation, published; returned for tests.
+  // One evaluation, its move made (when acting) and published; returned for tests.
   PlannerDecision EvaluateOnce();
 
  private:

@@ -1,5 +1,5 @@
-// The SLO planner as an operator turns it on: `--planner` takes off or slo, slo needs both
-// targets, and a router running it publishes its recommendation on /metrics.
+// The SLO planner as an operator turns it on: `--planner` takes off, slo or recommend; slo and
+// recommend need both targets, and a router running the planner publishes it on /metrics.
 #include <signal.h>
 #include <unistd.h>
 
@@ -24,7 +24,7 @@ using testing::HasSubstr;
 TEST(PlannerCliTest, ANameThatIsNoPlannerIsAUsageError) {
   const CommandResult r = RunBaton("router --planner fast");
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_THAT(r.output, HasSubstr("--planner 'fast': use off or slo"));
+  EXPECT_THAT(r.output, HasSubstr("--planner 'fast': use off, slo or recommend"));
 }
 
 TEST(PlannerCliTest, TheSloPlannerNeedsBothTargets) {
@@ -36,15 +36,15 @@ TEST(PlannerCliTest, TheSloPlannerNeedsBothTargets) {
   EXPECT_THAT(r.output, HasSubstr("the SLO planner needs both targets"));
 }
 
-TEST(PlannerCliTest, ARouterRunningThePlannerPublishesItsRecommendation) {
+TEST(PlannerCliTest, ARouterRecommendingPublishesItsRecommendation) {
   const std::string dir = test_support::TempPath("planner-cli");
   std::filesystem::create_directories(dir);
   const std::string model = dir + "/model.gguf";
   ASSERT_TRUE(engine::WriteSyntheticModel(model, {.seed = 3}).ok());
   absl::StatusOr<std::unique_ptr<cli::ChildProcess>> router = cli::ChildProcess::Start(
       {test_support::BatonBinary(), "router", "--model", model, "--port", "0", "--http-port", "0",
-       "--planner", "slo", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "50",
-       "--planner-interval-ms", "100"});
+       "--planner", "recommend", "--slo-ttft-ms", "2000", "--slo-tpot-ms", "50",
+       "--planner-interval-ms", "100", "--planner-dwell-s", "0"});
   ASSERT_TRUE(router.ok());
   absl::StatusOr<std::string> http =
       (*router)->WaitForLine("http listening on ", std::chrono::seconds(60));
@@ -62,6 +62,7 @@ TEST(PlannerCliTest, ARouterRunningThePlannerPublishesItsRecommendation) {
   }
   EXPECT_THAT(body, HasSubstr("baton:planner_recommended_workers{"));
   EXPECT_THAT(body, HasSubstr("role=\"decode\""));
+  EXPECT_THAT(body, HasSubstr("role=\"both\""));
   EXPECT_THAT(body, HasSubstr("side=\"prefill\""));
   (*router)->Signal(SIGTERM);
   EXPECT_TRUE((*router)->Wait(std::chrono::seconds(30)).ok());

@@ -35,16 +35,44 @@ WorkerSnapshot Decode(int32_t sequences, double step = 0.01, double row_cost = 0
   return w;
 }
 
-TEST(CapacityPlannerTest, PredictsEachSidesPressureWithAndWithoutAWorker) {
-  const std::vector<WorkerSnapshot> workers = {Prefill(1500), Prefill(500), Decode(6), Decode(6)};
+WorkerSnapshot Both(int32_t sequences, int64_t queued = 0) {
+  WorkerSnapshot w = Decode(sequences);
+  w.role = v1::WORKER_ROLE_BOTH;
+  w.load.set_queued_prompt_tokens(queued);
+  return w;
+}
+
+// The workers named w0, w1, ... in order.
+std::vector<WorkerSnapshot> Named(std::vector<WorkerSnapshot> workers) {
+  for (size_t i = 0; i < workers.size(); ++i) workers[i].id = "w" + std::to_string(i);
+  return workers;
+}
+
+RoleMove Move(const std::string& id, v1::WorkerRole from, v1::WorkerRole to) {
+  return {.worker_id = id, .from = from, .to = to};
+}
+
+TEST(CapacityPlannerTest, PredictsEachSidesPressureAsItIsAndAfterAMove) {
+  const std::vector<WorkerSnapshot> workers =
+      Named({Prefill(1500), Prefill(500), Decode(6), Decode(6)});
   // Prefill: 2,000 queued tokens at 2,000 tokens/s: 1 s of a 2 s target.
   const SidePressure now = PredictPressure(workers, kTargets);
   EXPECT_DOUBLE_EQ(now.prefill, 0.5);
   // Decode: 6 sequences a worker: 0.01 * (1 + 0.5 * 6) = 40 ms of 50.
   EXPECT_DOUBLE_EQ(now.decode, 0.8);
-  const SidePressure fewer = PredictPressure(workers, kTargets, 1, 1);
-  EXPECT_DOUBLE_EQ(fewer.prefill, 1.0);  // the same queue at 1,000 tokens/s
-  EXPECT_DOUBLE_EQ(fewer.decode, 1.4);   // 12 sequences on one: 70 ms
+  // w0 to decode: the same queue at 1,000 tokens/s; 12 sequences over 3 workers (w0 at the
+  // others' measured step): 0.01 * (1 + 0.5 * 4) = 30 ms.
+  const RoleMove to_decode = Move("w0", v1::WORKER_ROLE_PREFILL, v1::WORKER_ROLE_DECODE);
+  const SidePressure moved = PredictPressure(workers, kTargets, &to_decode);
+  EXPECT_DOUBLE_EQ(moved.prefill, 1.0);
+  EXPECT_DOUBLE_EQ(moved.decode, 0.6);
+  // w2 to both: half of it on each side: 2,500 tokens/s (its rate the prefill workers' mean);
+  // 12 sequences over 1.5 workers: 0.01 * (1 + 0.5 * 8) = 50 ms.
+  const RoleMove to_both = Move("w2", v1::WORKER_ROLE_DECODE, v1::WORKER_ROLE_BOTH);
+  const SidePressure shared = PredictPressure(workers, kTargets, &to_both);
+  EXPECT_DOUBLE_EQ(shared.prefill, 0.4);
+  EXPECT_DOUBLE_EQ(shared.decode, 1.0);
+  EXPECT_EQ(CountRoles(workers, &to_both), (RoleCounts{.prefill = 2, .decode = 1, .both = 1}));
   // A side without workers cannot meet anything.
   EXPECT_EQ(PredictPressure({Prefill(10)}, kTargets).decode,
             std::numeric_limits<double>::infinity());
@@ -57,70 +85,112 @@ TEST(CapacityPlannerTest, PredictsEachSidesPressureWithAndWithoutAWorker) {
   EXPECT_DOUBLE_EQ(PredictPressure(gone, kTargets).decode, 0.8);
 }
 
-TEST(CapacityPlannerTest, RecommendsMovingAWorkerToTheSideAboutToMiss) {
+TEST(CapacityPlannerTest, MovesTheWorkerThatLeavesBothSidesLowest) {
   CapacityPlanner planner({.targets = kTargets});
-  // Decode at 1.4 of its target; prefill at 0.1, and at 0.15 with one of its 3 workers fewer.
-  const std::vector<WorkerSnapshot> workers = {Prefill(200), Prefill(200), Prefill(200),
-                                               Decode(12)};
-  const PlannerDecision d = planner.Evaluate(workers, absl::FromUnixSeconds(100));
-  EXPECT_EQ(d.move_to, v1::WORKER_ROLE_DECODE);
-  EXPECT_EQ(d.prefill_workers, 2);
-  EXPECT_EQ(d.decode_workers, 2);
+  // Decode at 1.4 of its target, prefill at 0.1. A prefill worker to decode: prefill 0.15,
+  // decode 0.8; to both: 0.12 and 1.0. The first is chosen.
+  const PlannerDecision d = planner.Evaluate(
+      Named({Prefill(200), Prefill(200), Prefill(200), Decode(12)}), absl::FromUnixSeconds(100));
+  ASSERT_TRUE(d.move.has_value()) << d.reason;
+  EXPECT_EQ(d.move->worker_id, "w0");
+  EXPECT_EQ(d.move->to, v1::WORKER_ROLE_DECODE);
+  EXPECT_EQ(d.recommended, (RoleCounts{.prefill = 2, .decode = 2}));
   EXPECT_THAT(d.reason, HasSubstr("from prefill to decode"));
-  // And the other way.
+  // And the other way: prefill at 4.5, a decode worker to prefill halves it.
   CapacityPlanner other({.targets = kTargets});
-  const PlannerDecision p =
-      other.Evaluate({Prefill(9000), Decode(0), Decode(0), Decode(0)}, absl::FromUnixSeconds(100));
-  EXPECT_EQ(p.move_to, v1::WORKER_ROLE_PREFILL);
-  EXPECT_EQ(p.prefill_workers, 2);
-  EXPECT_EQ(p.decode_workers, 2);
+  const PlannerDecision p = other.Evaluate(Named({Prefill(9000), Decode(0), Decode(0), Decode(0)}),
+                                           absl::FromUnixSeconds(100));
+  ASSERT_TRUE(p.move.has_value()) << p.reason;
+  EXPECT_EQ(p.move->worker_id, "w1");
+  EXPECT_EQ(p.move->to, v1::WORKER_ROLE_PREFILL);
+  EXPECT_EQ(p.recommended, (RoleCounts{.prefill = 2, .decode = 2}));
 }
 
-TEST(CapacityPlannerTest, HoldsWhereAMoveWouldHurtTheOtherSideOrTakeItsLastWorker) {
+TEST(CapacityPlannerTest, WithOneWorkerASideGetsHalfOfTheOtherSidesWorker) {
   CapacityPlanner planner({.targets = kTargets});
-  // Prefill at 0.5 now, 1.0 with one worker fewer: past keep_below (0.6).
+  // Prefill at 2.0 (4,000 tokens at 1,000/s), decode at 0.3: the decode worker becomes both
+  // (prefill 1.33, decode 0.4); moving either worker outright would leave a side with none.
   PlannerDecision d =
-      planner.Evaluate({Prefill(1000), Prefill(1000), Decode(12)}, absl::FromUnixSeconds(100));
-  EXPECT_EQ(d.move_to, v1::WORKER_ROLE_UNSPECIFIED);
-  EXPECT_THAT(d.reason, HasSubstr("with one worker fewer"));
-  EXPECT_EQ(d.prefill_workers, 2);
-  EXPECT_EQ(d.decode_workers, 1);
-  // One prefill worker only: never moved.
-  d = planner.Evaluate({Prefill(0), Decode(12)}, absl::FromUnixSeconds(100));
-  EXPECT_EQ(d.move_to, v1::WORKER_ROLE_UNSPECIFIED);
-  EXPECT_THAT(d.reason, HasSubstr("1 dedicated worker(s) to give"));
-  // Workers of role both are never moved (and count on both sides).
-  WorkerSnapshot both = Decode(12);
-  both.role = v1::WORKER_ROLE_BOTH;
-  d = planner.Evaluate({both, both, Decode(12)}, absl::FromUnixSeconds(100));
-  EXPECT_EQ(d.move_to, v1::WORKER_ROLE_UNSPECIFIED);
-  EXPECT_EQ(d.prefill_workers, 0);
+      planner.Evaluate(Named({Prefill(4000), Decode(1)}), absl::FromUnixSeconds(100));
+  ASSERT_TRUE(d.move.has_value()) << d.reason;
+  EXPECT_EQ(d.move->worker_id, "w1");
+  EXPECT_EQ(d.move->to, v1::WORKER_ROLE_BOTH);
+  EXPECT_EQ(d.recommended, (RoleCounts{.prefill = 1, .both = 1}));
+  // Decode at 1.4, nothing queued: the prefill worker becomes both.
+  CapacityPlanner other({.targets = kTargets});
+  d = other.Evaluate(Named({Prefill(0), Decode(12)}), absl::FromUnixSeconds(100));
+  ASSERT_TRUE(d.move.has_value()) << d.reason;
+  EXPECT_EQ(d.move->worker_id, "w0");
+  EXPECT_EQ(d.move->to, v1::WORKER_ROLE_BOTH);
+}
+
+TEST(CapacityPlannerTest, HoldsWhereEveryMoveWouldHurtTheOtherSideOrLeaveItEmpty) {
+  CapacityPlanner planner({.targets = kTargets});
+  // Decode at 1.4; prefill at 0.5 now, 1.0 with a worker to decode and 0.67 with one to both:
+  // past keep_below (0.6) either way.
+  PlannerDecision d =
+      planner.Evaluate(Named({Prefill(1000), Prefill(1000), Decode(12)}), absl::FromUnixSeconds(100));
+  EXPECT_FALSE(d.move.has_value());
+  EXPECT_THAT(d.reason, HasSubstr("leaves prefill at 0.67 or more"));
+  EXPECT_EQ(d.recommended, (RoleCounts{.prefill = 2, .decode = 1}));
+  // One worker of role both, overloaded: any move leaves a side without a worker.
+  d = planner.Evaluate(Named({Both(12)}), absl::FromUnixSeconds(100));
+  EXPECT_FALSE(d.move.has_value());
+  EXPECT_THAT(d.reason, HasSubstr("no worker's move relieves it"));
+  // A worker of role both that never decoded is assumed at the measured worker's speed, so
+  // taking the measured decode worker away is no relief (were it assumed at the default 20 ms,
+  // the decode worker becoming prefill would look like one).
+  WorkerSnapshot unmeasured = Both(0);
+  unmeasured.load.set_decode_step_seconds(0);
+  unmeasured.load.set_decode_row_cost(0);
+  d = planner.Evaluate(Named({unmeasured, Decode(12, 0.1)}), absl::FromUnixSeconds(100));
+  EXPECT_FALSE(d.move.has_value()) << d.reason;
+  EXPECT_THAT(d.reason, HasSubstr("no worker's move relieves it"));
+  // Idle workers measured at 95 and 105 ms a step: decode at 2.03 of its target, and at 1.9
+  // with only the faster one left decoding. Trading one worker's speed for another's is below
+  // min_relief (10%): no move.
+  WorkerSnapshot faster = Both(0);
+  faster.load.set_decode_step_seconds(0.095);
+  d = planner.Evaluate(Named({faster, Decode(0, 0.105)}), absl::FromUnixSeconds(100));
+  EXPECT_FALSE(d.move.has_value()) << d.reason;
+  CapacityPlanner eager({.targets = kTargets, .min_relief = 0});
+  EXPECT_TRUE(eager.Evaluate(Named({faster, Decode(0, 0.105)}), absl::FromUnixSeconds(100)).move);
   // Nothing hot: nothing to do.
-  d = planner.Evaluate({Prefill(100), Prefill(100), Decode(2), Decode(2)},
+  d = planner.Evaluate(Named({Prefill(100), Prefill(100), Decode(2), Decode(2)}),
                        absl::FromUnixSeconds(100));
-  EXPECT_EQ(d.move_to, v1::WORKER_ROLE_UNSPECIFIED);
+  EXPECT_FALSE(d.move.has_value());
   EXPECT_THAT(d.reason, HasSubstr("within 90% of their targets"));
 }
 
-TEST(CapacityPlannerTest, OneMovePerDwellAndTheRecommendationHoldsUntilMade) {
+TEST(CapacityPlannerTest, ActingMovesOnlyRegisteredWorkers) {
+  std::vector<WorkerSnapshot> workers =
+      Named({Prefill(200), Prefill(200), Prefill(200), Decode(12)});
+  for (int i = 0; i < 3; ++i) workers[i].is_static = true;
+  CapacityPlanner acting({.targets = kTargets, .registered_only = true});
+  EXPECT_FALSE(acting.Evaluate(workers, absl::FromUnixSeconds(100)).move.has_value());
+  CapacityPlanner recommending({.targets = kTargets});
+  EXPECT_TRUE(recommending.Evaluate(workers, absl::FromUnixSeconds(100)).move.has_value());
+}
+
+TEST(CapacityPlannerTest, OneMovePerDwellAndNoMoveBackOnASteadyLoad) {
   CapacityPlanner planner({.targets = kTargets, .dwell = absl::Seconds(60)});
-  const std::vector<WorkerSnapshot> before = {Prefill(200), Prefill(200), Prefill(200), Decode(12)};
+  const std::vector<WorkerSnapshot> before =
+      Named({Prefill(200), Prefill(200), Prefill(200), Decode(12)});
   absl::Time t = absl::FromUnixSeconds(1000);
-  EXPECT_EQ(planner.Evaluate(before, t).move_to, v1::WORKER_ROLE_DECODE);
+  ASSERT_TRUE(planner.Evaluate(before, t).move.has_value());
   // Not made yet: still recommended (2 and 2), no second move within the dwell.
   PlannerDecision d = planner.Evaluate(before, t + absl::Seconds(30));
-  EXPECT_EQ(d.move_to, v1::WORKER_ROLE_UNSPECIFIED);
+  EXPECT_FALSE(d.move.has_value());
   EXPECT_THAT(d.reason, HasSubstr("dwell"));
-  EXPECT_EQ(d.prefill_workers, 2);
-  EXPECT_EQ(d.decode_workers, 2);
+  EXPECT_EQ(d.recommended, (RoleCounts{.prefill = 2, .decode = 2}));
   // Made: 2 prefill, 2 decode sharing the sequences (6 each: 0.8) and the same queue (0.15).
   // A steady load from here on: no move back, however long.
-  const std::vector<WorkerSnapshot> after = {Prefill(300), Prefill(300), Decode(6), Decode(6)};
+  const std::vector<WorkerSnapshot> after =
+      Named({Prefill(300), Prefill(300), Decode(6), Decode(6)});
   for (int minute = 1; minute <= 30; ++minute) {
     d = planner.Evaluate(after, t + absl::Minutes(minute));
-    EXPECT_EQ(d.move_to, v1::WORKER_ROLE_UNSPECIFIED) << minute;
-    EXPECT_EQ(d.prefill_workers, 2);
-    EXPECT_EQ(d.decode_workers, 2);
+    EXPECT_FALSE(d.move.has_value()) << minute << ": " << d.reason;
+    EXPECT_EQ(d.recommended, (RoleCounts{.prefill = 2, .decode = 2}));
   }
 }
 
@@ -146,11 +216,18 @@ TEST(PlannerServiceTest, PublishesTheRecommendationAsMetrics) {
   ASSERT_TRUE(registry.Register(v1::WORKER_ROLE_DECODE, "d:0", model, busy).ok());
   PlannerService service(&registry, {.planner = {.targets = kTargets}, .clock = &clock});
   const PlannerDecision d = service.EvaluateOnce();
-  EXPECT_EQ(d.move_to, v1::WORKER_ROLE_DECODE);
+  ASSERT_TRUE(d.move.has_value()) << d.reason;
+  EXPECT_EQ(d.move->to, v1::WORKER_ROLE_DECODE);
   metrics::Registry& r = metrics::Registry::Global();
   EXPECT_EQ(r.GetGauge("baton:planner_recommended_workers", "", {{"role", "decode"}}).value(), 2);
   EXPECT_EQ(r.GetGauge("baton:planner_recommended_workers", "", {{"role", "prefill"}}).value(), 2);
+  EXPECT_EQ(r.GetGauge("baton:planner_recommended_workers", "", {{"role", "both"}}).value(), 0);
   EXPECT_DOUBLE_EQ(r.GetGauge("baton:planner_pressure", "", {{"side", "decode"}}).value(), 1.4);
+  // Recommending only (no role changer): counted as recommended, not made.
+  EXPECT_EQ(r.GetCounter("baton:planner_moves_total", "",
+                         {{"to", "decode"}, {"outcome", "recommended"}})
+                .value(),
+            1);
 }
 
 }  // namespace
