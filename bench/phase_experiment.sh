@@ -4,13 +4,14 @@
 # against every static assignment of N workers (one per core, one thread each) to prefill, decode
 # or both, with the same seeds: goodput under the SLOs per phase and overall, TTFT and TPOT p99 per
 # phase. Then the same load against the SLO planner (router --planner slo), started from each
-# assignment in --planner-from (default: the even dedicated split), which changes workers' roles
-# in place as the phases shift: its goodput against the best static split, overall and per phase,
-# and the role changes it made (from the router's log).
+# assignment in --planner-from (default: the even dedicated split and all colocated), which
+# changes workers' roles in place as the phases shift: its goodput against the best static split,
+# overall and per phase, the role changes it made (from the router's log, with their times), and
+# whether each request's output (greedy) is the one every static split gave it.
 #
 # usage: bench/phase_experiment.sh [--workers N] [--phases IN:OUT:N[:RATE],...] [--rate R]
 #        [--slo-ttft-ms MS] [--slo-tpot-ms MS] [--seed S] [--warmup W] [--out DIR] [--baton PATH]
-#        [--planner-from "P-D-B ..."] [--planner-dwell-s S] [--static-only]
+#        [--planner-from "P-D-B ..."] [--planner-dwell-s S] [--static-only | --planner-only]
 # Defaults: 2 workers; phases 768:16:30,256:256:30:1,768:16:30 (0.5 requests/s where no RATE is
 # given): prefill-bound, then decode-bound with prompts that still interfere, then back. SLOs:
 # TTFT 2000 ms, TPOT 50 ms (the routers are told them too); the planner looks every second, moves
@@ -21,7 +22,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 workers=2 phases=768:16:30,256:256:30:1,768:16:30 rate=0.5 slo_ttft_ms=2000 slo_tpot_ms=50 seed=1
-warmup=2 out="" baton="" planner_from="" planner_dwell_s=10 static_only=0
+warmup=2 out="" baton="" planner_from="" planner_dwell_s=10 static_only=0 planner_only=0
 while (($#)); do
   case "$1" in
     --workers) workers=$2; shift 2 ;;
@@ -36,11 +37,12 @@ while (($#)); do
     --planner-from) planner_from=$2; shift 2 ;;
     --planner-dwell-s) planner_dwell_s=$2; shift 2 ;;
     --static-only) static_only=1; shift ;;
+    --planner-only) planner_only=1; shift ;;
     *) sed -n '12,14p' "$0" | sed 's/^# //' >&2; exit 2 ;;
   esac
 done
 baton=${baton:-${BATON:-build/bin/baton}}
-planner_from=${planner_from:-"$((workers / 2))-$((workers - workers / 2))-0"}
+planner_from=${planner_from:-"$((workers / 2))-$((workers - workers / 2))-0 0-0-$workers"}
 out=${out:-build/bench-results/phases-$(date +%Y%m%d-%H%M%S)}
 [ -x "$baton" ] || { echo "phase_experiment: no baton binary at $baton" >&2; exit 1; }
 mkdir -p "$out"
@@ -84,12 +86,13 @@ run_load() {  # NAME P D B [ROUTER_ARGS]
   start_cluster "$name" "$out/$name.yaml" "router: "
   "$baton" bench serve --server "$address" --phases "$phases" --request-rate "$rate" \
     --warmup "$warmup" --seed "$seed" --slo-ttft-ms "$slo_ttft_ms" --slo-tpot-ms "$slo_tpot_ms" \
-    --no-per-request --json "$out/$name.json" 2>"$out/$name.log" >/dev/null
+    --json "$out/$name.json" 2>"$out/$name.log" >/dev/null
   stop_cluster
 }
 
 names=()
 while read -r p d b; do
+  ((planner_only == 0)) || break
   names+=("P${p}-D${d}-B${b}")
   run_load "P${p}-D${d}-B${b}" "$p" "$d" "$b"
 done < <(assignments)
@@ -110,9 +113,13 @@ runs = {n: json.load(open(f"{out}/{n}.json")) for n in names}
 static = [n for n in names if not n.startswith("planner")]
 planned = [n for n in names if n.startswith("planner")]
 phases = runs[names[0]]["phases"]
-def role_changes(name):  # the router's log lines of the changes it made
+def role_changes(name):  # the changes the router made, each with its seconds into the run
+    from datetime import datetime
     log = open(f"{out}/{name}.up.log", errors="replace").read()
-    return re.findall(r"changed role (\w+ -> \w+)", log)
+    stamp = lambda s: datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ").timestamp()
+    start = re.search(r"^(\S+Z) ", log, re.M)
+    return [f"{change} at {stamp(when) - stamp(start.group(1)):.0f} s"
+            for when, change in re.findall(r"^(\S+Z) .*changed role (\w+ -> \w+)", log, re.M)]
 print("phases: " + ", ".join(f"{p['input_len']} in / {p['output_len']} out x {p['num_prompts']} "
                              f"at {p['request_rate']:g}/s" for p in phases))
 print(f"SLOs: TTFT <= {slo_ttft} ms, TPOT <= {slo_tpot} ms; P/D/B: prefill, decode, both workers")
@@ -139,16 +146,28 @@ def goodput(n, k=None):
 def best_of(k=None):  # every static split with the best goodput, tied ones joined by "="
     top = max(goodput(n, k) for n in static)
     return "=".join(n for n in static if goodput(n, k) == top), top
-best, best_goodput = best_of()
-per_phase = [best_of(k) for k in range(len(phases))]
-print(f"best static split overall: {best}; per phase: {', '.join(b for b, _ in per_phase)}")
-summary["best_overall"], summary["best_per_phase"] = best, [b for b, _ in per_phase]
+if static:
+    best, best_goodput = best_of()
+    per_phase = [best_of(k) for k in range(len(phases))]
+    print(f"best static split overall: {best}; per phase: {', '.join(b for b, _ in per_phase)}")
+    summary["best_overall"], summary["best_per_phase"] = best, [b for b, _ in per_phase]
+def same_outputs(a, b):  # requests completed in both runs, and of them those with the same text
+    ra, rb = runs[a]["requests"], runs[b]["requests"]
+    both = [i for i in range(len(ra["ok"])) if ra["ok"][i] and rb["ok"][i]]
+    return len(both), sum(ra["generated_texts"][i] == rb["generated_texts"][i] for i in both)
 for n in planned:
+    print(f"{n}: role changes: {', '.join(role_changes(n)) or 'none'}")
+    for s in static:
+        completed, same = same_outputs(n, s)
+        print(f"{n}: outputs identical to {s}'s for {same} of the {completed} requests both "
+              "completed")
+        summary[n].setdefault("identical_outputs", {})[s] = [same, completed]
+    if not static:
+        continue
     ratio = goodput(n) / best_goodput if best_goodput else float("inf")
     within = [goodput(n, k) >= 0.85 * top for k, (_, top) in enumerate(per_phase)]
     print(f"{n}: {ratio:.2f}x the best static split overall; within 15% of each phase's best: "
-          f"{', '.join('yes' if w else 'no' for w in within)}; role changes: "
-          f"{', '.join(role_changes(n)) or 'none'}")
+          f"{', '.join('yes' if w else 'no' for w in within)}")
     summary[n]["vs_best_static"] = ratio
     summary[n]["within_15_percent_per_phase"] = within
 json.dump(summary, open(f"{out}/summary.json", "w"), indent=2)

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/serve_workload.h"
+#include "rpc/worker_status.h"
 
 namespace baton::bench {
 namespace {
@@ -214,19 +215,6 @@ std::string NowIso8601() {
   return buffer;
 }
 
-const char* WorkerRoleLabel(baton::v1::WorkerRole role) {
-  switch (role) {
-    case baton::v1::WORKER_ROLE_PREFILL:
-      return "prefill";
-    case baton::v1::WORKER_ROLE_DECODE:
-      return "decode";
-    case baton::v1::WORKER_ROLE_BOTH:
-      return "both";
-    default:
-      return "unknown";
-  }
-}
-
 nlohmann::json SummaryJson(const LatencySummary& s) {
   return {{"count", s.count}, {"mean", Ms(s.mean)},     {"median", Ms(s.median)},
           {"p90", Ms(s.p90)}, {"p99", Ms(s.p99)},       {"max", Ms(s.max)}};
@@ -407,7 +395,7 @@ nlohmann::json WorkerPrefixCacheJson(const baton::v1::ClusterStatusResponse& bef
     const int64_t queried_blocks = now.queried_blocks() - then.queried_blocks();
     const int64_t hit_blocks = now.hit_blocks() - then.hit_blocks();
     workers.push_back({{"address", w.address()},
-                       {"role", WorkerRoleLabel(w.role())},
+                       {"role", std::string(rpc::WorkerRoleName(w.role()))},
                        {"queried_tokens", queried},
                        {"hit_tokens", hits},
                        {"token_hit_rate", rate(hits, queried)},
@@ -565,7 +553,8 @@ absl::StatusOr<ServeBenchResult> RunServeBench(const ServeBenchOptions& options,
     nlohmann::json per = {{"ok", nlohmann::json::array()},        {"error", nlohmann::json::array()},
                           {"input_lens", nlohmann::json::array()}, {"output_lens", nlohmann::json::array()},
                           {"ttfts", nlohmann::json::array()},      {"tpots", nlohmann::json::array()},
-                          {"e2els", nlohmann::json::array()},      {"itls", nlohmann::json::array()}};
+                          {"e2els", nlohmann::json::array()},      {"itls", nlohmann::json::array()},
+                          {"generated_texts", nlohmann::json::array()}};
     for (const RequestOutcome& r : load.outcomes) {
       per["ok"].push_back(r.ok);
       per["error"].push_back(r.ok ? nlohmann::json() : nlohmann::json(r.error));
@@ -576,6 +565,7 @@ absl::StatusOr<ServeBenchResult> RunServeBench(const ServeBenchOptions& options,
       per["tpots"].push_back(tpot ? nlohmann::json(*tpot) : nlohmann::json());
       per["e2els"].push_back(r.e2e_s);
       per["itls"].push_back(r.itl_s);
+      per["generated_texts"].push_back(r.text);
     }
     j["requests"] = std::move(per);
   }

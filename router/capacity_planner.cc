@@ -23,10 +23,15 @@ v1::WorkerRole RoleOf(const WorkerSnapshot& w, const RoleMove* move) {
   return move != nullptr && move->worker_id == w.id ? move->to : w.role;
 }
 
-// A worker's share of a side's capacity: 1 dedicated, 1/2 for role both, 0 not serving it.
-double Share(v1::WorkerRole role, bool (*serves)(v1::WorkerRole)) {
-  if (!serves(role)) return 0;
-  return role == v1::WORKER_ROLE_BOTH ? 0.5 : 1;
+// A worker's share of a side's capacity: 1 for a dedicated worker; for a worker of role both, 1
+// while it holds no work of the other side (its engine loop gives this side every step) and 1/2
+// while it does; 0 for a worker not serving the side.
+double Share(v1::WorkerRole role, const v1::WorkerLoad& load, bool prefill_side) {
+  if (!(prefill_side ? ServesPrefill(role) : ServesDecode(role))) return 0;
+  if (role != v1::WORKER_ROLE_BOTH) return 1;
+  const bool other_busy = prefill_side ? load.running_sequences() + load.reservations() > 0
+                                       : load.queued_prompt_tokens() > 0;
+  return other_busy ? 0.5 : 1;
 }
 
 // One side's workers: their loads and shares.
@@ -36,11 +41,10 @@ struct Side {
   double capacity = 0;  // the shares' sum
 };
 
-Side SideOf(const std::vector<WorkerSnapshot>& workers, const RoleMove* move,
-            bool (*serves)(v1::WorkerRole)) {
+Side SideOf(const std::vector<WorkerSnapshot>& workers, const RoleMove* move, bool prefill_side) {
   Side side;
   for (const WorkerSnapshot& w : workers) {
-    const double share = InService(w) ? Share(RoleOf(w, move), serves) : 0;
+    const double share = InService(w) ? Share(RoleOf(w, move), w.load, prefill_side) : 0;
     if (share == 0) continue;
     side.loads.push_back(&w.load);
     side.shares.push_back(share);
@@ -80,7 +84,7 @@ SidePressure PredictPressure(const std::vector<WorkerSnapshot>& workers,
   // of every worker that has, whatever their roles now: the same hardware does the same work.
   const FallbackSpeeds speeds = FallbackSpeeds::MeanOf(loads);
   SidePressure pressure{.prefill = kInfinite, .decode = kInfinite};
-  const Side prefill = SideOf(workers, move, &ServesPrefill);
+  const Side prefill = SideOf(workers, move, /*prefill_side=*/true);
   double rate = 0;
   for (size_t i = 0; i < prefill.loads.size(); ++i) {
     rate += prefill.shares[i] * PrefillRate(*prefill.loads[i], speeds);
@@ -88,7 +92,7 @@ SidePressure PredictPressure(const std::vector<WorkerSnapshot>& workers,
   if (rate > 0) {
     pressure.prefill = static_cast<double>(queued) / rate / absl::ToDoubleSeconds(targets.ttft);
   }
-  const Side decode = SideOf(workers, move, &ServesDecode);
+  const Side decode = SideOf(workers, move, /*prefill_side=*/false);
   if (decode.capacity > 0) {
     double step = 0;
     double row_cost = 0;

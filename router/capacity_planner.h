@@ -10,7 +10,8 @@
 //            the time per token with the sequences spread evenly.
 // The queue and the sequences are every in-service worker's (a worker leaving a side still
 // drains what it holds there); the capacity is the side's workers, a dedicated worker counting
-// 1 and a worker of role both 1/2 on each side (its time is shared).
+// 1 and a worker of role both 1 while it holds no work of the other side (its engine loop then
+// gives this side every step) and 1/2 while it does (the two sides share its steps).
 //
 // A move: one worker to another role (prefill, decode or both). When the side under more pressure
 // is above `move_above`, every move of a candidate worker is predicted; a move qualifies when

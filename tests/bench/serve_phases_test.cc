@@ -91,6 +91,10 @@ TEST(ServePhasesTest, SendsThePhasesInOrderAndReportsEach) {
   EXPECT_DOUBLE_EQ(first["end_s"].get<double>(), second["start_s"].get<double>());
   EXPECT_GT(second["end_s"].get<double>(), second["start_s"].get<double>());
   EXPECT_EQ(first["good_requests"], 4);
+  // Per request, in the load's order: what was generated (runs of one load compare by it).
+  ASSERT_EQ(j["requests"]["generated_texts"].size(), 7u);
+  EXPECT_EQ(j["requests"]["generated_texts"][0], " x x");
+  EXPECT_EQ(j["requests"]["generated_texts"][6], " x x x x x");
   // After the two calibration probes: four long prompts asking for 2 tokens, three short ones
   // asking for 5 (requests a few ms apart may reach the stand-in in either order), the first
   // long one before the last short one.

@@ -66,12 +66,18 @@ TEST(CapacityPlannerTest, PredictsEachSidesPressureAsItIsAndAfterAMove) {
   const SidePressure moved = PredictPressure(workers, kTargets, &to_decode);
   EXPECT_DOUBLE_EQ(moved.prefill, 1.0);
   EXPECT_DOUBLE_EQ(moved.decode, 0.6);
-  // w2 to both: half of it on each side: 2,500 tokens/s (its rate the prefill workers' mean);
-  // 12 sequences over 1.5 workers: 0.01 * (1 + 0.5 * 8) = 50 ms.
+  // w2 to both: it holds sequences, so half of it prefills: 2,500 tokens/s (its rate the
+  // prefill workers' mean); nothing queued on it, so all of it decodes: 0.8 as before.
   const RoleMove to_both = Move("w2", v1::WORKER_ROLE_DECODE, v1::WORKER_ROLE_BOTH);
   const SidePressure shared = PredictPressure(workers, kTargets, &to_both);
   EXPECT_DOUBLE_EQ(shared.prefill, 0.4);
-  EXPECT_DOUBLE_EQ(shared.decode, 1.0);
+  EXPECT_DOUBLE_EQ(shared.decode, 0.8);
+  // w0 (1,500 queued) to both: all of it still prefills (no sequences on it), half of it
+  // decodes: 12 sequences over 2.5 workers, 0.01 * (1 + 0.5 * 4.8) = 34 ms.
+  const RoleMove busy_to_both = Move("w0", v1::WORKER_ROLE_PREFILL, v1::WORKER_ROLE_BOTH);
+  const SidePressure busy = PredictPressure(workers, kTargets, &busy_to_both);
+  EXPECT_DOUBLE_EQ(busy.prefill, 0.5);
+  EXPECT_DOUBLE_EQ(busy.decode, 0.68);
   EXPECT_EQ(CountRoles(workers, &to_both), (RoleCounts{.prefill = 2, .decode = 1, .both = 1}));
   // A side without workers cannot meet anything.
   EXPECT_EQ(PredictPressure({Prefill(10)}, kTargets).decode,
@@ -88,7 +94,8 @@ TEST(CapacityPlannerTest, PredictsEachSidesPressureAsItIsAndAfterAMove) {
 TEST(CapacityPlannerTest, MovesTheWorkerThatLeavesBothSidesLowest) {
   CapacityPlanner planner({.targets = kTargets});
   // Decode at 1.4 of its target, prefill at 0.1. A prefill worker to decode: prefill 0.15,
-  // decode 0.8; to both: 0.12 and 1.0. The first is chosen.
+  // decode 0.8; to both (half of it decoding, its queue is not empty): 0.1 and 1.0. The first is
+  // chosen.
   const PlannerDecision d = planner.Evaluate(
       Named({Prefill(200), Prefill(200), Prefill(200), Decode(12)}), absl::FromUnixSeconds(100));
   ASSERT_TRUE(d.move.has_value()) << d.reason;
@@ -96,7 +103,8 @@ TEST(CapacityPlannerTest, MovesTheWorkerThatLeavesBothSidesLowest) {
   EXPECT_EQ(d.move->to, v1::WORKER_ROLE_DECODE);
   EXPECT_EQ(d.recommended, (RoleCounts{.prefill = 2, .decode = 2}));
   EXPECT_THAT(d.reason, HasSubstr("from prefill to decode"));
-  // And the other way: prefill at 4.5, a decode worker to prefill halves it.
+  // And the other way: prefill at 4.5, a decode worker to prefill halves it (to both would
+  // too, idle as it is: the first of equals is taken).
   CapacityPlanner other({.targets = kTargets});
   const PlannerDecision p = other.Evaluate(Named({Prefill(9000), Decode(0), Decode(0), Decode(0)}),
                                            absl::FromUnixSeconds(100));
@@ -109,7 +117,8 @@ TEST(CapacityPlannerTest, MovesTheWorkerThatLeavesBothSidesLowest) {
 TEST(CapacityPlannerTest, WithOneWorkerASideGetsHalfOfTheOtherSidesWorker) {
   CapacityPlanner planner({.targets = kTargets});
   // Prefill at 2.0 (4,000 tokens at 1,000/s), decode at 0.3: the decode worker becomes both
-  // (prefill 1.33, decode 0.4); moving either worker outright would leave a side with none.
+  // (half of it prefilling beside its sequence: prefill 1.33, decode 0.3); moving either worker
+  // outright would leave a side with none.
   PlannerDecision d =
       planner.Evaluate(Named({Prefill(4000), Decode(1)}), absl::FromUnixSeconds(100));
   ASSERT_TRUE(d.move.has_value()) << d.reason;
@@ -126,12 +135,12 @@ TEST(CapacityPlannerTest, WithOneWorkerASideGetsHalfOfTheOtherSidesWorker) {
 
 TEST(CapacityPlannerTest, HoldsWhereEveryMoveWouldHurtTheOtherSideOrLeaveItEmpty) {
   CapacityPlanner planner({.targets = kTargets});
-  // Decode at 1.4; prefill at 0.5 now, 1.0 with a worker to decode and 0.67 with one to both:
+  // Decode at 1.4; prefill at 0.75 now (and with a worker to both), 1.5 with one to decode:
   // past keep_below (0.6) either way.
   PlannerDecision d =
-      planner.Evaluate(Named({Prefill(1000), Prefill(1000), Decode(12)}), absl::FromUnixSeconds(100));
+      planner.Evaluate(Named({Prefill(1500), Prefill(1500), Decode(12)}), absl::FromUnixSeconds(100));
   EXPECT_FALSE(d.move.has_value());
-  EXPECT_THAT(d.reason, HasSubstr("leaves prefill at 0.67 or more"));
+  EXPECT_THAT(d.reason, HasSubstr("leaves prefill at 0.75 or more"));
   EXPECT_EQ(d.recommended, (RoleCounts{.prefill = 2, .decode = 1}));
   // One worker of role both, overloaded: any move leaves a side without a worker.
   d = planner.Evaluate(Named({Both(12)}), absl::FromUnixSeconds(100));
