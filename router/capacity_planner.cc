@@ -69,6 +69,40 @@ RoleCounts CountRoles(const std::vector<WorkerSnapshot>& workers, const RoleMove
   return counts;
 }
 
+namespace {
+
+// The queue (every in-service worker's) over the prefill side's summed rate, over the target.
+double PrefillPressure(const Side& side, int64_t queued, const FallbackSpeeds& speeds,
+                       absl::Duration target) {
+  double rate = 0;
+  for (size_t i = 0; i < side.loads.size(); ++i) {
+    rate += side.shares[i] * PrefillRate(*side.loads[i], speeds);
+  }
+  if (rate <= 0) return kInfinite;
+  return static_cast<double>(queued) / rate / absl::ToDoubleSeconds(target);
+}
+
+// The TPOT with the sequences spread over the decode side's capacity, at its share-weighted step
+// fit, over the target.
+double DecodePressure(const Side& side, int64_t sequences, const FallbackSpeeds& speeds,
+                      absl::Duration target) {
+  if (side.capacity <= 0) return kInfinite;
+  double step = 0;
+  double row_cost = 0;
+  for (size_t i = 0; i < side.loads.size(); ++i) {
+    const v1::WorkerLoad& load = *side.loads[i];
+    step += side.shares[i] * (load.decode_step_seconds() > 0 ? load.decode_step_seconds()
+                                                             : speeds.decode_step_seconds);
+    row_cost += side.shares[i] *
+                (load.decode_row_cost() > 0 ? load.decode_row_cost() : speeds.decode_row_cost);
+  }
+  return Tpot(step / side.capacity, row_cost / side.capacity,
+              static_cast<double>(sequences) / side.capacity) /
+         absl::ToDoubleSeconds(target);
+}
+
+}  // namespace
+
 SidePressure PredictPressure(const std::vector<WorkerSnapshot>& workers,
                              const ServiceTargets& targets, const RoleMove* move) {
   int64_t queued = 0;
@@ -83,31 +117,10 @@ SidePressure PredictPressure(const std::vector<WorkerSnapshot>& workers,
   // A worker that has not measured a side's speed (it has not served it) is assumed at the mean
   // of every worker that has, whatever their roles now: the same hardware does the same work.
   const FallbackSpeeds speeds = FallbackSpeeds::MeanOf(loads);
-  SidePressure pressure{.prefill = kInfinite, .decode = kInfinite};
-  const Side prefill = SideOf(workers, move, /*prefill_side=*/true);
-  double rate = 0;
-  for (size_t i = 0; i < prefill.loads.size(); ++i) {
-    rate += prefill.shares[i] * PrefillRate(*prefill.loads[i], speeds);
-  }
-  if (rate > 0) {
-    pressure.prefill = static_cast<double>(queued) / rate / absl::ToDoubleSeconds(targets.ttft);
-  }
-  const Side decode = SideOf(workers, move, /*prefill_side=*/false);
-  if (decode.capacity > 0) {
-    double step = 0;
-    double row_cost = 0;
-    for (size_t i = 0; i < decode.loads.size(); ++i) {
-      const v1::WorkerLoad& load = *decode.loads[i];
-      step += decode.shares[i] * (load.decode_step_seconds() > 0 ? load.decode_step_seconds()
-                                                                 : speeds.decode_step_seconds);
-      row_cost += decode.shares[i] *
-                  (load.decode_row_cost() > 0 ? load.decode_row_cost() : speeds.decode_row_cost);
-    }
-    pressure.decode = Tpot(step / decode.capacity, row_cost / decode.capacity,
-                           static_cast<double>(sequences) / decode.capacity) /
-                      absl::ToDoubleSeconds(targets.tpot);
-  }
-  return pressure;
+  return {.prefill = PrefillPressure(SideOf(workers, move, /*prefill_side=*/true), queued, speeds,
+                                     targets.ttft),
+          .decode = DecodePressure(SideOf(workers, move, /*prefill_side=*/false), sequences, speeds,
+                                   targets.tpot)};
 }
 
 CapacityPlanner::CapacityPlanner(CapacityPlannerOptions options) : options_(options) {}

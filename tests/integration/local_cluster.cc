@@ -13,6 +13,18 @@
 
 namespace baton::test_support {
 
+baton::v1::GenerateRequest SampledStoryRequest(uint64_t seed) {
+  baton::v1::GenerateRequest request;
+  request.set_prompt("Write a short story about a lighthouse keeper:");
+  baton::v1::SamplingParams& sampling = *request.mutable_sampling();
+  sampling.set_temperature(0.8f);
+  sampling.set_top_p(0.95f);
+  sampling.set_seed(seed);
+  sampling.set_max_tokens(120);
+  sampling.set_ignore_eos(true);
+  return request;
+}
+
 std::string BatonBinary() { return std::string(BATON_BINARY_DIR) + "/bin/baton"; }
 
 CommandResult RunBaton(const std::string& args) {

@@ -96,6 +96,10 @@ struct GenerateOutcome {
 GenerateOutcome RunGenerate(baton::v1::Router::Stub& stub, grpc::ClientContext& context,
                             const baton::v1::GenerateRequest& request);
 
+// A sampled request (temperature 0.8, top-p 0.95, `seed`) for 120 tokens, end of generation
+// ignored: its output is the same on any worker pair, which migration tests compare against.
+baton::v1::GenerateRequest SampledStoryRequest(uint64_t seed);
+
 std::string BatonBinary();
 
 // A `baton` command line's exit code (-1 when it did not exit normally) and its stdout and stderr

@@ -25,17 +25,7 @@ using test_support::GenerateOutcome;
 using test_support::LocalCluster;
 using test_support::Proc;
 
-v1::GenerateRequest SampledRequest() {
-  v1::GenerateRequest request;
-  request.set_prompt("Write a short story about a lighthouse keeper:");
-  v1::SamplingParams& sampling = *request.mutable_sampling();
-  sampling.set_temperature(0.8f);
-  sampling.set_top_p(0.95f);
-  sampling.set_seed(1234);
-  sampling.set_max_tokens(120);
-  sampling.set_ignore_eos(true);
-  return request;
-}
+v1::GenerateRequest SampledRequest() { return test_support::SampledStoryRequest(1234); }
 
 // A router with one prefill worker and two decode workers.
 struct Cluster {

@@ -21,17 +21,7 @@ using test_support::LocalCluster;
 using test_support::Proc;
 using ::testing::HasSubstr;
 
-v1::GenerateRequest SampledRequest() {
-  v1::GenerateRequest request;
-  request.set_prompt("Write a short story about a lighthouse keeper:");
-  v1::SamplingParams& sampling = *request.mutable_sampling();
-  sampling.set_temperature(0.8f);
-  sampling.set_top_p(0.95f);
-  sampling.set_seed(99);
-  sampling.set_max_tokens(120);
-  sampling.set_ignore_eos(true);
-  return request;
-}
+v1::GenerateRequest SampledRequest() { return test_support::SampledStoryRequest(99); }
 
 GenerateOutcome Generate(const LocalCluster& local, const v1::GenerateRequest& request) {
   auto stub = local.RouterStub();
