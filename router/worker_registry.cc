@@ -274,18 +274,20 @@ absl::StatusOr<Placement> WorkerRegistry::PickPrefill(int64_t n_prompt_tokens,
   const absl::Time now = options_.clock->Now();
   ForgetStaleLocked(now);
   std::vector<size_t> eligible;
+  bool colocated = false;  // eligible.front() is the decode worker itself
   for (size_t i = 0; i < workers_.size(); ++i) {
     const Worker& w = workers_[i];
     if (!ServesPrefill(w.info.role) || !PlaceableLocked(w, now) || avoid.contains(w.info.id)) {
       continue;
     }
     if (w.info.model.n_ctx() > 0 && n_prompt_tokens > w.info.model.n_ctx()) continue;
+    eligible.push_back(i);
+    // The decode worker's own prefill first: it keeps the KV where it is computed.
     if (!decode_worker_id.empty() && w.info.id == decode_worker_id &&
         w.info.role == v1::WORKER_ROLE_BOTH) {
-      eligible = {i};
-      break;
+      std::swap(eligible.front(), eligible.back());
+      colocated = true;
     }
-    eligible.push_back(i);
   }
   if (eligible.empty()) {
     return absl::UnavailableError(
@@ -295,7 +297,7 @@ absl::StatusOr<Placement> WorkerRegistry::PickPrefill(int64_t n_prompt_tokens,
   size_t chosen = eligible.front();
   if (eligible.size() > 1) {
     if (options_.placement == PlacementPolicy::kRoundRobin) {
-      chosen = RoundRobinLocked(eligible, &prefill_cursor_);
+      if (!colocated) chosen = RoundRobinLocked(eligible, &prefill_cursor_);
     } else if (options_.placement == PlacementPolicy::kKvAware) {
       const FallbackSpeeds fallback = FallbackSpeedsLocked(eligible);
       std::vector<Candidate> candidates;
@@ -307,7 +309,10 @@ absl::StatusOr<Placement> WorkerRegistry::PickPrefill(int64_t n_prompt_tokens,
                               .cost = p.compute_seconds,
                               .wait_seconds = p.wait_seconds});
       }
-      chosen = eligible[ChooseWorker(candidates, options_.targets.ttft)];
+      const bool own_keeps_target =
+          colocated && candidates.front().predicted_seconds <=
+                           absl::ToDoubleSeconds(options_.targets.ttft);
+      if (!own_keeps_target) chosen = eligible[ChooseWorker(candidates, options_.targets.ttft)];
     } else {
       for (size_t i : eligible) {
         if (workers_[i].info.load.queued_prompt_tokens() <

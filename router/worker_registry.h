@@ -156,9 +156,12 @@ class WorkerRegistry {
                                        NoPlacement* why = nullptr, const WorkerIdSet& avoid = {},
                                        PromptHashes* prompt = nullptr);
   // The prompt tokens the chosen worker has not cached are added to its queued prompt tokens. When
-  // `decode_worker_id` names a healthy colocated worker (role both), that worker is chosen: its KV
-  // then stays where it is computed (the colocated baseline). UNAVAILABLE when no healthy
-  // prefill-capable worker exists.
+  // `decode_worker_id` names a healthy colocated worker (role both), that worker prefills its own
+  // request (its KV then stays where it is computed) under kRoundRobin, under kLeastLoaded unless
+  // another has fewer queued tokens, and under kKvAware while its predicted TTFT keeps the target
+  // (no target: unless another is predicted faster); otherwise the policy's pick computes the
+  // prompt and hands its KV to the decode worker, so that no prefill worker idles beside a
+  // colocated one that has a queue. UNAVAILABLE when no healthy prefill-capable worker exists.
   absl::StatusOr<Placement> PickPrefill(int64_t n_prompt_tokens,
                                         const std::string& decode_worker_id = "",
                                         const WorkerIdSet& avoid = {},

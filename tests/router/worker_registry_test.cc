@@ -267,21 +267,59 @@ TEST_F(WorkerRegistryTest, RoundRobinRotatesOverEligibleWorkers) {
   EXPECT_THAT(registry->PickDecode(16, 1), PlacedOn("c:1"));
 }
 
-TEST_F(WorkerRegistryTest, ColocatedWorkerServesBothSidesAndKeepsItsKvLocal) {
-  auto registry = MakeRegistry();
-  ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_PREFILL, "p:1", Model(), PrefillLoad(0)).ok());
-  ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_BOTH, "both:1", Model(), [] {
-                        v1::WorkerLoad l = DecodeLoad(100);
-                        l.set_queued_prompt_tokens(1000);
-                        return l;
-                      }())
-                  .ok());
-  absl::StatusOr<Placement> decode = registry->PickDecode(16, 1);
-  ASSERT_TRUE(decode.ok());
-  EXPECT_EQ(decode->address, "both:1");
-  // Least loaded would pick p:1, but the colocated decode worker prefills its own request.
-  EXPECT_THAT(registry->PickPrefill(16, decode->worker_id), PlacedOn("both:1"));
+// A colocated decode worker prefills its own request when it would be chosen anyway or ties,
+// keeping its KV local; a prefill worker beside it takes the prompt when it is the policy's pick.
+TEST_F(WorkerRegistryTest, AColocatedWorkerPrefillsItsOwnRequestUnlessTheQueueSendsItElsewhere) {
+  const v1::WorkerLoad colocated_load = [] {
+    v1::WorkerLoad l = DecodeLoad(100);
+    l.set_prefill_tokens_per_second(100);
+    return l;
+  }();
+  v1::WorkerLoad prefill_load = PrefillLoad(0);
+  prefill_load.set_prefill_tokens_per_second(100);
+  for (PlacementPolicy policy : {PlacementPolicy::kLeastLoaded, PlacementPolicy::kRoundRobin}) {
+    SCOPED_TRACE(PlacementPolicyName(policy));
+    auto registry = MakeRegistry(policy);
+    ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_PREFILL, "p:1", Model(), prefill_load).ok());
+    absl::StatusOr<std::string> both =
+        registry->Register(v1::WORKER_ROLE_BOTH, "both:1", Model(), colocated_load);
+    ASSERT_TRUE(both.ok());
+    absl::StatusOr<Placement> decode = registry->PickDecode(16, 1);
+    ASSERT_TRUE(decode.ok());
+    EXPECT_EQ(decode->address, "both:1");
+    // Equal queues: the decode worker's own (each pick adds 16 tokens to its queue).
+    EXPECT_THAT(registry->PickPrefill(16, decode->worker_id), PlacedOn("both:1"));
+    EXPECT_THAT(registry->PickPrefill(16, decode->worker_id),
+                PlacedOn(policy == PlacementPolicy::kRoundRobin ? "both:1" : "p:1"));
+    // A long queue on it: least loaded computes the prompt on the idle prefill worker; round
+    // robin keeps it local.
+    v1::WorkerLoad queued = colocated_load;
+    queued.set_queued_prompt_tokens(1000);
+    ASSERT_TRUE(registry->Heartbeat(*both, queued));
+    EXPECT_THAT(registry->PickPrefill(16, decode->worker_id),
+                PlacedOn(policy == PlacementPolicy::kRoundRobin ? "both:1" : "p:1"));
+  }
+
+  // KV-aware with a 2 s target, at 100 tokens/s: its own while it keeps the target, else the
+  // fastest.
+  auto registry = std::make_unique<WorkerRegistry>(WorkerRegistryOptions{
+      .model_fingerprint = kFingerprint,
+      .placement = PlacementPolicy::kKvAware,
+      .targets = {.ttft = absl::Seconds(2)},
+      .clock = &clock_});
+  v1::WorkerLoad busy = colocated_load;
+  busy.set_queued_prompt_tokens(150);  // 1.5 s + 0.16 s: within the target
+  absl::StatusOr<std::string> both =
+      registry->Register(v1::WORKER_ROLE_BOTH, "both:1", Model(), busy);
+  ASSERT_TRUE(both.ok());
+  ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_PREFILL, "p:1", Model(), prefill_load).ok());
+  EXPECT_THAT(registry->PickPrefill(16, *both), PlacedOn("both:1"));
+  // Without a decode worker named, the fastest of those within the target.
+  ASSERT_TRUE(registry->Heartbeat(*both, busy));
   EXPECT_THAT(registry->PickPrefill(16), PlacedOn("p:1"));
+  busy.set_queued_prompt_tokens(190);  // 1.9 s + 0.16 s: past it; the other takes 0.32 s
+  ASSERT_TRUE(registry->Heartbeat(*both, busy));
+  EXPECT_THAT(registry->PickPrefill(16, *both), PlacedOn("p:1"));
 }
 
 TEST_F(WorkerRegistryTest, WorkersToAvoidAreNeverPicked) {
