@@ -120,9 +120,18 @@ void PrefillScheduler::Enqueue(std::shared_ptr<PrefillJob> job) {
         work.job->prompt, engine::MaxCachedTokens(work.n_prompt(), cache_.block_size()),
         work.job->cache_salt);
   }
-  queued_tokens_ += work.n_prompt() - work.n_cached_at_arrival;
+  const int64_t uncached = work.n_prompt() - work.n_cached_at_arrival;
+  queued_tokens_ += uncached;
   absl::MutexLock lock(&mu_);
+  arriving_tokens_.Add(static_cast<double>(uncached), absl::Now());
+  tokens_per_prompt_.Observe(static_cast<double>(uncached), 1);
   queue_.push_back(std::move(work));
+}
+
+PrefillScheduler::Arrivals PrefillScheduler::arrivals() const {
+  absl::MutexLock lock(&mu_);
+  return {.tokens_per_second = arriving_tokens_.PerSecond(absl::Now()),
+          .tokens_per_prompt = tokens_per_prompt_.PerSecond()};
 }
 
 bool PrefillScheduler::Cancel(const std::string& request_id) {
@@ -329,7 +338,6 @@ bool PrefillScheduler::Step() {
 
   std::vector<Work> running;
   for (Work& work : batch) {
-    queued_tokens_ -= work.n_step;
     absl::Status ready;
     if (work.job->cancelled) {
       ready = absl::CancelledError(absl::StrCat("request ", work.job->request_id, " cancelled"));
@@ -341,7 +349,7 @@ bool PrefillScheduler::Step() {
       ready = Start(work);
     }
     if (!ready.ok()) {
-      queued_tokens_ -= work.n_prompt() - work.n_done - work.n_step;
+      queued_tokens_ -= work.n_prompt() - work.n_done;
       Fail(std::move(work), std::move(ready));
       continue;
     }
@@ -395,6 +403,9 @@ bool PrefillScheduler::Step() {
     }
     work.forward_seconds += step_seconds;
     work.next_send_block = std::max(work.next_send_block, step_end_block(work));
+    // The step's tokens counted as queued until its pass ended: a prompt arriving during it
+    // waits for it.
+    queued_tokens_ -= work.n_step;
     work.n_done += work.n_step;
     if (work.status.ok()) work.status = forward;
     if (work.status.ok() && work.job->cancelled) {

@@ -54,6 +54,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "base/arrival_rate.h"
 #include "base/decaying_rate.h"
 #include "engine/kv_cache.h"
 #include "engine/prefix_cache.h"
@@ -95,12 +97,21 @@ class PrefillScheduler {
   // Engine thread: runs one batch. False when nothing was queued.
   bool Step();
 
-  // Prompt tokens still to compute, over every queued prompt (also those part-way through): a
-  // prompt not started yet counts without the prefix its arrival found cached (the cache may
-  // change before it starts; the count follows what it then takes).
+  // Prompt tokens still to compute, over every queued prompt (also those part-way through, and
+  // the tokens of the pass running now until it ends): a prompt not started yet counts without
+  // the prefix its arrival found cached (the cache may change before it starts; the count follows
+  // what it then takes).
   int64_t queued_prompt_tokens() const { return queued_tokens_.load(); }
   // Prompt tokens per second of forward pass over the recent steps; 0 before the first.
   double prompt_tokens_per_second() const { return tokens_per_second_.load(); }
+  // The prompts enqueued recently: their tokens not found cached at arrival, per second over
+  // about kArrivalWindow and per prompt over about the last ten.
+  struct Arrivals {
+    double tokens_per_second = 0;
+    double tokens_per_prompt = 0;
+  };
+  Arrivals arrivals() const;
+  static constexpr absl::Duration kArrivalWindow = absl::Seconds(10);
   // Tokens per chunk of a prompt longer than the budget.
   int32_t chunk_tokens() const { return chunk_tokens_; }
 
@@ -204,6 +215,9 @@ class PrefillScheduler {
   std::deque<Work> queue_ ABSL_GUARDED_BY(mu_);
   std::vector<std::shared_ptr<PrefillJob>> running_ ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> queued_tokens_{0};
+  ArrivalRate arriving_tokens_ ABSL_GUARDED_BY(mu_){kArrivalWindow, absl::Now()};
+  // A mean over recent prompts: one "second" per prompt.
+  DecayingRate tokens_per_prompt_ ABSL_GUARDED_BY(mu_){kRateForgetting};
   DecayingRate step_rate_{kRateForgetting};  // engine thread only
   std::atomic<double> tokens_per_second_{0};  // step_rate_'s, for other threads
 

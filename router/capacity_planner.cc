@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 
@@ -23,32 +24,15 @@ v1::WorkerRole RoleOf(const WorkerSnapshot& w, const RoleMove* move) {
   return move != nullptr && move->worker_id == w.id ? move->to : w.role;
 }
 
-// A worker's share of a side's capacity: 1 for a dedicated worker; for a worker of role both, 1
-// while it holds no work of the other side (its engine loop gives this side every step) and 1/2
-// while it does; 0 for a worker not serving the side.
-double Share(v1::WorkerRole role, const v1::WorkerLoad& load, bool prefill_side) {
-  if (!(prefill_side ? ServesPrefill(role) : ServesDecode(role))) return 0;
-  if (role != v1::WORKER_ROLE_BOTH) return 1;
-  const bool other_busy = prefill_side ? load.running_sequences() + load.reservations() > 0
-                                       : load.queued_prompt_tokens() > 0;
-  return other_busy ? 0.5 : 1;
-}
-
-// One side's workers: their loads and shares.
-struct Side {
-  std::vector<const v1::WorkerLoad*> loads;
-  std::vector<double> shares;
-  double capacity = 0;  // the shares' sum
-};
-
-Side SideOf(const std::vector<WorkerSnapshot>& workers, const RoleMove* move, bool prefill_side) {
-  Side side;
+// The in-service workers serving a side, with `move` made.
+std::vector<const WorkerSnapshot*> Serving(const std::vector<WorkerSnapshot>& workers,
+                                           const RoleMove* move, bool prefill_side) {
+  std::vector<const WorkerSnapshot*> side;
   for (const WorkerSnapshot& w : workers) {
-    const double share = InService(w) ? Share(RoleOf(w, move), w.load, prefill_side) : 0;
-    if (share == 0) continue;
-    side.loads.push_back(&w.load);
-    side.shares.push_back(share);
-    side.capacity += share;
+    const v1::WorkerRole role = RoleOf(w, move);
+    if (InService(w) && (prefill_side ? ServesPrefill(role) : ServesDecode(role))) {
+      side.push_back(&w);
+    }
   }
   return side;
 }
@@ -71,40 +55,80 @@ RoleCounts CountRoles(const std::vector<WorkerSnapshot>& workers, const RoleMove
 
 namespace {
 
-// The queue (every in-service worker's) over the prefill side's summed rate, over the target.
-double PrefillPressure(const Side& side, int64_t queued, const FallbackSpeeds& speeds,
-                       absl::Duration target) {
-  double rate = 0;
-  for (size_t i = 0; i < side.loads.size(); ++i) {
-    rate += side.shares[i] * PrefillRate(*side.loads[i], speeds);
-  }
-  if (rate <= 0) return kInfinite;
-  return static_cast<double>(queued) / rate / absl::ToDoubleSeconds(target);
+// What the prefill side is, as both pressures need it (header comment).
+struct PrefillSide {
+  double rate = 0;         // R: the summed prefill rate, tokens/s
+  double compute = 0;      // seconds of one prompt's pass on one worker
+  double utilization = 0;  // u
+  double backlog = 0;      // seconds to compute the queue at R
+};
+
+PrefillSide PrefillSideOf(std::span<const WorkerSnapshot* const> serving, int64_t queued,
+                          const PromptDemand& demand, const FallbackSpeeds& speeds) {
+  PrefillSide side;
+  for (const WorkerSnapshot* w : serving) side.rate += PrefillRate(w->load, speeds);
+  if (side.rate <= 0) return side;
+  side.compute = demand.tokens_per_prompt / (side.rate / static_cast<double>(serving.size()));
+  side.backlog = static_cast<double>(queued) / side.rate;
+  side.utilization = std::min(kMaxUtilization, demand.tokens_per_second / side.rate);
+  return side;
 }
 
-// The TPOT with the sequences spread over the decode side's capacity, at its share-weighted step
-// fit, over the target.
-double DecodePressure(const Side& side, int64_t sequences, const FallbackSpeeds& speeds,
-                      absl::Duration target) {
-  if (side.capacity <= 0) return kInfinite;
-  double step = 0;
-  double row_cost = 0;
-  for (size_t i = 0; i < side.loads.size(); ++i) {
-    const v1::WorkerLoad& load = *side.loads[i];
-    step += side.shares[i] * (load.decode_step_seconds() > 0 ? load.decode_step_seconds()
-                                                             : speeds.decode_step_seconds);
-    row_cost += side.shares[i] *
-                (load.decode_row_cost() > 0 ? load.decode_row_cost() : speeds.decode_row_cost);
+double PrefillPressure(const PrefillSide& side, absl::Duration target) {
+  if (side.rate <= 0) return kInfinite;
+  const double u = side.utilization;
+  const double steady_wait = side.compute * u / (2 * (1 - u));
+  return (side.compute + std::max(side.backlog, steady_wait)) / absl::ToDoubleSeconds(target);
+}
+
+// The sequences spread over the decode side in proportion to each worker's availability; the
+// sequence-weighted TPOT over the target.
+double DecodePressure(std::span<const WorkerSnapshot* const> serving, const RoleMove* move,
+                      const PrefillSide& prefill, const PromptDemand& demand, int64_t sequences,
+                      const FallbackSpeeds& speeds, absl::Duration target) {
+  struct Worker {
+    DecodeFit fit;
+    double available = 1;  // the share of time its sequences step
+  };
+  std::vector<Worker> side;
+  double available = 0;
+  for (const WorkerSnapshot* w : serving) {
+    Worker d{.fit = DecodeFitOf(w->load, speeds)};
+    if (ServesPrefill(RoleOf(*w, move))) {
+      // At least one step between two prompt passes.
+      const double step = d.fit.one_row_step_seconds;
+      const double pass = demand.tokens_per_prompt / PrefillRate(w->load, speeds);
+      d.available = std::max(1 - prefill.utilization, pass > 0 ? step / (step + pass) : 0);
+    }
+    available += d.available;
+    side.push_back(d);
   }
-  return Tpot(step / side.capacity, row_cost / side.capacity,
-              static_cast<double>(sequences) / side.capacity) /
-         absl::ToDoubleSeconds(target);
+  if (available <= 0) return kInfinite;
+  double tpot_sum = 0;
+  for (const Worker& d : side) {
+    tpot_sum += d.fit.Tpot(static_cast<double>(sequences) * d.available / available);
+  }
+  return tpot_sum / available / absl::ToDoubleSeconds(target);
 }
 
 }  // namespace
 
+PromptDemand PromptDemand::Of(const std::vector<WorkerSnapshot>& workers) {
+  PromptDemand demand;
+  double tokens = 0;  // per prompt, weighted by tokens per second
+  for (const WorkerSnapshot& w : workers) {
+    const double rate = w.load.prompt_tokens_arriving_per_second();
+    if (!InService(w) || !(rate > 0)) continue;
+    demand.tokens_per_second += rate;
+    tokens += rate * std::max(0.0, w.load.prompt_tokens_per_prompt());
+  }
+  if (demand.tokens_per_second > 0) demand.tokens_per_prompt = tokens / demand.tokens_per_second;
+  return demand;
+}
+
 SidePressure PredictPressure(const std::vector<WorkerSnapshot>& workers,
                              const ServiceTargets& targets, const RoleMove* move) {
+  const PromptDemand demand = PromptDemand::Of(workers);
   int64_t queued = 0;
   int64_t sequences = 0;
   std::vector<const v1::WorkerLoad*> loads;
@@ -117,51 +141,47 @@ SidePressure PredictPressure(const std::vector<WorkerSnapshot>& workers,
   // A worker that has not measured a side's speed (it has not served it) is assumed at the mean
   // of every worker that has, whatever their roles now: the same hardware does the same work.
   const FallbackSpeeds speeds = FallbackSpeeds::MeanOf(loads);
-  return {.prefill = PrefillPressure(SideOf(workers, move, /*prefill_side=*/true), queued, speeds,
-                                     targets.ttft),
-          .decode = DecodePressure(SideOf(workers, move, /*prefill_side=*/false), sequences, speeds,
-                                   targets.tpot)};
+  const PrefillSide prefill =
+      PrefillSideOf(Serving(workers, move, /*prefill_side=*/true), queued, demand, speeds);
+  return {.prefill = PrefillPressure(prefill, targets.ttft),
+          .decode = DecodePressure(Serving(workers, move, /*prefill_side=*/false), move, prefill,
+                                   demand, sequences, speeds, targets.tpot)};
 }
 
 CapacityPlanner::CapacityPlanner(CapacityPlannerOptions options) : options_(options) {}
 
 CapacityPlanner::Choice CapacityPlanner::ChooseMove(const std::vector<WorkerSnapshot>& workers,
                                                     const SidePressure& now) const {
-  const bool decode_hot = now.decode >= now.prefill;
-  auto hot = [&](const SidePressure& p) { return decode_hot ? p.decode : p.prefill; };
-  auto cold = [&](const SidePressure& p) { return decode_hot ? p.prefill : p.decode; };
+  const double higher_now = std::max(now.prefill, now.decode);
+  const double bound = higher_now * (1 - options_.min_relief);  // a move qualifies at most here
   Choice best;
-  double best_score = kInfinite;
-  double least_cold = kInfinite;  // among the moves that relieve the hot side
+  double least_higher = kInfinite;  // among the moves that keep a worker on each side
   for (const WorkerSnapshot& w : workers) {
     if (!InService(w) || (options_.registered_only && w.is_static)) continue;
     for (v1::WorkerRole to : kRoles) {
       if (to == w.role) continue;
       RoleMove move{.worker_id = w.id, .address = w.address, .from = w.role, .to = to};
       const SidePressure after = PredictPressure(workers, options_.targets, &move);
-      if (!std::isfinite(after.prefill) || !std::isfinite(after.decode)) continue;
-      if (hot(after) > hot(now) * (1 - options_.min_relief)) continue;
-      least_cold = std::min(least_cold, cold(after));
-      if (cold(after) >= options_.keep_below) continue;
-      const double score = std::max(after.prefill, after.decode);
-      if (score < best_score) {
-        best_score = score;
+      const double higher = std::max(after.prefill, after.decode);
+      if (!std::isfinite(higher)) continue;
+      if (higher <= bound && higher < least_higher) {
         best.move = std::move(move);
         best.after = after;
       }
+      least_higher = std::min(least_higher, higher);
     }
   }
   if (best.move) return best;
-  best.why_none = std::isfinite(least_cold)
-                      ? absl::StrFormat(
-                            "%s at %.2f of its target, but every move that relieves it leaves %s "
-                            "at %.2f or more (at most %.2f)",
-                            SideName(decode_hot), hot(now), SideName(!decode_hot), least_cold,
-                            options_.keep_below)
-                      : absl::StrFormat(
-                            "%s at %.2f of its target, but no worker's move relieves it and "
-                            "keeps a worker on each side",
-                            SideName(decode_hot), hot(now));
+  const bool decode_hot = now.decode >= now.prefill;
+  best.why_none =
+      std::isfinite(least_higher)
+          ? absl::StrFormat(
+                "%s at %.2f of its target, but no move lowers the higher pressure by %.0f%% (the "
+                "best leaves %.2f)",
+                SideName(decode_hot), higher_now, 100 * options_.min_relief, least_higher)
+          : absl::StrFormat(
+                "%s at %.2f of its target, but no worker's move keeps a worker on each side",
+                SideName(decode_hot), higher_now);
   return best;
 }
 

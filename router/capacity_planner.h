@@ -1,26 +1,31 @@
 // The SLO planner (router flag --planner slo|recommend): from what the workers report (prefill
-// queues and measured prefill rates, decode sequences and step fits: service_time_model.h), it
-// predicts how close each side of the split is to missing its target and chooses one worker to
-// change role so that the side about to miss first gets capacity (docs/CAPACITY.md).
+// queues and measured prefill rates, decode sequences and step fits: service_time_model.h; the
+// prompt tokens arriving per second and per prompt: PromptDemand), it predicts how close each
+// side of the split is to missing its target and chooses one worker to change role so that the
+// side about to miss first gets capacity (docs/CAPACITY.md).
 //
-// Pressure, each side's predicted time over its target (1 = at the target):
-//   prefill: (queued prompt tokens / summed prefill rate) / TTFT target
-//            the wait a prompt arriving now has before its own compute;
-//   decode:  one-row step x (1 + row cost x sequences per decode worker) / TPOT target
-//            the time per token with the sequences spread evenly.
+// Pressure, each side's predicted time over its target (1 = at the target). With R the summed
+// prefill rate of the workers serving prefill (prefill or both; a worker of role both gives
+// prefill its whole rate: its engine loop runs a decode step between prompt passes, short beside
+// them) and k their number:
+//   utilization u = tokens arriving per second / R, at most kMaxUtilization
+//   prefill: TTFT = compute + max(queued / R, compute * u / (2 (1 - u)))
+//            compute = tokens per prompt / (R / k), the prompt's own pass on one worker; the
+//            wait is the backlog now or the steady queueing wait at u (M/D/1), the larger;
+//   decode:  each worker serving decode is available a = 1 (role decode) or 1 - u (role both:
+//            its prompt passes stall its sequences), at least one step beside one prompt pass;
+//            the sequences spread over the workers in proportion to a, and
+//            TPOT = sum over workers of Tpot(step, row cost, sequences there) / sum of a
+//            (the sequence-weighted mean of each worker's Tpot / a).
 // The queue and the sequences are every in-service worker's (a worker leaving a side still
-// drains what it holds there); the capacity is the side's workers, a dedicated worker counting
-// 1 and a worker of role both 1 while it holds no work of the other side (its engine loop then
-// gives this side every step) and 1/2 while it does (the two sides share its steps).
+// drains what it holds there); the capacity is the side's workers.
 //
 // A move: one worker to another role (prefill, decode or both). When the side under more pressure
 // is above `move_above`, every move of a candidate worker is predicted; a move qualifies when
-// both sides keep a worker, the hot side's pressure falls by `min_relief` of itself at least (a
-// move that only trades one worker's measured speed for another's is none), and the other side's
-// stays below
-// `keep_below` (hysteresis: a move never makes the other side hot, so a steady load never calls
-// for the move back). Of those, the one with the lowest pressure of the two sides after it is
-// chosen; at most one per `dwell`.
+// both sides keep a worker and the higher of the two pressures falls by `min_relief` of itself at
+// least (hysteresis: a move back would raise it again, so a steady load never calls for one; a
+// move that only trades one worker's measured speed for another's is none). Of those, the one
+// with the lowest higher pressure after it is chosen; at most one per `dwell`.
 //
 // Thread-safety: thread-compatible (the router's planner thread).
 #ifndef BATON_ROUTER_CAPACITY_PLANNER_H_
@@ -42,7 +47,6 @@ struct CapacityPlannerOptions {
   ServiceTargets targets;  // both must be set
   absl::Duration dwell = absl::Seconds(60);
   double move_above = 0.9;
-  double keep_below = 0.6;
   double min_relief = 0.1;
   // Which workers a move may name: all in service (recommending: the counts are what matter), or
   // only registered ones (acting: a static worker's role is the router's flag).
@@ -105,6 +109,18 @@ class CapacityPlanner {
 
 // The in-service workers' counts per role, with `move` made when given.
 RoleCounts CountRoles(const std::vector<WorkerSnapshot>& workers, const RoleMove* move = nullptr);
+
+// What arriving prompts ask of the prefill side: the in-service workers' reports
+// (prompt_tokens_arriving_per_second, prompt_tokens_per_prompt) summed, the tokens per prompt
+// weighted by each worker's arrivals. Every router's prompts count, wherever they went.
+struct PromptDemand {
+  double tokens_per_second = 0;
+  double tokens_per_prompt = 0;
+  static PromptDemand Of(const std::vector<WorkerSnapshot>& workers);
+};
+
+// Prefill utilization is taken at most this (the queueing wait at it: 9.5 prompt passes).
+inline constexpr double kMaxUtilization = 0.95;
 
 // The sides' pressures with the workers as they are, or with `move` made; infinite where a side
 // would have no worker.

@@ -55,11 +55,15 @@ PrefillPrediction PredictPrefill(const v1::WorkerLoad& load, int64_t uncached_to
       .compute_seconds = static_cast<double>(std::max<int64_t>(0, uncached_tokens)) / rate};
 }
 
+DecodeFit DecodeFitOf(const v1::WorkerLoad& load, const FallbackSpeeds& fallback) {
+  return {
+      .one_row_step_seconds = OrFallback(load.decode_step_seconds(), fallback.decode_step_seconds),
+      .row_cost = OrFallback(load.decode_row_cost(), fallback.decode_row_cost)};
+}
+
 double PredictTpot(const v1::WorkerLoad& load, const FallbackSpeeds& fallback) {
   const int64_t others = std::max(0, load.running_sequences()) + std::max(0, load.reservations());
-  return Tpot(OrFallback(load.decode_step_seconds(), fallback.decode_step_seconds),
-              OrFallback(load.decode_row_cost(), fallback.decode_row_cost),
-              static_cast<double>(others));
+  return DecodeFitOf(load, fallback).Tpot(static_cast<double>(others));
 }
 
 size_t ChooseWorker(std::span<const Candidate> candidates, absl::Duration target,

@@ -66,6 +66,17 @@ double PrefillRate(const v1::WorkerLoad& load, const FallbackSpeeds& fallback);
 // A decode step's seconds per sequence with `other_sequences` beside it.
 double Tpot(double one_row_step_seconds, double row_cost, double other_sequences);
 
+// The worker's decode step fit (decode_worker/step_cost_model.h), the fallback's where it
+// measured none.
+struct DecodeFit {
+  double one_row_step_seconds = 0;
+  double row_cost = 0;
+  double Tpot(double other_sequences) const {
+    return router::Tpot(one_row_step_seconds, row_cost, other_sequences);
+  }
+};
+DecodeFit DecodeFitOf(const v1::WorkerLoad& load, const FallbackSpeeds& fallback);
+
 PrefillPrediction PredictPrefill(const v1::WorkerLoad& load, int64_t uncached_tokens,
                                  const FallbackSpeeds& fallback);
 // The time per output token of a request joining the worker's sequences.

@@ -96,6 +96,9 @@ struct WorkerServer::Impl {
     load.set_kv_blocks_total(cache->pool().n_blocks());
     load.set_queued_prompt_tokens(scheduler->queued_prompt_tokens());
     load.set_prefill_tokens_per_second(scheduler->prompt_tokens_per_second());
+    const prefill_worker::PrefillScheduler::Arrivals arrivals = scheduler->arrivals();
+    load.set_prompt_tokens_arriving_per_second(arrivals.tokens_per_second);
+    load.set_prompt_tokens_per_prompt(arrivals.tokens_per_prompt);
     load.set_running_sequences(batch->n_running() + batch->n_waiting());
     load.set_decode_step_seconds(batch->one_row_step_seconds());
     load.set_decode_row_cost(batch->row_cost());

@@ -151,10 +151,11 @@ TEST(RoleChangeTest, ADecodeWorkerBecomesPrefillMidStreamAndTheStreamGoesOnUncha
 
 TEST(RoleChangeTest, ThePlannerGivesTheMissingSideAWorkerOnceOnASteadyLoad) {
   // Long prompts, each its own (no prefix to share), sent without pause against a TTFT target no
-  // prefill meets: prefill is the side about to miss. The decode worker becomes both (half of it
-  // added to prefill, its few short answers over half a worker still far within the TPOT target;
-  // the prefill worker cannot go: decode would have none), and no further move helps, so none
-  // follows while the load holds.
+  // prefill meets: prefill is the side about to miss. The decode worker becomes both (its prefill
+  // rate added to the side's, its few short answers, stalled behind prompt passes, still far
+  // within the TPOT target; the prefill worker cannot go: decode would have none), and no further
+  // move helps (the other worker to both adds no prefill rate), so none follows while the load
+  // holds.
   LocalCluster local({}, {});
   // The planner's first look is one dwell (3 s) after the router starts: both workers are
   // registered by then.
@@ -194,8 +195,13 @@ TEST(RoleChangeTest, ThePlannerGivesTheMissingSideAWorkerOnceOnASteadyLoad) {
   const int served_before = served.load();
   std::this_thread::sleep_for(std::chrono::seconds(4));
   EXPECT_GT(served.load(), served_before) << "the load stopped";
-  EXPECT_EQ(WorkerAt(local, (*p)->address).role(), v1::WORKER_ROLE_PREFILL);
+  const v1::WorkerStatus prefill = WorkerAt(local, (*p)->address);
+  EXPECT_EQ(prefill.role(), v1::WORKER_ROLE_PREFILL);
   EXPECT_EQ(WorkerAt(local, (*d)->address).role(), v1::WORKER_ROLE_BOTH);
+  // The demand the planner read: the prompts arriving at the prefill worker, each of several
+  // hundred tokens.
+  EXPECT_GT(prefill.load().prompt_tokens_arriving_per_second(), 0);
+  EXPECT_GT(prefill.load().prompt_tokens_per_prompt(), 300);
   stop = true;
   for (std::thread& sender : senders) sender.join();
   EXPECT_EQ(failed.load(), 0);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "gmock/gmock.h"
 #include "decode_worker/reservation_table.h"
 #include "engine/model.h"
 #include "engine/prefix_cache.h"
@@ -483,12 +484,14 @@ TEST_F(PrefillSchedulerTest, ShortPromptWaitsForAtMostOneChunkOfALongOne) {
   EXPECT_EQ(scheduler_->queued_prompt_tokens(), 0);
 }
 
-TEST_F(PrefillSchedulerTest, TheQueueCountsOnlyWhatIsNotCachedAndTheRateIsMeasured) {
+TEST_F(PrefillSchedulerTest, TheQueueAndTheArrivalsCountOnlyWhatIsNotCachedAndTheRateIsMeasured) {
   ASSERT_NO_FATAL_FAILURE(StartWorker(64, /*prefix_caching=*/true));
   EXPECT_EQ(scheduler_->prompt_tokens_per_second(), 0);
+  EXPECT_EQ(scheduler_->arrivals().tokens_per_second, 0);
   const std::vector<engine::TokenId> first = Prompt(40, 8);
   Enqueue("first", first);
   EXPECT_EQ(scheduler_->queued_prompt_tokens(), 40);
+  EXPECT_DOUBLE_EQ(scheduler_->arrivals().tokens_per_prompt, 40);
   EXPECT_EQ(RunAll(), 1);
   ASSERT_TRUE(outcomes_.Await("first").ok());
   EXPECT_GT(scheduler_->prompt_tokens_per_second(), 0);
@@ -497,11 +500,33 @@ TEST_F(PrefillSchedulerTest, TheQueueCountsOnlyWhatIsNotCachedAndTheRateIsMeasur
   for (int i = 0; i < 8; ++i) longer.push_back(7);
   Enqueue("longer", longer);
   EXPECT_EQ(scheduler_->queued_prompt_tokens(), 8);
+  // Per prompt: 40 and 8, the older weighing 0.9.
+  EXPECT_DOUBLE_EQ(scheduler_->arrivals().tokens_per_prompt, (0.9 * 40 + 8) / 1.9);
+  EXPECT_GT(scheduler_->arrivals().tokens_per_second, 0);
   EXPECT_EQ(RunAll(), 1);
   ASSERT_TRUE(outcomes_.Await("longer").ok());
   EXPECT_EQ(scheduler_->queued_prompt_tokens(), 0);
   // The estimate at arrival held nothing: every block is back.
   EXPECT_EQ(prefill_cache_->pool().n_free(), prefill_cache_->pool().n_blocks());
+}
+
+// A prompt arriving while a pass runs waits for it: the pass's tokens count as queued until it
+// ends.
+TEST_F(PrefillSchedulerTest, ThePassRunningNowCountsAsQueuedUntilItEnds) {
+  ASSERT_NO_FATAL_FAILURE(StartWorker(16, false, 64, Compute::kOwnMemory));
+  std::vector<int64_t> queued_in_pass;
+  prefill_backend_->on_forward(
+      [&] { queued_in_pass.push_back(scheduler_->queued_prompt_tokens()); });
+  Enqueue("long", Prompt(32, 2));  // 2 chunks of 16
+  Enqueue("short", Prompt(5, 3));
+  ASSERT_TRUE(scheduler_->Step());
+  EXPECT_EQ(scheduler_->queued_prompt_tokens(), 21);
+  ASSERT_TRUE(scheduler_->Step());
+  EXPECT_EQ(scheduler_->queued_prompt_tokens(), 16);
+  EXPECT_EQ(RunAll(), 1);
+  EXPECT_EQ(scheduler_->queued_prompt_tokens(), 0);
+  // Seen from inside each pass: everything not yet computed, that pass's tokens included.
+  EXPECT_THAT(queued_in_pass, ::testing::ElementsAre(37, 21, 16));
 }
 
 TEST_F(PrefillSchedulerTest, PromptsThatFitShareAForward) {

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -40,6 +41,8 @@ class OwnMemoryBackend final : public kernels::Backend {
   int steps_begun() const { return steps_begun_; }
   int operations_dropped() const { return operations_dropped_; }
   void refuse_steps(int n) { steps_to_refuse_ = n; }
+  // Called as each forward pass begins (its embedding lookup, GetRows), on its thread.
+  void on_forward(std::function<void()> hook) { on_forward_ = std::move(hook); }
 
   // Asynchronous copies land this long after they are queued.
   void set_copy_delay(std::chrono::milliseconds delay) { copy_delay_ = delay; }
@@ -134,6 +137,7 @@ class OwnMemoryBackend final : public kernels::Backend {
   void ReleaseWeights(const kernels::WeightMatrix& w) override { inner_->ReleaseWeights(w); }
   void GetRows(const kernels::WeightMatrix& w, const int32_t* ids, int64_t n,
                float* out) override {
+    if (on_forward_) on_forward_();
     inner_->GetRows(w, ids, n, out);
   }
   void RmsNorm(const float* x, const float* weight, int64_t n, int64_t dim, float eps,
@@ -198,6 +202,7 @@ class OwnMemoryBackend final : public kernels::Backend {
   std::unique_ptr<kernels::Backend> inner_;
   int steps_begun_ = 0;
   int steps_to_refuse_ = 0;
+  std::function<void()> on_forward_;
   int operations_dropped_ = 0;
   bool refusing_ = false;
   std::chrono::milliseconds copy_delay_{0};
