@@ -15,8 +15,9 @@
 // predictions order workers as token and sequence counts do.
 //
 // Choosing a worker (ChooseWorker), each candidate has the predicted time the target bounds
-// (prefill: TTFT, decode: TPOT), a cost in what it uses up (prefill: compute seconds, decode: KV
-// blocks to hand off) and a wait (prefill: the queue ahead; decode: its TPOT):
+// (prefill: TTFT, decode: TPOT), a cost in what it uses up (prefill: compute seconds, once more
+// for each sequence the worker decodes, which its pass stalls; decode: KV blocks to hand off) and
+// a wait (prefill: the queue ahead; decode: its TPOT):
 //  - no target: the lowest cost among the fastest predicted (decode: within kSameDecodeSpeed
 //    of the fastest TPOT; prefill: the fastest TTFT only), then the lowest predicted time;
 //  - some candidates predicted within the target: among them the lowest cost, then the lowest
@@ -88,6 +89,11 @@ struct Candidate {
   double cost = 0;               // what placing the request there uses up
   double wait_seconds = 0;       // what it delays the request by
 };
+
+// A prompt of `uncached_tokens` on a worker as a candidate (header comment); `serves_decode`:
+// the worker's role includes decode, so that its running sequences wait for the pass.
+Candidate PrefillCandidate(const v1::WorkerLoad& load, int64_t uncached_tokens, bool serves_decode,
+                           const FallbackSpeeds& fallback);
 
 // The index of the chosen candidate (see the header comment); `target` zero: none, and then
 // candidates predicted within `same_speed` (a fraction) of the fastest count as equally fast.

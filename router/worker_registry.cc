@@ -304,15 +304,10 @@ absl::StatusOr<Placement> WorkerRegistry::PickPrefill(int64_t n_prompt_tokens,
       for (size_t i : eligible) {
         const Worker& w = workers_[i];
         const int64_t cached = int64_t{CachedBlocks(w, prompt)} * w.info.model.block_size();
-        const PrefillPrediction p = PredictPrefill(w.info.load, n_prompt_tokens - cached, fallback);
-        candidates.push_back({.predicted_seconds = p.ttft_seconds(),
-                              .cost = p.compute_seconds,
-                              .wait_seconds = p.wait_seconds});
+        candidates.push_back(PrefillCandidate(w.info.load, n_prompt_tokens - cached,
+                                              ServesDecode(w.info.role), fallback));
       }
-      const bool own_keeps_target =
-          colocated && candidates.front().predicted_seconds <=
-                           absl::ToDoubleSeconds(options_.targets.ttft);
-      if (!own_keeps_target) chosen = eligible[ChooseWorker(candidates, options_.targets.ttft)];
+      chosen = eligible[ChooseWorker(candidates, options_.targets.ttft)];
     } else {
       for (size_t i : eligible) {
         if (workers_[i].info.load.queued_prompt_tokens() <

@@ -157,11 +157,12 @@ class WorkerRegistry {
                                        PromptHashes* prompt = nullptr);
   // The prompt tokens the chosen worker has not cached are added to its queued prompt tokens. When
   // `decode_worker_id` names a healthy colocated worker (role both), that worker prefills its own
-  // request (its KV then stays where it is computed) under kRoundRobin, under kLeastLoaded unless
-  // another has fewer queued tokens, and under kKvAware while its predicted TTFT keeps the target
-  // (no target: unless another is predicted faster); otherwise the policy's pick computes the
-  // prompt and hands its KV to the decode worker, so that no prefill worker idles beside a
-  // colocated one that has a queue. UNAVAILABLE when no healthy prefill-capable worker exists.
+  // request (its KV then stays where it is computed) under kRoundRobin, and wherever the policy
+  // finds it as good as any other (kLeastLoaded: no fewer queued tokens elsewhere; kKvAware: the
+  // same cost and predicted time, its pass stalling its own sequences counted in the cost);
+  // otherwise the policy's pick computes the prompt and hands its KV to the decode worker, so
+  // that no prefill worker idles beside a colocated one that is busy. UNAVAILABLE when no
+  // healthy prefill-capable worker exists.
   absl::StatusOr<Placement> PickPrefill(int64_t n_prompt_tokens,
                                         const std::string& decode_worker_id = "",
                                         const WorkerIdSet& avoid = {},

@@ -268,7 +268,8 @@ TEST_F(WorkerRegistryTest, RoundRobinRotatesOverEligibleWorkers) {
 }
 
 // A colocated decode worker prefills its own request when it would be chosen anyway or ties,
-// keeping its KV local; a prefill worker beside it takes the prompt when it is the policy's pick.
+// keeping its KV local; a prefill worker beside it takes the prompt when it is the policy's pick
+// (kv-aware: faster, or as fast without stalling sequences).
 TEST_F(WorkerRegistryTest, AColocatedWorkerPrefillsItsOwnRequestUnlessTheQueueSendsItElsewhere) {
   const v1::WorkerLoad colocated_load = [] {
     v1::WorkerLoad l = DecodeLoad(100);
@@ -300,26 +301,30 @@ TEST_F(WorkerRegistryTest, AColocatedWorkerPrefillsItsOwnRequestUnlessTheQueueSe
                 PlacedOn(policy == PlacementPolicy::kRoundRobin ? "both:1" : "p:1"));
   }
 
-  // KV-aware with a 2 s target, at 100 tokens/s: its own while it keeps the target, else the
-  // fastest.
+  // KV-aware with a 2 s target, at 100 tokens/s.
   auto registry = std::make_unique<WorkerRegistry>(WorkerRegistryOptions{
       .model_fingerprint = kFingerprint,
       .placement = PlacementPolicy::kKvAware,
       .targets = {.ttft = absl::Seconds(2)},
       .clock = &clock_});
-  v1::WorkerLoad busy = colocated_load;
-  busy.set_queued_prompt_tokens(150);  // 1.5 s + 0.16 s: within the target
+  absl::StatusOr<std::string> p =
+      registry->Register(v1::WORKER_ROLE_PREFILL, "p:1", Model(), prefill_load);
   absl::StatusOr<std::string> both =
-      registry->Register(v1::WORKER_ROLE_BOTH, "both:1", Model(), busy);
-  ASSERT_TRUE(both.ok());
-  ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_PREFILL, "p:1", Model(), prefill_load).ok());
+      registry->Register(v1::WORKER_ROLE_BOTH, "both:1", Model(), colocated_load);
+  ASSERT_TRUE(both.ok() && p.ok());
+  // Equally fast and costly: its own.
   EXPECT_THAT(registry->PickPrefill(16, *both), PlacedOn("both:1"));
-  // Without a decode worker named, the fastest of those within the target.
-  ASSERT_TRUE(registry->Heartbeat(*both, busy));
-  EXPECT_THAT(registry->PickPrefill(16), PlacedOn("p:1"));
-  busy.set_queued_prompt_tokens(190);  // 1.9 s + 0.16 s: past it; the other takes 0.32 s
-  ASSERT_TRUE(registry->Heartbeat(*both, busy));
+  // Equally fast again, but its pass would stall the 2 sequences it decodes: the prefill worker.
+  v1::WorkerLoad decoding = colocated_load;
+  decoding.set_running_sequences(2);
+  ASSERT_TRUE(registry->Heartbeat(*both, decoding));
   EXPECT_THAT(registry->PickPrefill(16, *both), PlacedOn("p:1"));
+  // The prefill worker's queue past the target (1.9 + 0.16 s): its own, stall and all.
+  v1::WorkerLoad queued = prefill_load;
+  queued.set_queued_prompt_tokens(190);
+  ASSERT_TRUE(registry->Heartbeat(*p, queued));
+  ASSERT_TRUE(registry->Heartbeat(*both, decoding));
+  EXPECT_THAT(registry->PickPrefill(16, *both), PlacedOn("both:1"));
 }
 
 TEST_F(WorkerRegistryTest, WorkersToAvoidAreNeverPicked) {
