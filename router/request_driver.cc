@@ -1,6 +1,7 @@
 #include "router/request_driver.h"
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <utility>
 
@@ -71,6 +72,23 @@ class PrefillCallWaiter final : public grpc::ClientUnaryReactor {
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status status_ ABSL_GUARDED_BY(mu_);
   absl::Time kv_sending_at_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+};
+
+// Tells the registry once that a prompt placed on a prefill worker no longer waits there: at the
+// first of its forward pass ending (its KV starts to flow) and its call ending, however it ends.
+class PrefillInFlight {
+ public:
+  PrefillInFlight(WorkerRegistry* registry, const Placement& placement)
+      : registry_(registry), placement_(placement) {}
+  ~PrefillInFlight() { End(); }
+  void End() {
+    if (!ended_.exchange(true)) registry_->PrefillEnded(placement_);
+  }
+
+ private:
+  WorkerRegistry* const registry_;
+  const Placement placement_;
+  std::atomic<bool> ended_{false};
 };
 
 uint64_t RandomSeed() {
@@ -446,6 +464,7 @@ absl::Status RequestDriver::Prefill() {
   absl::StatusOr<Placement> placement = AwaitPrefillWorker();
   if (!placement.ok()) return placement.status();
   attempt_.prefill = *std::move(placement);
+  PrefillInFlight in_flight(deps_.registry, attempt_.prefill);
   absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
       deps_.channels->Get(attempt_.prefill.address);
   if (!channel.ok()) return channel.status();
@@ -468,7 +487,10 @@ absl::Status RequestDriver::Prefill() {
   request.set_cache_salt(prepared_.cache_salt);
   if (!BeginCall(&context)) return CancelledStatus();
   attempt_.prefill_started = true;
-  PrefillCallWaiter call(&context, [this] { SetState(v1::REQUEST_STATE_KV_SENDING).IgnoreError(); });
+  PrefillCallWaiter call(&context, [this, &in_flight] {
+    in_flight.End();
+    SetState(v1::REQUEST_STATE_KV_SENDING).IgnoreError();
+  });
   stub->async()->Prefill(&context, &request, &attempt_.prefill_response, &call);
   call.StartCall();
   const grpc::Status status = call.Wait();

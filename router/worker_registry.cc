@@ -172,6 +172,8 @@ void WorkerRegistry::SetLoad(Worker& w, const v1::WorkerLoad& load) {
   w.cached.insert(load.cached_block_hashes().begin(), load.cached_block_hashes().end());
   w.info.load = load;
   w.info.load.clear_cached_block_hashes();
+  w.info.load.set_queued_prompt_tokens(
+      std::max(w.info.load.queued_prompt_tokens(), w.outstanding_prefill));
   w.info.n_cached_blocks = static_cast<int32_t>(w.cached.size());
 }
 
@@ -320,10 +322,21 @@ absl::StatusOr<Placement> WorkerRegistry::PickPrefill(int64_t n_prompt_tokens,
   Worker& w = workers_[chosen];
   // The tokens it will compute: a prefill worker reports its queue without the cached ones too.
   const int64_t cached_tokens = int64_t{CachedBlocks(w, prompt)} * w.info.model.block_size();
-  w.info.load.set_queued_prompt_tokens(w.info.load.queued_prompt_tokens() + n_prompt_tokens -
-                                       cached_tokens);
+  const int64_t queued = std::max<int64_t>(0, n_prompt_tokens - cached_tokens);
+  w.info.load.set_queued_prompt_tokens(w.info.load.queued_prompt_tokens() + queued);
+  w.outstanding_prefill += queued;
   ExpectCached(w, prompt);
-  return Placement{.worker_id = w.info.id, .address = w.info.address, .n_blocks = 0};
+  return Placement{
+      .worker_id = w.info.id, .address = w.info.address, .n_blocks = 0, .n_queued_tokens = queued};
+}
+
+void WorkerRegistry::PrefillEnded(const Placement& placement) {
+  absl::MutexLock lock(&mu_);
+  for (Worker& w : workers_) {
+    if (w.info.id != placement.worker_id) continue;
+    w.outstanding_prefill = std::max<int64_t>(0, w.outstanding_prefill - placement.n_queued_tokens);
+    return;
+  }
 }
 
 FallbackSpeeds WorkerRegistry::FallbackSpeedsLocked(const std::vector<size_t>& eligible) const {

@@ -97,6 +97,7 @@ struct Placement {
   std::string worker_id;
   std::string address;
   int32_t n_blocks = 0;  // decode: the KV blocks the request needs there; prefill: 0
+  int64_t n_queued_tokens = 0;  // prefill: the prompt tokens it queues there (not cached)
 };
 
 // Why no decode worker was picked.
@@ -168,6 +169,10 @@ class WorkerRegistry {
                                         const WorkerIdSet& avoid = {},
                                         PromptHashes* prompt = nullptr);
 
+  // The prompt placed by PickPrefill has been computed (or has failed): its tokens leave this
+  // router's outstanding count for the worker. Until then a worker's queue reads at least that
+  // count, whatever its reports say: a report may predate the prompts just sent to it.
+  void PrefillEnded(const Placement& placement);
   // A call to the worker failed as if it were down: unhealthy until its next report.
   void MarkUnavailable(const std::string& worker_id);
   // The worker refused a reservation for lack of blocks: 0 free blocks until its next report.
@@ -194,6 +199,7 @@ class WorkerRegistry {
     bool reported = false;     // a report with a matching model has arrived
     bool unavailable = false;  // MarkUnavailable since the last report
     uint64_t seq = 0;          // registration order, for round robin
+    int64_t outstanding_prefill = 0;  // prompt tokens placed here and not computed yet
     absl::flat_hash_set<uint64_t> cached;  // advertised cached block hashes
   };
 

@@ -147,6 +147,17 @@ TEST(RoleChangeTest, ADecodeWorkerBecomesPrefillMidStreamAndTheStreamGoesOnUncha
   EXPECT_EQ(after.tokens, reference.tokens);
   EXPECT_EQ(after.last.timings().decode_worker(), last);
   EXPECT_EQ(local.WaitEveryWorkerFree(), absl::OkStatus());
+  // Every prompt computed: once the workers have reported, the router reads no queue anywhere
+  // (its own placements count toward a queue only until their passes end).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  int64_t queued = -1;
+  while (queued != 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    queued = 0;
+    const v1::ClusterStatusResponse status = Status(local);
+    for (const v1::WorkerStatus& w : status.workers()) queued += w.load().queued_prompt_tokens();
+  }
+  EXPECT_EQ(queued, 0);
 }
 
 TEST(RoleChangeTest, ThePlannerGivesTheMissingSideAWorkerOnceOnASteadyLoad) {

@@ -327,6 +327,32 @@ TEST_F(WorkerRegistryTest, AColocatedWorkerPrefillsItsOwnRequestUnlessTheQueueSe
   EXPECT_THAT(registry->PickPrefill(16, *both), PlacedOn("both:1"));
 }
 
+// A report taken before the prompts just placed reached the worker cannot hide them: the queue
+// reads at least what this router placed there and has not seen computed.
+TEST_F(WorkerRegistryTest, AReportCannotHideThePromptsPlacedAndNotComputedYet) {
+  auto registry = MakeRegistry();
+  absl::StatusOr<std::string> a =
+      registry->Register(v1::WORKER_ROLE_PREFILL, "pa:1", Model(), PrefillLoad(0));
+  ASSERT_TRUE(a.ok());
+  ASSERT_TRUE(registry->Register(v1::WORKER_ROLE_PREFILL, "pb:1", Model(), PrefillLoad(50)).ok());
+  absl::StatusOr<Placement> first = registry->PickPrefill(100);
+  ASSERT_THAT(first, PlacedOn("pa:1"));
+  EXPECT_EQ(first->n_queued_tokens, 100);
+  // pa reports an empty queue (taken before the prompt arrived): it still reads 100, so the next
+  // prompt goes to pb.
+  ASSERT_TRUE(registry->Heartbeat(*a, PrefillLoad(0)));
+  EXPECT_EQ(registry->Snapshot()[0].load.queued_prompt_tokens(), 100);
+  EXPECT_THAT(registry->PickPrefill(10), PlacedOn("pb:1"));
+  // Computed: the reports count again.
+  registry->PrefillEnded(*first);
+  ASSERT_TRUE(registry->Heartbeat(*a, PrefillLoad(0)));
+  EXPECT_EQ(registry->Snapshot()[0].load.queued_prompt_tokens(), 0);
+  EXPECT_THAT(registry->PickPrefill(10), PlacedOn("pa:1"));
+  // A report of more than this router placed (another router's prompts) reads as reported.
+  ASSERT_TRUE(registry->Heartbeat(*a, PrefillLoad(500)));
+  EXPECT_EQ(registry->Snapshot()[0].load.queued_prompt_tokens(), 500);
+}
+
 TEST_F(WorkerRegistryTest, WorkersToAvoidAreNeverPicked) {
   auto registry = MakeRegistry();
   absl::StatusOr<std::string> a =
