@@ -58,7 +58,7 @@ namespace {
 // What the prefill side is, as both pressures need it (header comment).
 struct PrefillSide {
   double rate = 0;         // R: the summed prefill rate, tokens/s
-  double compute = 0;      // seconds of one prompt's pass on one worker
+  double compute = 0;      // seconds of one prompt's pass on the fastest worker
   double utilization = 0;  // u
   double backlog = 0;      // seconds to compute the queue at R
 };
@@ -66,9 +66,14 @@ struct PrefillSide {
 PrefillSide PrefillSideOf(std::span<const WorkerSnapshot* const> serving, int64_t queued,
                           const PromptDemand& demand, const FallbackSpeeds& speeds) {
   PrefillSide side;
-  for (const WorkerSnapshot* w : serving) side.rate += PrefillRate(w->load, speeds);
+  double fastest = 0;
+  for (const WorkerSnapshot* w : serving) {
+    const double rate = PrefillRate(w->load, speeds);
+    side.rate += rate;
+    fastest = std::max(fastest, rate);
+  }
   if (side.rate <= 0) return side;
-  side.compute = demand.tokens_per_prompt / (side.rate / static_cast<double>(serving.size()));
+  side.compute = demand.tokens_per_prompt / fastest;
   side.backlog = static_cast<double>(queued) / side.rate;
   side.utilization = std::min(kMaxUtilization, demand.tokens_per_second / side.rate);
   return side;

@@ -7,11 +7,12 @@
 // Pressure, each side's predicted time over its target (1 = at the target). With R the summed
 // prefill rate of the workers serving prefill (prefill or both; a worker of role both gives
 // prefill its whole rate: its engine loop runs a decode step between prompt passes, short beside
-// them) and k their number:
+// them):
 //   utilization u = tokens arriving per second / R, at most kMaxUtilization
 //   prefill: TTFT = compute + max(queued / R, compute * u / (2 (1 - u)))
-//            compute = tokens per prompt / (R / k), the prompt's own pass on one worker; the
-//            wait is the backlog now or the steady queueing wait at u (M/D/1), the larger;
+//            compute = tokens per prompt / the fastest worker's rate, the prompt's own pass (so
+//            that a worker added to the side never makes it slower); the wait is the backlog
+//            now or the steady queueing wait at u (M/D/1), the larger;
 //   decode:  each worker serving decode is available a = 1 (role decode) or 1 - u (role both:
 //            its prompt passes stall its sequences), at least one step beside one prompt pass;
 //            the sequences spread over the workers in proportion to a, and

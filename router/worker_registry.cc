@@ -259,7 +259,9 @@ absl::StatusOr<Placement> WorkerRegistry::PickDecode(int64_t n_prompt_tokens, in
     }
   }
   Worker& w = workers_[chosen];
-  ExpectCached(w, prompt);
+  // A colocated worker's expectation waits for PickPrefill: until its prompt is computed somewhere
+  // the prompt is not in its cache, and its own prefill is a candidate.
+  if (w.info.role != v1::WORKER_ROLE_BOTH) ExpectCached(w, prompt);
   w.info.load.set_kv_blocks_free(
       static_cast<int32_t>(w.info.load.kv_blocks_free() - needs[chosen]));
   w.info.load.set_reservations(w.info.load.reservations() + 1);
@@ -326,6 +328,9 @@ absl::StatusOr<Placement> WorkerRegistry::PickPrefill(int64_t n_prompt_tokens,
   w.info.load.set_queued_prompt_tokens(w.info.load.queued_prompt_tokens() + queued);
   w.outstanding_prefill += queued;
   ExpectCached(w, prompt);
+  // The colocated decode worker will hold the prompt's KV too, wherever it was computed.
+  Worker* decode = FindLocked(decode_worker_id);
+  if (decode != nullptr && decode->info.role == v1::WORKER_ROLE_BOTH) ExpectCached(*decode, prompt);
   return Placement{
       .worker_id = w.info.id, .address = w.info.address, .n_blocks = 0, .n_queued_tokens = queued};
 }

@@ -96,6 +96,14 @@ TEST(CapacityPlannerTest, PredictsEachSidesPressureAsItIsAndAfterAMove) {
   // With prompts arriving, the larger of the backlog and the steady wait, before a prompt's own
   // pass: 1 + 0.5 s.
   EXPECT_DOUBLE_EQ(PredictPressure(Arriving(queued, kHalfOfTwoWorkers), kTargets).prefill, 0.75);
+  // A slower worker added to prefill never makes the side slower: a prompt's pass is the fastest
+  // worker's (1,100 tokens/s: 0.5 + 2.5 s against 5.25 s without it).
+  std::vector<WorkerSnapshot> mixed =
+      Arriving(Named({Prefill(0, 1000), Decode(1)}), kHalfOfTwoWorkers);
+  mixed[1].load.set_prefill_tokens_per_second(100);
+  const RoleMove slow_to_both = Move("w1", v1::WORKER_ROLE_DECODE, v1::WORKER_ROLE_BOTH);
+  EXPECT_NEAR(PredictPressure(mixed, kTargets).prefill, 2.625, 1e-12);
+  EXPECT_NEAR(PredictPressure(mixed, kTargets, &slow_to_both).prefill, 1.5, 1e-12);
   // A side without workers cannot meet anything.
   EXPECT_EQ(PredictPressure({Prefill(10)}, kTargets).decode,
             std::numeric_limits<double>::infinity());

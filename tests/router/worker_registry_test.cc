@@ -267,6 +267,25 @@ TEST_F(WorkerRegistryTest, RoundRobinRotatesOverEligibleWorkers) {
   EXPECT_THAT(registry->PickDecode(16, 1), PlacedOn("c:1"));
 }
 
+// KV-aware placement. Prompts of 64 tokens in blocks of 16: 3 blocks a worker may hold (the last
+// token is always computed).
+std::vector<engine::TokenId> Conversation(int salt) {
+  std::vector<engine::TokenId> tokens(64);
+  for (int i = 0; i < 64; ++i) tokens[i] = salt * 1000 + i;
+  return tokens;
+}
+
+// A load advertising the cached blocks of `prompt` (all of it, or its first `n_blocks` blocks).
+v1::WorkerLoad WithCached(v1::WorkerLoad load, const std::vector<engine::TokenId>& prompt,
+                          int32_t n_blocks = 3) {
+  PromptHashes hashes(kFingerprint, "", prompt);
+  const std::vector<uint64_t>& all = hashes.ForBlockSize(16);
+  for (int32_t b = 0; b < n_blocks && b < static_cast<int32_t>(all.size()); ++b) {
+    load.add_cached_block_hashes(all[b]);
+  }
+  return load;
+}
+
 // A colocated decode worker prefills its own request when it would be chosen anyway or ties,
 // keeping its KV local; a prefill worker beside it takes the prompt when it is the policy's pick
 // (kv-aware: faster, or as fast without stalling sequences).
@@ -325,6 +344,20 @@ TEST_F(WorkerRegistryTest, AColocatedWorkerPrefillsItsOwnRequestUnlessTheQueueSe
   ASSERT_TRUE(registry->Heartbeat(*p, queued));
   ASSERT_TRUE(registry->Heartbeat(*both, decoding));
   EXPECT_THAT(registry->PickPrefill(16, *both), PlacedOn("both:1"));
+
+  // Placed for decode on the colocated worker, a prompt is not yet in its cache when its prefill
+  // is placed: a queue of 150 tokens there (1.5 + 0.64 s, past the target) sends the 64-token
+  // prompt to the idle prefill worker (0.64 s), and afterwards the colocated worker is expected
+  // to hold its 3 blocks beside the 3 it advertised (the KV arrives there).
+  PromptHashes request(kFingerprint, "", Conversation(9));
+  v1::WorkerLoad advertising = WithCached(colocated_load, Conversation(3));
+  advertising.set_queued_prompt_tokens(150);
+  ASSERT_TRUE(registry->Heartbeat(*both, advertising));
+  ASSERT_TRUE(registry->Heartbeat(*p, prefill_load));
+  ASSERT_THAT(registry->PickDecode(64, 16, nullptr, {}, &request), PlacedOn("both:1"));
+  EXPECT_THAT(registry->PickPrefill(64, *both, {}, &request), PlacedOn("p:1"));
+  ASSERT_EQ(registry->Snapshot()[1].address, "both:1");
+  EXPECT_EQ(registry->Snapshot()[1].n_cached_blocks, 6);
 }
 
 // A report taken before the prompts just placed reached the worker cannot hide them: the queue
@@ -525,25 +558,6 @@ TEST_F(WorkerRegistryTest, WaitForChangeWakesOnHeartbeatAndOnStop) {
 
   // No change: returns at the deadline.
   registry->WaitForChange(registry->epoch(), absl::Now() + absl::Milliseconds(20), nullptr);
-}
-
-// KV-aware placement. Prompts of 64 tokens in blocks of 16: 3 blocks a worker may hold (the last
-// token is always computed).
-std::vector<engine::TokenId> Conversation(int salt) {
-  std::vector<engine::TokenId> tokens(64);
-  for (int i = 0; i < 64; ++i) tokens[i] = salt * 1000 + i;
-  return tokens;
-}
-
-// A load advertising the cached blocks of `prompt` (all of it, or its first `n_blocks` blocks).
-v1::WorkerLoad WithCached(v1::WorkerLoad load, const std::vector<engine::TokenId>& prompt,
-                          int32_t n_blocks = 3) {
-  PromptHashes hashes(kFingerprint, "", prompt);
-  const std::vector<uint64_t>& all = hashes.ForBlockSize(16);
-  for (int32_t b = 0; b < n_blocks && b < static_cast<int32_t>(all.size()); ++b) {
-    load.add_cached_block_hashes(all[b]);
-  }
-  return load;
 }
 
 TEST_F(WorkerRegistryTest, KvAwarePicksTheWorkersHoldingThePrefixWhileLoadAllows) {
