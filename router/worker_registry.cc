@@ -337,10 +337,9 @@ absl::StatusOr<Placement> WorkerRegistry::PickPrefill(int64_t n_prompt_tokens,
 
 void WorkerRegistry::PrefillEnded(const Placement& placement) {
   absl::MutexLock lock(&mu_);
-  for (Worker& w : workers_) {
-    if (w.info.id != placement.worker_id) continue;
-    w.outstanding_prefill = std::max<int64_t>(0, w.outstanding_prefill - placement.n_queued_tokens);
-    return;
+  if (Worker* w = FindLocked(placement.worker_id)) {
+    w->outstanding_prefill =
+        std::max<int64_t>(0, w->outstanding_prefill - placement.n_queued_tokens);
   }
 }
 
