@@ -55,10 +55,10 @@ PrefillPrediction PredictPrefill(const v1::WorkerLoad& load, int64_t uncached_to
       .compute_seconds = static_cast<double>(std::max<int64_t>(0, uncached_tokens)) / rate};
 }
 
-Candidate PrefillCandidate(const v1::WorkerLoad& load, int64_t uncached_tokens, bool serves_decode,
-                           const FallbackSpeeds& fallback) {
+Candidate PrefillCandidate(const v1::WorkerLoad& load, int64_t uncached_tokens,
+                           int64_t stalled_sequences, const FallbackSpeeds& fallback) {
   const PrefillPrediction p = PredictPrefill(load, uncached_tokens, fallback);
-  const int64_t stalled = serves_decode ? std::max(0, load.running_sequences()) : 0;
+  const int64_t stalled = std::max<int64_t>(0, stalled_sequences);
   return {.predicted_seconds = p.ttft_seconds(),
           .cost = p.compute_seconds * static_cast<double>(1 + stalled),
           .wait_seconds = p.wait_seconds};

@@ -16,8 +16,8 @@
 //
 // Choosing a worker (ChooseWorker), each candidate has the predicted time the target bounds
 // (prefill: TTFT, decode: TPOT), a cost in what it uses up (prefill: compute seconds, once more
-// for each sequence the worker decodes, which its pass stalls; decode: KV blocks to hand off) and
-// a wait (prefill: the queue ahead; decode: its TPOT):
+// for each decode sequence the pass stalls, as the registry counts them; decode: KV blocks to
+// hand off) and a wait (prefill: the queue ahead; decode: its TPOT):
 //  - no target: the lowest cost among the fastest predicted (decode: within kSameDecodeSpeed
 //    of the fastest TPOT; prefill: the fastest TTFT only), then the lowest predicted time;
 //  - some candidates predicted within the target: among them the lowest cost, then the lowest
@@ -90,10 +90,10 @@ struct Candidate {
   double wait_seconds = 0;       // what it delays the request by
 };
 
-// A prompt of `uncached_tokens` on a worker as a candidate (header comment); `serves_decode`:
-// the worker's role includes decode, so that its running sequences wait for the pass.
-Candidate PrefillCandidate(const v1::WorkerLoad& load, int64_t uncached_tokens, bool serves_decode,
-                           const FallbackSpeeds& fallback);
+// A prompt of `uncached_tokens` on a worker as a candidate (header comment), its pass stalling
+// `stalled_sequences` decode sequences (0 on a prefill-only worker).
+Candidate PrefillCandidate(const v1::WorkerLoad& load, int64_t uncached_tokens,
+                           int64_t stalled_sequences, const FallbackSpeeds& fallback);
 
 // The index of the chosen candidate (see the header comment); `target` zero: none, and then
 // candidates predicted within `same_speed` (a fraction) of the fastest count as equally fast.

@@ -309,7 +309,8 @@ absl::StatusOr<Placement> WorkerRegistry::PickPrefill(int64_t n_prompt_tokens,
         const Worker& w = workers_[i];
         const int64_t cached = int64_t{CachedBlocks(w, prompt)} * w.info.model.block_size();
         candidates.push_back(PrefillCandidate(w.info.load, n_prompt_tokens - cached,
-                                              ServesDecode(w.info.role), fallback));
+                                              StalledByPassLocked(w, eligible, colocated),
+                                              fallback));
       }
       chosen = eligible[ChooseWorker(candidates, options_.targets.ttft)];
     } else {
@@ -333,6 +334,17 @@ absl::StatusOr<Placement> WorkerRegistry::PickPrefill(int64_t n_prompt_tokens,
   if (decode != nullptr && decode->info.role == v1::WORKER_ROLE_BOTH) ExpectCached(*decode, prompt);
   return Placement{
       .worker_id = w.info.id, .address = w.info.address, .n_blocks = 0, .n_queued_tokens = queued};
+}
+
+int64_t WorkerRegistry::StalledByPassLocked(const Worker& w, const std::vector<size_t>& eligible,
+                                            bool colocated) const {
+  if (!ServesDecode(w.info.role)) return 0;
+  const int64_t running = std::max(0, w.info.load.running_sequences());
+  if (!colocated) return running;
+  // Moving the pass off the request's own colocated worker onto another one moves the stall from
+  // one set of sequences to another and adds a hand-off; decode placement keeps the two sets about
+  // equal, so a smaller count there is a transient that never pays for the hand-off.
+  return std::max<int64_t>(running, workers_[eligible.front()].info.load.running_sequences());
 }
 
 void WorkerRegistry::PrefillEnded(const Placement& placement) {

@@ -160,7 +160,8 @@ class WorkerRegistry {
   // `decode_worker_id` names a healthy colocated worker (role both), that worker prefills its own
   // request (its KV then stays where it is computed) under kRoundRobin, and wherever the policy
   // finds it as good as any other (kLeastLoaded: no fewer queued tokens elsewhere; kKvAware: the
-  // same cost and predicted time, its pass stalling its own sequences counted in the cost);
+  // same cost and predicted time, its pass stalling its own sequences counted in the cost, and a
+  // pass on another colocated worker counted as stalling at least as many);
   // otherwise the policy's pick computes the prompt and hands its KV to the decode worker, so
   // that no prefill worker idles beside a colocated one that is busy. UNAVAILABLE when no
   // healthy prefill-capable worker exists.
@@ -215,10 +216,15 @@ class WorkerRegistry {
   bool PlaceableLocked(const Worker& w, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ForgetStaleLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   Worker* FindLocked(absl::string_view id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Among `eligible` (indices into workers_), the next after `*cursor` in registration order.
   // The speeds assumed for those of `eligible` (indices into workers_) that measured none.
   FallbackSpeeds FallbackSpeedsLocked(const std::vector<size_t>& eligible) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The decode sequences a prompt pass on `w` stalls: none on a prefill-only worker, its running
+  // ones otherwise; `colocated` (eligible.front() is the request's own colocated decode worker):
+  // on another decode-serving worker, at least as many as on the own one.
+  int64_t StalledByPassLocked(const Worker& w, const std::vector<size_t>& eligible,
+                              bool colocated) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Among `eligible` (indices into workers_), the next after `*cursor` in registration order.
   size_t RoundRobinLocked(const std::vector<size_t>& eligible, uint64_t* cursor)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string NewIdLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

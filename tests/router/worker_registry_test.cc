@@ -349,7 +349,8 @@ TEST_F(WorkerRegistryTest, AColocatedWorkerPrefillsItsOwnRequestUnlessTheQueueSe
   // is placed: a queue of 150 tokens there (1.5 + 0.64 s, past the target) sends the 64-token
   // prompt to the idle prefill worker (0.64 s), and afterwards the colocated worker is expected
   // to hold its 3 blocks beside the 3 it advertised (the KV arrives there).
-  PromptHashes request(kFingerprint, "", Conversation(9));
+  const std::vector<engine::TokenId> request_tokens = Conversation(9);
+  PromptHashes request(kFingerprint, "", request_tokens);
   v1::WorkerLoad advertising = WithCached(colocated_load, Conversation(3));
   advertising.set_queued_prompt_tokens(150);
   ASSERT_TRUE(registry->Heartbeat(*both, advertising));
@@ -358,6 +359,38 @@ TEST_F(WorkerRegistryTest, AColocatedWorkerPrefillsItsOwnRequestUnlessTheQueueSe
   EXPECT_THAT(registry->PickPrefill(64, *both, {}, &request), PlacedOn("p:1"));
   ASSERT_EQ(registry->Snapshot()[1].address, "both:1");
   EXPECT_EQ(registry->Snapshot()[1].n_cached_blocks, 6);
+}
+
+// Between two colocated workers, the pass of a request decoding on one stays there when the other
+// merely runs fewer sequences (the stall would move, and the KV with it), and moves where the other
+// holds the prompt cached (less to compute, fewer sequences stalled for less time).
+TEST_F(WorkerRegistryTest, AColocatedWorkerKeepsItsPassUnlessAnotherComputesLess) {
+  auto registry = std::make_unique<WorkerRegistry>(WorkerRegistryOptions{
+      .model_fingerprint = kFingerprint,
+      .placement = PlacementPolicy::kKvAware,
+      .targets = {.ttft = absl::Seconds(2)},
+      .clock = &clock_});
+  const auto colocated_load = [](int32_t running) {
+    v1::WorkerLoad l = DecodeLoad(100);
+    l.set_prefill_tokens_per_second(100);
+    l.set_running_sequences(running);
+    return l;
+  };
+  absl::StatusOr<std::string> a =
+      registry->Register(v1::WORKER_ROLE_BOTH, "a:1", Model(), colocated_load(3));
+  absl::StatusOr<std::string> b =
+      registry->Register(v1::WORKER_ROLE_BOTH, "b:1", Model(), colocated_load(1));
+  ASSERT_TRUE(a.ok() && b.ok());
+  // A request with no colocated decode worker named: the one stalling fewer sequences.
+  EXPECT_THAT(registry->PickPrefill(64), PlacedOn("b:1"));
+  // Placed for decode on the busier one, its pass stays there.
+  EXPECT_THAT(registry->PickPrefill(64, *a), PlacedOn("a:1"));
+  // The other holds the prompt: 16 tokens to compute there against 64 here.
+  const std::vector<engine::TokenId> tokens = Conversation(4);
+  PromptHashes request(kFingerprint, "", tokens);
+  ASSERT_TRUE(registry->Heartbeat(*b, WithCached(colocated_load(1), tokens)));
+  ASSERT_TRUE(registry->Heartbeat(*a, colocated_load(3)));
+  EXPECT_THAT(registry->PickPrefill(64, *a, {}, &request), PlacedOn("b:1"));
 }
 
 // A report taken before the prompts just placed reached the worker cannot hide them: the queue
@@ -586,7 +619,8 @@ TEST_F(WorkerRegistryTest, KvAwarePicksTheWorkersHoldingThePrefixWhileLoadAllows
   EXPECT_THAT(registry->PickPrefill(64, "", {}), PlacedOn("p-cold:1"));
 
   // Another conversation hits nowhere: load decides (p-warm's 56 queued tokens < p-cold's 64).
-  PromptHashes other(kFingerprint, "", Conversation(2));
+  const std::vector<engine::TokenId> other_tokens = Conversation(2);
+  PromptHashes other(kFingerprint, "", other_tokens);
   EXPECT_THAT(registry->PickPrefill(64, "", {}, &other), PlacedOn("p-warm:1"));
   // d-warm holds the first request now: with it, the next goes to d-cold.
   EXPECT_THAT(registry->PickDecode(64, 16, nullptr, {}, &request), PlacedOn("d-cold:1"));
