@@ -343,7 +343,7 @@ int64_t WorkerRegistry::StalledByPassLocked(const Worker& w, const std::vector<s
   if (!colocated) return running;
   // Moving the pass off the request's own colocated worker onto another one moves the stall from
   // one set of sequences to another and adds a hand-off; decode placement keeps the two sets about
-  // equal, so a smaller count there is a transient that never pays for the hand-off.
+  // equal, so a smaller count there is a transient, not worth a hand-off.
   return std::max<int64_t>(running, workers_[eligible.front()].info.load.running_sequences());
 }
 

@@ -363,7 +363,7 @@ TEST_F(WorkerRegistryTest, AColocatedWorkerPrefillsItsOwnRequestUnlessTheQueueSe
 
 // Between two colocated workers, the pass of a request decoding on one stays there when the other
 // merely runs fewer sequences (the stall would move, and the KV with it), and moves where the other
-// holds the prompt cached (less to compute, fewer sequences stalled for less time).
+// holds the prompt cached (less to compute: the stall, counted as large there, is shorter).
 TEST_F(WorkerRegistryTest, AColocatedWorkerKeepsItsPassUnlessAnotherComputesLess) {
   auto registry = std::make_unique<WorkerRegistry>(WorkerRegistryOptions{
       .model_fingerprint = kFingerprint,
