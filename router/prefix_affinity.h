@@ -28,6 +28,9 @@ class PromptHashes {
   // `prompt` must outlive this; `cache_salt` as the request's (engine/block_hash.h).
   PromptHashes(absl::string_view model_fingerprint, absl::string_view cache_salt,
                std::span<const engine::TokenId> prompt);
+  // A temporary prompt would be gone before its blocks are hashed (on demand).
+  PromptHashes(absl::string_view model_fingerprint, absl::string_view cache_salt,
+               std::vector<engine::TokenId>&& prompt) = delete;
 
   // Valid as long as this object.
   const std::vector<uint64_t>& ForBlockSize(int32_t block_size);
