@@ -304,13 +304,13 @@ absl::StatusOr<Placement> WorkerRegistry::PickPrefill(int64_t n_prompt_tokens,
       if (!colocated) chosen = RoundRobinLocked(eligible, &prefill_cursor_);
     } else if (options_.placement == PlacementPolicy::kKvAware) {
       const FallbackSpeeds fallback = FallbackSpeedsLocked(eligible);
+      const int64_t own_stall = colocated ? StalledByPass(workers_[eligible.front()], 0) : 0;
       std::vector<Candidate> candidates;
       for (size_t i : eligible) {
         const Worker& w = workers_[i];
         const int64_t cached = int64_t{CachedBlocks(w, prompt)} * w.info.model.block_size();
         candidates.push_back(PrefillCandidate(w.info.load, n_prompt_tokens - cached,
-                                              StalledByPassLocked(w, eligible, colocated),
-                                              fallback));
+                                              StalledByPass(w, own_stall), fallback));
       }
       chosen = eligible[ChooseWorker(candidates, options_.targets.ttft)];
     } else {
@@ -336,15 +336,12 @@ absl::StatusOr<Placement> WorkerRegistry::PickPrefill(int64_t n_prompt_tokens,
       .worker_id = w.info.id, .address = w.info.address, .n_blocks = 0, .n_queued_tokens = queued};
 }
 
-int64_t WorkerRegistry::StalledByPassLocked(const Worker& w, const std::vector<size_t>& eligible,
-                                            bool colocated) const {
+int64_t WorkerRegistry::StalledByPass(const Worker& w, int64_t own_stall) {
   if (!ServesDecode(w.info.role)) return 0;
-  const int64_t running = std::max(0, w.info.load.running_sequences());
-  if (!colocated) return running;
   // Moving the pass off the request's own colocated worker onto another one moves the stall from
   // one set of sequences to another and adds a hand-off; decode placement keeps the two sets about
   // equal, so a smaller count there is a transient, not worth a hand-off.
-  return std::max<int64_t>(running, workers_[eligible.front()].info.load.running_sequences());
+  return std::max<int64_t>({0, w.info.load.running_sequences(), own_stall});
 }
 
 void WorkerRegistry::PrefillEnded(const Placement& placement) {

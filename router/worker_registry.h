@@ -219,11 +219,10 @@ class WorkerRegistry {
   // The speeds assumed for those of `eligible` (indices into workers_) that measured none.
   FallbackSpeeds FallbackSpeedsLocked(const std::vector<size_t>& eligible) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The decode sequences a prompt pass on `w` stalls: none on a prefill-only worker, its running
-  // ones otherwise; `colocated` (eligible.front() is the request's own colocated decode worker):
-  // on another decode-serving worker, at least as many as on the own one.
-  int64_t StalledByPassLocked(const Worker& w, const std::vector<size_t>& eligible,
-                              bool colocated) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The decode sequences a prompt pass on `w` stalls: none on a prefill-only worker, else its
+  // running ones and at least `own_stall` (what the pass would stall on the request's own
+  // colocated decode worker; 0 when there is none).
+  static int64_t StalledByPass(const Worker& w, int64_t own_stall);
   // Among `eligible` (indices into workers_), the next after `*cursor` in registration order.
   size_t RoundRobinLocked(const std::vector<size_t>& eligible, uint64_t* cursor)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
