@@ -338,6 +338,9 @@ TEST_F(WorkerRegistryTest, AColocatedWorkerPrefillsItsOwnRequestUnlessTheQueueSe
   decoding.set_running_sequences(2);
   ASSERT_TRUE(registry->Heartbeat(*both, decoding));
   EXPECT_THAT(registry->PickPrefill(16, *both), PlacedOn("p:1"));
+  // Equal queues now (16 tokens each, equally fast): the stall alone decides, and the prefill
+  // worker's pass stalls nothing.
+  EXPECT_THAT(registry->PickPrefill(16, *both), PlacedOn("p:1"));
   // The prefill worker's queue past the target (1.9 + 0.16 s): its own, stall and all.
   v1::WorkerLoad queued = prefill_load;
   queued.set_queued_prompt_tokens(190);
