@@ -13,8 +13,14 @@
 namespace baton::engine {
 
 Transformer::Transformer(const ModelConfig* config, const ModelWeights* weights,
-                         kernels::Backend* backend, KvCache* cache)
-    : config_(*config), weights_(*weights), backend_(*backend), cache_(*cache) {
+                         kernels::Backend* backend, KvCache* cache,
+                         kernels::Communicator* communicator)
+    : config_(*config),
+      weights_(*weights),
+      backend_(*backend),
+      cache_(*cache),
+      communicator_(communicator != nullptr && communicator->size() > 1 ? communicator
+                                                                         : nullptr) {
   for (const LayerSpec& layer : config_.layers) {
     const ExpertsSpec& e = layer.feed_forward.experts;
     has_experts_ = has_experts_ || e.count > 0;
@@ -224,6 +230,9 @@ absl::Status Transformer::ReserveScratch(int64_t n, int64_t n_out) {
     }
   }
   if (absl::Status s = reserve(out_x_, n_out * c.n_embd); !s.ok()) return s;
+  if (communicator_ != nullptr) {
+    if (absl::Status s = reserve(rank_logits_, n_out * weights_.output.n_rows); !s.ok()) return s;
+  }
   if (!backend_.host_memory()) return reserve(logits_, n_out * c.n_vocab);
   return absl::OkStatus();
 }
@@ -264,10 +273,13 @@ absl::Status Transformer::Forward(std::span<const SequenceInput> sequences,
   if (c.embedding_scale != 1.0f) backend_.Scale(x_.as<float>(), c.embedding_scale, n * c.n_embd);
   // A pass whose layers are watched as they end (the hand-off) is never recorded: its callback
   // runs host work between them; nor one that routes experts on the host.
-  const bool step = !on_layer_done && !has_experts_;
+  // Nor one of a tensor-parallel rank: its collectives are not the backend's operations.
+  const bool step = !on_layer_done && !has_experts_ && communicator_ == nullptr;
+  collective_status_ = absl::OkStatus();
   if (step) backend_.BeginStep(StepShape(sequences, n_out), n);
   QueueLayersAndOutput(sequences, n, n_out, logits, on_layer_done);
   if (step && !backend_.EndStep()) QueueLayersAndOutput(sequences, n, n_out, logits, {});
+  if (!collective_status_.ok()) return collective_status_;
   for (const SequenceInput& seq : sequences) {
     seq.kv->n_tokens += static_cast<int32_t>(seq.tokens.size());
   }
@@ -315,8 +327,22 @@ void Transformer::QueueLayersAndOutput(std::span<const SequenceInput> sequences,
   float* out_x = out_x_.as<float>();
   backend_.GatherRows(x, out_row_ids_.data(), n_out, c.n_embd, out_x);
   backend_.RmsNorm(out_x, output_norm_, n_out, c.n_embd, c.rms_eps, out_x);
-  backend_.MatMul(weights_.output, out_x, n_out,
-                  backend_.host_memory() ? logits.data() : logits_.as<float>());
+  float* all_logits = backend_.host_memory() ? logits.data() : logits_.as<float>();
+  if (communicator_ == nullptr) {
+    backend_.MatMul(weights_.output, out_x, n_out, all_logits);
+    return;
+  }
+  // This rank's rows of the vocabulary, then every rank's side by side.
+  backend_.MatMul(weights_.output, out_x, n_out, rank_logits_.as<float>());
+  if (collective_status_.ok()) {
+    collective_status_ = communicator_->AllGatherColumns(
+        rank_logits_.as<float>(), n_out, weights_.output.n_rows, all_logits, c.n_vocab);
+  }
+}
+
+void Transformer::SumOverRanks(float* x, int64_t count) {
+  if (communicator_ == nullptr || !collective_status_.ok()) return;
+  collective_status_ = communicator_->AllReduceSum(x, count);
 }
 
 void Transformer::QueueAttention(int32_t l, std::span<const SequenceInput> sequences,
@@ -325,8 +351,20 @@ void Transformer::QueueAttention(int32_t l, std::span<const SequenceInput> seque
   const AttentionSpec& spec = c.layers[l].attention;
   if (spec.latent.kv_rank > 0) {
     QueueLatentAttention(l, sequences, n);
-    return;
+  } else {
+    QueueHeadAttention(l, sequences, n);
   }
+  float* xb = xb_.as<float>();
+  const LayerVectors& wv = layer_vectors_[l];
+  if (wv.bo != nullptr) backend_.AddRowBias(xb, wv.bo, n, c.n_embd);
+  SumOverRanks(xb, n * c.n_embd);
+  if (spec.post_norm) backend_.RmsNorm(xb, wv.attn_post_norm, n, c.n_embd, c.rms_eps, xb);
+}
+
+void Transformer::QueueHeadAttention(int32_t l, std::span<const SequenceInput> sequences,
+                                     int64_t n) {
+  const ModelConfig& c = config_;
+  const AttentionSpec& spec = c.layers[l].attention;
   const LayerWeights& w = weights_.layers[l];
   const LayerVectors& wv = layer_vectors_[l];
   float* q = q_.as<float>();
@@ -349,10 +387,6 @@ void Transformer::QueueAttention(int32_t l, std::span<const SequenceInput> seque
   if (spec.query_scale != 1.0f) backend_.Scale(q, spec.query_scale, n * c.q_dim());
   QueueCachedAttention(l, sequences, k, v, spec.kq_scale, wv.attn_sinks);
   backend_.MatMul(w.wo, attn_.as<float>(), n, xb_.as<float>());
-  if (wv.bo != nullptr) backend_.AddRowBias(xb_.as<float>(), wv.bo, n, c.n_embd);
-  if (spec.post_norm) {
-    backend_.RmsNorm(xb_.as<float>(), wv.attn_post_norm, n, c.n_embd, c.rms_eps, xb_.as<float>());
-  }
 }
 
 void Transformer::QueueCachedAttention(int32_t l, std::span<const SequenceInput> sequences,
@@ -394,6 +428,7 @@ void Transformer::QueueFeedForward(int32_t l, int64_t n) {
     QueueGatedFfn(w.w_gate, w.w_up, w.w_down, {}, spec.activation, xb, n, gate_.as<float>(),
                   up_.as<float>(), xb);
   }
+  SumOverRanks(xb, n * c.n_embd);
   if (spec.post_norm) {
     backend_.RmsNorm(xb, layer_vectors_[l].ffn_post_norm, n, c.n_embd, c.rms_eps, xb);
   }
@@ -468,7 +503,9 @@ void Transformer::QueueExperts(int32_t l, int64_t n) {
     if (experts.biases) {
       biases = {.gate = wv.experts_gate_bias + int64_t{e} * experts.n_ff,
                 .up = wv.experts_up_bias + int64_t{e} * experts.n_ff,
-                .down = wv.experts_down_bias + int64_t{e} * c.n_embd};
+                .down = wv.experts_down_bias == nullptr  // held by rank 0 alone
+                            ? nullptr
+                            : wv.experts_down_bias + int64_t{e} * c.n_embd};
     }
     QueueGatedFfn(ew.gate, ew.up, ew.down, biases, spec.activation, in + first * c.n_embd, m,
                   gate + first * experts.n_ff, up + first * experts.n_ff,

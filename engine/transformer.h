@@ -12,6 +12,13 @@
 // activations, the model's vectors, the KV cache's blocks); the Transformer itself computes
 // nothing and copies the logits to the host at the end.
 //
+// Tensor parallelism: a Transformer given a Communicator of more than one rank runs one rank's
+// part of the model (engine/model_shard.h: its config and weights): it sums the row-parallel
+// products (attention output, feed-forward down) over the ranks with one all-reduce each, before
+// the post-norms, and gathers the logits of every rank's rows of the vocabulary. Every rank of
+// the group runs the same Prefill / Decode at the same time, on the same sequences (the same
+// block tables: each rank's cache holds its own KV heads of the same blocks).
+//
 // Thread-safety: one thread at a time (it owns per-step scratch buffers); the weights and config
 // it reads are shared and immutable.
 #ifndef BATON_ENGINE_TRANSFORMER_H_
@@ -30,6 +37,7 @@
 #include "engine/vocab.h"
 #include "kernels/backend.h"
 #include "kernels/backend_buffer.h"
+#include "kernels/communicator.h"
 
 namespace baton::engine {
 
@@ -48,9 +56,10 @@ using LayerDoneCallback = std::function<void(int32_t layer)>;
 
 class Transformer {
  public:
-  // All pointers must outlive the Transformer.
+  // All pointers must outlive the Transformer. `communicator`: null, or this rank's in its
+  // tensor-parallel group (config and weights then this rank's shard).
   Transformer(const ModelConfig* config, const ModelWeights* weights, kernels::Backend* backend,
-              KvCache* cache);
+              KvCache* cache, kernels::Communicator* communicator = nullptr);
   // Registers the weight matrices with the backend (Backend::RegisterWeights) for the
   // Transformer's lifetime; where the backend keeps its own copy, the file's pages of that matrix
   // are let go (GgufFile::DropResidentPages).
@@ -61,7 +70,8 @@ class Transformer {
   // Logits [n_out, n_vocab], n_out = sum over sequences of (all_logits ? tokens : 1), in order.
   // INVALID_ARGUMENT for an empty sequence, a token id out of range, a position past the model's
   // context or a table without room; RESOURCE_EXHAUSTED when the backend cannot allocate the
-  // step's memory; nothing is written then.
+  // step's memory; nothing is written then. A tensor-parallel rank's failed collective returns
+  // its error (the step's KV writes are then undefined; the sequences' token counts stay).
   absl::Status Prefill(std::span<const SequenceInput> sequences, std::vector<float>& logits,
                        const LayerDoneCallback& on_layer_done = nullptr);
   // As Prefill, but every sequence brings exactly one token.
@@ -81,6 +91,9 @@ class Transformer {
   // One layer's attention block from xb (its input norm) to xb (its output projection), and its
   // feed-forward block likewise.
   void QueueAttention(int32_t l, std::span<const SequenceInput> sequences, int64_t n);
+  // QueueAttention's heads for a layer of ordinary attention: Q, K, V to the output projection
+  // (into xb, before its bias).
+  void QueueHeadAttention(int32_t l, std::span<const SequenceInput> sequences, int64_t n);
   // QueueAttention for a layer of latent attention (layer_spec.h's LatentAttentionSpec);
   // transformer_latent_attention.cc.
   void QueueLatentAttention(int32_t l, std::span<const SequenceInput> sequences, int64_t n);
@@ -119,11 +132,16 @@ class Transformer {
   void ForEachMatrix(const Fn& fn) const;
   // Lets the file's pages of m go from this process's memory (a later read faults them back).
   void DropFilePages(const kernels::WeightMatrix& m) const;
+  // x f32 [count] becomes its sum over the tensor-parallel ranks (nothing without a group); the
+  // first failure of a step is kept in collective_status_ and skips the later collectives.
+  void SumOverRanks(float* x, int64_t count);
 
   const ModelConfig& config_;
   const ModelWeights& weights_;
   kernels::Backend& backend_;
   KvCache& cache_;
+  kernels::Communicator* const communicator_;  // null: no tensor parallelism
+  absl::Status collective_status_;             // the current step's first failed collective
   std::vector<kernels::RopeParams> layer_rope_;  // [n_layer], from the layer specs
   // The matrices the backend keeps its own copy of (RegisterWeights): the operations never read
   // their bytes in the file.
@@ -172,6 +190,7 @@ class Transformer {
   kernels::BackendBuffer out_x_;     // f32 [n_out, n_embd] the rows with logits, normed
   kernels::BackendBuffer logits_;    // f32 [n_out, n_vocab], when the backend's memory is not
                                      // the host's (otherwise the caller's vector is written)
+  kernels::BackendBuffer rank_logits_;  // f32 [n_out, output rows]: a tensor-parallel rank's
   std::vector<kernels::AttentionQueries> attention_seqs_;  // one per sequence of the batch
 
   // Latent attention (LatentAttentionSpec; the largest over the layers).

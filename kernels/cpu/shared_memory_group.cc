@@ -67,6 +67,14 @@ void SharedMemoryGroup::Abort(absl::string_view why) {
   Fail(absl::AbortedError(absl::StrCat("tensor-parallel group aborted: ", why))).IgnoreError();
 }
 
+void SharedMemoryGroup::Reset() {
+  absl::MutexLock lock(&mu_);
+  status_ = absl::OkStatus();
+  arrived_ = 0;
+  ++generation_;
+  for (std::deque<std::vector<uint8_t>>& mailbox : mailboxes_) mailbox.clear();
+}
+
 absl::Status SharedMemoryGroup::Fail(absl::Status status) {
   if (status_.ok()) status_ = std::move(status);
   return status_;

@@ -46,6 +46,10 @@ class SharedMemoryGroup {
   Communicator& communicator(int r);
   // Fails every call in progress and every later one with ABORTED, saying `why`.
   void Abort(absl::string_view why);
+  // Forgets a failure, the ranks counted at a barrier and the messages not received: the group
+  // as new. Only while no rank is inside a call (after every rank has returned from a failed
+  // step).
+  void Reset();
 
  private:
   class Rank;

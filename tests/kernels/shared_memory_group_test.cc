@@ -1,7 +1,8 @@
 // SharedMemoryGroup: the collectives of a group of ranks that are threads, against their
 // definitions (the all-reduce's rank-order sum, bit for bit on every rank; the all-gather's
 // column blocks), point-to-point order, and failure: a rank that never arrives fails the others
-// within the timeout, an abort wakes a waiting rank, a mismatch fails every rank.
+// within the timeout, an abort wakes a waiting rank, a mismatch fails every rank; a reset group
+// works again.
 #include "kernels/cpu/shared_memory_group.h"
 
 #include <cstdint>
@@ -157,6 +158,16 @@ TEST(SharedMemoryGroupFailureTest, ARankThatNeverArrivesFailsTheOthersWithinTheT
             absl::StatusCode::kDeadlineExceeded);
   EXPECT_EQ(group->communicator(2).Send(0, &x, sizeof(x)).code(),
             absl::StatusCode::kDeadlineExceeded);
+
+  // Reset: the group works again, with all three ranks.
+  group->Reset();
+  std::vector<float> values = {1.0f, 2.0f, 4.0f};
+  for (const absl::Status& s : OnEveryRank(3, [&](int r) {
+         return group->communicator(r).AllReduceSum(&values[r], 1);
+       })) {
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  EXPECT_EQ(values, (std::vector<float>{7.0f, 7.0f, 7.0f}));
 }
 
 TEST(SharedMemoryGroupFailureTest, AbortWakesAWaitingRank) {

@@ -1,0 +1,303 @@
+// Tensor parallelism on the CPU (engine/model_shard.h, engine/tensor_parallel_group.h): for every
+// registered architecture's tiny model, groups of 2 and 4 ranks give the logits of the whole
+// model within the reduction order's rounding, the same greedy and seeded continuations, and
+// their ranks hold what the split says (heads, KV heads replicated where fewer than the ranks,
+// row-parallel copies); a model that does not split is refused saying which count; a failed
+// pass leaves the group working.
+#include "engine/tensor_parallel_group.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "engine/model.h"
+#include "engine/model_shard.h"
+#include "engine/sampler.h"
+#include "engine/synthetic_model.h"
+#include "engine/transformer.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "tests/support/temp_path.h"
+
+namespace baton::engine {
+namespace {
+
+constexpr int32_t kBlockSize = 4;
+constexpr int32_t kBlocks = 64;
+
+absl::StatusOr<std::unique_ptr<Model>> LoadSynthetic(const std::string& shape,
+                                                     kernels::DType dtype, uint64_t seed) {
+  absl::StatusOr<SyntheticModelOptions> options = SyntheticShape(shape);
+  if (!options.ok()) return options.status();
+  options->seed = seed;
+  options->weight_dtype = dtype;
+  const std::string path = test_support::TempPath(
+      "tensor-parallel-" + shape + "-" + std::to_string(static_cast<int>(dtype)) + ".gguf");
+  if (absl::Status s = WriteSyntheticModel(path, *options); !s.ok()) return s;
+  return Model::Load(path);
+}
+
+KvCacheOptions CacheOptions(const ModelConfig& config) {
+  return {.block_size = kBlockSize,
+          .n_blocks = kBlocks * KvCache::LayerGroups(config).n_groups()};
+}
+
+// The model whole, on one backend: the reference the groups are held to.
+struct WholeModel {
+  std::unique_ptr<kernels::Backend> backend;
+  std::unique_ptr<KvCache> cache;
+  std::unique_ptr<Transformer> transformer;
+
+  static absl::StatusOr<WholeModel> Make(const Model& model) {
+    WholeModel w;
+    w.backend = kernels::CreateCpuBackend({.n_threads = 1});
+    absl::StatusOr<std::unique_ptr<KvCache>> cache =
+        KvCache::Create(model.config(), CacheOptions(model.config()), *w.backend);
+    if (!cache.ok()) return cache.status();
+    w.cache = *std::move(cache);
+    w.transformer = std::make_unique<Transformer>(&model.config(), &model.weights(),
+                                                  w.backend.get(), w.cache.get());
+    return w;
+  }
+};
+
+absl::StatusOr<std::unique_ptr<TensorParallelGroup>> MakeGroup(const Model& model, int32_t size) {
+  return TensorParallelGroup::Create(
+      model.config(), model.weights(),
+      {.size = size,
+       .cache = CacheOptions(model.config()),
+       .backend = [](int32_t) -> absl::StatusOr<std::unique_ptr<kernels::Backend>> {
+         return kernels::CreateCpuBackend({.n_threads = 1});
+       }});
+}
+
+std::vector<TokenId> Prompt(int n, int salt) {
+  std::vector<TokenId> t(n);
+  for (int i = 0; i < n; ++i) t[i] = (i * 37 + salt * 11 + 5) % 256;
+  return t;
+}
+
+// The largest |a - b| over the RMS of b.
+double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = 0.0;
+  double sum_sq = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]));
+    sum_sq += static_cast<double>(b[i]) * b[i];
+  }
+  return worst / std::sqrt(sum_sq / std::max<size_t>(b.size(), 1));
+}
+
+int32_t VocabOf(Transformer& t) { return t.config().n_vocab; }
+int32_t VocabOf(TensorParallelGroup& g) { return g.shard(0).config.n_vocab; }
+
+// Two prompts prefilled together (all their logits), then `steps` decode steps of both, each
+// feeding the token next(logits, position) picks. Runner: a Transformer or a group. Returns every logit computed, in order,
+// and the tokens fed.
+template <typename Runner, typename Next>
+absl::StatusOr<std::pair<std::vector<float>, std::vector<TokenId>>> RunPasses(
+    Runner& runner, KvCache& cache, int steps, const Next& next) {
+  const int32_t n_vocab = VocabOf(runner);
+  std::vector<TokenId> prompts[2] = {Prompt(7, 1), Prompt(13, 2)};
+  BlockTable tables[2];
+  for (int s = 0; s < 2; ++s) {
+    if (absl::Status st = cache.Reserve(tables[s], 13 + steps); !st.ok()) return st;
+  }
+  std::vector<float> all;
+  std::vector<TokenId> fed;
+  std::vector<float> logits;
+  SequenceInput inputs[2] = {{.tokens = prompts[0], .kv = &tables[0], .all_logits = true},
+                             {.tokens = prompts[1], .kv = &tables[1], .all_logits = true}};
+  if (absl::Status st = runner.Prefill(inputs, logits); !st.ok()) return st;
+  all.insert(all.end(), logits.begin(), logits.end());
+  TokenId last[2] = {0, 0};
+  for (int s = 0; s < 2; ++s) {
+    const int64_t row = s == 0 ? 6 : 7 + 12;
+    last[s] = next({logits.data() + row * n_vocab, static_cast<size_t>(n_vocab)},
+                   tables[s].n_tokens);
+  }
+  for (int step = 0; step < steps; ++step) {
+    SequenceInput in[2] = {{.tokens = {&last[0], 1}, .kv = &tables[0]},
+                           {.tokens = {&last[1], 1}, .kv = &tables[1]}};
+    fed.push_back(last[0]);
+    fed.push_back(last[1]);
+    if (absl::Status st = runner.Decode(in, logits); !st.ok()) return st;
+    all.insert(all.end(), logits.begin(), logits.end());
+    for (int s = 0; s < 2; ++s) {
+      last[s] = next({logits.data() + s * n_vocab, static_cast<size_t>(n_vocab)},
+                     tables[s].n_tokens);
+    }
+  }
+  for (BlockTable& t : tables) cache.Free(t);
+  return std::pair{std::move(all), std::move(fed)};
+}
+
+TokenId Greedy(std::span<const float> logits, int32_t) {
+  return static_cast<TokenId>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+struct Case {
+  std::string shape;
+  kernels::DType dtype;
+};
+
+class TensorParallelTest : public testing::TestWithParam<std::tuple<Case, int32_t>> {};
+
+TEST_P(TensorParallelTest, GivesTheWholeModelsLogitsAndContinuations) {
+  const auto& [c, size] = GetParam();
+  absl::StatusOr<std::unique_ptr<Model>> model = LoadSynthetic(c.shape, c.dtype, 3);
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<WholeModel> whole = WholeModel::Make(**model);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  absl::StatusOr<std::unique_ptr<TensorParallelGroup>> group = MakeGroup(**model, size);
+  ASSERT_TRUE(group.ok()) << group.status();
+
+  // Greedy: the same tokens, and logits within the rounding of another summation order.
+  auto expected = RunPasses(*whole->transformer, *whole->cache, 12, Greedy);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  auto actual = RunPasses(**group, (*group)->cache(), 12, Greedy);
+  ASSERT_TRUE(actual.ok()) << actual.status();
+  EXPECT_EQ(actual->second, expected->second);
+  ASSERT_EQ(actual->first.size(), expected->first.size());
+  const double error = RelativeError(actual->first, expected->first);
+  // Gemma's f16 GELU table turns a last-bit difference into an f16 step: 7e-4 measured.
+  EXPECT_LT(error, 3e-3) << "largest logit error over the logits' RMS";
+  // The group ran shards: each rank its heads, its KV heads in its cache, its vocabulary rows.
+  const ModelConfig& full = (*model)->config();
+  for (int32_t r = 0; r < size; ++r) {
+    EXPECT_EQ((*group)->shard(r).config.n_head * size, full.n_head);
+    EXPECT_EQ((*group)->cache(r).kv_dim(), (*group)->shard(r).config.kv_dim());
+    EXPECT_LT((*group)->shard(r).weights.output.n_rows, full.n_vocab);
+  }
+
+  // Seeded sampling at temperature 1: the same draws.
+  SamplingParams params{.temperature = 1.0f, .seed = 7};
+  Sampler sampler;
+  auto sample = [&](std::span<const float> logits, int32_t position) {
+    return static_cast<TokenId>(sampler.Sample(params, logits, {}, position));
+  };
+  auto sampled_expected = RunPasses(*whole->transformer, *whole->cache, 12, sample);
+  auto sampled_actual = RunPasses(**group, (*group)->cache(), 12, sample);
+  ASSERT_TRUE(sampled_expected.ok() && sampled_actual.ok());
+  EXPECT_EQ(sampled_actual->second, sampled_expected->second);
+
+  // Every block went back to the group's pool.
+  EXPECT_EQ((*group)->cache().pool().n_free(), (*group)->cache().pool().n_blocks());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Architectures, TensorParallelTest,
+    testing::Combine(testing::Values(Case{"tiny", kernels::DType::kF32},
+                                     Case{"tiny-qwen3", kernels::DType::kF32},
+                                     Case{"tiny-gemma3", kernels::DType::kF32},
+                                     Case{"tiny-qwen3moe", kernels::DType::kF32},
+                                     Case{"tiny-qwen2moe", kernels::DType::kF32},
+                                     Case{"tiny-mixtral", kernels::DType::kF32},
+                                     Case{"tiny-gpt-oss", kernels::DType::kF32},
+                                     Case{"tiny-deepseek2", kernels::DType::kF32},
+                                     Case{"tiny-deepseek3", kernels::DType::kF32},
+                                     Case{"tiny-256", kernels::DType::kQ8_0},
+                                     Case{"tiny-256", kernels::DType::kQ4_0}),
+                     testing::Values(2, 4)),
+    [](const testing::TestParamInfo<std::tuple<Case, int32_t>>& info) {
+      std::string name = std::get<0>(info.param).shape + "_" +
+                         std::string(kernels::DTypeName(std::get<0>(info.param).dtype)) + "_tp" +
+                         std::to_string(std::get<1>(info.param));
+      std::replace(name.begin(), name.end(), '-', '_');
+      return name;
+    });
+
+TEST(ModelShardTest, EachRankHoldsItsHeadsAndReplicatesTooFewKvHeads) {
+  // tiny: 4 heads of 16, 2 KV heads, a feed-forward of 96.
+  absl::StatusOr<std::unique_ptr<Model>> model = LoadSynthetic("tiny", kernels::DType::kF32, 3);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const ModelWeights& w = (*model)->weights();
+  const int64_t row_bytes = 64 * sizeof(float);  // a row of n_embd f32 values
+  for (int32_t rank = 0; rank < 4; ++rank) {
+    absl::StatusOr<std::unique_ptr<ModelShard>> shard =
+        ShardModel((*model)->config(), w, rank, 4);
+    ASSERT_TRUE(shard.ok()) << shard.status();
+    const ModelShard& s = **shard;
+    EXPECT_EQ(s.config.n_head, 1);
+    EXPECT_EQ(s.config.n_head_kv, 1);
+    EXPECT_EQ(s.config.n_ff, 24);
+    EXPECT_EQ(s.config.n_vocab, (*model)->config().n_vocab);
+    const LayerWeights& l = s.weights.layers[1];
+    // Q head `rank`; KV head rank / 2 (each of the two on two ranks).
+    EXPECT_EQ(l.wq.data, static_cast<const uint8_t*>(w.layers[1].wq.data) + rank * 16 * row_bytes);
+    EXPECT_EQ(l.wk.data,
+              static_cast<const uint8_t*>(w.layers[1].wk.data) + rank / 2 * 16 * row_bytes);
+    EXPECT_EQ(l.wk.n_rows, 16);
+    // The output projection's columns of head `rank`: a copy.
+    ASSERT_EQ(l.wo.n_cols, 16);
+    const auto* full = static_cast<const float*>(w.layers[1].wo.data);
+    const auto* part = static_cast<const float*>(l.wo.data);
+    for (int64_t row = 0; row < 64; ++row) {
+      for (int64_t col = 0; col < 16; ++col) {
+        ASSERT_EQ(part[row * 16 + col], full[row * 64 + rank * 16 + col]);
+      }
+    }
+    // The vocabulary's rows, in four shares that cover it.
+    const ShardRange vocab = ShareOf(w.output.n_rows, rank, 4);
+    EXPECT_EQ(s.weights.output.n_rows, vocab.end - vocab.begin);
+  }
+  EXPECT_EQ(ShareOf(262, 3, 4).end, 262);
+}
+
+TEST(ModelShardTest, RefusesASplitThatDoesNotDivideSayingWhich) {
+  absl::StatusOr<std::unique_ptr<Model>> model = LoadSynthetic("tiny", kernels::DType::kF32, 3);
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<std::unique_ptr<ModelShard>> three =
+      ShardModel((*model)->config(), (*model)->weights(), 0, 3);
+  EXPECT_EQ(three.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(three.status().message().find("4 attention heads"), std::string::npos)
+      << three.status();
+  EXPECT_EQ(ShardModel((*model)->config(), (*model)->weights(), 2, 2).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  // Q8_0 heads of 16 values over 4 ranks: the output projection would split inside a block.
+  absl::StatusOr<std::unique_ptr<Model>> q8 = LoadSynthetic("tiny", kernels::DType::kQ8_0, 3);
+  ASSERT_TRUE(q8.ok()) << q8.status();
+  absl::StatusOr<std::unique_ptr<ModelShard>> blocks =
+      ShardModel((*q8)->config(), (*q8)->weights(), 1, 4);
+  EXPECT_EQ(blocks.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(blocks.status().message().find("attn_output"), std::string::npos) << blocks.status();
+  EXPECT_NE(blocks.status().message().find("32-value blocks"), std::string::npos)
+      << blocks.status();
+}
+
+TEST(TensorParallelGroupTest, AFailedPassLeavesTheGroupWorking) {
+  absl::StatusOr<std::unique_ptr<Model>> model = LoadSynthetic("tiny", kernels::DType::kF32, 3);
+  ASSERT_TRUE(model.ok()) << model.status();
+  absl::StatusOr<std::unique_ptr<TensorParallelGroup>> group = MakeGroup(**model, 2);
+  ASSERT_TRUE(group.ok()) << group.status();
+  BlockTable table;
+  ASSERT_TRUE((*group)->cache().Reserve(table, 8).ok());
+  std::vector<float> logits;
+  const TokenId bad[] = {1, 100000};
+  SequenceInput in{.tokens = bad, .kv = &table};
+  absl::Status failed = (*group)->Prefill({&in, 1}, logits);
+  EXPECT_EQ(failed.code(), absl::StatusCode::kInvalidArgument) << failed;
+  EXPECT_EQ(table.n_tokens, 0);
+  const TokenId good[] = {1, 2, 3};
+  in.tokens = good;
+  ASSERT_TRUE((*group)->Prefill({&in, 1}, logits).ok());
+  EXPECT_EQ(table.n_tokens, 3);
+  EXPECT_EQ(logits.size(), static_cast<size_t>((*model)->config().n_vocab));
+  (*group)->cache().Free(table);
+}
+
+TEST(TensorParallelGroupTest, RefusesAModelThatDoesNotSplit) {
+  absl::StatusOr<std::unique_ptr<Model>> model = LoadSynthetic("tiny", kernels::DType::kF32, 3);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(MakeGroup(**model, 3).status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+}  // namespace
+}  // namespace baton::engine
