@@ -11,6 +11,7 @@
 #include "bench/memory_bandwidth.h"
 #include "engine/kv_cache.h"
 #include "engine/model.h"
+#include "engine/tensor_parallel_group.h"
 #include "engine/transformer.h"
 #include "kernels/backend_factory.h"
 #include "kernels/cpu/cpu_isa.h"
@@ -95,6 +96,41 @@ absl::StatusOr<nlohmann::json> PrefillAgainstCublas(const kernels::Device& devic
 #endif
 }
 
+// The pass the benchmark times, and the cache its blocks are reserved in.
+struct TimedPass {
+  std::unique_ptr<engine::ForwardPass> pass;
+  engine::KvCache* cache = nullptr;
+};
+
+// The model on `backend` with `cache`, or a tensor-parallel group of CPU ranks that share the
+// threads (with caches of their own, as large as `cache`: the group's blocks are reserved in
+// rank 0's).
+absl::StatusOr<TimedPass> MakePass(const engine::Model& model, const EngineBenchOptions& options,
+                                   int n_threads, kernels::Backend* backend,
+                                   engine::KvCache& cache) {
+  if (options.tensor_parallel <= 1) {
+    return TimedPass{.pass = std::make_unique<engine::Transformer>(
+                         &model.config(), &model.weights(), backend, &cache),
+                     .cache = &cache};
+  }
+  if (options.device.is_cuda()) {
+    return absl::FailedPreconditionError(
+        "bench engine: tensor parallelism runs on the CPU only so far");
+  }
+  const int rank_threads = std::max(1, n_threads / options.tensor_parallel);
+  absl::StatusOr<std::unique_ptr<engine::TensorParallelGroup>> group =
+      engine::TensorParallelGroup::Create(
+          model.config(), model.weights(),
+          {.size = options.tensor_parallel,
+           .cache = {.block_size = cache.block_size(), .n_blocks = cache.pool().n_blocks()},
+           .backend = [&](int32_t) -> absl::StatusOr<std::unique_ptr<kernels::Backend>> {
+             return kernels::CreateBackend(options.device, {.n_threads = rank_threads});
+           }});
+  if (!group.ok()) return group.status();
+  engine::KvCache* group_cache = &(*group)->cache();
+  return TimedPass{.pass = *std::move(group), .cache = group_cache};
+}
+
 }  // namespace
 
 absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options) {
@@ -122,7 +158,11 @@ absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options)
                    config, kBlockSize, tokens_needed + kBlockSize * (2 * max_batch + 1))},
       *backend);
   if (!cache.ok()) return cache.status();
-  engine::Transformer transformer(&config, &(*model)->weights(), backend.get(), cache->get());
+  absl::StatusOr<TimedPass> made_pass =
+      MakePass(**model, options, n_threads, backend.get(), **cache);
+  if (!made_pass.ok()) return made_pass.status();
+  engine::ForwardPass& transformer = *made_pass->pass;
+  engine::KvCache* const kv_cache = made_pass->cache;
   std::vector<float> logits;
 
   // Prefill: one prompt of prompt_tokens tokens, best of `repeats`.
@@ -131,11 +171,11 @@ absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options)
       SyntheticTokens(options.prompt_tokens, config.n_vocab, 1);
   for (int r = 0; r < options.repeats; ++r) {
     engine::BlockTable kv;
-    absl::Cleanup free_kv = [&] { (*cache)->Free(kv); };
-    if (absl::Status s = (*cache)->Reserve(kv, options.prompt_tokens); !s.ok()) return s;
+    absl::Cleanup free_kv = [&] { kv_cache->Free(kv); };
+    if (absl::Status s = kv_cache->Reserve(kv, options.prompt_tokens); !s.ok()) return s;
     engine::SequenceInput input{.tokens = prompt, .kv = &kv};
     const auto start = Clock::now();
-    if (absl::Status s = transformer.Prefill({&input, 1}, logits); !s.ok()) return s;
+    if (absl::Status s = transformer.Prefill({&input, 1}, logits, nullptr); !s.ok()) return s;
     prefill_best = std::min(prefill_best, Seconds(start));
   }
 
@@ -146,14 +186,14 @@ absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options)
                         const std::function<void(double)>& after_step) -> absl::StatusOr<double> {
     std::vector<engine::BlockTable> tables(batch);
     absl::Cleanup free_kv = [&] {
-      for (auto& t : tables) (*cache)->Free(t);
+      for (auto& t : tables) kv_cache->Free(t);
     };
     std::vector<engine::TokenId> next(batch);
     for (int32_t b = 0; b < batch; ++b) {
-      if (absl::Status s = (*cache)->Reserve(tables[b], context + steps); !s.ok()) return s;
+      if (absl::Status s = kv_cache->Reserve(tables[b], context + steps); !s.ok()) return s;
       const std::vector<engine::TokenId> p = SyntheticTokens(context, config.n_vocab, 100 + b);
       engine::SequenceInput input{.tokens = p, .kv = &tables[b]};
-      if (absl::Status s = transformer.Prefill({&input, 1}, logits); !s.ok()) return s;
+      if (absl::Status s = transformer.Prefill({&input, 1}, logits, nullptr); !s.ok()) return s;
       next[b] = Argmax(logits.data(), config.n_vocab);
     }
     std::vector<engine::SequenceInput> inputs(batch);
@@ -162,12 +202,18 @@ absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options)
       const auto start = Clock::now();
       for (int32_t b = 0; b < batch; ++b) inputs[b] = {.tokens = {&next[b], 1}, .kv = &tables[b]};
       if (absl::Status s = transformer.Decode(inputs, logits); !s.ok()) return s;
-      // On the backend's host threads, as a decode worker samples a step's sequences.
-      backend->ParallelForOnHost(batch, [&](int64_t begin, int64_t end, int) {
+      // On the backend's host threads, as a decode worker samples a step's sequences (a
+      // group's ranks have their own: the backend's stay idle).
+      auto sample = [&](int64_t begin, int64_t end, int) {
         for (int64_t b = begin; b < end; ++b) {
           next[b] = Argmax(logits.data() + b * config.n_vocab, config.n_vocab);
         }
-      });
+      };
+      if (options.tensor_parallel > 1) {
+        sample(0, batch, 0);
+      } else {
+        backend->ParallelForOnHost(batch, sample);
+      }
       const double seconds = Seconds(start);
       total += seconds;
       if (after_step) after_step(seconds);
@@ -226,6 +272,7 @@ absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options)
       {"backend", backend->name()},
       {"isa", kernels::CpuIsaName()},
       {"threads", n_threads},
+      {"tensor_parallel", options.tensor_parallel},
       {"prompt_tokens", options.prompt_tokens},
       {"prefill_tokens_per_s", options.prompt_tokens / prefill_best},
       {"decode_tokens", options.decode_tokens},

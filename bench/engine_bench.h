@@ -18,6 +18,9 @@ struct EngineBenchOptions {
   std::string model_path;
   kernels::Device device;            // cpu, or cuda:N
   int n_threads = 0;                 // 0: every core (the CPU backend's pool)
+  // > 1: a tensor-parallel group of this many ranks (engine/tensor_parallel_group.h), each a
+  // CPU backend of n_threads / tensor_parallel threads (at least 1).
+  int32_t tensor_parallel = 1;
   int32_t prompt_tokens = 512;       // prefill benchmark prompt length
   int32_t decode_tokens = 128;       // decode benchmark length (one sequence)
   int32_t decode_context = 16;       // tokens in the cache before one sequence's first decode step
@@ -30,7 +33,8 @@ struct EngineBenchOptions {
 // batched runs after 16 each), decode_context, threads, memory_read_gb_per_s
 // (on a GPU: its device-to-device copy rate), weight_bytes_per_decode_step,
 // decode_roofline_tokens_per_s, decode_roofline_fraction, batched_decode_tokens_per_s and
-// batched_decode_roofline_fraction (per batch size), model, device, backend, isa; on a GPU also
+// batched_decode_roofline_fraction (per batch size), model, device, backend, isa,
+// tensor_parallel; on a GPU also
 // prefill_cublas_gemm_s, prefill_s and prefill_fraction_of_cublas (cuBLAS alone on the prefill's
 // GEMM shapes, over the whole prefill); on a CPU also decode_paired_read_fraction and
 // decode_paired_read_gb_per_s: a run of one sequence whose every step is followed by a plain read
@@ -38,7 +42,8 @@ struct EngineBenchOptions {
 // threads, the median over the pairs of read time / step time, and the reads' median bandwidth
 // (both halves of a pair see the machine at the same moment, which memory_read_gb_per_s,
 // measured once, does not on a shared host).
-// UNAVAILABLE / INVALID_ARGUMENT for a device this build or machine cannot use.
+// UNAVAILABLE / INVALID_ARGUMENT for a device this build or machine cannot use;
+// FAILED_PRECONDITION for tensor parallelism on a GPU (not yet) or a model that does not split.
 absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options);
 
 }  // namespace baton::bench

@@ -39,6 +39,9 @@ int RunBenchEngine(const Args& args) {
       {"model", "PATH", "GGUF model (default: the default model)"},
       DeviceFlagSpec(),
       {"threads", "N", "CPU threads (default: all cores)"},
+      {"tensor-parallel", "N",
+       "ranks of tensor parallelism, threads of one process on the CPU sharing --threads "
+       "(default 1)"},
       {"prompt-tokens", "N", "prefill prompt length (default 512)"},
       {"decode-tokens", "N", "decode length, one sequence (default 128)"},
       {"decode-context", "N", "tokens in its cache before the first decode step (default 16)"},
@@ -49,7 +52,9 @@ int RunBenchEngine(const Args& args) {
       {"help", "", "show this help"},
   };
   const std::string usage =
-      Usage("bench engine", "[--model PATH] [--device DEVICE] [--threads N] [--json]", specs);
+      Usage("bench engine",
+            "[--model PATH] [--device DEVICE] [--threads N] [--tensor-parallel N] [--json]",
+            specs);
   absl::StatusOr<Flags> flags = Flags::Parse(args, specs);
   if (!flags.ok()) return UsageError("bench engine", flags.status(), usage);
   if (flags->Has("help")) {
@@ -65,6 +70,8 @@ int RunBenchEngine(const Args& args) {
   absl::StatusOr<int64_t> v;
   if (!(v = flags->GetInt("threads", 0, 0, 1024)).ok()) return UsageError("bench engine", v.status(), usage);
   options.n_threads = static_cast<int>(*v);
+  if (!(v = flags->GetInt("tensor-parallel", 1, 1, 64)).ok()) return UsageError("bench engine", v.status(), usage);
+  options.tensor_parallel = static_cast<int32_t>(*v);
   if (!(v = flags->GetInt("prompt-tokens", 512, 1, 8192)).ok()) return UsageError("bench engine", v.status(), usage);
   options.prompt_tokens = static_cast<int32_t>(*v);
   if (!(v = flags->GetInt("decode-tokens", 128, 1, 4096)).ok()) return UsageError("bench engine", v.status(), usage);

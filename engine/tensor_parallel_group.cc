@@ -15,7 +15,7 @@ absl::StatusOr<std::unique_ptr<TensorParallelGroup>> TensorParallelGroup::Create
       kernels::SharedMemoryGroup::Create(
           {.size = options.size, .timeout = options.collective_timeout});
   if (!communicators.ok()) return communicators.status();
-  std::unique_ptr<TensorParallelGroup> group(new TensorParallelGroup());
+  std::unique_ptr<TensorParallelGroup> group(new TensorParallelGroup(config));
   group->communicators_ = *std::move(communicators);
   group->ranks_.resize(options.size);
   for (int32_t r = 0; r < options.size; ++r) {

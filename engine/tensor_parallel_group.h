@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "engine/forward_pass.h"
 #include "engine/kv_cache.h"
 #include "engine/model_shard.h"
 #include "engine/transformer.h"
@@ -39,7 +40,7 @@ struct TensorParallelOptions {
   absl::Duration collective_timeout = absl::Seconds(60);
 };
 
-class TensorParallelGroup {
+class TensorParallelGroup final : public ForwardPass {
  public:
   // Shards the model, makes each rank's backend, cache and Transformer, and starts the rank
   // threads. The model's config and weights must outlive the group. FAILED_PRECONDITION where
@@ -54,8 +55,13 @@ class TensorParallelGroup {
   // As Transformer's, for the whole model: logits [n_out, n_vocab]. A rank's failure fails the
   // pass on every rank (the communicator's) and is returned.
   absl::Status Prefill(std::span<const SequenceInput> sequences, std::vector<float>& logits,
-                       const LayerDoneCallback& on_layer_done = nullptr);
-  absl::Status Decode(std::span<const SequenceInput> sequences, std::vector<float>& logits);
+                       const LayerDoneCallback& on_layer_done) override;
+  absl::Status Prefill(std::span<const SequenceInput> sequences, std::vector<float>& logits) {
+    return Prefill(sequences, logits, nullptr);
+  }
+  absl::Status Decode(std::span<const SequenceInput> sequences,
+                      std::vector<float>& logits) override;
+  const ModelConfig& config() const override { return *config_; }
 
   int32_t size() const { return static_cast<int32_t>(ranks_.size()); }
   // The cache whose pool owns the group's blocks (rank 0's), and rank r's.
@@ -77,11 +83,12 @@ class TensorParallelGroup {
     std::vector<std::vector<SequenceInput>> inputs;    // [rank - 1][sequence]
   };
 
-  TensorParallelGroup() = default;
+  explicit TensorParallelGroup(const ModelConfig& config) : config_(&config) {}
   absl::Status Run(std::span<const SequenceInput> sequences, std::vector<float>& logits,
                    const LayerDoneCallback& on_layer_done, bool decode);
   void RankLoop(int32_t rank);
 
+  const ModelConfig* const config_;  // the whole model's
   std::unique_ptr<kernels::SharedMemoryGroup> communicators_;
   std::vector<Rank> ranks_;
   std::vector<std::thread> threads_;  // ranks 1..size-1

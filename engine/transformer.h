@@ -31,6 +31,7 @@
 
 #include "absl/status/status.h"
 #include "engine/expert_routing.h"
+#include "engine/forward_pass.h"
 #include "engine/kv_cache.h"
 #include "engine/model_config.h"
 #include "engine/model_weights.h"
@@ -41,20 +42,7 @@
 
 namespace baton::engine {
 
-// One sequence's share of a forward batch: `tokens` at positions kv->n_tokens, kv->n_tokens + 1, ...
-// The table must already hold blocks for kv->n_tokens + tokens.size() tokens (KvCache::Reserve);
-// Forward advances kv->n_tokens.
-struct SequenceInput {
-  std::span<const TokenId> tokens;
-  BlockTable* kv = nullptr;
-  bool all_logits = false;  // logits for every new token, not only the last (perplexity)
-};
-
-// Called after layer `layer` has written the K/V of every sequence in the batch: the hand-off can
-// ship that layer while the next one computes.
-using LayerDoneCallback = std::function<void(int32_t layer)>;
-
-class Transformer {
+class Transformer final : public ForwardPass {
  public:
   // All pointers must outlive the Transformer. `communicator`: null, or this rank's in its
   // tensor-parallel group (config and weights then this rank's shard).
@@ -73,11 +61,15 @@ class Transformer {
   // step's memory; nothing is written then. A tensor-parallel rank's failed collective returns
   // its error (the step's KV writes are then undefined; the sequences' token counts stay).
   absl::Status Prefill(std::span<const SequenceInput> sequences, std::vector<float>& logits,
-                       const LayerDoneCallback& on_layer_done = nullptr);
+                       const LayerDoneCallback& on_layer_done) override;
+  absl::Status Prefill(std::span<const SequenceInput> sequences, std::vector<float>& logits) {
+    return Prefill(sequences, logits, nullptr);
+  }
   // As Prefill, but every sequence brings exactly one token.
-  absl::Status Decode(std::span<const SequenceInput> sequences, std::vector<float>& logits);
+  absl::Status Decode(std::span<const SequenceInput> sequences,
+                      std::vector<float>& logits) override;
 
-  const ModelConfig& config() const { return config_; }
+  const ModelConfig& config() const override { return config_; }
 
  private:
   absl::Status Validate(std::span<const SequenceInput> sequences) const;

@@ -2,7 +2,8 @@
 // registered architecture's tiny model, groups of 2 and 4 ranks give the logits of the whole
 // model within the reduction order's rounding, the same greedy and seeded continuations, and
 // their ranks hold what the split says (heads, KV heads replicated where fewer than the ranks,
-// row-parallel copies); a model that does not split is refused saying which count; a failed
+// row-parallel copies); the real models of the tests stay within the engine's own arithmetic
+// spread on held-out text; a model that does not split is refused saying which count; a failed
 // pass leaves the group working.
 #include "engine/tensor_parallel_group.h"
 
@@ -24,6 +25,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "tests/support/temp_path.h"
+#include "tests/support/test_paths.h"
 
 namespace baton::engine {
 namespace {
@@ -94,31 +96,29 @@ double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
   return worst / std::sqrt(sum_sq / std::max<size_t>(b.size(), 1));
 }
 
-int32_t VocabOf(Transformer& t) { return t.config().n_vocab; }
-int32_t VocabOf(TensorParallelGroup& g) { return g.shard(0).config.n_vocab; }
-
 // Two prompts prefilled together (all their logits), then `steps` decode steps of both, each
-// feeding the token next(logits, position) picks. Runner: a Transformer or a group. Returns every logit computed, in order,
+// feeding the token next(logits, position) picks. Returns every logit computed, in order,
 // and the tokens fed.
-template <typename Runner, typename Next>
+template <typename Next>
 absl::StatusOr<std::pair<std::vector<float>, std::vector<TokenId>>> RunPasses(
-    Runner& runner, KvCache& cache, int steps, const Next& next) {
-  const int32_t n_vocab = VocabOf(runner);
-  std::vector<TokenId> prompts[2] = {Prompt(7, 1), Prompt(13, 2)};
+    ForwardPass& runner, KvCache& cache, int steps, const Next& next,
+    const std::vector<TokenId> (&prompts)[2] = {Prompt(7, 1), Prompt(13, 2)}) {
+  const int32_t n_vocab = runner.config().n_vocab;
   BlockTable tables[2];
   for (int s = 0; s < 2; ++s) {
-    if (absl::Status st = cache.Reserve(tables[s], 13 + steps); !st.ok()) return st;
+    const int32_t n = static_cast<int32_t>(prompts[s].size()) + steps;
+    if (absl::Status st = cache.Reserve(tables[s], n); !st.ok()) return st;
   }
   std::vector<float> all;
   std::vector<TokenId> fed;
   std::vector<float> logits;
   SequenceInput inputs[2] = {{.tokens = prompts[0], .kv = &tables[0], .all_logits = true},
                              {.tokens = prompts[1], .kv = &tables[1], .all_logits = true}};
-  if (absl::Status st = runner.Prefill(inputs, logits); !st.ok()) return st;
+  if (absl::Status st = runner.Prefill(inputs, logits, nullptr); !st.ok()) return st;
   all.insert(all.end(), logits.begin(), logits.end());
   TokenId last[2] = {0, 0};
   for (int s = 0; s < 2; ++s) {
-    const int64_t row = s == 0 ? 6 : 7 + 12;
+    const int64_t row = s == 0 ? prompts[0].size() - 1 : prompts[0].size() + prompts[1].size() - 1;
     last[s] = next({logits.data() + row * n_vocab, static_cast<size_t>(n_vocab)},
                    tables[s].n_tokens);
   }
@@ -212,6 +212,106 @@ INSTANTIATE_TEST_SUITE_P(
       std::replace(name.begin(), name.end(), '-', '_');
       return name;
     });
+
+// Mean KL divergence of the rows of q_logits from those of p_logits, each [rows, n_vocab].
+double MeanKld(const std::vector<float>& p_logits, const std::vector<float>& q_logits,
+               int64_t n_vocab) {
+  const int64_t rows = static_cast<int64_t>(p_logits.size()) / n_vocab;
+  double total = 0.0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* p = &p_logits[r * n_vocab];
+    const float* q = &q_logits[r * n_vocab];
+    const double p_max = *std::max_element(p, p + n_vocab);
+    const double q_max = *std::max_element(q, q + n_vocab);
+    double p_sum = 0.0, q_sum = 0.0;
+    for (int64_t i = 0; i < n_vocab; ++i) {
+      p_sum += std::exp(p[i] - p_max);
+      q_sum += std::exp(q[i] - q_max);
+    }
+    for (int64_t i = 0; i < n_vocab; ++i) {
+      const double lp = p[i] - p_max - std::log(p_sum);
+      const double lq = q[i] - q_max - std::log(q_sum);
+      total += std::exp(lp) * (lp - lq);
+    }
+  }
+  return total / static_cast<double>(rows);
+}
+
+// Every position's logits of `tokens`, teacher-forced in one prefill.
+absl::StatusOr<std::vector<float>> PromptLogits(ForwardPass& pass, KvCache& cache,
+                                                std::span<const TokenId> tokens) {
+  BlockTable table;
+  if (absl::Status s = cache.Reserve(table, static_cast<int32_t>(tokens.size())); !s.ok()) {
+    return s;
+  }
+  std::vector<float> logits;
+  SequenceInput input{.tokens = tokens, .kv = &table, .all_logits = true};
+  absl::Status s = pass.Prefill({&input, 1}, logits, nullptr);
+  cache.Free(table);
+  if (!s.ok()) return s;
+  return logits;
+}
+
+// The real models of the tests on held-out text: Gemma 3 270M over 2 ranks (4 heads, 1 KV head
+// replicated, Q4_K_M's 256-value blocks), SmolLM2-135M over 3 (9 heads, 3 KV heads). Their
+// 8-bit activations turn the ranks' other summation order into a different rounding of some
+// activations, which the layers carry on: the group is held to the spread between the engine's
+// own two arithmetics, the fast backend against its scalar reference, measured here on the same
+// text (2026-11-30: KLD 0.0037 against 0.0039 on SmolLM2, 0.012 against 0.045 on Gemma 3; the
+// same top token at 27 of 28 positions on both).
+class TensorParallelRealModelTest
+    : public testing::TestWithParam<std::tuple<std::string, int32_t>> {};
+
+TEST_P(TensorParallelRealModelTest, StaysWithinTheEnginesOwnArithmeticSpread) {
+  const auto& [file, size] = GetParam();
+  absl::StatusOr<std::unique_ptr<Model>> model =
+      Model::Load(test_support::SourcePath("models/" + file));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const ModelConfig& config = (*model)->config();
+  const std::vector<TokenId> text = (*model)->tokenizer().Encode(
+      "The lighthouse keeper counted the ships that passed the rocks at night, and wrote each "
+      "name in a book that his father had kept before him.",
+      {});
+  absl::StatusOr<WholeModel> whole = WholeModel::Make(**model);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  absl::StatusOr<std::unique_ptr<TensorParallelGroup>> group = MakeGroup(**model, size);
+  ASSERT_TRUE(group.ok()) << group.status();
+  std::unique_ptr<kernels::Backend> reference_backend =
+      kernels::CreateCpuBackend({.n_threads = 2, .reference = true});
+  absl::StatusOr<std::unique_ptr<KvCache>> reference_cache =
+      KvCache::Create(config, CacheOptions(config), *reference_backend);
+  ASSERT_TRUE(reference_cache.ok()) << reference_cache.status();
+  Transformer reference(&config, &(*model)->weights(), reference_backend.get(),
+                        reference_cache->get());
+
+  auto expected = PromptLogits(*whole->transformer, *whole->cache, text);
+  auto actual = PromptLogits(**group, (*group)->cache(), text);
+  auto other_arithmetic = PromptLogits(reference, **reference_cache, text);
+  ASSERT_TRUE(expected.ok() && actual.ok() && other_arithmetic.ok());
+  const double group_kld = MeanKld(*expected, *actual, config.n_vocab);
+  const double spread = MeanKld(*expected, *other_arithmetic, config.n_vocab);
+  EXPECT_GT(group_kld, 0.0);  // not the whole model itself
+  EXPECT_LT(group_kld, 2.0 * spread) << "the fast backend's KLD from its reference: " << spread;
+  int same_top = 0;
+  const int64_t n = static_cast<int64_t>(text.size());
+  for (int64_t r = 0; r < n; ++r) {
+    auto top = [&](const std::vector<float>& l) {
+      return std::max_element(l.begin() + r * config.n_vocab,
+                              l.begin() + (r + 1) * config.n_vocab) -
+             l.begin();
+    };
+    same_top += top(*expected) == top(*actual);
+  }
+  EXPECT_GE(same_top, n * 9 / 10) << "of " << n << " positions";
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, TensorParallelRealModelTest,
+                         testing::Values(std::tuple{"gemma-3-270m-q4_k_m.gguf", 2},
+                                         std::tuple{"SmolLM2-135M-Instruct.Q4_1.gguf", 3}),
+                         [](const auto& info) {
+                           return std::string(std::get<1>(info.param) == 2 ? "gemma3_270m_tp2"
+                                                                           : "smollm2_135m_tp3");
+                         });
 
 TEST(ModelShardTest, EachRankHoldsItsHeadsAndReplicatesTooFewKvHeads) {
   // tiny: 4 heads of 16, 2 KV heads, a feed-forward of 96.
