@@ -125,7 +125,8 @@ absl::StatusOr<TimedPass> MakePass(const engine::Model& model, const EngineBench
            .cache = {.block_size = cache.block_size(), .n_blocks = cache.pool().n_blocks()},
            .backend = [&](int32_t) -> absl::StatusOr<std::unique_ptr<kernels::Backend>> {
              return kernels::CreateBackend(options.device, {.n_threads = rank_threads});
-           }});
+           },
+           .mode = options.tensor_parallel_mode});
   if (!group.ok()) return group.status();
   engine::KvCache* group_cache = &(*group)->cache();
   return TimedPass{.pass = *std::move(group), .cache = group_cache};
@@ -291,6 +292,11 @@ absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options)
     batched_fractions[std::to_string(batch)] = steps_per_s / roofline;
   }
   result["batched_decode_roofline_fraction"] = batched_fractions;
+  if (options.tensor_parallel > 1) {
+    result["tensor_parallel_mode"] =
+        options.tensor_parallel_mode == engine::TensorParallelMode::kExact ? "exact"
+                                                                            : "partial-sums";
+  }
   result.update(paired);
   result.update(*against_cublas);
   return result;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/model_shard.h"
 #include "kernels/device.h"
 #include "nlohmann/json.hpp"
 
@@ -21,6 +22,7 @@ struct EngineBenchOptions {
   // > 1: a tensor-parallel group of this many ranks (engine/tensor_parallel_group.h), each a
   // CPU backend of n_threads / tensor_parallel threads (at least 1).
   int32_t tensor_parallel = 1;
+  engine::TensorParallelMode tensor_parallel_mode = engine::TensorParallelMode::kExact;
   int32_t prompt_tokens = 512;       // prefill benchmark prompt length
   int32_t decode_tokens = 128;       // decode benchmark length (one sequence)
   int32_t decode_context = 16;       // tokens in the cache before one sequence's first decode step
@@ -34,7 +36,7 @@ struct EngineBenchOptions {
 // (on a GPU: its device-to-device copy rate), weight_bytes_per_decode_step,
 // decode_roofline_tokens_per_s, decode_roofline_fraction, batched_decode_tokens_per_s and
 // batched_decode_roofline_fraction (per batch size), model, device, backend, isa,
-// tensor_parallel; on a GPU also
+// tensor_parallel (and tensor_parallel_mode where > 1); on a GPU also
 // prefill_cublas_gemm_s, prefill_s and prefill_fraction_of_cublas (cuBLAS alone on the prefill's
 // GEMM shapes, over the whole prefill); on a CPU also decode_paired_read_fraction and
 // decode_paired_read_gb_per_s: a run of one sequence whose every step is followed by a plain read

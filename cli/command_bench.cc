@@ -42,6 +42,9 @@ int RunBenchEngine(const Args& args) {
       {"tensor-parallel", "N",
        "ranks of tensor parallelism, threads of one process on the CPU sharing --threads "
        "(default 1)"},
+      {"tensor-parallel-mode", "MODE",
+       "exact (row-parallel outputs gathered: the whole model's bits) or partial-sums "
+       "(Megatron-LM's all-reduce) (default exact)"},
       {"prompt-tokens", "N", "prefill prompt length (default 512)"},
       {"decode-tokens", "N", "decode length, one sequence (default 128)"},
       {"decode-context", "N", "tokens in its cache before the first decode step (default 16)"},
@@ -72,6 +75,16 @@ int RunBenchEngine(const Args& args) {
   options.n_threads = static_cast<int>(*v);
   if (!(v = flags->GetInt("tensor-parallel", 1, 1, 64)).ok()) return UsageError("bench engine", v.status(), usage);
   options.tensor_parallel = static_cast<int32_t>(*v);
+  if (auto mode = flags->Get("tensor-parallel-mode")) {
+    if (*mode == "partial-sums") {
+      options.tensor_parallel_mode = engine::TensorParallelMode::kPartialSums;
+    } else if (*mode != "exact") {
+      return UsageError("bench engine",
+                        absl::InvalidArgumentError(absl::StrCat(
+                            "--tensor-parallel-mode: '", *mode, "', expected exact or partial-sums")),
+                        usage);
+    }
+  }
   if (!(v = flags->GetInt("prompt-tokens", 512, 1, 8192)).ok()) return UsageError("bench engine", v.status(), usage);
   options.prompt_tokens = static_cast<int32_t>(*v);
   if (!(v = flags->GetInt("decode-tokens", 128, 1, 4096)).ok()) return UsageError("bench engine", v.status(), usage);

@@ -27,11 +27,16 @@ class Sharder {
           "tensor parallelism over ", size_, " ranks: the model's ", c.n_head_kv,
           " KV heads neither divide among the ranks nor replicate evenly over them"));
     }
+    if (exact()) {
+      if (absl::Status s = Divides(c.n_embd, "embedding width"); !s.ok()) return s;
+    }
     for (const LayerSpec& layer : c.layers) {
       const ExpertsSpec& e = layer.feed_forward.experts;
       if (e.count > 0) {
-        if (absl::Status s = Divides(e.n_ff, "experts' feed-forward width"); !s.ok()) return s;
-        if (absl::Status s = Divides(e.n_ff_shared, "shared expert's width"); !s.ok()) return s;
+        absl::Status s = exact() ? Divides(e.count, "experts")
+                                 : Divides(e.n_ff, "experts' feed-forward width");
+        if (s.ok()) s = Divides(e.n_ff_shared, "shared expert's width");
+        if (!s.ok()) return s;
       } else if (absl::Status s = Divides(c.n_ff, "feed-forward width"); !s.ok()) {
         return s;
       }
@@ -45,7 +50,7 @@ class Sharder {
     c.n_head_kv = config_.n_head_kv % size_ == 0 ? config_.n_head_kv / size_ : 1;
     c.n_ff /= size_;
     for (LayerSpec& layer : c.layers) {
-      layer.feed_forward.experts.n_ff /= size_;
+      if (!exact()) layer.feed_forward.experts.n_ff /= size_;  // else whole experts
       layer.feed_forward.experts.n_ff_shared /= size_;
     }
     return c;
@@ -69,11 +74,6 @@ class Sharder {
                      from.wk_b.begin() + first_head + local.n_head);
       to.wv_b.assign(from.wv_b.begin() + first_head,
                      from.wv_b.begin() + first_head + local.n_head);
-      if (absl::Status s = Columns(from.wo, first_head * a.value_dim,
-                                   local.n_head * a.value_dim, l, "attn_output", to.wo);
-          !s.ok()) {
-        return s;
-      }
     } else {
       to.wq = Rows(from.wq, first_head * hd, local.q_dim());
       to.wk = Rows(from.wk, first_kv_head * hd, local.kv_dim());
@@ -81,14 +81,17 @@ class Sharder {
       to.bq = Offset(from.bq, first_head * hd);
       to.bk = Offset(from.bk, first_kv_head * hd);
       to.bv = Offset(from.bv, first_kv_head * hd);
-      if (absl::Status s =
-              Columns(from.wo, first_head * hd, local.q_dim(), l, "attn_output", to.wo);
-          !s.ok()) {
-        return s;
-      }
     }
     to.attn_sinks = Offset(from.attn_sinks, first_head);
-    if (rank_ != 0) to.bo = nullptr;
+    // The output projection's input: the heads' values, in head order.
+    const int64_t head_values =
+        spec.attention.latent.kv_rank > 0 ? spec.attention.latent.value_dim : hd;
+    if (absl::Status s = RowParallel(l, "attn_output", from.wo, from.bo,
+                                     first_head * head_values, local.n_head * head_values,
+                                     to.wo, to.bo);
+        !s.ok()) {
+      return s;
+    }
     return FeedForward(l, from, to);
   }
 
@@ -100,10 +103,18 @@ class Sharder {
         !s.ok()) {
       return s;
     }
+    if (exact()) {  // by expert: this rank's whole, the others' absent
+      const ShardRange own = ShareOf(e.count, rank_, size_);
+      for (int64_t x = 0; x < e.count; ++x) {
+        if (x < own.begin || x >= own.end) to.experts[x] = {};
+      }
+      return absl::OkStatus();
+    }
     for (size_t x = 0; x < from.experts.size(); ++x) {
       const ExpertWeights& fe = from.experts[x];
       ExpertWeights& te = to.experts[x];
-      if (absl::Status s = GatedFfn(l, e.n_ff, fe.gate, fe.up, fe.down, te.gate, te.up, te.down);
+      if (absl::Status s =
+              GatedFfn(l, e.n_ff, fe.gate, fe.up, fe.down, te.gate, te.up, te.down);
           !s.ok()) {
         return s;
       }
@@ -111,7 +122,7 @@ class Sharder {
     if (e.biases) {
       to.experts_gate_bias = ExpertRows(from.experts_gate_bias, e.count, e.n_ff);
       to.experts_up_bias = ExpertRows(from.experts_up_bias, e.count, e.n_ff);
-      if (rank_ != 0) to.experts_down_bias = nullptr;
+      if (rank_ != 0) to.experts_down_bias = nullptr;  // added once, by rank 0
     }
     return absl::OkStatus();
   }
@@ -147,14 +158,33 @@ class Sharder {
     return v == nullptr ? nullptr : v + first;
   }
 
-  // The rank's share of a gated FFN of width n_ff: gate and up rows, down columns.
+  bool exact() const { return shard_.mode == TensorParallelMode::kExact; }
+
+  // The rank's share of a gated FFN of width n_ff: gate and up rows, down row-parallel.
   absl::Status GatedFfn(int32_t l, int64_t n_ff, const WeightMatrix& gate, const WeightMatrix& up,
                         const WeightMatrix& down, WeightMatrix& to_gate, WeightMatrix& to_up,
                         WeightMatrix& to_down) {
     const int64_t local = n_ff / size_;
     to_gate = Rows(gate, rank_ * local, local);
     to_up = Rows(up, rank_ * local, local);
-    return Columns(down, rank_ * local, local, l, "ffn_down", to_down);
+    const float* no_bias = nullptr;
+    return RowParallel(l, "ffn_down", down, nullptr, rank_ * local, local, to_down, no_bias);
+  }
+
+  // The rank's share of a row-parallel product m (+ bias) whose input this rank holds columns
+  // [first, first + count) of: exact, its rows of the output (and of the bias); partial sums, its
+  // columns, the bias on rank 0 alone.
+  absl::Status RowParallel(int32_t l, absl::string_view name, const WeightMatrix& m,
+                           const float* bias, int64_t first, int64_t count, WeightMatrix& out,
+                           const float*& out_bias) {
+    if (exact()) {
+      const int64_t rows = m.n_rows / size_;
+      out = Rows(m, rank_ * rows, rows);
+      out_bias = Offset(bias, rank_ * rows);
+      return absl::OkStatus();
+    }
+    out_bias = rank_ == 0 ? bias : nullptr;
+    return Columns(m, first, count, l, name, out);
   }
 
   // Columns [first, first + count) of m, copied row by row (each row's blocks are contiguous).
@@ -209,7 +239,8 @@ ShardRange ShareOf(int64_t total, int32_t rank, int32_t size) {
 
 absl::StatusOr<std::unique_ptr<ModelShard>> ShardModel(const ModelConfig& config,
                                                        const ModelWeights& weights,
-                                                       int32_t rank, int32_t size) {
+                                                       int32_t rank, int32_t size,
+                                                       TensorParallelMode mode) {
   if (size < 1 || rank < 0 || rank >= size) {
     return absl::InvalidArgumentError(
         absl::StrCat("tensor parallelism: rank ", rank, " of ", size, " ranks"));
@@ -217,6 +248,7 @@ absl::StatusOr<std::unique_ptr<ModelShard>> ShardModel(const ModelConfig& config
   auto shard = std::make_unique<ModelShard>();
   shard->rank = rank;
   shard->size = size;
+  shard->mode = mode;
   Sharder sharder(config, *shard);
   if (absl::Status s = sharder.Check(); !s.ok()) return s;
   shard->config = sharder.Config();

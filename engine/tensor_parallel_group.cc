@@ -21,7 +21,7 @@ absl::StatusOr<std::unique_ptr<TensorParallelGroup>> TensorParallelGroup::Create
   for (int32_t r = 0; r < options.size; ++r) {
     Rank& rank = group->ranks_[r];
     absl::StatusOr<std::unique_ptr<ModelShard>> shard =
-        ShardModel(config, weights, r, options.size);
+        ShardModel(config, weights, r, options.size, options.mode);
     if (!shard.ok()) return shard.status();
     rank.shard = *std::move(shard);
     absl::StatusOr<std::unique_ptr<kernels::Backend>> backend = options.backend(r);
@@ -38,7 +38,7 @@ absl::StatusOr<std::unique_ptr<TensorParallelGroup>> TensorParallelGroup::Create
     rank.cache = *std::move(cache);
     rank.transformer = std::make_unique<Transformer>(
         &rank.shard->config, &rank.shard->weights, rank.backend.get(), rank.cache.get(),
-        &group->communicators_->communicator(r));
+        &group->communicators_->communicator(r), options.mode);
   }
   group->rank_status_.resize(options.size);
   group->rank_logits_.resize(options.size);

@@ -1,7 +1,9 @@
 // A model run by a tensor-parallel group of ranks in one process: each rank a thread with its
 // own backend, its shard of the weights (engine/model_shard.h), its KV cache (its KV heads of
-// every block) and its Transformer, joined by a Communicator. Prefill and Decode run every rank's
-// pass at once and return rank 0's logits (every rank's are the same: the logits are gathered).
+// every block) and its Transformer, joined by a Communicator (kernels/cpu/shared_memory_group.h:
+// the ranks' backends compute in host memory). Prefill and Decode run every rank's pass at once
+// and return rank 0's logits (every rank's are the same: the logits are gathered). In the
+// default, exact mode they are the whole model's bit for bit on the CPU.
 //
 // The block tables are the group's, not a rank's: blocks are reserved and freed in rank 0's cache
 // (cache()), and every rank's cache holds its heads of the same block ids (each has as many
@@ -38,6 +40,7 @@ struct TensorParallelOptions {
   // The backend of rank r (each rank needs its own: a backend serves one thread).
   std::function<absl::StatusOr<std::unique_ptr<kernels::Backend>>(int32_t rank)> backend;
   absl::Duration collective_timeout = absl::Seconds(60);
+  TensorParallelMode mode = TensorParallelMode::kExact;  // model_shard.h
 };
 
 class TensorParallelGroup final : public ForwardPass {

@@ -14,13 +14,14 @@ namespace baton::engine {
 
 Transformer::Transformer(const ModelConfig* config, const ModelWeights* weights,
                          kernels::Backend* backend, KvCache* cache,
-                         kernels::Communicator* communicator)
+                         kernels::Communicator* communicator, TensorParallelMode mode)
     : config_(*config),
       weights_(*weights),
       backend_(*backend),
       cache_(*cache),
       communicator_(communicator != nullptr && communicator->size() > 1 ? communicator
-                                                                         : nullptr) {
+                                                                         : nullptr),
+      partial_sums_(communicator_ != nullptr && mode == TensorParallelMode::kPartialSums) {
   for (const LayerSpec& layer : config_.layers) {
     const ExpertsSpec& e = layer.feed_forward.experts;
     has_experts_ = has_experts_ || e.count > 0;
@@ -233,6 +234,21 @@ absl::Status Transformer::ReserveScratch(int64_t n, int64_t n_out) {
   if (communicator_ != nullptr) {
     if (absl::Status s = reserve(rank_logits_, n_out * weights_.output.n_rows); !s.ok()) return s;
   }
+  if (communicator_ != nullptr && !partial_sums_) {  // QueueRowParallel's, QueueExperts'
+    int64_t gathered = 0;
+    int64_t rank_rows = 0;
+    for (const LayerWeights& w : weights_.layers) {
+      for (const kernels::WeightMatrix* m : {&w.wo, &w.w_down}) {
+        gathered = std::max(gathered, n * m->n_cols);
+        rank_rows = std::max(rank_rows, n * m->n_rows);
+      }
+    }
+    if (absl::Status s = reserve(gathered_, gathered); !s.ok()) return s;
+    if (absl::Status s = reserve(rank_rows_, rank_rows); !s.ok()) return s;
+    if (has_experts_) {
+      if (absl::Status s = reserve(expert_rows_, (n * e.used + n) * c.n_embd); !s.ok()) return s;
+    }
+  }
   if (!backend_.host_memory()) return reserve(logits_, n_out * c.n_vocab);
   return absl::OkStatus();
 }
@@ -334,15 +350,19 @@ void Transformer::QueueLayersAndOutput(std::span<const SequenceInput> sequences,
   }
   // This rank's rows of the vocabulary, then every rank's side by side.
   backend_.MatMul(weights_.output, out_x, n_out, rank_logits_.as<float>());
-  if (collective_status_.ok()) {
-    collective_status_ = communicator_->AllGatherColumns(
-        rank_logits_.as<float>(), n_out, weights_.output.n_rows, all_logits, c.n_vocab);
-  }
+  GatherOverRanks(rank_logits_.as<float>(), n_out, weights_.output.n_rows, all_logits,
+                  c.n_vocab);
 }
 
 void Transformer::SumOverRanks(float* x, int64_t count) {
   if (communicator_ == nullptr || !collective_status_.ok()) return;
   collective_status_ = communicator_->AllReduceSum(x, count);
+}
+
+void Transformer::GatherOverRanks(const float* in, int64_t rows, int64_t cols, float* out,
+                                  int64_t out_cols) {
+  if (!collective_status_.ok()) return;
+  collective_status_ = communicator_->AllGatherColumns(in, rows, cols, out, out_cols);
 }
 
 void Transformer::QueueAttention(int32_t l, std::span<const SequenceInput> sequences,
@@ -354,11 +374,10 @@ void Transformer::QueueAttention(int32_t l, std::span<const SequenceInput> seque
   } else {
     QueueHeadAttention(l, sequences, n);
   }
-  float* xb = xb_.as<float>();
-  const LayerVectors& wv = layer_vectors_[l];
-  if (wv.bo != nullptr) backend_.AddRowBias(xb, wv.bo, n, c.n_embd);
-  SumOverRanks(xb, n * c.n_embd);
-  if (spec.post_norm) backend_.RmsNorm(xb, wv.attn_post_norm, n, c.n_embd, c.rms_eps, xb);
+  if (spec.post_norm) {
+    float* xb = xb_.as<float>();
+    backend_.RmsNorm(xb, layer_vectors_[l].attn_post_norm, n, c.n_embd, c.rms_eps, xb);
+  }
 }
 
 void Transformer::QueueHeadAttention(int32_t l, std::span<const SequenceInput> sequences,
@@ -386,7 +405,7 @@ void Transformer::QueueHeadAttention(int32_t l, std::span<const SequenceInput> s
   backend_.Rope(k, n, c.n_head_kv, c.head_dim, positions_.data(), layer_rope_[l]);
   if (spec.query_scale != 1.0f) backend_.Scale(q, spec.query_scale, n * c.q_dim());
   QueueCachedAttention(l, sequences, k, v, spec.kq_scale, wv.attn_sinks);
-  backend_.MatMul(w.wo, attn_.as<float>(), n, xb_.as<float>());
+  QueueRowParallel(w.wo, wv.bo, attn_.as<float>(), n, xb_.as<float>());
 }
 
 void Transformer::QueueCachedAttention(int32_t l, std::span<const SequenceInput> sequences,
@@ -425,19 +444,19 @@ void Transformer::QueueFeedForward(int32_t l, int64_t n) {
   if (spec.experts.count > 0) {
     QueueExperts(l, n);
   } else {
-    QueueGatedFfn(w.w_gate, w.w_up, w.w_down, {}, spec.activation, xb, n, gate_.as<float>(),
-                  up_.as<float>(), xb);
+    QueueGatedActivation(w.w_gate, w.w_up, {}, spec.activation, xb, n, gate_.as<float>(),
+                         up_.as<float>());
+    QueueRowParallel(w.w_down, nullptr, gate_.as<float>(), n, xb);
   }
-  SumOverRanks(xb, n * c.n_embd);
   if (spec.post_norm) {
     backend_.RmsNorm(xb, layer_vectors_[l].ffn_post_norm, n, c.n_embd, c.rms_eps, xb);
   }
 }
 
-void Transformer::QueueGatedFfn(const kernels::WeightMatrix& gate, const kernels::WeightMatrix& up,
-                                const kernels::WeightMatrix& down, const FfnBiases& biases,
-                                FeedForwardActivation activation, const float* x, int64_t n,
-                                float* gate_out, float* up_out, float* out) {
+void Transformer::QueueGatedActivation(const kernels::WeightMatrix& gate,
+                                       const kernels::WeightMatrix& up, const FfnBiases& biases,
+                                       FeedForwardActivation activation, const float* x,
+                                       int64_t n, float* gate_out, float* up_out) {
   {
     const kernels::WeightMatrix* gate_up[] = {&gate, &up};
     float* outs[] = {gate_out, up_out};
@@ -456,8 +475,23 @@ void Transformer::QueueGatedFfn(const kernels::WeightMatrix& gate, const kernels
       backend_.SwigluOaiMul(gate_out, up_out, n * gate.n_rows, gate_out);
       break;
   }
-  backend_.MatMul(down, gate_out, n, out);
-  if (biases.down != nullptr) backend_.AddRowBias(out, biases.down, n, down.n_rows);
+}
+
+void Transformer::QueueRowParallel(const kernels::WeightMatrix& w, const float* bias,
+                                   const float* x, int64_t n, float* out) {
+  if (communicator_ == nullptr || partial_sums_) {
+    backend_.MatMul(w, x, n, out);
+    if (bias != nullptr) backend_.AddRowBias(out, bias, n, w.n_rows);
+    SumOverRanks(out, n * w.n_rows);
+    return;
+  }
+  // The whole input, this rank's rows of the output, then every rank's.
+  float* input = gathered_.as<float>();
+  float* rows = rank_rows_.as<float>();
+  GatherOverRanks(x, n, w.n_cols / communicator_->size(), input, w.n_cols);
+  backend_.MatMul(w, input, n, rows);
+  if (bias != nullptr) backend_.AddRowBias(rows, bias, n, w.n_rows);
+  GatherOverRanks(rows, n, w.n_rows, out, config_.n_embd);
 }
 
 const float* Transformer::OnHost(const kernels::BackendBuffer& device, int64_t count,
@@ -488,35 +522,56 @@ void Transformer::QueueExperts(int32_t l, int64_t n) {
 
   // Every token's row once per expert it chose, grouped by expert: each expert's matrices are
   // read once for all of its tokens.
+  // Exact tensor parallelism runs this rank's experts (model_shard.h), partial sums every
+  // expert's share.
+  const bool by_expert = communicator_ != nullptr && !partial_sums_;
+  const ShardRange own = by_expert ? ShareOf(experts.count, communicator_->rank(),
+                                             communicator_->size())
+                                   : ShardRange{.begin = 0, .end = experts.count};
   const int64_t rows = n * experts.used;
   float* in = expert_in_.as<float>();
   float* gate = expert_gate_.as<float>();
   float* up = expert_up_.as<float>();
   float* out = expert_out_.as<float>();
   backend_.GatherRows(xb, routing_.token_of_row.data(), rows, c.n_embd, in);
-  for (int32_t e = 0; e < experts.count; ++e) {
+  for (int64_t e = own.begin; e < own.end; ++e) {
     const int64_t first = routing_.first_row[e];
     const int64_t m = routing_.first_row[e + 1] - first;
     if (m == 0) continue;
     const ExpertWeights& ew = w.experts[e];
     FfnBiases biases;
     if (experts.biases) {
-      biases = {.gate = wv.experts_gate_bias + int64_t{e} * experts.n_ff,
-                .up = wv.experts_up_bias + int64_t{e} * experts.n_ff,
-                .down = wv.experts_down_bias == nullptr  // held by rank 0 alone
-                            ? nullptr
-                            : wv.experts_down_bias + int64_t{e} * c.n_embd};
+      biases = {.gate = wv.experts_gate_bias + e * experts.n_ff,
+                .up = wv.experts_up_bias + e * experts.n_ff};
     }
-    QueueGatedFfn(ew.gate, ew.up, ew.down, biases, spec.activation, in + first * c.n_embd, m,
-                  gate + first * experts.n_ff, up + first * experts.n_ff,
-                  out + first * c.n_embd);
+    QueueGatedActivation(ew.gate, ew.up, biases, spec.activation, in + first * c.n_embd, m,
+                         gate + first * experts.n_ff, up + first * experts.n_ff);
+    float* expert_out = out + first * c.n_embd;
+    backend_.MatMul(ew.down, gate + first * experts.n_ff, m, expert_out);
+    if (wv.experts_down_bias != nullptr) {  // partial sums: rank 0's alone
+      backend_.AddRowBias(expert_out, wv.experts_down_bias + e * c.n_embd, m, c.n_embd);
+    }
   }
-  if (shared) {
-    QueueGatedFfn(w.w_gate, w.w_up, w.w_down, {}, spec.activation, xb, n, gate_.as<float>(),
-                  up_.as<float>(), out + rows * c.n_embd);
+  if (by_expert) {  // every rank's experts' rows, which are in expert order: all of them
+    const int64_t first = routing_.first_row[own.begin];
+    const int64_t last = routing_.first_row[own.end];
+    GatherOverRanks(out + first * c.n_embd, 1, (last - first) * c.n_embd,
+                    expert_rows_.as<float>(), rows * c.n_embd);
+    out = expert_rows_.as<float>();
+  }
+  if (shared) {  // after the routed rows
+    QueueGatedActivation(w.w_gate, w.w_up, {}, spec.activation, xb, n, gate_.as<float>(),
+                         up_.as<float>());
+    float* shared_out = out + rows * c.n_embd;
+    if (partial_sums_) {
+      backend_.MatMul(w.w_down, gate_.as<float>(), n, shared_out);  // summed below
+    } else {
+      QueueRowParallel(w.w_down, nullptr, gate_.as<float>(), n, shared_out);
+    }
   }
   backend_.WeightedSumOfRows(out, routing_.slot_row.data(), routing_.slot_weight.data(), n,
                              routing_.slots, c.n_embd, xb);
+  if (partial_sums_) SumOverRanks(xb, n * c.n_embd);
 }
 
 }  // namespace baton::engine

@@ -13,11 +13,11 @@
 // nothing and copies the logits to the host at the end.
 //
 // Tensor parallelism: a Transformer given a Communicator of more than one rank runs one rank's
-// part of the model (engine/model_shard.h: its config and weights): it sums the row-parallel
-// products (attention output, feed-forward down) over the ranks with one all-reduce each, before
-// the post-norms, and gathers the logits of every rank's rows of the vocabulary. Every rank of
-// the group runs the same Prefill / Decode at the same time, on the same sequences (the same
-// block tables: each rank's cache holds its own KV heads of the same blocks).
+// part of the model (engine/model_shard.h: its config and weights, and the mode that says how
+// the row-parallel products and the experts are joined: gathered, or partial sums all-reduced),
+// and gathers the logits of every rank's rows of the vocabulary. Every rank of the group runs
+// the same Prefill / Decode at the same time, on the same sequences (the same block tables:
+// each rank's cache holds its own KV heads of the same blocks).
 //
 // Thread-safety: one thread at a time (it owns per-step scratch buffers); the weights and config
 // it reads are shared and immutable.
@@ -34,6 +34,7 @@
 #include "engine/forward_pass.h"
 #include "engine/kv_cache.h"
 #include "engine/model_config.h"
+#include "engine/model_shard.h"
 #include "engine/model_weights.h"
 #include "engine/vocab.h"
 #include "kernels/backend.h"
@@ -45,9 +46,10 @@ namespace baton::engine {
 class Transformer final : public ForwardPass {
  public:
   // All pointers must outlive the Transformer. `communicator`: null, or this rank's in its
-  // tensor-parallel group (config and weights then this rank's shard).
+  // tensor-parallel group (config and weights then this rank's shard, made in `mode`).
   Transformer(const ModelConfig* config, const ModelWeights* weights, kernels::Backend* backend,
-              KvCache* cache, kernels::Communicator* communicator = nullptr);
+              KvCache* cache, kernels::Communicator* communicator = nullptr,
+              TensorParallelMode mode = TensorParallelMode::kExact);
   // Registers the weight matrices with the backend (Backend::RegisterWeights) for the
   // Transformer's lifetime; where the backend keeps its own copy, the file's pages of that matrix
   // are let go (GgufFile::DropResidentPages).
@@ -94,18 +96,22 @@ class Transformer final : public ForwardPass {
   void QueueCachedAttention(int32_t l, std::span<const SequenceInput> sequences, const float* k,
                             const float* v, float kq_scale, const float* sinks);
   void QueueFeedForward(int32_t l, int64_t n);
-  // The biases of a gated FFN's three products, in the backend's memory; null: none.
+  // The biases of a gated FFN's gate and up products, in the backend's memory; null: none.
   struct FfnBiases {
     const float* gate = nullptr;  // [n_ff]
     const float* up = nullptr;    // [n_ff]
-    const float* down = nullptr;  // [n_embd]
   };
-  // out [n, n_embd] = the gated FFN (gate, up, down) of x [n, n_embd]; gate_out and up_out hold
-  // its intermediate values.
-  void QueueGatedFfn(const kernels::WeightMatrix& gate, const kernels::WeightMatrix& up,
-                     const kernels::WeightMatrix& down, const FfnBiases& biases,
-                     FeedForwardActivation activation, const float* x, int64_t n,
-                     float* gate_out, float* up_out, float* out);
+  // gate_out [n, n_ff] = activation(gate · x, up · x) of x [n, n_embd], the gated FFN's input
+  // to its down product; up_out holds the up product.
+  void QueueGatedActivation(const kernels::WeightMatrix& gate, const kernels::WeightMatrix& up,
+                            const FfnBiases& biases, FeedForwardActivation activation,
+                            const float* x, int64_t n, float* gate_out, float* up_out);
+  // out [n, n_embd] = w · x (+ bias) for a row-parallel product (attention output, feed-forward
+  // down), the whole result on every rank: x [n, share] is this rank's share of the input's
+  // columns (its heads' values, its feed-forward rows), the whole input without a group. Exact
+  // mode gathers the input and the ranks' output rows; partial sums all-reduce.
+  void QueueRowParallel(const kernels::WeightMatrix& w, const float* bias, const float* x,
+                        int64_t n, float* out);
   // Layer l's mixture of experts from xb to xb: the router's logits to the host, the routing
   // there (ExpertRouting), each expert's products over the rows of its tokens, the weighted sum.
   void QueueExperts(int32_t l, int64_t n);
@@ -127,12 +133,16 @@ class Transformer final : public ForwardPass {
   // x f32 [count] becomes its sum over the tensor-parallel ranks (nothing without a group); the
   // first failure of a step is kept in collective_status_ and skips the later collectives.
   void SumOverRanks(float* x, int64_t count);
+  // Communicator::AllGatherColumns, the failure kept as SumOverRanks keeps it.
+  void GatherOverRanks(const float* in, int64_t rows, int64_t cols, float* out,
+                       int64_t out_cols);
 
   const ModelConfig& config_;
   const ModelWeights& weights_;
   kernels::Backend& backend_;
   KvCache& cache_;
   kernels::Communicator* const communicator_;  // null: no tensor parallelism
+  const bool partial_sums_;  // TensorParallelMode::kPartialSums, with a group
   absl::Status collective_status_;             // the current step's first failed collective
   std::vector<kernels::RopeParams> layer_rope_;  // [n_layer], from the layer specs
   // The matrices the backend keeps its own copy of (RegisterWeights): the operations never read
@@ -183,6 +193,12 @@ class Transformer final : public ForwardPass {
   kernels::BackendBuffer logits_;    // f32 [n_out, n_vocab], when the backend's memory is not
                                      // the host's (otherwise the caller's vector is written)
   kernels::BackendBuffer rank_logits_;  // f32 [n_out, output rows]: a tensor-parallel rank's
+  // Exact tensor parallelism: a row-parallel product's gathered input [n, its input width] and
+  // this rank's rows of its output [n, n_embd / size]; the experts' gathered rows, then the
+  // shared expert's [n * used + n, n_embd].
+  kernels::BackendBuffer gathered_;
+  kernels::BackendBuffer rank_rows_;
+  kernels::BackendBuffer expert_rows_;
   std::vector<kernels::AttentionQueries> attention_seqs_;  // one per sequence of the batch
 
   // Latent attention (LatentAttentionSpec; the largest over the layers).

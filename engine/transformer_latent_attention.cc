@@ -72,7 +72,7 @@ void Transformer::QueueLatentAttention(int32_t l, std::span<const SequenceInput>
     backend_.CopyColumns(out, a.value_dim, n, a.value_dim, values + h * a.value_dim,
                          heads * a.value_dim);
   }
-  backend_.MatMul(w.wo, values, n, xb);
+  QueueRowParallel(w.wo, wv.bo, values, n, xb);
 }
 
 }  // namespace baton::engine

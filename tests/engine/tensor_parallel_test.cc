@@ -1,10 +1,11 @@
 // Tensor parallelism on the CPU (engine/model_shard.h, engine/tensor_parallel_group.h): for every
 // registered architecture's tiny model, groups of 2 and 4 ranks give the logits of the whole
-// model within the reduction order's rounding, the same greedy and seeded continuations, and
-// their ranks hold what the split says (heads, KV heads replicated where fewer than the ranks,
-// row-parallel copies); the real models of the tests stay within the engine's own arithmetic
-// spread on held-out text; a model that does not split is refused saying which count; a failed
-// pass leaves the group working.
+// model, bit for bit in the exact mode and within the reduction order's rounding with partial
+// sums, the same greedy and seeded continuations, and their ranks hold what the split says
+// (heads, KV heads replicated where fewer than the ranks, row-parallel rows or column copies,
+// experts by expert or by tensor); the real models of the tests continue held-out text as they
+// do whole (exact) and stay within the engine's own arithmetic spread (partial sums); a model
+// that does not split is refused saying which count; a failed pass leaves the group working.
 #include "engine/tensor_parallel_group.h"
 
 #include <algorithm>
@@ -69,14 +70,20 @@ struct WholeModel {
   }
 };
 
-absl::StatusOr<std::unique_ptr<TensorParallelGroup>> MakeGroup(const Model& model, int32_t size) {
+absl::StatusOr<std::unique_ptr<TensorParallelGroup>> MakeGroup(
+    const Model& model, int32_t size, TensorParallelMode mode = TensorParallelMode::kExact) {
   return TensorParallelGroup::Create(
       model.config(), model.weights(),
       {.size = size,
        .cache = CacheOptions(model.config()),
        .backend = [](int32_t) -> absl::StatusOr<std::unique_ptr<kernels::Backend>> {
          return kernels::CreateCpuBackend({.n_threads = 1});
-       }});
+       },
+       .mode = mode});
+}
+
+std::string ModeName(TensorParallelMode mode) {
+  return mode == TensorParallelMode::kExact ? "exact" : "partial_sums";
 }
 
 std::vector<TokenId> Prompt(int n, int salt) {
@@ -147,18 +154,20 @@ struct Case {
   kernels::DType dtype;
 };
 
-class TensorParallelTest : public testing::TestWithParam<std::tuple<Case, int32_t>> {};
+class TensorParallelTest
+    : public testing::TestWithParam<std::tuple<Case, int32_t, TensorParallelMode>> {};
 
 TEST_P(TensorParallelTest, GivesTheWholeModelsLogitsAndContinuations) {
-  const auto& [c, size] = GetParam();
+  const auto& [c, size, mode] = GetParam();
   absl::StatusOr<std::unique_ptr<Model>> model = LoadSynthetic(c.shape, c.dtype, 3);
   ASSERT_TRUE(model.ok()) << model.status();
   absl::StatusOr<WholeModel> whole = WholeModel::Make(**model);
   ASSERT_TRUE(whole.ok()) << whole.status();
-  absl::StatusOr<std::unique_ptr<TensorParallelGroup>> group = MakeGroup(**model, size);
+  absl::StatusOr<std::unique_ptr<TensorParallelGroup>> group = MakeGroup(**model, size, mode);
   ASSERT_TRUE(group.ok()) << group.status();
 
-  // Greedy: the same tokens, and logits within the rounding of another summation order.
+  // Greedy: the same tokens, and logits bit for bit (exact) or within the rounding of another
+  // summation order (partial sums).
   auto expected = RunPasses(*whole->transformer, *whole->cache, 12, Greedy);
   ASSERT_TRUE(expected.ok()) << expected.status();
   auto actual = RunPasses(**group, (*group)->cache(), 12, Greedy);
@@ -166,8 +175,12 @@ TEST_P(TensorParallelTest, GivesTheWholeModelsLogitsAndContinuations) {
   EXPECT_EQ(actual->second, expected->second);
   ASSERT_EQ(actual->first.size(), expected->first.size());
   const double error = RelativeError(actual->first, expected->first);
-  // Gemma's f16 GELU table turns a last-bit difference into an f16 step: 7e-4 measured.
-  EXPECT_LT(error, 3e-3) << "largest logit error over the logits' RMS";
+  if (mode == TensorParallelMode::kExact) {
+    EXPECT_EQ(error, 0.0) << "largest logit error over the logits' RMS";
+  } else {
+    // Gemma's f16 GELU table turns a last-bit difference into an f16 step: 7e-4 measured.
+    EXPECT_LT(error, 3e-3) << "largest logit error over the logits' RMS";
+  }
   // The group ran shards: each rank its heads, its KV heads in its cache, its vocabulary rows.
   const ModelConfig& full = (*model)->config();
   for (int32_t r = 0; r < size; ++r) {
@@ -204,11 +217,14 @@ INSTANTIATE_TEST_SUITE_P(
                                      Case{"tiny-deepseek3", kernels::DType::kF32},
                                      Case{"tiny-256", kernels::DType::kQ8_0},
                                      Case{"tiny-256", kernels::DType::kQ4_0}),
-                     testing::Values(2, 4)),
-    [](const testing::TestParamInfo<std::tuple<Case, int32_t>>& info) {
+                     testing::Values(2, 4),
+                     testing::Values(TensorParallelMode::kExact,
+                                     TensorParallelMode::kPartialSums)),
+    [](const auto& info) {
       std::string name = std::get<0>(info.param).shape + "_" +
                          std::string(kernels::DTypeName(std::get<0>(info.param).dtype)) + "_tp" +
-                         std::to_string(std::get<1>(info.param));
+                         std::to_string(std::get<1>(info.param)) + "_" +
+                         ModeName(std::get<2>(info.param));
       std::replace(name.begin(), name.end(), '-', '_');
       return name;
     });
@@ -253,28 +269,55 @@ absl::StatusOr<std::vector<float>> PromptLogits(ForwardPass& pass, KvCache& cach
 }
 
 // The real models of the tests on held-out text: Gemma 3 270M over 2 ranks (4 heads, 1 KV head
-// replicated, Q4_K_M's 256-value blocks), SmolLM2-135M over 3 (9 heads, 3 KV heads). Their
-// 8-bit activations turn the ranks' other summation order into a different rounding of some
-// activations, which the layers carry on: the group is held to the spread between the engine's
-// own two arithmetics, the fast backend against its scalar reference, measured here on the same
-// text (2026-11-30: KLD 0.0037 against 0.0039 on SmolLM2, 0.012 against 0.045 on Gemma 3; the
-// same top token at 27 of 28 positions on both).
+// replicated, Q4_K_M), SmolLM2-135M over 3 (9 heads, 3 KV heads).
 class TensorParallelRealModelTest
     : public testing::TestWithParam<std::tuple<std::string, int32_t>> {};
 
-TEST_P(TensorParallelRealModelTest, StaysWithinTheEnginesOwnArithmeticSpread) {
+const std::vector<TokenId> HeldOutText(const Model& model) {
+  return model.tokenizer().Encode(
+      "The lighthouse keeper counted the ships that passed the rocks at night, and wrote each "
+      "name in a book that his father had kept before him.",
+      {});
+}
+
+// Exact: the whole model's logits bit for bit, so its greedy continuations too.
+TEST_P(TensorParallelRealModelTest, ExactGivesTheWholeModelsBitsAndContinuations) {
+  const auto& [file, size] = GetParam();
+  absl::StatusOr<std::unique_ptr<Model>> model =
+      Model::Load(test_support::SourcePath("models/" + file));
+  ASSERT_TRUE(model.ok()) << model.status();
+  const std::vector<TokenId> text = HeldOutText(**model);
+  const std::vector<TokenId> prompts[2] = {
+      {text.begin(), text.begin() + 9},
+      (*model)->tokenizer().Encode("def fibonacci(n):\n    if n < 2:\n        return", {})};
+  absl::StatusOr<WholeModel> whole = WholeModel::Make(**model);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  absl::StatusOr<std::unique_ptr<TensorParallelGroup>> group = MakeGroup(**model, size);
+  ASSERT_TRUE(group.ok()) << group.status();
+  auto expected = RunPasses(*whole->transformer, *whole->cache, 16, Greedy, prompts);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+  auto actual = RunPasses(**group, (*group)->cache(), 16, Greedy, prompts);
+  ASSERT_TRUE(actual.ok()) << actual.status();
+  EXPECT_EQ(actual->second, expected->second);
+  EXPECT_EQ(RelativeError(actual->first, expected->first), 0.0);
+}
+
+// Partial sums: their 8-bit activations turn the ranks' other summation order into a different
+// rounding of some activations, which the layers carry on (greedy continuations part after a few
+// tokens): held to the spread between the engine's own two arithmetics, the fast backend against
+// its scalar reference, measured here on the same text (2026-11-30: KLD 0.0037 against 0.0039 on
+// SmolLM2, 0.012 against 0.045 on Gemma 3; the same top token at 27 of 28 positions on both).
+TEST_P(TensorParallelRealModelTest, PartialSumsStayWithinTheEnginesOwnArithmeticSpread) {
   const auto& [file, size] = GetParam();
   absl::StatusOr<std::unique_ptr<Model>> model =
       Model::Load(test_support::SourcePath("models/" + file));
   ASSERT_TRUE(model.ok()) << model.status();
   const ModelConfig& config = (*model)->config();
-  const std::vector<TokenId> text = (*model)->tokenizer().Encode(
-      "The lighthouse keeper counted the ships that passed the rocks at night, and wrote each "
-      "name in a book that his father had kept before him.",
-      {});
+  const std::vector<TokenId> text = HeldOutText(**model);
   absl::StatusOr<WholeModel> whole = WholeModel::Make(**model);
   ASSERT_TRUE(whole.ok()) << whole.status();
-  absl::StatusOr<std::unique_ptr<TensorParallelGroup>> group = MakeGroup(**model, size);
+  absl::StatusOr<std::unique_ptr<TensorParallelGroup>> group =
+      MakeGroup(**model, size, TensorParallelMode::kPartialSums);
   ASSERT_TRUE(group.ok()) << group.status();
   std::unique_ptr<kernels::Backend> reference_backend =
       kernels::CreateCpuBackend({.n_threads = 2, .reference = true});
@@ -334,10 +377,20 @@ TEST(ModelShardTest, EachRankHoldsItsHeadsAndReplicatesTooFewKvHeads) {
     EXPECT_EQ(l.wk.data,
               static_cast<const uint8_t*>(w.layers[1].wk.data) + rank / 2 * 16 * row_bytes);
     EXPECT_EQ(l.wk.n_rows, 16);
-    // The output projection's columns of head `rank`: a copy.
-    ASSERT_EQ(l.wo.n_cols, 16);
+    // Exact: the row-parallel matrices' rows [16 rank, 16 rank + 16) of their 64 outputs (wo's
+    // rows are 64 f32 values, w_down's 96).
+    EXPECT_EQ(l.wo.data, static_cast<const uint8_t*>(w.layers[1].wo.data) + rank * 16 * row_bytes);
+    EXPECT_EQ(l.wo.n_rows, 16);
+    EXPECT_EQ(l.w_down.data,
+              static_cast<const uint8_t*>(w.layers[1].w_down.data) + rank * 16 * 96 * 4);
+    // Partial sums: the output projection's columns of head `rank`: a copy.
+    absl::StatusOr<std::unique_ptr<ModelShard>> sums =
+        ShardModel((*model)->config(), w, rank, 4, TensorParallelMode::kPartialSums);
+    ASSERT_TRUE(sums.ok()) << sums.status();
+    const kernels::WeightMatrix& wo = (*sums)->weights.layers[1].wo;
+    ASSERT_EQ(wo.n_cols, 16);
     const auto* full = static_cast<const float*>(w.layers[1].wo.data);
-    const auto* part = static_cast<const float*>(l.wo.data);
+    const auto* part = static_cast<const float*>(wo.data);
     for (int64_t row = 0; row < 64; ++row) {
       for (int64_t col = 0; col < 16; ++col) {
         ASSERT_EQ(part[row * 16 + col], full[row * 64 + rank * 16 + col]);
@@ -348,6 +401,33 @@ TEST(ModelShardTest, EachRankHoldsItsHeadsAndReplicatesTooFewKvHeads) {
     EXPECT_EQ(s.weights.output.n_rows, vocab.end - vocab.begin);
   }
   EXPECT_EQ(ShareOf(262, 3, 4).end, 262);
+}
+
+TEST(ModelShardTest, ExactSplitsExpertsByExpertAndPartialSumsByTensor) {
+  // tiny-qwen3moe: 8 experts of 64.
+  absl::StatusOr<std::unique_ptr<Model>> model =
+      LoadSynthetic("tiny-qwen3moe", kernels::DType::kF32, 3);
+  ASSERT_TRUE(model.ok()) << model.status();
+  const LayerWeights& whole = (*model)->weights().layers[0];
+  for (int32_t rank = 0; rank < 4; ++rank) {
+    absl::StatusOr<std::unique_ptr<ModelShard>> exact =
+        ShardModel((*model)->config(), (*model)->weights(), rank, 4);
+    ASSERT_TRUE(exact.ok()) << exact.status();
+    const LayerWeights& l = (*exact)->weights.layers[0];
+    EXPECT_EQ((*exact)->config.layers[0].feed_forward.experts.n_ff, 64);
+    for (int32_t x = 0; x < 8; ++x) {
+      const bool own = x / 2 == rank;
+      EXPECT_EQ(l.experts[x].gate.data, own ? whole.experts[x].gate.data : nullptr) << x;
+      EXPECT_EQ(l.experts[x].down.data, own ? whole.experts[x].down.data : nullptr) << x;
+    }
+    EXPECT_EQ(l.router.data, whole.router.data);
+    absl::StatusOr<std::unique_ptr<ModelShard>> sums = ShardModel(
+        (*model)->config(), (*model)->weights(), rank, 4, TensorParallelMode::kPartialSums);
+    ASSERT_TRUE(sums.ok()) << sums.status();
+    EXPECT_EQ((*sums)->config.layers[0].feed_forward.experts.n_ff, 16);
+    EXPECT_EQ((*sums)->weights.layers[0].experts[5].gate.n_rows, 16);
+    EXPECT_EQ((*sums)->weights.layers[0].experts[5].down.n_cols, 16);
+  }
 }
 
 TEST(ModelShardTest, RefusesASplitThatDoesNotDivideSayingWhich) {
@@ -361,11 +441,13 @@ TEST(ModelShardTest, RefusesASplitThatDoesNotDivideSayingWhich) {
   EXPECT_EQ(ShardModel((*model)->config(), (*model)->weights(), 2, 2).status().code(),
             absl::StatusCode::kInvalidArgument);
 
-  // Q8_0 heads of 16 values over 4 ranks: the output projection would split inside a block.
+  // Q8_0 heads of 16 values over 4 ranks: partial sums would split the output projection inside
+  // a block; exact splits its rows, which any type allows.
   absl::StatusOr<std::unique_ptr<Model>> q8 = LoadSynthetic("tiny", kernels::DType::kQ8_0, 3);
   ASSERT_TRUE(q8.ok()) << q8.status();
-  absl::StatusOr<std::unique_ptr<ModelShard>> blocks =
-      ShardModel((*q8)->config(), (*q8)->weights(), 1, 4);
+  EXPECT_TRUE(ShardModel((*q8)->config(), (*q8)->weights(), 1, 4).ok());
+  absl::StatusOr<std::unique_ptr<ModelShard>> blocks = ShardModel(
+      (*q8)->config(), (*q8)->weights(), 1, 4, TensorParallelMode::kPartialSums);
   EXPECT_EQ(blocks.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(blocks.status().message().find("attn_output"), std::string::npos) << blocks.status();
   EXPECT_NE(blocks.status().message().find("32-value blocks"), std::string::npos)
