@@ -61,9 +61,7 @@ class Sharder {
     const ModelConfig& local = shard_.config;
     const LayerSpec& spec = c.layers[l];
     const int64_t first_head = int64_t{rank_} * local.n_head;
-    const int64_t first_kv_head = c.n_head_kv % size_ == 0
-                                      ? int64_t{rank_} * local.n_head_kv
-                                      : int64_t{rank_} / (size_ / c.n_head_kv);
+    const int64_t first_kv_head = FirstKvHead(c, rank_, size_);
     to = from;
     const int64_t hd = c.head_dim;
     if (spec.attention.latent.kv_rank > 0) {
@@ -232,6 +230,11 @@ class Sharder {
 };
 
 }  // namespace
+
+int32_t FirstKvHead(const ModelConfig& config, int32_t rank, int32_t size) {
+  if (config.n_head_kv % size == 0) return rank * (config.n_head_kv / size);
+  return rank / (size / config.n_head_kv);  // each head on size / n_head_kv ranks
+}
 
 ShardRange ShareOf(int64_t total, int32_t rank, int32_t size) {
   return {.begin = total * rank / size, .end = total * (rank + 1) / size};

@@ -71,6 +71,10 @@ absl::StatusOr<std::unique_ptr<ModelShard>> ShardModel(
     const ModelConfig& config, const ModelWeights& weights, int32_t rank, int32_t size,
     TensorParallelMode mode = TensorParallelMode::kExact);
 
+// The first of the KV heads rank `rank` of `size` holds (it holds the sharded config's
+// n_head_kv of them), for the whole model's `config`.
+int32_t FirstKvHead(const ModelConfig& config, int32_t rank, int32_t size);
+
 // [begin, end) of rank `rank`'s equal share of `total` things (the vocabulary's rows): the
 // first total * rank / size to total * (rank + 1) / size.
 struct ShardRange {

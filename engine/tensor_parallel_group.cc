@@ -40,6 +40,13 @@ absl::StatusOr<std::unique_ptr<TensorParallelGroup>> TensorParallelGroup::Create
         &rank.shard->config, &rank.shard->weights, rank.backend.get(), rank.cache.get(),
         &group->communicators_->communicator(r), options.mode);
   }
+  std::vector<KvShards::Rank> kv_ranks;
+  for (int32_t r = 0; r < options.size; ++r) {
+    kv_ranks.push_back({.cache = group->ranks_[r].cache.get(),
+                        .first_kv_head = FirstKvHead(config, r, options.size)});
+  }
+  group->kv_shards_ =
+      std::make_unique<KvShards>(std::move(kv_ranks), config.n_head_kv, config.head_dim);
   group->rank_status_.resize(options.size);
   group->rank_logits_.resize(options.size);
   for (int32_t r = 1; r < options.size; ++r) {

@@ -27,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "engine/forward_pass.h"
 #include "engine/kv_cache.h"
+#include "engine/kv_shards.h"
 #include "engine/model_shard.h"
 #include "engine/transformer.h"
 #include "kernels/backend.h"
@@ -71,6 +72,8 @@ class TensorParallelGroup final : public ForwardPass {
   KvCache& cache() { return *ranks_[0].cache; }
   KvCache& cache(int32_t rank) { return *ranks_[rank].cache; }
   const ModelShard& shard(int32_t rank) const { return *ranks_[rank].shard; }
+  // The ranks' caches as the whole model's blocks, for the KV hand-off.
+  KvShards& kv_shards() { return *kv_shards_; }
 
  private:
   struct Rank {
@@ -94,6 +97,7 @@ class TensorParallelGroup final : public ForwardPass {
   const ModelConfig* const config_;  // the whole model's
   std::unique_ptr<kernels::SharedMemoryGroup> communicators_;
   std::vector<Rank> ranks_;
+  std::unique_ptr<KvShards> kv_shards_;
   std::vector<std::thread> threads_;  // ranks 1..size-1
 
   absl::Mutex mu_;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -19,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/model.h"
+#include "engine/kv_shards.h"
 #include "engine/model_shard.h"
 #include "engine/sampler.h"
 #include "engine/synthetic_model.h"
@@ -452,6 +454,65 @@ TEST(ModelShardTest, RefusesASplitThatDoesNotDivideSayingWhich) {
   EXPECT_NE(blocks.status().message().find("attn_output"), std::string::npos) << blocks.status();
   EXPECT_NE(blocks.status().message().find("32-value blocks"), std::string::npos)
       << blocks.status();
+}
+
+// The KV hand-off's view of a group: whole-model blocks assembled from the ranks (the whole
+// model's bits, exact mode), scattered back with each rank receiving only its heads.
+TEST(KvShardsTest, AssemblesTheWholeModelsBlocksAndScattersEachRankItsHeads) {
+  for (auto [shape, size] : {std::pair{"tiny", 2}, {"tiny", 4}, {"tiny-deepseek2", 2}}) {
+    SCOPED_TRACE(std::string(shape) + " over " + std::to_string(size));
+    absl::StatusOr<std::unique_ptr<Model>> model = LoadSynthetic(shape, kernels::DType::kF32, 3);
+    ASSERT_TRUE(model.ok()) << model.status();
+    const ModelConfig& config = (*model)->config();
+    absl::StatusOr<WholeModel> whole = WholeModel::Make(**model);
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    absl::StatusOr<std::unique_ptr<TensorParallelGroup>> group = MakeGroup(**model, size);
+    ASSERT_TRUE(group.ok()) << group.status();
+    // Three whole blocks of 4 (a block's unwritten rows are undefined, and differ between ranks
+    // that hold the same head).
+    const std::vector<TokenId> prompt = Prompt(12, 4);
+    BlockTable whole_table, group_table;
+    ASSERT_TRUE(whole->cache->Reserve(whole_table, 12).ok());
+    ASSERT_TRUE((*group)->cache().Reserve(group_table, 12).ok());
+    std::vector<float> logits;
+    SequenceInput a{.tokens = prompt, .kv = &whole_table};
+    SequenceInput b{.tokens = prompt, .kv = &group_table};
+    ASSERT_TRUE(whole->transformer->Prefill({&a, 1}, logits).ok());
+    ASSERT_TRUE((*group)->Prefill({&b, 1}, logits, nullptr).ok());
+
+    KvShards& shards = (*group)->kv_shards();
+    const int64_t bytes = shards.layer_block_bytes();
+    ASSERT_EQ(bytes, whole->cache->layer_block_elements() * 2);
+    std::vector<uint8_t> assembled(bytes);
+    BlockTable copy;  // other blocks of the group, filled by Scatter
+    ASSERT_TRUE((*group)->cache().Reserve(copy, 12).ok());
+    for (int32_t layer = 0; layer < config.n_layer; ++layer) {
+      for (int32_t block = 0; block < group_table.n_blocks(); ++block) {
+        shards.Assemble(layer, group_table.groups[0][block], assembled.data());
+        const auto* expected =
+            reinterpret_cast<const uint8_t*>(whole->cache->LayerBlock(layer, whole_table, block));
+        ASSERT_EQ(std::memcmp(assembled.data(), expected, bytes), 0)
+            << "layer " << layer << " block " << block;
+        shards.Scatter(layer, copy.groups[0][block], assembled.data());
+        for (int32_t r = 0; r < size; ++r) {
+          KvCache& cache = (*group)->cache(r);
+          ASSERT_EQ(std::memcmp(cache.LayerBlock(layer, copy, block),
+                                cache.LayerBlock(layer, group_table, block),
+                                cache.layer_block_elements() * 2),
+                    0)
+              << "rank " << r << " layer " << layer << " block " << block;
+        }
+      }
+    }
+    // Each rank received its heads' bytes and no others.
+    const int64_t blocks = int64_t{config.n_layer} * group_table.n_blocks();
+    for (int32_t r = 0; r < size; ++r) {
+      EXPECT_EQ(shards.bytes_scattered(r), blocks * (*group)->cache(r).layer_block_elements() * 2)
+          << "rank " << r;
+    }
+    (*group)->cache().Free(group_table);
+    (*group)->cache().Free(copy);
+  }
 }
 
 TEST(TensorParallelGroupTest, AFailedPassLeavesTheGroupWorking) {
