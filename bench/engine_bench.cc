@@ -117,7 +117,7 @@ absl::StatusOr<TimedPass> MakePass(const engine::Model& model, const EngineBench
     return absl::FailedPreconditionError(
         "bench engine: tensor parallelism runs on the CPU only so far");
   }
-  const int rank_threads = std::max(1, n_threads / options.tensor_parallel);
+  const int rank_threads = engine::RankThreads(n_threads, options.tensor_parallel);
   absl::StatusOr<std::unique_ptr<engine::TensorParallelGroup>> group =
       engine::TensorParallelGroup::Create(
           model.config(), model.weights(),

@@ -38,7 +38,7 @@ absl::StatusOr<ProcessConfig> ParseProcess(const std::string& origin, const YAML
   if (where == "router") {
     known.insert({"http_port", "replicas"});
   } else {
-    known.insert("device");
+    known.insert({"device", "tensor_parallel"});
   }
   if (absl::Status s = CheckKeys(origin, node, known, where); !s.ok()) return s;
   try {
@@ -46,6 +46,7 @@ absl::StatusOr<ProcessConfig> ParseProcess(const std::string& origin, const YAML
     if (node["http_port"]) p.http_port = node["http_port"].as<int>();
     if (node["replicas"]) p.replicas = node["replicas"].as<int>();
     if (node["threads"]) p.threads = node["threads"].as<int>();
+    if (node["tensor_parallel"]) p.tensor_parallel = node["tensor_parallel"].as<int>();
     if (node["device"]) p.device = node["device"].as<std::string>();
     if (node["cpus"]) p.cpus = node["cpus"].as<std::vector<int>>();
     if (node["kv_cache_memory"]) p.kv_cache_memory = node["kv_cache_memory"].as<std::string>();
@@ -61,6 +62,11 @@ absl::StatusOr<ProcessConfig> ParseProcess(const std::string& origin, const YAML
                  absl::StrCat(where, ": http_port ", p.http_port, " out of range"));
   }
   if (p.threads < 0) return Error(origin, node["threads"], absl::StrCat(where, ": negative threads"));
+  if (p.tensor_parallel < 1 || p.tensor_parallel > 64) {
+    return Error(origin, node["tensor_parallel"],
+                 absl::StrCat(where, ": tensor_parallel ", p.tensor_parallel,
+                              " is not within 1..64"));
+  }
   if (p.replicas < 1 || p.replicas > 16) {
     return Error(origin, node["replicas"],
                  absl::StrCat(where, ": replicas ", p.replicas, " is not within 1..16"));

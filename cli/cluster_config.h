@@ -1,8 +1,9 @@
 // A local cluster description for `baton up` (YAML, see deploy/local/cluster.yaml): the router
 // and N prefill, M decode and K colocated worker processes, each with optional port, threads, CPU
-// pinning and KV cache size, workers with the device they run on (`device: cuda:1`); the router
-// also with the port of its HTTP API (http_port); and
-// optionally `link: RATE[,DELAY]`, an emulated prefill <-> decode link (cli/network_namespaces.h).
+// pinning and KV cache size, workers with the device they run on (`device: cuda:1`) and their
+// tensor-parallel size (`tensor_parallel: 2`); the router also with the port of its HTTP API
+// (http_port); and optionally `link: RATE[,DELAY]`, an emulated prefill <-> decode link
+// (cli/network_namespaces.h).
 //
 // Thread-safety: plain value types.
 #ifndef BATON_CLI_CLUSTER_CONFIG_H_
@@ -18,6 +19,7 @@ namespace baton::cli {
 struct ProcessConfig {
   int port = 0;                    // 0: any free port
   int threads = 0;                 // 0: default
+  int tensor_parallel = 1;         // workers: ranks of tensor parallelism (--tensor-parallel)
   std::string device;              // workers: cpu, cuda or cuda:N; empty: cpu
   std::vector<int> cpus;           // empty: no pinning
   std::string kv_cache_memory;     // e.g. "256M"; empty: default

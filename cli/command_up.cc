@@ -85,6 +85,9 @@ std::vector<std::string> WorkerArgs(const std::string& self, const std::string& 
     argv.insert(argv.end(), {"--metrics-port", "0", "--metrics-host", c.host});
   }
   if (p.threads > 0) argv.insert(argv.end(), {"--threads", std::to_string(p.threads)});
+  if (p.tensor_parallel > 1) {
+    argv.insert(argv.end(), {"--tensor-parallel", std::to_string(p.tensor_parallel)});
+  }
   if (!p.device.empty()) argv.insert(argv.end(), {"--device", p.device});
   if (!p.kv_cache_memory.empty()) argv.insert(argv.end(), {"--kv-cache-memory", p.kv_cache_memory});
   argv.insert(argv.end(), p.extra_args.begin(), p.extra_args.end());

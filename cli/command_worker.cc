@@ -53,6 +53,8 @@ int RunWorkerWithRole(const std::string& command, const Args& args,
       DeviceFlagSpec(),
       QuantizeFlagSpec(),
       {"threads", "N", "CPU threads for the model (default: all cores)"},
+      {"tensor-parallel", "N",
+       "run the model as N tensor-parallel ranks, threads sharing --threads (CPU; default 1)"},
       {"kv-cache-memory", "BYTES", "KV cache size (default 512 MiB); suffixes K, M, G"},
       {"max-batch-tokens", "N", "prefill: prompt tokens per forward pass; longer prompts are "
                                "prefilled in chunks of this many (default 2048)"},
@@ -126,6 +128,8 @@ int RunWorkerWithRole(const std::string& command, const Args& args,
   absl::StatusOr<int64_t> v;
   if (!(v = flags->GetInt("threads", 0, 0, 1024)).ok()) return UsageError(command, v.status(), usage);
   options.n_threads = static_cast<int>(*v);
+  if (!(v = flags->GetInt("tensor-parallel", 1, 1, 64)).ok()) return UsageError(command, v.status(), usage);
+  options.tensor_parallel = static_cast<int32_t>(*v);
   absl::StatusOr<kernels::Device> device = DeviceFlag(*flags);
   if (!device.ok()) return UsageError(command, device.status(), usage);
   options.device = *device;

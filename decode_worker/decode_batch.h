@@ -54,7 +54,7 @@
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
 #include "engine/tokenizer.h"
-#include "engine/transformer.h"
+#include "engine/forward_pass.h"
 #include "grammar/output_matcher.h"
 
 namespace baton::decode_worker {
@@ -127,7 +127,7 @@ struct DecodeBatchOptions {
 
 class DecodeBatch {
  public:
-  DecodeBatch(const engine::Tokenizer* tokenizer, engine::Transformer* transformer,
+  DecodeBatch(const engine::Tokenizer* tokenizer, engine::ForwardPass* transformer,
               engine::KvCache* cache, DecodeBatchOptions options);
   ~DecodeBatch();  // frees every block still held
 
@@ -197,7 +197,7 @@ class DecodeBatch {
   void Preempt(size_t index);
 
   const engine::Tokenizer& tokenizer_;
-  engine::Transformer& transformer_;
+  engine::ForwardPass& transformer_;
   engine::KvCache& cache_;
   const DecodeBatchOptions options_;
   std::vector<engine::Sampler> samplers_;  // one per host thread of the backend

@@ -41,6 +41,10 @@ const ReceiveMetrics& Metrics() {
 ReservationTable::ReservationTable(engine::KvCache* cache, ReservationTableOptions options)
     : cache_(*cache),
       options_(std::move(options)),
+      kv_dim_(options_.kv_shards != nullptr ? options_.kv_shards->kv_dim() : cache->kv_dim()),
+      layer_block_elements_(options_.kv_shards != nullptr
+                                ? options_.kv_shards->layer_block_elements()
+                                : cache->layer_block_elements()),
       staging_(cache->backend().host_memory()
                    ? nullptr
                    : std::make_unique<kernels::HostBufferPool>(
@@ -248,7 +252,7 @@ absl::Status ReservationTable::BeginPush(const kvtransfer::KvPushSpec& spec) {
     return mismatch("model fingerprint", options_.model_fingerprint, spec.model_fingerprint);
   }
   if (spec.n_layer != cache_.n_layer()) return mismatch("n_layer", cache_.n_layer(), spec.n_layer);
-  if (spec.kv_dim != cache_.kv_dim()) return mismatch("kv_dim", cache_.kv_dim(), spec.kv_dim);
+  if (spec.kv_dim != kv_dim_) return mismatch("kv_dim", kv_dim_, spec.kv_dim);
   if (spec.kv_planes != cache_.kv_planes()) {
     return mismatch("kv_planes", cache_.kv_planes(), spec.kv_planes);
   }
@@ -299,8 +303,7 @@ absl::Status ReservationTable::CheckWriteLocked(const Reservation& r,
         int64_t{first_block} + n_blocks, ") outside the layer's blocks [",
         FirstBlockSent(r, layer), ", ", prompt_blocks, ")"));
   }
-  const int64_t block_bytes =
-      cache_.layer_block_elements() * kvtransfer::KvDtypeBytes(r.push_dtype);
+  const int64_t block_bytes = layer_block_elements_ * kvtransfer::KvDtypeBytes(r.push_dtype);
   if (data_bytes != block_bytes * n_blocks) {
     return absl::InvalidArgumentError(absl::StrCat(
         "KV chunk for '", reservation_id, "': ", data_bytes, " bytes for ", n_blocks,
@@ -330,7 +333,12 @@ absl::Status ReservationTable::WriteBlocks(const std::string& reservation_id, in
 absl::Status ReservationTable::FillBlocks(const std::string& reservation_id, int32_t layer,
                                           int32_t first_block, int32_t n_blocks,
                                           const BlockFill& fill) {
-  const int64_t block_bytes = cache_.layer_block_elements() * kvtransfer::KvDtypeBytes(kCacheDtype);
+  if (options_.kv_shards != nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "KV chunk for '", reservation_id,
+        "': a link writes into one device's blocks; this cache is a tensor-parallel group's"));
+  }
+  const int64_t block_bytes = layer_block_elements_ * kvtransfer::KvDtypeBytes(kCacheDtype);
   return WriteChunk(
       reservation_id, layer, first_block, n_blocks, block_bytes * n_blocks,
       [&](const std::vector<uint8_t*>& blocks, kvtransfer::KvDtype from) {
@@ -357,15 +365,36 @@ absl::Status ReservationTable::WriteChunk(const std::string& reservation_id, int
     return bad;
   }
   std::vector<uint8_t*> blocks(n_blocks);
-  for (int32_t i = 0; i < n_blocks; ++i) {
-    blocks[i] =
-        reinterpret_cast<uint8_t*>(cache_.LayerBlock(layer, r.table, first_block + i));
+  // A group's blocks are written whole here first, then scattered to the ranks.
+  std::unique_ptr<uint8_t[]> whole;
+  std::vector<engine::BlockId> ids;
+  engine::KvShards* const shards = options_.kv_shards;
+  if (shards != nullptr) {
+    const int64_t bytes = shards->layer_block_bytes();
+    whole = std::make_unique<uint8_t[]>(static_cast<size_t>(bytes * n_blocks));
+    const std::vector<engine::BlockId>& group_blocks =
+        r.table.groups[cache_.groups().group_of[layer]];
+    for (int32_t i = 0; i < n_blocks; ++i) {
+      blocks[i] = whole.get() + i * bytes;
+      ids.push_back(group_blocks[first_block + i]);
+    }
+  } else {
+    for (int32_t i = 0; i < n_blocks; ++i) {
+      blocks[i] =
+          reinterpret_cast<uint8_t*>(cache_.LayerBlock(layer, r.table, first_block + i));
+    }
   }
   const kvtransfer::KvDtype from = r.push_dtype;
   const int32_t prompt_blocks = PromptBlocks(r);
   return CopyOutsideLock(
       reservation_id,
-      [&] { return write(blocks, from); },
+      [&] {
+        absl::Status written = write(blocks, from);
+        if (written.ok() && shards != nullptr) {
+          for (int32_t i = 0; i < n_blocks; ++i) shards->Scatter(layer, ids[i], blocks[i]);
+        }
+        return written;
+      },
       [&](Reservation& written) {
         for (int32_t i = 0; i < n_blocks; ++i) {
           written.received[static_cast<size_t>(layer) * prompt_blocks + first_block + i] = 1;
@@ -379,7 +408,7 @@ absl::Status ReservationTable::WriteChunk(const std::string& reservation_id, int
 absl::Status ReservationTable::WriteIntoBlocks(const kvtransfer::KvBytePieces& data,
                                                kvtransfer::KvDtype from,
                                                const std::vector<uint8_t*>& blocks) {
-  const int64_t elements = cache_.layer_block_elements();
+  const int64_t elements = layer_block_elements_;
   kernels::Backend& backend = cache_.backend();
   if (staging_ == nullptr) {
     kvtransfer::ConvertPiecesToBlocks(data, from, blocks, kCacheDtype, elements);

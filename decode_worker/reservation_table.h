@@ -44,6 +44,7 @@
 #include "base/clock.h"
 #include "engine/kv_budget.h"
 #include "engine/kv_cache.h"
+#include "engine/kv_shards.h"
 #include "engine/prefix_cache.h"
 #include "kernels/host_buffer_pool.h"
 #include "kvtransfer/kv_dtype.h"
@@ -67,6 +68,10 @@ struct ReservationTableOptions {
   engine::PrefixCache* prefix_cache = nullptr;
   // Idle page-locked host buffers kept for KV on its way into a device's memory.
   size_t host_staging_idle_bytes = size_t{256} << 20;
+  // A tensor-parallel group's caches (engine/kv_shards.h), `cache` being rank 0's: pushes carry
+  // whole-model blocks, each written into every rank as its heads. Null: the cache is the
+  // whole model's. Must outlive the table.
+  engine::KvShards* kv_shards = nullptr;
 };
 
 struct ReserveResult {
@@ -188,6 +193,9 @@ class ReservationTable : public kvtransfer::KvReceiver {
 
   engine::KvCache& cache_;
   const ReservationTableOptions options_;
+  // The whole model's KV width and layer block (the kv_shards', else the cache's).
+  const int32_t kv_dim_;
+  const int64_t layer_block_elements_;
   // Host buffers for KV on its way into a device's memory; null when the cache is the host's.
   const std::unique_ptr<kernels::HostBufferPool> staging_;
   mutable absl::Mutex mu_;

@@ -10,6 +10,7 @@ namespace baton::engine {
 KvShards::KvShards(std::vector<Rank> ranks, int32_t n_kv_head, int32_t head_dim)
     : ranks_(std::move(ranks)),
       n_kv_head_(n_kv_head),
+      kv_dim_(n_kv_head * head_dim),
       sources_(n_kv_head, -1),
       scattered_(new std::atomic<int64_t>[ranks_.size()]) {
   CHECK(!ranks_.empty());

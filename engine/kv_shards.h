@@ -30,7 +30,9 @@ class KvShards {
   KvShards(std::vector<Rank> ranks, int32_t n_kv_head, int32_t head_dim);
 
   int32_t size() const { return static_cast<int32_t>(ranks_.size()); }
-  // Bytes of one layer's whole-model block.
+  // The whole model's KV width (n_kv_head * head_dim), and its layer block: f16 elements, bytes.
+  int32_t kv_dim() const { return kv_dim_; }
+  int64_t layer_block_elements() const { return layer_block_bytes_ / sizeof(uint16_t); }
   int64_t layer_block_bytes() const { return layer_block_bytes_; }
 
   // out [layer_block_bytes()] = block `id` of `layer`, each head from the first rank holding it.
@@ -44,6 +46,7 @@ class KvShards {
  private:
   const std::vector<Rank> ranks_;
   const int32_t n_kv_head_;
+  const int32_t kv_dim_;
   int32_t planes_ = 0;
   int64_t head_bytes_ = 0;  // one head of one plane: block_size * head_dim f16
   int64_t layer_block_bytes_ = 0;

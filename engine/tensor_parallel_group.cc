@@ -1,10 +1,18 @@
 #include "engine/tensor_parallel_group.h"
 
+#include <algorithm>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 
 namespace baton::engine {
+
+int RankThreads(int n_threads, int32_t size) {
+  const int threads =
+      n_threads > 0 ? n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, threads / std::max(1, size));
+}
 
 absl::StatusOr<std::unique_ptr<TensorParallelGroup>> TensorParallelGroup::Create(
     const ModelConfig& config, const ModelWeights& weights, const TensorParallelOptions& options) {

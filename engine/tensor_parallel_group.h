@@ -44,6 +44,10 @@ struct TensorParallelOptions {
   TensorParallelMode mode = TensorParallelMode::kExact;  // model_shard.h
 };
 
+// The CPU threads each of `size` ranks gets when they share `n_threads` (0: every core): at
+// least 1.
+int RankThreads(int n_threads, int32_t size);
+
 class TensorParallelGroup final : public ForwardPass {
  public:
   // Shards the model, makes each rank's backend, cache and Transformer, and starts the rank

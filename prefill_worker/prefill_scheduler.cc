@@ -62,7 +62,7 @@ const PrefillMetrics& Metrics() {
 
 }  // namespace
 
-PrefillScheduler::PrefillScheduler(engine::Transformer* transformer, engine::KvCache* cache,
+PrefillScheduler::PrefillScheduler(engine::ForwardPass* transformer, engine::KvCache* cache,
                                    kvtransfer::KvTransport* transport,
                                    PrefillSchedulerOptions options)
     : transformer_(*transformer),
@@ -283,6 +283,7 @@ absl::Status PrefillScheduler::SendLayerUpTo(Work& work, int32_t layer, int32_t 
   // Blocks before it the receiver has, or (a windowed layer) does not keep.
   const int32_t begin = std::max(work.next_send_block, work.push_spec.LayerFirstBlock(layer));
   if (begin >= end_block) return absl::OkStatus();
+  if (options_.kv_shards != nullptr) return SendAssembledLayer(work, layer, begin, end_block);
   std::vector<const uint8_t*> blocks;
   blocks.reserve(end_block - begin);
   for (int32_t b = begin; b < end_block; ++b) {
@@ -323,6 +324,22 @@ absl::Status PrefillScheduler::SendStagedLayer(Work& work, int32_t layer,
     return landed;
   };
   return work.push->SendLayer(layer, copy.blocks(), std::move(ready));
+}
+
+absl::Status PrefillScheduler::SendAssembledLayer(Work& work, int32_t layer, int32_t begin,
+                                                  int32_t end) {
+  const engine::KvShards& shards = *options_.kv_shards;
+  const int64_t bytes = shards.layer_block_bytes();
+  const std::vector<engine::BlockId>& ids = work.table.groups[cache_.groups().group_of[layer]];
+  uint8_t* copy =
+      work.assembled.emplace_back(new uint8_t[static_cast<size_t>(bytes * (end - begin))]).get();
+  std::vector<const uint8_t*> blocks;
+  for (int32_t b = begin; b < end; ++b) {
+    uint8_t* block = copy + (b - begin) * bytes;
+    shards.Assemble(layer, ids[b], block);
+    blocks.push_back(block);
+  }
+  return work.push->SendLayer(layer, blocks);
 }
 
 absl::Status PrefillScheduler::PushFailure(const Work& work, absl::Status status) {
@@ -482,7 +499,8 @@ void PrefillScheduler::ReleaseScratch(Work& work) {
   }
   // The blocks (and their host copies) go back once the transport lets go of them, maybe on a
   // transport thread after this work is gone: the callback owns them.
-  auto scratch = std::make_shared<Scratch>(Scratch{std::move(work.table), std::move(work.staged)});
+  auto scratch = std::make_shared<Scratch>(
+      Scratch{std::move(work.table), std::move(work.staged), std::move(work.assembled)});
   work.push->WhenBlocksReleased([releases = releases_, scratch] {
     absl::MutexLock lock(&releases->mu);
     if (releases->owner != nullptr) {
@@ -498,6 +516,7 @@ void PrefillScheduler::ReleaseScratch(Work& work) {
 void PrefillScheduler::FreeScratch(Scratch& scratch) {
   cache_.Free(scratch.table);  // the pool is thread-safe; the table is this callback's
   scratch.staged.clear();
+  scratch.assembled.clear();
   options_.blocks_freed();
 }
 

@@ -60,7 +60,8 @@
 #include "engine/kv_cache.h"
 #include "engine/prefix_cache.h"
 #include "engine/sampler.h"
-#include "engine/transformer.h"
+#include "engine/forward_pass.h"
+#include "engine/kv_shards.h"
 #include "kvtransfer/kv_transport.h"
 #include "prefill_worker/host_staging.h"
 #include "prefill_worker/prefill_job.h"
@@ -80,12 +81,15 @@ struct PrefillSchedulerOptions {
   int64_t max_prompt_logit_floats = int64_t{64} << 20;
   // Called on a finisher thread after a push's scratch blocks went back (wakes the engine loop).
   std::function<void()> blocks_freed = [] {};
+  // A tensor-parallel group's caches (engine/kv_shards.h), `cache` being rank 0's: the push
+  // sends whole-model blocks assembled from the ranks. Null: the cache is the whole model's.
+  engine::KvShards* kv_shards = nullptr;
 };
 
 class PrefillScheduler {
  public:
   // `cache` is this worker's scratch KV (the prompt's KV is computed there, then pushed).
-  PrefillScheduler(engine::Transformer* transformer, engine::KvCache* cache,
+  PrefillScheduler(engine::ForwardPass* transformer, engine::KvCache* cache,
                    kvtransfer::KvTransport* transport, PrefillSchedulerOptions options);
   ~PrefillScheduler();  // fails queued jobs with UNAVAILABLE, waits for pushes in flight
 
@@ -126,6 +130,9 @@ class PrefillScheduler {
     // Host copies of the blocks sent so far, when the KV is in a device's memory (the transport
     // may read them until the push's Finish or Cancel; they go with the work, after the push).
     std::vector<std::unique_ptr<StagedLayer>> staged;
+    // Whole-model copies of the blocks sent so far, when the KV is a tensor-parallel group's
+    // (held as `staged` is).
+    std::vector<std::unique_ptr<uint8_t[]>> assembled;
     // Set (by any thread) when staging failed: the push failed through this worker's fault,
     // not its destination's.
     std::shared_ptr<std::atomic<bool>> staging_failed = std::make_shared<std::atomic<bool>>();
@@ -168,6 +175,8 @@ class PrefillScheduler {
   // Sends the blocks through host copies (the cache is in a device's memory).
   absl::Status SendStagedLayer(Work& work, int32_t layer,
                                const std::vector<const uint8_t*>& blocks);
+  // Sends blocks [begin, end) of the layer assembled from a tensor-parallel group's ranks.
+  absl::Status SendAssembledLayer(Work& work, int32_t layer, int32_t begin, int32_t end);
   // The status a failed push gives its job: marked as the destination's fault
   // (rpc::KvDestinationFault) unless staging the KV here failed.
   static absl::Status PushFailure(const Work& work, absl::Status status);
@@ -184,6 +193,7 @@ class PrefillScheduler {
   struct Scratch {
     engine::BlockTable table;
     std::vector<std::unique_ptr<StagedLayer>> staged;
+    std::vector<std::unique_ptr<uint8_t[]>> assembled;
   };
   // Pushes whose scratch blocks are not back yet; `owner` null once the scheduler is gone.
   struct PendingReleases {
@@ -200,7 +210,7 @@ class PrefillScheduler {
   void FinishLater(Work work, PrefillResult result);
   void FinisherLoop();
 
-  engine::Transformer& transformer_;
+  engine::ForwardPass& transformer_;
   engine::KvCache& cache_;
   kvtransfer::KvTransport& transport_;
   const PrefillSchedulerOptions options_;

@@ -15,6 +15,7 @@
 #include "engine/model.h"
 #include "engine/ngram_proposer.h"
 #include "engine/prefix_cache.h"
+#include "engine/tensor_parallel_group.h"
 #include "engine/transformer.h"
 #include "grammar/output_grammar.h"
 #include "kernels/backend_factory.h"
@@ -38,9 +39,16 @@ struct WorkerServer::Impl {
   WorkerOptions options;
   std::unique_ptr<engine::Model> model;
   std::unique_ptr<kernels::Backend> backend;
-  std::unique_ptr<engine::KvCache> cache;
+  // The forward pass and the cache its blocks are reserved in: a Transformer and its cache, or a
+  // tensor-parallel group (--tensor-parallel) and rank 0's cache, with the ranks' caches as the
+  // whole model's blocks for the hand-off.
+  std::unique_ptr<engine::KvCache> single_cache;
+  std::unique_ptr<engine::Transformer> single_transformer;
+  std::unique_ptr<engine::TensorParallelGroup> group;
+  engine::KvCache* kv = nullptr;
+  engine::ForwardPass* pass = nullptr;
+  engine::KvShards* kv_shards = nullptr;  // null without a group
   std::unique_ptr<engine::PrefixCache> prefix_cache;
-  std::unique_ptr<engine::Transformer> transformer;
   baton::v1::ModelIdentity identity;
   std::unique_ptr<grammar::OutputGrammarCompiler> grammars;  // structured output
   // Declared before the parts its steps drive: Shutdown stops it, and it is destroyed after
@@ -92,8 +100,8 @@ struct WorkerServer::Impl {
 
   baton::v1::WorkerLoad Load() const {
     baton::v1::WorkerLoad load;
-    load.set_kv_blocks_free(cache->pool().n_free());
-    load.set_kv_blocks_total(cache->pool().n_blocks());
+    load.set_kv_blocks_free(kv->pool().n_free());
+    load.set_kv_blocks_total(kv->pool().n_blocks());
     load.set_queued_prompt_tokens(scheduler->queued_prompt_tokens());
     load.set_prefill_tokens_per_second(scheduler->prompt_tokens_per_second());
     const prefill_worker::PrefillScheduler::Arrivals arrivals = scheduler->arrivals();
@@ -113,7 +121,7 @@ struct WorkerServer::Impl {
     stats.set_queried_blocks(totals.queried_blocks);
     stats.set_hit_blocks(totals.hit_blocks);
     stats.set_evicted_blocks(totals.evicted_blocks);
-    stats.set_cached_blocks(cache->pool().n_cached());
+    stats.set_cached_blocks(kv->pool().n_cached());
     return load;
   }
 
@@ -130,15 +138,15 @@ void WorkerServer::Impl::CollectMetrics() const {
   r.GetGauge("baton:num_prefill_tokens_queued", "Prompt tokens waiting to be prefilled.")
       .Set(static_cast<double>(scheduler->queued_prompt_tokens()));
   // Every role computes into its cache: prefill workers hold blocks while a prompt prefills.
-  const int32_t total = cache->pool().n_blocks();
-  const int32_t used = total - cache->pool().n_free();
+  const int32_t total = kv->pool().n_blocks();
+  const int32_t used = total - kv->pool().n_free();
   r.GetGauge("baton:kv_cache_blocks", "KV cache blocks, held and free.").Set(total);
   r.GetGauge("baton:kv_cache_blocks_used",
              "KV cache blocks held (decode: reservations and sequences; prefill: prompts).")
       .Set(used);
   r.GetGauge("baton:kv_cache_usage_perc", "KV cache usage: 1 means 100 percent.")
       .Set(total > 0 ? static_cast<double>(used) / total : 0.0);
-  metrics::SetPrefixCachedBlocks(cache->pool().n_cached());
+  metrics::SetPrefixCachedBlocks(kv->pool().n_cached());
   r.GetGauge("baton:num_requests_running", "Sequences in the decode batch.")
       .Set(batch->n_running());
   r.GetGauge("baton:num_requests_waiting", "Sequences admitted, waiting for their first step.")
@@ -186,6 +194,47 @@ absl::StatusOr<decode_worker::SpeculationOptions> MakeSpeculation(const Speculat
   return speculation;
 }
 
+// The model's forward pass and KV cache of n_blocks blocks: one Transformer on the worker's
+// backend, or a tensor-parallel group of CPU ranks sharing its threads (--tensor-parallel), each
+// rank's cache as many blocks of its heads.
+absl::Status BuildForwardPass(WorkerServer::Impl& w, int32_t n_blocks) {
+  const WorkerOptions& options = w.options;
+  const engine::ModelConfig& config = w.model->config();
+  const engine::KvCacheOptions cache_options{.block_size = options.block_size,
+                                             .n_blocks = n_blocks};
+  if (options.tensor_parallel <= 1) {
+    absl::StatusOr<std::unique_ptr<engine::KvCache>> cache =
+        engine::KvCache::Create(config, cache_options, *w.backend);
+    if (!cache.ok()) return cache.status();
+    w.single_cache = std::move(*cache);
+    w.single_transformer = std::make_unique<engine::Transformer>(
+        &config, &w.model->weights(), w.backend.get(), w.single_cache.get());
+    w.kv = w.single_cache.get();
+    w.pass = w.single_transformer.get();
+    return absl::OkStatus();
+  }
+  if (options.device.is_cuda()) {
+    return absl::FailedPreconditionError(
+        "--tensor-parallel runs on the CPU only so far: its ranks are threads sharing host "
+        "memory (GPU ranks need the NCCL communicator)");
+  }
+  const int rank_threads = engine::RankThreads(options.n_threads, options.tensor_parallel);
+  absl::StatusOr<std::unique_ptr<engine::TensorParallelGroup>> group =
+      engine::TensorParallelGroup::Create(
+          config, w.model->weights(),
+          {.size = options.tensor_parallel,
+           .cache = cache_options,
+           .backend = [&](int32_t) -> absl::StatusOr<std::unique_ptr<kernels::Backend>> {
+             return kernels::CreateBackend(options.device, {.n_threads = rank_threads});
+           }});
+  if (!group.ok()) return group.status();
+  w.group = *std::move(group);
+  w.kv = &w.group->cache();
+  w.pass = w.group.get();
+  w.kv_shards = &w.group->kv_shards();
+  return absl::OkStatus();
+}
+
 // The decode side (every worker has both sides; its role says which takes new work): the
 // reservations, the batch with its speculation, the Decode and KV-transfer services and the step.
 absl::Status BuildDecodeSide(WorkerServer::Impl& w, std::vector<grpc::Service*>& services,
@@ -194,17 +243,18 @@ absl::Status BuildDecodeSide(WorkerServer::Impl& w, std::vector<grpc::Service*>&
   const WorkerOptions& options = w.options;
   const engine::ModelConfig& config = w.model->config();
   w.reservations = std::make_unique<decode_worker::ReservationTable>(
-      w.cache.get(), decode_worker::ReservationTableOptions{
-                         .model_fingerprint = w.model->fingerprint(),
-                         .max_context = config.n_ctx_train,
-                         .push_stall_timeout = options.kv_stall_timeout,
-                         .reserve_ahead_tokens = options.kv_reserve_ahead,
-                         .prefix_cache = w.prefix_cache.get()});
+      w.kv, decode_worker::ReservationTableOptions{
+                .model_fingerprint = w.model->fingerprint(),
+                .max_context = config.n_ctx_train,
+                .push_stall_timeout = options.kv_stall_timeout,
+                .reserve_ahead_tokens = options.kv_reserve_ahead,
+                .prefix_cache = w.prefix_cache.get(),
+                .kv_shards = w.kv_shards});
   absl::StatusOr<decode_worker::SpeculationOptions> speculation =
       MakeSpeculation(options.speculative, w);
   if (!speculation.ok()) return speculation.status();
   w.batch = std::make_unique<decode_worker::DecodeBatch>(
-      &w.model->tokenizer(), w.transformer.get(), w.cache.get(),
+      &w.model->tokenizer(), w.pass, w.kv,
       decode_worker::DecodeBatchOptions{.max_batch = options.max_decode_batch,
                                         .speculation = *speculation,
                                         .prefix_cache = w.prefix_cache.get()});
@@ -251,11 +301,12 @@ absl::Status BuildPrefillSide(WorkerServer::Impl& w, const absl::Status& links_s
       kvtransfer::CreateInProcessKvTransport(w.reservations.get()), *std::move(transport),
       [self](const std::string& destination) { return self->IsOwnAddress(destination); });
   w.scheduler = std::make_unique<prefill_worker::PrefillScheduler>(
-      w.transformer.get(), w.cache.get(), w.transport.get(),
+      w.pass, w.kv, w.transport.get(),
       prefill_worker::PrefillSchedulerOptions{.max_batch_tokens = options.max_batch_tokens,
                                               .model_fingerprint = w.model->fingerprint(),
                                               .prefix_cache = w.prefix_cache.get(),
-                                              .blocks_freed = wake});
+                                              .blocks_freed = wake,
+                                              .kv_shards = w.kv_shards});
   w.prefill_service = std::make_unique<prefill_worker::PrefillService>(
       w.scheduler.get(),
       prefill_worker::PrefillServiceOptions{
@@ -263,7 +314,7 @@ absl::Status BuildPrefillSide(WorkerServer::Impl& w, const absl::Status& links_s
           .role = [self] { return self->role_switch->role(); },
           .n_vocab = config.n_vocab,
           .max_prompt_tokens = static_cast<int32_t>(
-              std::min<int64_t>(config.n_ctx_train, w.cache->MaxSequenceTokens())),
+              std::min<int64_t>(config.n_ctx_train, w.kv->MaxSequenceTokens())),
           .grammars = w.grammars.get()},
       [self] { return self->Load(); }, wake);
   services.push_back(w.prefill_service.get());
@@ -312,16 +363,10 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOp
         engine::KvCache::BlockBytes(config, options.block_size), " bytes each), fewer than its ",
         n_groups, " layer groups need for one block of tokens"));
   }
-  absl::StatusOr<std::unique_ptr<engine::KvCache>> cache =
-      engine::KvCache::Create(config, {.block_size = options.block_size, .n_blocks = n_blocks},
-                              *w.backend);
-  if (!cache.ok()) return cache.status();
-  w.cache = std::move(*cache);
-  w.cache->pool().set_eviction_observer([](int32_t n) { metrics::RecordPrefixEvictions(n); });
-  w.prefix_cache = std::make_unique<engine::PrefixCache>(w.cache.get(), w.model->fingerprint(),
+  if (absl::Status s = BuildForwardPass(w, n_blocks); !s.ok()) return s;
+  w.kv->pool().set_eviction_observer([](int32_t n) { metrics::RecordPrefixEvictions(n); });
+  w.prefix_cache = std::make_unique<engine::PrefixCache>(w.kv, w.model->fingerprint(),
                                                          options.prefix_caching);
-  w.transformer = std::make_unique<engine::Transformer>(&config, &w.model->weights(),
-                                                        w.backend.get(), w.cache.get());
   w.identity.set_name(config.name);
   w.identity.set_fingerprint(w.model->fingerprint());
   w.identity.set_n_layer(config.n_layer);
@@ -329,7 +374,7 @@ absl::StatusOr<std::unique_ptr<WorkerServer>> WorkerServer::Start(const WorkerOp
   w.identity.set_block_size(options.block_size);
   w.identity.set_n_ctx(config.n_ctx_train);
   w.identity.set_kv_reserve_ahead_tokens(options.kv_reserve_ahead);
-  for (int32_t window : w.cache->groups().windows) w.identity.add_kv_group_windows(window);
+  for (int32_t window : w.kv->groups().windows) w.identity.add_kv_group_windows(window);
 
   // NCCL links where the KV cache is on a GPU and NCCL loads (kvtransfer/nccl/).
   absl::StatusOr<std::unique_ptr<kvtransfer::LinkFactory>> links =

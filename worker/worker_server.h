@@ -49,6 +49,10 @@ struct WorkerOptions {
   std::string routers;
   kernels::Device device;                // where the model and its KV cache live
   int n_threads = 0;                     // the CPU backend's pool (0: every core)
+  // > 1: the model runs as a tensor-parallel group of this many ranks (CPU only, threads of
+  // this process sharing n_threads; engine/tensor_parallel_group.h). The KV hand-off carries
+  // whole-model blocks, so workers of any two sizes exchange KV.
+  int32_t tensor_parallel = 1;
   int64_t kv_cache_bytes = 512LL << 20;  // decode: reservations; prefill: scratch
   int32_t block_size = 16;
   int32_t max_batch_tokens = 2048;       // prefill token budget per forward

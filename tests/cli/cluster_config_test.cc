@@ -1,6 +1,6 @@
 // The cluster file's `device:` key (cli/cluster_config.h): workers take it, the router does not,
 // and a value that names no device is an error that says where; `quantize:`, checked alike; the
-// router's `replicas:`.
+// router's `replicas:`; the workers' `tensor_parallel:`.
 #include "cli/cluster_config.h"
 
 #include <string>
@@ -84,6 +84,23 @@ TEST(ClusterConfigDeviceTest, TheMixedClusterFileInDeployParses) {
   ASSERT_EQ(c->decode.size(), 1u);
   EXPECT_EQ(c->prefill[0].device, "cpu");
   EXPECT_EQ(c->decode[0].device, "cuda:0");
+}
+
+TEST(ClusterConfigTensorParallelTest, WorkersTakeASizeWithinBounds) {
+  absl::StatusOr<ClusterConfig> c = ParseClusterConfig(
+      "prefill: [{tensor_parallel: 4}]\ndecode: [{tensor_parallel: 2}, {}]\n", "cluster.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->prefill[0].tensor_parallel, 4);
+  EXPECT_EQ(c->decode[0].tensor_parallel, 2);
+  EXPECT_EQ(c->decode[1].tensor_parallel, 1);
+  c = ParseClusterConfig("prefill: [{}]\ndecode: [{tensor_parallel: 0}]\n", "cluster.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(),
+              HasSubstr("cluster.yaml:2: decode[0]: tensor_parallel 0 is not within 1..64"));
+  c = ParseClusterConfig("router: {tensor_parallel: 2}\nprefill: [{}]\ndecode: [{}]\n",
+                         "cluster.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("unknown key 'tensor_parallel'"));
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "engine/model.h"
 #include "engine/prefix_cache.h"
 #include "engine/synthetic_model.h"
+#include "engine/transformer.h"
 #include "gmock/gmock.h"
 #include "grammar/output_grammar.h"
 #include "grammar/output_matcher.h"

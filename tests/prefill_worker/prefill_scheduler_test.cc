@@ -20,6 +20,7 @@
 #include "engine/model.h"
 #include "engine/prefix_cache.h"
 #include "engine/synthetic_model.h"
+#include "engine/transformer.h"
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
 #include "kernels/backend_factory.h"
@@ -295,7 +296,9 @@ TEST_F(PrefillSchedulerTest, TheFirstTokensLogprobsComeWithItWhenAsked) {
   EXPECT_EQ(logprobs.logprob, logprobs.top[0].logprob);
   double probability = 0;
   for (size_t i = 0; i < logprobs.top.size(); ++i) {
-    if (i > 0) EXPECT_LE(logprobs.top[i].logprob, logprobs.top[i - 1].logprob);
+    if (i > 0) {
+      EXPECT_LE(logprobs.top[i].logprob, logprobs.top[i - 1].logprob);
+    }
     probability += std::exp(logprobs.top[i].logprob);
   }
   EXPECT_GT(probability, 0.0);
