@@ -208,7 +208,7 @@ void DecodeBatch::ResumePreempted() {
           .tokens = std::span<const engine::TokenId>(seq.tokens)
                         .subspan(seq.table.n_tokens, n_tokens - 1 - seq.table.n_tokens),
           .kv = &seq.table};
-      status = transformer_.Prefill({&input, 1}, logits_, nullptr);
+      status = transformer_.Prefill({&input, 1}, logits_);
     }
     if (!status.ok()) {
       Finish(seq, engine::FinishReason::kNone, status);
@@ -404,8 +404,8 @@ bool DecodeBatch::Step() {
   }
   // Both give the same logits for a one-token entry (batch invariance); Decode is the cheaper.
   const auto start = std::chrono::steady_clock::now();
-  const absl::Status status = verifying ? transformer_.Prefill(inputs, logits_, nullptr)
-                                         : transformer_.Decode(inputs, logits_);
+  const absl::Status status =
+      verifying ? transformer_.Prefill(inputs, logits_) : transformer_.Decode(inputs, logits_);
   const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
   if (status.ok()) {
     step_cost_.Observe(rows, took.count());

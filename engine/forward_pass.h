@@ -39,6 +39,9 @@ class ForwardPass {
   virtual absl::Status Prefill(std::span<const SequenceInput> sequences,
                                std::vector<float>& logits,
                                const LayerDoneCallback& on_layer_done) = 0;
+  absl::Status Prefill(std::span<const SequenceInput> sequences, std::vector<float>& logits) {
+    return Prefill(sequences, logits, nullptr);
+  }
   // As Prefill, but every sequence brings exactly one token.
   virtual absl::Status Decode(std::span<const SequenceInput> sequences,
                               std::vector<float>& logits) = 0;

@@ -62,11 +62,9 @@ class TensorParallelGroup final : public ForwardPass {
 
   // As Transformer's, for the whole model: logits [n_out, n_vocab]. A rank's failure fails the
   // pass on every rank (the communicator's) and is returned.
+  using ForwardPass::Prefill;
   absl::Status Prefill(std::span<const SequenceInput> sequences, std::vector<float>& logits,
                        const LayerDoneCallback& on_layer_done) override;
-  absl::Status Prefill(std::span<const SequenceInput> sequences, std::vector<float>& logits) {
-    return Prefill(sequences, logits, nullptr);
-  }
   absl::Status Decode(std::span<const SequenceInput> sequences,
                       std::vector<float>& logits) override;
   const ModelConfig& config() const override { return *config_; }

@@ -520,14 +520,14 @@ void Transformer::QueueExperts(int32_t l, int64_t n) {
                  gated ? OnHost(shared_logits_, n, shared_host_) : nullptr, w.selection_bias, n,
                  experts);
 
-  // Every token's row once per expert it chose, grouped by expert: each expert's matrices are
-  // read once for all of its tokens.
   // Exact tensor parallelism runs this rank's experts (model_shard.h), partial sums every
   // expert's share.
   const bool by_expert = communicator_ != nullptr && !partial_sums_;
   const ShardRange own = by_expert ? ShareOf(experts.count, communicator_->rank(),
                                              communicator_->size())
                                    : ShardRange{.begin = 0, .end = experts.count};
+  // Every token's row once per expert it chose, grouped by expert: each expert's matrices are
+  // read once for all of its tokens.
   const int64_t rows = n * experts.used;
   float* in = expert_in_.as<float>();
   float* gate = expert_gate_.as<float>();

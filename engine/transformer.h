@@ -62,11 +62,9 @@ class Transformer final : public ForwardPass {
   // context or a table without room; RESOURCE_EXHAUSTED when the backend cannot allocate the
   // step's memory; nothing is written then. A tensor-parallel rank's failed collective returns
   // its error (the step's KV writes are then undefined; the sequences' token counts stay).
+  using ForwardPass::Prefill;
   absl::Status Prefill(std::span<const SequenceInput> sequences, std::vector<float>& logits,
                        const LayerDoneCallback& on_layer_done) override;
-  absl::Status Prefill(std::span<const SequenceInput> sequences, std::vector<float>& logits) {
-    return Prefill(sequences, logits, nullptr);
-  }
   // As Prefill, but every sequence brings exactly one token.
   absl::Status Decode(std::span<const SequenceInput> sequences,
                       std::vector<float>& logits) override;
