@@ -98,20 +98,25 @@ absl::StatusOr<nlohmann::json> PrefillAgainstCublas(const kernels::Device& devic
 
 // The pass the benchmark times, and the cache its blocks are reserved in.
 struct TimedPass {
+  std::unique_ptr<engine::KvCache> own_cache;  // a single backend's
   std::unique_ptr<engine::ForwardPass> pass;
   engine::KvCache* cache = nullptr;
 };
 
-// The model on `backend` with `cache`, or a tensor-parallel group of CPU ranks that share the
-// threads (with caches of their own, as large as `cache`: the group's blocks are reserved in
-// rank 0's).
+// The model on `backend` with a cache of `cache_options`, or a tensor-parallel group of CPU ranks
+// that share the threads, each with such a cache (the group's blocks reserved in rank 0's).
 absl::StatusOr<TimedPass> MakePass(const engine::Model& model, const EngineBenchOptions& options,
                                    int n_threads, kernels::Backend* backend,
-                                   engine::KvCache& cache) {
+                                   const engine::KvCacheOptions& cache_options) {
   if (options.tensor_parallel <= 1) {
-    return TimedPass{.pass = std::make_unique<engine::Transformer>(
-                         &model.config(), &model.weights(), backend, &cache),
-                     .cache = &cache};
+    absl::StatusOr<std::unique_ptr<engine::KvCache>> cache =
+        engine::KvCache::Create(model.config(), cache_options, *backend);
+    if (!cache.ok()) return cache.status();
+    TimedPass timed{.own_cache = *std::move(cache)};
+    timed.cache = timed.own_cache.get();
+    timed.pass = std::make_unique<engine::Transformer>(&model.config(), &model.weights(),
+                                                       backend, timed.cache);
+    return timed;
   }
   if (options.device.is_cuda()) {
     return absl::FailedPreconditionError(
@@ -122,7 +127,7 @@ absl::StatusOr<TimedPass> MakePass(const engine::Model& model, const EngineBench
       engine::TensorParallelGroup::Create(
           model.config(), model.weights(),
           {.size = options.tensor_parallel,
-           .cache = {.block_size = cache.block_size(), .n_blocks = cache.pool().n_blocks()},
+           .cache = cache_options,
            .backend = [&](int32_t) -> absl::StatusOr<std::unique_ptr<kernels::Backend>> {
              return kernels::CreateBackend(options.device, {.n_threads = rank_threads});
            },
@@ -153,14 +158,12 @@ absl::StatusOr<nlohmann::json> RunEngineBench(const EngineBenchOptions& options)
       std::max({options.prompt_tokens + 1, options.decode_context + options.decode_tokens,
                 (kBatchContext + options.batch_decode_steps) * max_batch});
   constexpr int32_t kBlockSize = 16;
-  absl::StatusOr<std::unique_ptr<engine::KvCache>> cache = engine::KvCache::Create(
-      config, {.block_size = kBlockSize,
-               .n_blocks = engine::KvCache::BlocksForTokens(
-                   config, kBlockSize, tokens_needed + kBlockSize * (2 * max_batch + 1))},
-      *backend);
-  if (!cache.ok()) return cache.status();
+  const engine::KvCacheOptions cache_options{
+      .block_size = kBlockSize,
+      .n_blocks = engine::KvCache::BlocksForTokens(config, kBlockSize,
+                                                   tokens_needed + kBlockSize * (2 * max_batch + 1))};
   absl::StatusOr<TimedPass> made_pass =
-      MakePass(**model, options, n_threads, backend.get(), **cache);
+      MakePass(**model, options, n_threads, backend.get(), cache_options);
   if (!made_pass.ok()) return made_pass.status();
   engine::ForwardPass& transformer = *made_pass->pass;
   engine::KvCache* const kv_cache = made_pass->cache;
