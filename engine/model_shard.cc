@@ -125,17 +125,6 @@ class Sharder {
     return absl::OkStatus();
   }
 
-  // m's bytes copied into the shard.
-  WeightMatrix Copy(const WeightMatrix& m) {
-    const auto bytes = static_cast<size_t>(m.n_rows * kernels::RowBytes(m.dtype, m.n_cols));
-    auto copy = std::make_unique<uint8_t[]>(bytes);
-    std::memcpy(copy.get(), m.data, bytes);
-    WeightMatrix out = m;
-    out.data = copy.get();
-    shard_.owned_bytes.push_back(std::move(copy));
-    return out;
-  }
-
   WeightMatrix Rows(const WeightMatrix& m, int64_t first, int64_t count) const {
     if (m.data == nullptr) return m;
     WeightMatrix out = m;
@@ -263,11 +252,6 @@ absl::StatusOr<std::unique_ptr<ModelShard>> ShardModel(const ModelConfig& config
   w.file = weights.file;
   const ShardRange vocab = ShareOf(weights.output.n_rows, rank, size);
   w.output = sharder.Rows(weights.output, vocab.begin, vocab.end - vocab.begin);
-  // A backend knows a matrix by its address (Backend::RegisterWeights): a tied output's first
-  // share would be the embeddings' address with fewer rows, so it is a copy.
-  if (w.output.data == w.token_embd.data && w.output.n_rows != w.token_embd.n_rows) {
-    w.output = sharder.Copy(w.output);
-  }
   w.layers.resize(weights.layers.size());
   for (size_t l = 0; l < weights.layers.size(); ++l) {
     if (absl::Status s = sharder.Layer(static_cast<int32_t>(l), weights.layers[l], w.layers[l]);

@@ -28,9 +28,9 @@
 //     kExact per row-parallel product on a dense model; the sum's order is not one rank's, so the
 //     logits agree within rounding, which 8-bit activations carry into the next layers.
 //
-// Rows are views of the model's weights; the copies (partial sums' columns, rank 0's share of a
-// tied output: a backend knows a matrix by its address, which would be the embeddings') are
-// owned by the shard. FAILED_PRECONDITION says which count does not divide.
+// Rows are views of the model's weights (rank 0's share of a tied output lies at the embeddings'
+// address: backends tell a registered matrix by its address and shape); the copies (partial
+// sums' columns, experts' bias rows) are owned by the shard. FAILED_PRECONDITION says which count does not divide.
 //
 // Thread-safety: immutable once made; the model's weights must outlive it.
 #ifndef BATON_ENGINE_MODEL_SHARD_H_

@@ -244,7 +244,8 @@ class Backend {
   // registration. w.data must stay valid and unchanged until as many ReleaseWeights(w) calls as
   // RegisterWeights(w) calls. Returns true when the backend keeps its own copy: its MatMuls read
   // w.data no more (GetRows still may), so the owner of w.data may let its pages go from memory.
-  // Default: nothing, false.
+  // A matrix is known by its address and shape: another at the address of a registered one
+  // (fewer rows of it) may get no copy. Default: nothing, false.
   virtual bool RegisterWeights(const WeightMatrix& w) {
     (void)w;
     return false;

@@ -227,8 +227,12 @@ class FastCpuBackend final : public HostBackend {
 
   // The i-quants and MXFP4 are multiplied in their Q8_0 form (iquant_blocks.h): the copy of such
   // a matrix is that of the Q8_0 matrix.
+  // A copy is known by its matrix's address and shape: a matrix at the address of a registered
+  // one with other rows (a tensor-parallel rank's share of a tied output, at the embeddings'
+  // address) gets no copy of its own and is multiplied from its rows.
   bool RegisterWeights(const WeightMatrix& w) override {
     if (auto it = registered_.find(w.data); it != registered_.end()) {
+      if (!IsCopyOf(it->second, w)) return false;
       ++it->second.count;
       return true;
     }
@@ -242,7 +246,7 @@ class FastCpuBackend final : public HostBackend {
 
   void ReleaseWeights(const WeightMatrix& w) override {
     auto it = registered_.find(w.data);
-    if (it == registered_.end()) return;
+    if (it == registered_.end() || !IsCopyOf(it->second, w)) return;
     if (--it->second.count > 0) return;
     weight_arena_.Release(it->second.packed);
     registered_.erase(it);
@@ -252,14 +256,14 @@ class FastCpuBackend final : public HostBackend {
   // embeddings): the file's pages of it, let go once copied, stay so. An i-quant's come from
   // w.data, as the file stores them (its copy holds their Q8_0 form, not their values).
   void GetRows(const WeightMatrix& w, const int32_t* ids, int64_t n, float* out) override {
-    auto it = registered_.find(w.data);
-    if (it == registered_.end() || it->second.dtype != w.dtype) {
+    const Registered* registered = FindCopy(w);
+    if (registered == nullptr || registered->dtype != w.dtype) {
       ForRows(n, w.n_cols, [&](int64_t begin, int64_t end) {
         reference::GetRows(w, ids + begin, end - begin, out + begin * w.n_cols);
       });
       return;
     }
-    const Registered& copy = it->second;
+    const Registered& copy = *registered;
     ForRows(n, w.n_cols, [&](int64_t begin, int64_t end) {
       std::vector<uint8_t> row(static_cast<size_t>(RowBytes(w.dtype, w.n_cols)));
       for (int64_t i = begin; i < end; ++i) {
@@ -570,11 +574,11 @@ class FastCpuBackend final : public HostBackend {
     args.y = y;
     *run = MatMulKernelFor(kernels_, w.dtype);
     // A registered matrix runs on its packed, lanes or interleaved copy (the same bits, faster).
-    auto it = registered_.find(w.data);
-    if (it == registered_.end()) return args;
-    args.w = it->second.packed.data();
-    args.interleave = it->second.interleave;
-    args.super_block_lanes = it->second.super_block_lanes;
+    const Registered* copy = FindCopy(w);
+    if (copy == nullptr) return args;
+    args.w = copy->packed.data();
+    args.interleave = copy->interleave;
+    args.super_block_lanes = copy->super_block_lanes;
     if (args.interleave == 1 && !args.super_block_lanes) {
       *run = PackedMatMulKernelFor(kernels_, w.dtype);
     }
@@ -643,10 +647,21 @@ class FastCpuBackend final : public HostBackend {
   struct Registered {
     int count = 0;
     DType dtype = DType::kF32;
+    int64_t n_rows = 0;  // the registered matrix's shape
+    int64_t n_cols = 0;
     std::span<uint8_t> packed;  // in weight_arena_
     bool super_block_lanes = false;
     int64_t interleave = 1;
   };
+
+  static bool IsCopyOf(const Registered& copy, const WeightMatrix& w) {
+    return copy.n_rows == w.n_rows && copy.n_cols == w.n_cols;
+  }
+  // w's registered copy; null where w has none.
+  const Registered* FindCopy(const WeightMatrix& w) const {
+    auto it = registered_.find(w.data);
+    return it == registered_.end() || !IsCopyOf(it->second, w) ? nullptr : &it->second;
+  }
 
   // A copy of w in the layout its kernels run fastest on; nullopt where there is none (the
   // kernels on the original rows serve it).
@@ -665,6 +680,8 @@ class FastCpuBackend final : public HostBackend {
     Registered r;
     r.count = 1;
     r.dtype = w.dtype;
+    r.n_rows = w.n_rows;
+    r.n_cols = w.n_cols;
     r.packed = *memory;
     if (packed) {
       Pack(w, r.packed.data());
@@ -697,10 +714,10 @@ class FastCpuBackend final : public HostBackend {
   // w as MatMul multiplies it: an i-quant as its Q8_0 form, registered or not (then written into
   // `rows`), so that registration changes no result.
   WeightMatrix AsMultiplied(const WeightMatrix& w, std::vector<uint8_t>& rows) {
-    auto it = registered_.find(w.data);
-    if (it == registered_.end()) return IsIQuantOrMxfp4(w.dtype) ? ToQ8_0(w, rows) : w;
+    const Registered* copy = FindCopy(w);
+    if (copy == nullptr) return IsIQuantOrMxfp4(w.dtype) ? ToQ8_0(w, rows) : w;
     WeightMatrix m = w;
-    m.dtype = it->second.dtype;
+    m.dtype = copy->dtype;
     return m;
   }
 
