@@ -527,13 +527,16 @@ void Transformer::QueueExperts(int32_t l, int64_t n) {
                                              communicator_->size())
                                    : ShardRange{.begin = 0, .end = experts.count};
   // Every token's row once per expert it chose, grouped by expert: each expert's matrices are
-  // read once for all of its tokens.
+  // read once for all of its tokens. This rank's experts' rows are [own_first, own_end).
   const int64_t rows = n * experts.used;
+  const int64_t own_first = routing_.first_row[own.begin];
+  const int64_t own_end = routing_.first_row[own.end];
   float* in = expert_in_.as<float>();
   float* gate = expert_gate_.as<float>();
   float* up = expert_up_.as<float>();
   float* out = expert_out_.as<float>();
-  backend_.GatherRows(xb, routing_.token_of_row.data(), rows, c.n_embd, in);
+  backend_.GatherRows(xb, routing_.token_of_row.data() + own_first, own_end - own_first,
+                      c.n_embd, in + own_first * c.n_embd);
   for (int64_t e = own.begin; e < own.end; ++e) {
     const int64_t first = routing_.first_row[e];
     const int64_t m = routing_.first_row[e + 1] - first;
@@ -553,9 +556,7 @@ void Transformer::QueueExperts(int32_t l, int64_t n) {
     }
   }
   if (by_expert) {  // every rank's experts' rows, which are in expert order: all of them
-    const int64_t first = routing_.first_row[own.begin];
-    const int64_t last = routing_.first_row[own.end];
-    GatherOverRanks(out + first * c.n_embd, 1, (last - first) * c.n_embd,
+    GatherOverRanks(out + own_first * c.n_embd, 1, (own_end - own_first) * c.n_embd,
                     expert_rows_.as<float>(), rows * c.n_embd);
     out = expert_rows_.as<float>();
   }
