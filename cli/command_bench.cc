@@ -1,6 +1,6 @@
-// baton bench engine | serve | handoff | matvec: engine speed (bench/engine_bench.h), a load
+// baton bench engine | serve | handoff | products: engine speed (bench/engine_bench.h), a load
 // generator against a router (bench/serve_bench.h), the KV hand-off cost
-// (bench/handoff_bench.h), the GPU decode products' sweep (kernels/cuda/matvec_sweep.h).
+// (bench/handoff_bench.h), the GPU quantized products' sweep (kernels/cuda/product_sweep.h).
 #include <signal.h>
 
 #include <algorithm>
@@ -26,8 +26,8 @@
 #include "kernels/device.h"
 #if BATON_HAVE_CUDA
 #include "kernels/cuda/device_probes.h"
-#include "kernels/cuda/matvec_sweep.h"
-#include "kernels/cuda/matvec_variants.h"
+#include "kernels/cuda/product_sweep.h"
+#include "kernels/cuda/product_variants.h"
 #endif
 #include "kvtransfer/kv_transport.h"
 
@@ -428,8 +428,8 @@ int RunBenchHandoff(const Args& args) {
 }
 
 #if BATON_HAVE_CUDA
-// --types of bench matvec: names among kQuantizedMatVecTypes (any case), all of them when unset.
-absl::Status ParseMatVecTypes(const std::optional<std::string>& list,
+// --types of bench products: names among kQuantizedMatVecTypes (any case), all of them when unset.
+absl::Status ParseProductTypes(const std::optional<std::string>& list,
                               std::vector<kernels::DType>* dtypes) {
   const auto& types = kernels::cuda::kQuantizedMatVecTypes;
   if (!list.has_value()) {
@@ -455,58 +455,70 @@ absl::Status ParseMatVecTypes(const std::optional<std::string>& list,
 }
 #endif
 
-// baton bench matvec: the decode products' sweep on a GPU (kernels/cuda/matvec_sweep.h): every
-// variant against the CPU reference and timed, the fastest correct per shape class chosen, the
-// table printed as markdown and as matvec_variants.cc's entries. Exit 1 when a class has no
-// correct variant.
-int RunBenchMatVec(const Args& args) {
+// baton bench products: the quantized products' sweep on a GPU (kernels/cuda/product_sweep.h):
+// every variant against the CPU reference and timed, the fastest correct per shape class
+// chosen, the table printed as markdown and as product_variants.cc's entries. Exit 1 when a
+// class has no correct variant.
+int RunBenchProducts(const Args& args) {
   const std::vector<FlagSpec> specs = {
       DeviceFlagSpec(),
       {"types", "LIST", "weight types, comma-separated (default: every type with the kernels)"},
       {"models", "LIST", "shapes of llama-3-8b, smollm2-135m (default both)"},
+      {"rows", "LIST", "activation-row counts, 1 to 8192 (default 1,2,4,8,16,32,64,128,256)"},
       {"repeats", "N", "calls timed per measurement (default 20)"},
       {"help", "", "show this help"},
   };
-  const std::string usage = Usage("bench matvec", "--device cuda[:N] [--types LIST]", specs);
+  const std::string usage = Usage("bench products", "--device cuda[:N] [--types LIST]", specs);
   absl::StatusOr<Flags> flags = Flags::Parse(args, specs);
-  if (!flags.ok()) return UsageError("bench matvec", flags.status(), usage);
+  if (!flags.ok()) return UsageError("bench products", flags.status(), usage);
   if (flags->Has("help")) {
     std::cout << usage;
     return 0;
   }
   absl::StatusOr<kernels::Device> device = DeviceFlag(*flags);
-  if (!device.ok()) return UsageError("bench matvec", device.status(), usage);
+  if (!device.ok()) return UsageError("bench products", device.status(), usage);
   if (!device->is_cuda()) {
-    return UsageError("bench matvec", absl::InvalidArgumentError("needs --device cuda[:N]"),
+    return UsageError("bench products", absl::InvalidArgumentError("needs --device cuda[:N]"),
                       usage);
   }
 #if BATON_HAVE_CUDA
   namespace cuda = kernels::cuda;
-  cuda::MatVecSweepOptions options{.device = device->index};
-  if (absl::Status s = ParseMatVecTypes(flags->Get("types"), &options.dtypes); !s.ok()) {
-    return UsageError("bench matvec", s, usage);
+  cuda::ProductSweepOptions options{.device = device->index};
+  if (absl::Status s = ParseProductTypes(flags->Get("types"), &options.dtypes); !s.ok()) {
+    return UsageError("bench products", s, usage);
   }
   const std::string models = flags->GetOr("models", "llama-3-8b,smollm2-135m");
   for (absl::string_view model : absl::StrSplit(models, ',')) {
-    std::vector<cuda::MatVecSweepShape> shapes;
+    std::vector<cuda::ProductSweepShape> shapes;
     if (model == "llama-3-8b") {
-      shapes = cuda::Llama3_8bMatVecShapes();
+      shapes = cuda::Llama3_8bProductShapes();
     } else if (model == "smollm2-135m") {
-      shapes = cuda::SmolLm2MatVecShapes();
+      shapes = cuda::SmolLm2ProductShapes();
     } else {
-      return UsageError("bench matvec", absl::InvalidArgumentError(absl::StrCat(
+      return UsageError("bench products", absl::InvalidArgumentError(absl::StrCat(
           "--models: '", model, "' is not llama-3-8b or smollm2-135m")), usage);
     }
     options.shapes.insert(options.shapes.end(), shapes.begin(), shapes.end());
   }
+  options.batch_rows.clear();
+  for (absl::string_view row : absl::StrSplit(flags->GetOr("rows", "1,2,4,8,16,32,64,128,256"),
+                                              ',')) {
+    int64_t n = 0;
+    if (!absl::SimpleAtoi(row, &n) || n < 1 || n > cuda::kProductRowBuckets.back()) {
+      return UsageError("bench products", absl::InvalidArgumentError(absl::StrCat(
+          "--rows: '", row, "' is not a count from 1 to ", cuda::kProductRowBuckets.back())),
+          usage);
+    }
+    options.batch_rows.push_back(n);
+  }
   absl::StatusOr<int64_t> repeats = flags->GetInt("repeats", 20, 1, 1000);
-  if (!repeats.ok()) return UsageError("bench matvec", repeats.status(), usage);
+  if (!repeats.ok()) return UsageError("bench products", repeats.status(), usage);
   options.repeats = static_cast<int>(*repeats);
   absl::StatusOr<double> bandwidth = cuda::MeasureCopyBandwidth(device->index);
-  if (!bandwidth.ok()) return RunError("bench matvec", bandwidth.status());
-  absl::StatusOr<std::vector<cuda::MatVecMeasurement>> measured = cuda::RunMatVecSweep(options);
-  if (!measured.ok()) return RunError("bench matvec", measured.status());
-  const std::vector<cuda::MatVecChoice> chosen = cuda::ChooseFastestCorrect(*measured);
+  if (!bandwidth.ok()) return RunError("bench products", bandwidth.status());
+  absl::StatusOr<std::vector<cuda::ProductMeasurement>> measured = cuda::RunProductSweep(options);
+  if (!measured.ok()) return RunError("bench products", measured.status());
+  const std::vector<cuda::ProductChoice> chosen = cuda::ChooseFastestCorrect(*measured);
   std::cout << "copy bandwidth: " << *bandwidth / 1e9 << " GB/s (read plus written)\n\n"
             << cuda::FormatSweepMarkdown(*measured, chosen, *bandwidth) << "\ntable:\n"
             << cuda::FormatTableSource(chosen);
@@ -514,7 +526,7 @@ int RunBenchMatVec(const Args& args) {
   for (const std::string& c : failed) std::cout << "NO CORRECT VARIANT: " << c << "\n";
   return failed.empty() ? 0 : 1;
 #else
-  return RunError("bench matvec", absl::UnavailableError("this build has no CUDA backend"));
+  return RunError("bench products", absl::UnavailableError("this build has no CUDA backend"));
 #endif
 }
 
@@ -522,7 +534,7 @@ int RunBenchMatVec(const Args& args) {
 
 int RunBench(const Args& args) {
   constexpr char kUsage[] =
-      "usage: baton bench engine|serve|handoff|matvec [flags]   (baton bench NAME --help)\n";
+      "usage: baton bench engine|serve|handoff|products [flags]   (baton bench NAME --help)\n";
   if (args.empty()) {
     std::cerr << kUsage;
     return 2;
@@ -530,7 +542,7 @@ int RunBench(const Args& args) {
   if (args[0] == "engine") return RunBenchEngine(Args(args.begin() + 1, args.end()));
   if (args[0] == "serve") return RunBenchServe(Args(args.begin() + 1, args.end()));
   if (args[0] == "handoff") return RunBenchHandoff(Args(args.begin() + 1, args.end()));
-  if (args[0] == "matvec") return RunBenchMatVec(Args(args.begin() + 1, args.end()));
+  if (args[0] == "products") return RunBenchProducts(Args(args.begin() + 1, args.end()));
   std::cerr << "baton bench: unknown benchmark '" << args[0] << "'\n" << kUsage;
   return 2;
 }

@@ -11,7 +11,8 @@
 #                                tar -xJf gpu-bundle.tar.xz && bash gpu-bundle/gpu_run.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-binaries=(baton device_info_test cuda_backend_test cuda_transformer_test prefill_scheduler_test
+binaries=(baton device_info_test cuda_backend_test quantized_matmul_test cuda_transformer_test
+  prefill_scheduler_test
   grpc_push_into_reservations_test nccl_link_test nccl_link_factory_test cublas_library_test)
 flock /tmp/baton-build.lock scripts/build.sh --target "${binaries[@]}"
 if [ ! -f build/kernels/cuda/libbaton_kernels_cuda.a ]; then

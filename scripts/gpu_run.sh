@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Runs on the GPU machine, from a bundle that scripts/gpu_bundle.sh made: the CUDA tests, the
-# decode products' sweep (`baton bench matvec`: every variant checked and timed, the table
-# chosen), then `baton bench engine --device cuda` on synthetic models written there (the
-# default model does not fit a call), each three times: as the first version ran (exact decode
-# products, no step graphs: the baseline), without step graphs, and as built; then
-# `baton bench handoff` between
-# two workers on the GPU over NCCL and gRPC. Everything it prints is also written under $OUT (or
+# quantized products' sweep (`baton bench products`: every matrix-vector variant for 1-8 rows,
+# every tensor-core variant, the f16 GEMM and cuBLAS alone past 8 rows and for 512, 2048 and
+# 8192-token prefills, each checked and timed, the table chosen), then `baton bench engine
+# --device cuda` on synthetic models written there (the default model does not fit a call), as
+# the first version ran (exact decode products, no step graphs: the baseline), as built, and
+# with the sweep's table and the tensor-core attention; then `baton bench handoff` between two
+# workers on the GPU over NCCL and gRPC. Everything it prints is also written under $OUT (or
 # /tmp/gpu-out).
 #   bash gpu-bundle/gpu_run.sh [tests|sweep|bench|handoff|profile|all]   (default all)
 # NCCL: the machine's libnccl.so.2, or $BATON_NCCL_LIBRARY (two ranks on one GPU need 2.30+).
@@ -25,7 +26,8 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=c
 echo "cuBLAS from $(dirname "$cublas")" | tee -a "$out/gpu.txt"
 
 if [ "$what" = tests ] || [ "$what" = all ]; then
-  for t in device_info_test cuda_backend_test cuda_transformer_test prefill_scheduler_test \
+  for t in device_info_test cuda_backend_test quantized_matmul_test cuda_transformer_test \
+      prefill_scheduler_test \
       grpc_push_into_reservations_test nccl_link_factory_test nccl_link_test cublas_library_test; do
     timeout 300 "$bundle/bin/$t" --gtest_brief=1 2>&1 | tee "$out/$t.txt" | tail -8
     echo "$t: exit ${PIPESTATUS[0]}" | tee -a "$out/tests-summary.txt"
@@ -41,23 +43,40 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
 fi
 
 if [ "$what" = sweep ] || [ "$what" = all ]; then
-  timeout 300 "$bundle/bin/baton" bench matvec --device cuda --repeats 20 \
-    > "$out/matvec-sweep.md" 2>&1
-  echo "matvec sweep: exit $?" | tee -a "$out/tests-summary.txt"
-  grep -E 'copy bandwidth|chosen|NO CORRECT|^table|^    \{' "$out/matvec-sweep.md" | head -120
+  # Decode: both models' shapes, 1 to 256 rows. Prefill: the 8B shape at 512, 2048 and 8192
+  # tokens (the output matrix only up to 256 rows). Each writes its table's entries.
+  timeout 300 "$bundle/bin/baton" bench products --device cuda --repeats 20 \
+    --rows 1,2,4,8,16,32,64,128,256 > "$out/products-sweep-decode.md" 2>&1
+  echo "products sweep, decode: exit $?" | tee -a "$out/tests-summary.txt"
+  timeout 240 "$bundle/bin/baton" bench products --device cuda --repeats 10 \
+    --models llama-3-8b --types q4_0,q8_0,q4_K,q6_K --rows 512,2048,8192 \
+    > "$out/products-sweep-prefill.md" 2>&1
+  echo "products sweep, prefill: exit $?" | tee -a "$out/tests-summary.txt"
+  for f in decode prefill; do
+    grep -E 'copy bandwidth|NO CORRECT|^table|^    \{' "$out/products-sweep-$f.md" | head -150
+    grep -E '\| NO \|' "$out/products-sweep-$f.md" | head -20
+  done
+  # The two tables together (their row buckets do not overlap): what the "swept" bench runs
+  # below use through BATON_CUDA_PRODUCT_TABLE, and what product_variants.cc takes.
+  cat "$out"/products-sweep-{decode,prefill}.md | grep -E '^    \{' > "$out/product-table.txt"
 fi
 
 bench() {  # bench NAME SHAPE TYPE LAYERS PROMPT_TOKENS BATCHES
   local model="/tmp/$1.gguf"
   [ -f "$model" ] || timeout 240 "$bundle/bin/baton" make-model --out "$model" --shape "$2" \
     --type "$3" ${4:+--layers $4} > /dev/null || { echo "make-model $1 failed"; return; }
-  # exact: the first version (f32 decode products, no graphs); eager: this build without step
-  # graphs; built: this build as it runs by default.
-  for run in exact eager built; do
+  # exact: the first version (f32 decode products, no graphs: the baseline); built: this build
+  # as it runs by default; swept: with the table this call's sweep chose (where it ran); flash:
+  # that and prefill attention on the tensor cores. (Without step graphs, "eager", was measured
+  # on 2026-11-28: BATON_CUDA_NO_GRAPHS=1.)
+  local runs=(exact built)
+  [ -s "$out/product-table.txt" ] && runs+=(swept flash)
+  for run in "${runs[@]}"; do
     local env=()
     case "$run" in
       exact) env=(BATON_CUDA_EXACT_PRODUCTS=1 BATON_CUDA_NO_GRAPHS=1) ;;
-      eager) env=(BATON_CUDA_NO_GRAPHS=1) ;;
+      swept) env=(BATON_CUDA_PRODUCT_TABLE="$out/product-table.txt") ;;
+      flash) env=(BATON_CUDA_PRODUCT_TABLE="$out/product-table.txt" BATON_CUDA_FLASH_ATTENTION=1) ;;
     esac
     env "${env[@]}" timeout 300 "$bundle/bin/baton" bench engine --model "$model" --device cuda \
       --prompt-tokens "$5" --decode-tokens 64 --batch-sizes "$6" --repeats 2 \

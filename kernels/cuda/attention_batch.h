@@ -15,6 +15,15 @@
 
 namespace baton::kernels::cuda {
 
+// A layer's paged cache as the kernels read it (kernels/kv_block_layout.h).
+struct KvLayout {
+  int64_t block_stride;  // elements
+  int32_t block_size;
+  int32_t n_kv_head;
+  int32_t head_dim;
+  int32_t window;  // KvLayerView::window: > 0, a query at p sees keys (p - window, p] only
+};
+
 // One sequence of a batch: its queries q [n_q, n_head, head_dim] and outputs, and its cache.
 struct AttentionSeq {
   const float* q;

@@ -19,11 +19,12 @@
 #include "kernels/cpu/iquant_blocks.h"
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/device_matmul.cuh"
+#include "kernels/cuda/flash_attention.cuh"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/host_copy_engine.cuh"
 #include "kernels/cuda/index_pack.h"
 #include "kernels/cuda/index_uploader.cuh"
-#include "kernels/cuda/matvec_variants.h"
+#include "kernels/cuda/product_variants.h"
 #include "kernels/cuda/paged_attention.cuh"
 #include "kernels/cuda/split_blocks.cuh"
 #include "kernels/cuda/step_graphs.cuh"
@@ -66,16 +67,18 @@ class OwnedStream {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(int device, std::string device_name, cudaStream_t stream, bool exact_products,
-              bool step_graphs)
+  CudaBackend(int device, std::string device_name, cudaStream_t stream,
+              const CudaBackendOptions& options, std::vector<ProductChoice> product_table)
       : device_(device),
-        exact_products_(exact_products),
+        exact_products_(options.exact_products),
+        flash_attention_(options.flash_attention),
         name_(absl::StrCat("cuda:", device, " (", device_name, ")")),
         stream_(stream),
-        matmul_(stream),
+        product_table_(std::move(product_table)),
+        matmul_(stream, product_table_),
         uploader_(stream),
         host_copies_(device, stream),
-        steps_(stream, step_graphs) {}
+        steps_(stream, options.step_graphs) {}
 
   ~CudaBackend() override {
     Activate();
@@ -365,7 +368,8 @@ class CudaBackend final : public Backend {
     Activate();
     if (seqs.empty()) return;
     const KvLayout layout = LayoutOf(seqs[0].kv);
-    attention_batch_.Build(seqs, TiledAttentionSupports(layout));
+    const bool flash = flash_attention_ && FlashAttentionSupports(layout);
+    attention_batch_.Build(seqs, flash || TiledAttentionSupports(layout));
     const AttentionBatch& batch = attention_batch_;
     pack_.Clear();
     const size_t at_seqs = pack_.Add(batch.seqs.data(), batch.seqs.size());
@@ -390,10 +394,11 @@ class CudaBackend final : public Backend {
                       layout, scale, sinks, batch.bases_16_byte_aligned, stream_);
     }
     if (!batch.prefill_tiles.empty()) {
-      LaunchTiledAttention(device_seqs, IndexPack::At<AttentionTile>(base, at_tiles),
-                           static_cast<int64_t>(batch.prefill_tiles.size()),
-                           IndexPack::At<AttentionQuery>(base, at_prefill), device_tables, n_head,
-                           layout, scale, sinks, stream_);
+      (flash ? LaunchFlashAttention : LaunchTiledAttention)(
+          device_seqs, IndexPack::At<AttentionTile>(base, at_tiles),
+          static_cast<int64_t>(batch.prefill_tiles.size()),
+          IndexPack::At<AttentionQuery>(base, at_prefill), device_tables, n_head, layout, scale,
+          sinks, stream_);
     }
   }
 
@@ -473,8 +478,10 @@ class CudaBackend final : public Backend {
 
   const int device_;
   const bool exact_products_;
+  const bool flash_attention_;
   const std::string name_;
   const OwnedStream stream_;  // before what enqueues on it, so destroyed after
+  const std::vector<ProductChoice> product_table_;  // matmul_ reads it
   DeviceMatMul matmul_;
   IndexUploader uploader_;
   HostCopyEngine host_copies_;
@@ -517,8 +524,11 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const CudaBackendOpti
   BATON_CUDA_CHECK(cudaSetDevice(options.device));
   cudaStream_t stream = nullptr;
   BATON_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  return std::unique_ptr<Backend>(new CudaBackend(options.device, prop.name, stream,
-                                                  options.exact_products, options.step_graphs));
+  const std::span<const ProductChoice> compiled = ProductTable();
+  return std::unique_ptr<Backend>(new CudaBackend(
+      options.device, prop.name, stream, options,
+      options.product_table.value_or(
+          std::vector<ProductChoice>(compiled.begin(), compiled.end()))));
 }
 
 }  // namespace baton::kernels::cuda

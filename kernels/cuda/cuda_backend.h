@@ -30,9 +30,12 @@
 #define BATON_KERNELS_CUDA_CUDA_BACKEND_H_
 
 #include <memory>
+#include <optional>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "kernels/backend.h"
+#include "kernels/cuda/product_variants.h"
 
 namespace baton::kernels::cuda {
 
@@ -45,6 +48,12 @@ struct CudaBackendOptions {
   bool exact_products = false;
   // Steps (Backend::BeginStep) recorded as CUDA graphs and replayed (step_graphs.cuh).
   bool step_graphs = true;
+  // Prefill attention on the tensor cores (flash_attention.cuh) for the head sizes it has;
+  // off until a run on a GPU has measured it.
+  bool flash_attention = false;
+  // Which quantized product runs per shape (product_variants.h); unset: ProductTable(), the
+  // table compiled in.
+  std::optional<std::vector<ProductChoice>> product_table;
 };
 
 // UNAVAILABLE when there is no usable CUDA device; INVALID_ARGUMENT for an index out of range.

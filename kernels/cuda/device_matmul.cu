@@ -11,7 +11,8 @@
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/elementwise.cuh"
 #include "kernels/cuda/launch_helpers.cuh"
-#include "kernels/cuda/matvec_variants.h"
+#include "kernels/cuda/product_variants.h"
+#include "kernels/cuda/quantized_matmul.cuh"
 #include "kernels/cuda/quantized_matvec.cuh"
 #include "kernels/cuda/split_blocks.cuh"
 #include "kernels/cuda/weight_chunks.cuh"
@@ -252,7 +253,8 @@ void LaunchDequantizeToF16(DType dtype, const void* w, int64_t n_rows, int64_t n
   BATON_CUDA_CHECK_LAUNCH();
 }
 
-DeviceMatMul::DeviceMatMul(cudaStream_t stream) : stream_(stream) {
+DeviceMatMul::DeviceMatMul(cudaStream_t stream, std::span<const ProductChoice> table)
+    : stream_(stream), table_(table) {
   int device = 0;
   BATON_CUDA_CHECK(cudaGetDevice(&device));
   BATON_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device));
@@ -268,37 +270,44 @@ void DeviceMatMul::Run(const DeviceMatrix& w, const float* x, int64_t n, float* 
   RunMany({&w, 1}, x, n, {&y, 1});
 }
 
+DeviceMatMul::Plan DeviceMatMul::PlanFor(const DeviceMatrix& w, int64_t n) const {
+  if (!w.split) return {n <= kGemvMaxRows ? Strategy::kGemv : Strategy::kGemm, 0};
+  const int variant = ChooseProductVariant(table_, w.dtype, w.n_rows, n);
+  if (n <= kQuantizedMaxRows) return {Strategy::kMatVec, variant};
+  if (variant == kF16GemmVariant) return {Strategy::kGemm, 0};
+  return {Strategy::kMma, variant};
+}
+
+const Q8Rows& DeviceMatMul::Quantized(const float* x, int64_t n, int64_t n_cols,
+                                      std::optional<Q8Rows>* made) {
+  if (!made->has_value() || (*made)->n_cols != n_cols) {
+    *made = LaunchQuantizeActivations(
+        x, n, n_cols, activations_q8_.Reserve(Q8RowsBytes(n, n_cols)), stream_);
+  }
+  return **made;
+}
+
 void DeviceMatMul::RunMany(std::span<const DeviceMatrix> ws, const float* x, int64_t n,
                            std::span<float* const> ys) {
   if (n == 0) return;
-  const bool quantized = n <= kQuantizedMaxRows && !ws.empty() &&
-                         std::all_of(ws.begin(), ws.end(), [&](const DeviceMatrix& w) {
-                           return w.split && w.n_cols == ws[0].n_cols;
-                         });
-  if (quantized) {
-    const int64_t n_cols = ws[0].n_cols;
-    const Q8Rows xq = LaunchQuantizeActivations(
-        x, n, n_cols, activations_q8_.Reserve(Q8RowsBytes(n, n_cols)), stream_);
-    for (size_t k = 0; k < ws.size(); ++k) RunQuantized(ws[k], xq, n, ys[k]);
-    return;
-  }
+  std::optional<Q8Rows> quantized;  // x in 8 bits, made once for the products that take it
   for (size_t k = 0; k < ws.size(); ++k) {
     const DeviceMatrix& w = ws[k];
     if (w.n_rows == 0) continue;
-    if (n <= kQuantizedMaxRows && w.split) {
-      RunMany({&w, 1}, x, n, ys.subspan(k, 1));
-    } else if (n <= kGemvMaxRows) {
-      RunGemv(w, x, n, ys[k]);
-    } else {
-      RunGemm(w, x, n, ys[k]);
+    const Plan plan = PlanFor(w, n);
+    switch (plan.strategy) {
+      case Strategy::kMatVec:
+        LaunchQuantizedMatVec(w.dtype, plan.variant, w.data, w.n_rows, w.n_cols,
+                              Quantized(x, n, w.n_cols, &quantized), n, ys[k], stream_);
+        break;
+      case Strategy::kMma:
+        LaunchQuantizedMatMul(w.dtype, plan.variant, w.data, w.n_rows, w.n_cols,
+                              Quantized(x, n, w.n_cols, &quantized), n, ys[k], stream_);
+        break;
+      case Strategy::kGemv: RunGemv(w, x, n, ys[k]); break;
+      case Strategy::kGemm: RunGemm(w, x, n, ys[k]); break;
     }
   }
-}
-
-void DeviceMatMul::RunQuantized(const DeviceMatrix& w, const Q8Rows& x, int64_t n, float* y) {
-  if (w.n_rows == 0) return;
-  const int variant = ChooseMatVecVariant(MatVecTable(), w.dtype, w.n_rows, n);
-  LaunchQuantizedMatVec(w.dtype, variant, w.data, w.n_rows, w.n_cols, x, n, y, stream_);
 }
 
 void DeviceMatMul::RunGemv(const DeviceMatrix& w, const float* x, int64_t n, float* y) {

@@ -3,19 +3,21 @@
 // stores it or split (split_blocks.cuh: Q4_0, Q4_1, Q8_0, Q4_K, Q6_K, as RegisterWeights keeps
 // them unless exact products are asked for).
 //
-// Three strategies, chosen by the number of activation rows and the layout:
+// Four strategies, by the number of activation rows, the layout and the sweep's table
+// (product_variants.h):
 // - n <= kQuantizedMaxRows (8) on a split matrix (decode): x quantized to 8 bits once, then a
-//   kernel that
-//   reads each weight byte once with wide loads and multiplies it with every row in integer dot
-//   products (quantized_matvec.cuh), its variant chosen per shape by the sweep's table
-//   (matvec_variants.h). Within the activations' 8-bit rounding of the exact product.
+//   kernel that reads each weight byte once with wide loads and multiplies it with every row in
+//   integer dot products (quantized_matvec.cuh), its variant chosen per shape by the table.
+//   Within the activations' 8-bit rounding of the exact product.
+// - more rows on a split matrix where the table chooses a tensor-core variant: x quantized
+//   once, int8 mma on the split blocks (quantized_matmul.cuh), the same rounding.
 // - n <= kGemvMaxRows on a stored matrix: a matrix-vector kernel reads the quantized weights
 //   directly and multiplies in f32 (exact weights, exact x), one warp per output row.
-// - larger n (prefill, big batches): W is dequantized to f16 into a scratch buffer (2 bytes per
-//   weight, the largest matrix's worth, reused by every matrix), x is rounded to f16, and cuBLAS
-//   multiplies them with f32 accumulation (f32 weights: an f32 GEMM, no rounding). The
-//   dequantization reads the weights once and writes 2 bytes per weight: memory time, small
-//   against the GEMM's compute once n is in the hundreds.
+// - otherwise (prefill, big batches, where the table has no tensor-core entry): W is dequantized
+//   to f16 into a scratch buffer (2 bytes per weight, the largest matrix's worth, reused by
+//   every matrix), x is rounded to f16, and cuBLAS multiplies them with f32 accumulation (f32
+//   weights: an f32 GEMM, no rounding). The dequantization reads the weights once and writes 2
+//   bytes per weight: memory time, small against the GEMM's compute once n is in the hundreds.
 // Results are within rounding of the CPU backend's; unlike it, not batch-invariant (cuBLAS picks
 // its algorithm by shape, and the strategies round differently).
 //
@@ -28,9 +30,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 
-#include "kernels/cuda/quantized_dots.cuh"
+#include "kernels/cuda/product_variants.h"
+#include "kernels/cuda/q8_rows.h"
 #include "kernels/dtype.h"
 
 namespace baton::kernels::cuda {
@@ -64,7 +68,9 @@ struct DeviceMatrix {
 
 class DeviceMatMul {
  public:
-  explicit DeviceMatMul(cudaStream_t stream);
+  // `table` chooses the quantized products' variants (the sweep passes its own).
+  explicit DeviceMatMul(cudaStream_t stream,
+                        std::span<const ProductChoice> table = ProductTable());
   DeviceMatMul(const DeviceMatMul&) = delete;
   DeviceMatMul& operator=(const DeviceMatMul&) = delete;
   ~DeviceMatMul();
@@ -75,13 +81,24 @@ class DeviceMatMul {
   void RunMany(std::span<const DeviceMatrix> ws, const float* x, int64_t n,
                std::span<float* const> ys);
 
+  // Its cuBLAS handle, on its stream (the sweep times cuBLAS alone with it).
+  cublasHandle_t cublas() const { return cublas_; }
+
  private:
-  // The decode product of a split matrix with x already quantized.
-  void RunQuantized(const DeviceMatrix& w, const Q8Rows& x, int64_t n, float* y);
+  enum class Strategy { kMatVec, kMma, kGemv, kGemm };
+  struct Plan {
+    Strategy strategy;
+    int variant;  // kMatVec: into kMatVecVariants; kMma: into kMmaVariants
+  };
+  Plan PlanFor(const DeviceMatrix& w, int64_t n) const;
+  // x [n, n_cols] quantized into activations_q8_, once per RunMany (`made` holds it).
+  const Q8Rows& Quantized(const float* x, int64_t n, int64_t n_cols,
+                          std::optional<Q8Rows>* made);
   void RunGemv(const DeviceMatrix& w, const float* x, int64_t n, float* y);
   void RunGemm(const DeviceMatrix& w, const float* x, int64_t n, float* y);
 
   cudaStream_t stream_;
+  std::span<const ProductChoice> table_;
   int sm_count_ = 1;  // the device's multiprocessors
   cublasHandle_t cublas_ = nullptr;
   ScratchBuffer weights_f16_;      // f16 [n_rows, n_cols]

@@ -23,13 +23,6 @@ namespace baton::kernels::cuda {
 
 constexpr int32_t kMaxAttentionHeadDim = 256;
 
-struct KvLayout {
-  int64_t block_stride;  // elements
-  int32_t block_size;
-  int32_t n_kv_head;
-  int32_t head_dim;
-  int32_t window;  // KvLayerView::window: > 0, a query at p sees keys (p - window, p] only
-};
 
 // K and V rows [n, n_kv_head * head_dim] f32 stored as f16 at positions [n] of the sequence
 // whose block table is `table`.

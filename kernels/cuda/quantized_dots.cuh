@@ -10,9 +10,8 @@
 //       const uint8_t* bits, const uint8_t* headers,  // the row's first block's
 //       int64_t u, const Q8Rows& x, int n, float* acc);  // acc[i] += unit u's dot with x row i
 //
-// Activations: row i of x is q[i * n_cols, ...) (int8) and ds[i * n_cols / 32, ...): per 32
-// values (d, d * sum of the 32 q), x ~= d * q. Quantizing them costs a little accuracy (as the
-// CPU backend's integer dot products do, kernels/cpu/); the f32 path stays for exact products.
+// Activations: Q8Rows (q8_rows.h). Quantizing them costs a little accuracy (as the CPU
+// backend's integer dot products do, kernels/cpu/); the f32 path stays for exact products.
 #ifndef BATON_KERNELS_CUDA_QUANTIZED_DOTS_CUH_
 #define BATON_KERNELS_CUDA_QUANTIZED_DOTS_CUH_
 
@@ -20,15 +19,11 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/q8_rows.h"
 #include "kernels/cuda/weight_chunks.cuh"
 
 namespace baton::kernels::cuda {
 
-struct Q8Rows {
-  const int8_t* q = nullptr;    // [n, n_cols]
-  const float2* ds = nullptr;   // [n, n_cols / 32]
-  int64_t n_cols = 0;
-};
 
 __device__ __forceinline__ int4 Load16(const uint8_t* p) {
   return __ldg(reinterpret_cast<const int4*>(p));

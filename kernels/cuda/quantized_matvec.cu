@@ -5,7 +5,8 @@
 
 #include "kernels/cuda/cuda_check.cuh"
 #include "kernels/cuda/launch_helpers.cuh"
-#include "kernels/cuda/matvec_variants.h"
+#include "kernels/cuda/product_variants.h"
+#include "kernels/cuda/quantized_dots.cuh"
 
 namespace baton::kernels::cuda {
 namespace {
@@ -88,7 +89,7 @@ void LaunchVariant(const SplitGeometry& g, const void* w, int64_t n_rows, int64_
                                         y);
   };
   static_assert(kMatVecRowBuckets.size() == 4, "one case per bucket");
-  switch (MatVecRowBucket(n)) {
+  switch (ProductRowBucket(n)) {
     case 1: launch(std::integral_constant<int, 1>{}); break;
     case 2: launch(std::integral_constant<int, 2>{}); break;
     case 4: launch(std::integral_constant<int, 4>{}); break;

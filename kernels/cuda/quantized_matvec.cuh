@@ -2,7 +2,7 @@
 // x is quantized to 8 bits once per product (or once for several products of the same x), then
 // one kernel reads every weight byte once, with 16-byte (8 for Q6_K) loads, and multiplies it
 // with all n rows of x in integer dot products (quantized_dots.cuh). How a CTA splits the rows
-// and columns is a variant (matvec_variants.h), chosen per shape by the sweep's table.
+// and columns is a variant (product_variants.h), chosen per shape by the sweep's table.
 //
 // Thread-safety: stateless launches on the caller's stream.
 #ifndef BATON_KERNELS_CUDA_QUANTIZED_MATVEC_CUH_
@@ -13,7 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/cuda/quantized_dots.cuh"
+#include "kernels/cuda/q8_rows.h"
 #include "kernels/cuda/split_blocks.cuh"
 #include "kernels/dtype.h"
 

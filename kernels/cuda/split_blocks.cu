@@ -103,28 +103,6 @@ constexpr bool kIsSplitLoader =
 
 }  // namespace
 
-std::optional<SplitGeometry> SplitGeometryOf(DType dtype) {
-  switch (dtype) {
-    case DType::kQ4_0:  // f16 d | qs[16]
-      return SplitGeometry{.block_values = 32, .block_bytes = 18, .bits_offset = 2,
-                           .bits_bytes = 16};
-    case DType::kQ4_1:  // f16 d, m | qs[16]
-      return SplitGeometry{.block_values = 32, .block_bytes = 20, .bits_offset = 4,
-                           .bits_bytes = 16};
-    case DType::kQ8_0:  // f16 d | qs[32]
-      return SplitGeometry{.block_values = 32, .block_bytes = 34, .bits_offset = 2,
-                           .bits_bytes = 32};
-    case DType::kQ4_K:  // f16 d, dmin; scales[12] | qs[128]
-      return SplitGeometry{.block_values = 256, .block_bytes = 144, .bits_offset = 16,
-                           .bits_bytes = 128};
-    case DType::kQ6_K:  // ql[128], qh[64] | scales[16]; f16 d
-      return SplitGeometry{.block_values = 256, .block_bytes = 210, .bits_offset = 0,
-                           .bits_bytes = 192};
-    default:
-      return std::nullopt;
-  }
-}
-
 void LaunchSplitBlocks(const SplitGeometry& g, const uint8_t* stored, int64_t n_blocks,
                        uint8_t* out, cudaStream_t stream) {
   if (n_blocks == 0) return;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -17,7 +18,9 @@
 #include "gtest/gtest.h"
 #include "kernels/backend.h"
 #include "kernels/backend_buffer.h"
-#include "kernels/cuda/matvec_variants.h"
+#include "kernels/backend_factory.h"
+#include "kernels/device.h"
+#include "kernels/cuda/product_variants.h"
 #include "kernels/half.h"
 #include "kernels/host_copy.h"
 #include "tests/kernels/kernel_test_util.h"
@@ -232,6 +235,26 @@ TEST_F(CudaBackendTest, QuantizedProductsOnWideMatrices) {
     for (const int64_t n : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{5}, int64_t{8},
                             int64_t{13}, int64_t{32}}) {
       EXPECT_LT(MatMulError(dtype, 263, 56 * 256, n), 3e-2) << DTypeName(dtype) << " n " << n;
+    }
+  }
+}
+
+// A table that chooses a tensor-core variant (kernels/cuda/quantized_matmul.cuh) for every
+// class past 8 rows sends the backend's products there: the results stay within the quantized
+// products' tolerance.
+TEST_F(CudaBackendTest, TensorCoreProductsChosenByTheTableMatchTheReference) {
+  std::vector<ProductChoice> table;
+  for (const DType dtype : kMmaTypes) {
+    for (const MatrixHeight height : {MatrixHeight::kShort, MatrixHeight::kTall}) {
+      for (const int bucket : kProductRowBuckets) {
+        if (bucket > kQuantizedMaxRows) table.push_back({dtype, height, bucket, 2});
+      }
+    }
+  }
+  gpu_ = *CreateCudaBackend({.device = 0, .product_table = table});
+  for (const DType dtype : kMmaTypes) {
+    for (const int64_t n : {int64_t{9}, int64_t{32}, int64_t{300}}) {
+      EXPECT_LT(MatMulError(dtype, 263, 14 * 256, n), 3e-2) << DTypeName(dtype) << " n " << n;
     }
   }
 }
@@ -520,11 +543,25 @@ struct KvCase {
   int32_t head_dim;
 };
 
-class CudaKvTest : public CudaBackendTest, public ::testing::WithParamInterface<KvCase> {};
+class CudaKvTest : public CudaBackendTest, public ::testing::WithParamInterface<KvCase> {
+ protected:
+  // Two sequences over shuffled blocks of one pool: WriteKv stores the same f16 bits as the CPU
+  // backend; AttentionMany (a decode query, a prefill of 17 queries: a tile of 16 and one of 1)
+  // agrees with the reference within `attention_tolerance` of its RMS.
+  void CheckWriteKvAndAttention(double attention_tolerance);
+};
 
-// Two sequences over shuffled blocks of one pool: WriteKv stores the same f16 bits as the CPU
-// backend; AttentionMany (a decode query, a prefill of 37 queries) agrees with the reference.
-TEST_P(CudaKvTest, WriteKvAndAttentionMatchTheReference) {
+TEST_P(CudaKvTest, WriteKvAndAttentionMatchTheReference) { CheckWriteKvAndAttention(1e-5); }
+
+// The tensor-core prefill attention (flash_attention.cuh) where the head size has it (Q and P
+// rounded to f16: 2^-11 of their size), the other kernels elsewhere.
+TEST_P(CudaKvTest, FlashAttentionMatchesTheReference) {
+  gpu_ = *CreateCudaBackend({.device = 0, .flash_attention = true});
+  const int32_t d = GetParam().head_dim;
+  CheckWriteKvAndAttention(d == 64 || d == 96 || d == 128 || d == 256 ? 5e-3 : 1e-5);
+}
+
+void CudaKvTest::CheckWriteKvAndAttention(double attention_tolerance) {
   const KvCase c = GetParam();
   constexpr int32_t kBlockSize = 16, kBlocks = 12;
   const int64_t kv_dim = int64_t{c.n_kv_head} * c.head_dim;
@@ -599,7 +636,7 @@ TEST_P(CudaKvTest, WriteKvAndAttentionMatchTheReference) {
     for (int s = 0; s < 2; ++s) {
       const std::vector<float> out = DownloadChecked(gpu_out[s]);
       EXPECT_LT(MaxErrorOverRms(out.data(), cpu_out[s].data(), static_cast<int64_t>(out.size())),
-                1e-5)
+                attention_tolerance)
           << "sequence " << s << ", window " << window << ", sinks " << with_sinks;
     }
   }
@@ -632,6 +669,29 @@ TEST_F(CudaBackendTest, ADeviceOutOfRangeIsInvalidArgument) {
   ASSERT_FALSE(b.ok());
   EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument) << b.status();
   EXPECT_NE(b.status().message().find("4096"), std::string::npos) << b.status();
+}
+
+// BATON_CUDA_PRODUCT_TABLE is read before any device is touched: a bad file is refused, naming
+// it and the line, with or without a GPU.
+TEST(CudaBackendWithoutGpuTest, ABadProductTableIsRefusedNamingTheLine) {
+  const std::string path = ::testing::TempDir() + "/product_table.txt";
+  {
+    std::ofstream file(path);
+    file << "    {DType::kQ4_0, MatrixHeight::kTall, 32, 1},  // mma-w4-m1n4\n"
+         << "    {DType::kQ4_0, MatrixHeight::kTall, 32, 99},\n";
+  }
+  setenv("BATON_CUDA_PRODUCT_TABLE", path.c_str(), 1);
+  absl::StatusOr<std::unique_ptr<Backend>> b = CreateBackend(*ParseDevice("cuda:0"), {});
+  setenv("BATON_CUDA_PRODUCT_TABLE", (::testing::TempDir() + "/no-such-table").c_str(), 1);
+  absl::StatusOr<std::unique_ptr<Backend>> missing = CreateBackend(*ParseDevice("cuda:0"), {});
+  unsetenv("BATON_CUDA_PRODUCT_TABLE");
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(b.status().message().find(path + ": line 2: variant 99 does not exist"),
+            std::string::npos)
+      << b.status().message();
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound) << missing.status();
 }
 
 TEST(CudaBackendWithoutGpuTest, SaysWhyThereIsNone) {
