@@ -80,7 +80,7 @@ struct Timer {
 class SweepCase {
  public:
   SweepCase(DType dtype, const ProductSweepShape& shape, int64_t max_n, uint64_t seed)
-      : dtype_(dtype), shape_(shape), geometry_(*SplitGeometryOf(dtype)), max_n_(max_n) {
+      : dtype_(dtype), shape_(shape), geometry_(*SplitGeometryOf(dtype)) {
     const int64_t row_bytes = RowBytes(dtype, shape.n_cols);
     const int64_t unique = std::min(shape.n_rows, kUniqueRows);
     std::mt19937_64 rng(seed);
@@ -230,7 +230,6 @@ class SweepCase {
   const DType dtype_;
   const ProductSweepShape shape_;
   const SplitGeometry geometry_;
-  const int64_t max_n_;
   std::vector<float> reference_;  // [kUniqueTokens, unique_rows_]
   int64_t unique_rows_ = 0;
   int64_t n_blocks_ = 0;
