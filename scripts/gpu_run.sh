@@ -8,13 +8,16 @@
 # with the sweep's table and the tensor-core attention; then `baton bench handoff` between two
 # workers on the GPU over NCCL and gRPC. Everything it prints is also written under $OUT (or
 # /tmp/gpu-out).
-#   bash gpu-bundle/gpu_run.sh [tests|sweep|bench|handoff|profile|all]   (default all)
+#   bash gpu-bundle/gpu_run.sh [tests] [sweep] [bench] [handoff] [profile] | all   (default all)
+# A call on the GPU machine may run 10 minutes: `tests sweep bench` in one (the bench runs with
+# the table the sweep wrote), `handoff profile` in another.
 # NCCL: the machine's libnccl.so.2, or $BATON_NCCL_LIBRARY (two ranks on one GPU need 2.30+).
 set -uo pipefail
 bundle="$(cd "$(dirname "$0")" && pwd)"
 out="${OUT:-/tmp/gpu-out}"
 mkdir -p "$out"
-what="${1:-all}"
+parts=" ${*:-all} "
+wants() { [[ "$parts" == *" $1 "* || "$parts" == *" all "* ]]; }
 cublas="$(find /usr/local /opt /usr/lib -name 'libcublas.so.13*' 2>/dev/null | head -1)"
 if [ -z "$cublas" ]; then
   echo "gpu_run: no libcublas.so.13 on this machine" >&2
@@ -25,7 +28,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.max.sm --format=c
   tee "$out/gpu.txt"
 echo "cuBLAS from $(dirname "$cublas")" | tee -a "$out/gpu.txt"
 
-if [ "$what" = tests ] || [ "$what" = all ]; then
+if wants tests; then
   for t in device_info_test cuda_backend_test quantized_matmul_test cuda_transformer_test \
       prefill_scheduler_test \
       grpc_push_into_reservations_test nccl_link_factory_test nccl_link_test cublas_library_test; do
@@ -42,7 +45,7 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   fi
 fi
 
-if [ "$what" = sweep ] || [ "$what" = all ]; then
+if wants sweep; then
   # Decode: both models' shapes, 1 to 256 rows. Prefill: the 8B shape at 512, 2048 and 8192
   # tokens (the output matrix only up to 256 rows). Each writes its table's entries.
   timeout 300 "$bundle/bin/baton" bench products --device cuda --repeats 20 \
@@ -86,7 +89,7 @@ bench() {  # bench NAME SHAPE TYPE LAYERS PROMPT_TOKENS BATCHES
       "$out/bench-$1-$5-$run.json" | tr -s ' ' | paste -sd' '
   done
 }
-if [ "$what" = bench ] || [ "$what" = all ]; then
+if wants bench; then
   bench smollm2-q4_1 smollm2-135m q4_1 "" 512 1,8,32
   bench llama8b-q4_0 llama-3-8b q4_0 "" 2048 1,8,32,128
   bench llama8b-q4_k_m llama-3-8b q4_k_m "" 2048 1,32
@@ -95,7 +98,7 @@ fi
 # The KV hand-off between two workers on this GPU, from the synthetic 8B-shaped model: the
 # pure transfer over NCCL (refused, saying why, where NCCL cannot link two ranks on one GPU) and
 # over gRPC from GPU memory, then TTFT disaggregated / colocated at 2048 tokens.
-if [ "$what" = handoff ] || [ "$what" = all ]; then
+if wants handoff; then
   model=/tmp/llama8b-q4_0.gguf
   [ -f "$model" ] || timeout 240 "$bundle/bin/baton" make-model --out "$model" \
     --shape llama-3-8b --type q4_0 > /dev/null
@@ -116,7 +119,7 @@ fi
 nsys="$(command -v nsys ||
   ls /opt/nvidia/nsight-systems/*/bin/nsys /usr/local/cuda/bin/nsys 2>/dev/null | head -1)"
 ncu="$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)"
-if [ "$what" = profile ] || [ "$what" = all ]; then
+if wants profile; then
   model=/tmp/llama8b-q4_0.gguf
   [ -f "$model" ] || timeout 240 "$bundle/bin/baton" make-model --out "$model" \
     --shape llama-3-8b --type q4_0 > /dev/null
