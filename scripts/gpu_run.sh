@@ -10,7 +10,8 @@
 # /tmp/gpu-out).
 #   bash gpu-bundle/gpu_run.sh [tests] [sweep] [bench] [handoff] [profile] | all   (default all)
 # A call on the GPU machine may run 10 minutes: `tests sweep bench` in one (the bench runs with
-# the table the sweep wrote), `handoff profile` in another.
+# the table the sweep wrote), `handoff profile` in another; or `tests sweep`, then
+# `PRODUCT_TABLE=product-table.txt ... bench` with the table the first call brought back.
 # NCCL: the machine's libnccl.so.2, or $BATON_NCCL_LIBRARY (two ranks on one GPU need 2.30+).
 set -uo pipefail
 bundle="$(cd "$(dirname "$0")" && pwd)"
@@ -64,6 +65,10 @@ if wants sweep; then
   cat "$out"/products-sweep-{decode,prefill}.md | grep -E '^    \{' > "$out/product-table.txt"
 fi
 
+# The table the bench's swept and flash runs use: this call's sweep's, else $PRODUCT_TABLE (one
+# an earlier call wrote, carried in).
+table="$out/product-table.txt"
+[ -s "$table" ] || table="${PRODUCT_TABLE:-$table}"
 bench() {  # bench NAME SHAPE TYPE LAYERS PROMPT_TOKENS BATCHES
   local model="/tmp/$1.gguf"
   [ -f "$model" ] || timeout 240 "$bundle/bin/baton" make-model --out "$model" --shape "$2" \
@@ -73,13 +78,13 @@ bench() {  # bench NAME SHAPE TYPE LAYERS PROMPT_TOKENS BATCHES
   # that and prefill attention on the tensor cores. (Without step graphs, "eager", was measured
   # on 2026-11-28: BATON_CUDA_NO_GRAPHS=1.)
   local runs=(exact built)
-  [ -s "$out/product-table.txt" ] && runs+=(swept flash)
+  [ -s "$table" ] && runs+=(swept flash)
   for run in "${runs[@]}"; do
     local env=()
     case "$run" in
       exact) env=(BATON_CUDA_EXACT_PRODUCTS=1 BATON_CUDA_NO_GRAPHS=1) ;;
-      swept) env=(BATON_CUDA_PRODUCT_TABLE="$out/product-table.txt") ;;
-      flash) env=(BATON_CUDA_PRODUCT_TABLE="$out/product-table.txt" BATON_CUDA_FLASH_ATTENTION=1) ;;
+      swept) env=(BATON_CUDA_PRODUCT_TABLE="$table") ;;
+      flash) env=(BATON_CUDA_PRODUCT_TABLE="$table" BATON_CUDA_FLASH_ATTENTION=1) ;;
     esac
     env "${env[@]}" timeout 300 "$bundle/bin/baton" bench engine --model "$model" --device cuda \
       --prompt-tokens "$5" --decode-tokens 64 --batch-sizes "$6" --repeats 2 \
