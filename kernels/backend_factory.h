@@ -21,10 +21,11 @@ namespace baton::kernels {
 // first version's exact f32 decode products (CudaBackendOptions::exact_products): the
 // benchmarks' baseline; BATON_CUDA_NO_GRAPHS set runs every step eagerly
 // (CudaBackendOptions::step_graphs); BATON_CUDA_FLASH_ATTENTION set runs prefill attention on
-// the tensor cores (CudaBackendOptions::flash_attention); BATON_CUDA_PRODUCT_TABLE names a file of the quantized
-// products' table as `baton bench products` prints it, used instead of the one compiled in
-// (CudaBackendOptions::product_table: a GPU run can bench the table its sweep just chose);
-// NOT_FOUND / INVALID_ARGUMENT naming the file and line when it cannot be read or parsed.
+// the tensor cores (CudaBackendOptions::flash_attention); BATON_CUDA_PRODUCT_TABLE names a
+// file of the quantized products' table as `baton bench products` prints it, used instead of
+// the one compiled in (CudaBackendOptions::product_table: a GPU run can bench the table its
+// sweep just chose); NOT_FOUND / INVALID_ARGUMENT naming the file and line when it cannot be
+// read or parsed.
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const Device& device,
                                                        const CpuBackendOptions& cpu_options);
 
