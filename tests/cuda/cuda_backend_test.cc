@@ -643,6 +643,63 @@ void CudaKvTest::CheckWriteKvAndAttention(double attention_tolerance) {
   }
 }
 
+// A long prefill after a cached prefix (positions 100 to 299 of 300: 13 tiles, each walking up
+// to ten steps of keys), with and without a window and sinks: the tensor-core attention's
+// rescaling across steps, against the CPU reference.
+TEST_P(CudaKvTest, FlashAttentionOverALongPrefillAfterAPrefix) {
+  const KvCase c = GetParam();
+  if (c.head_dim != 64 && c.head_dim != 96 && c.head_dim != 128 && c.head_dim != 256) {
+    GTEST_SKIP() << "no tensor-core attention for head size " << c.head_dim;
+  }
+  gpu_ = *CreateCudaBackend({.device = 0, .flash_attention = true});
+  constexpr int32_t kBlockSize = 16, kTokens = 300, kFirstQuery = 100;
+  const int32_t n_blocks = (kTokens + kBlockSize - 1) / kBlockSize;
+  const int64_t kv_dim = int64_t{c.n_kv_head} * c.head_dim;
+  const int64_t stride = kBlockSize * kv_dim;
+  std::vector<int32_t> table(n_blocks);
+  for (int32_t b = 0; b < n_blocks; ++b) table[b] = (7 * b + 3) % n_blocks;  // shuffled
+  const size_t pool_bytes = n_blocks * stride * sizeof(uint16_t);
+  BackendBuffer cpu_k = *BackendBuffer::Allocate(*cpu_, pool_bytes);
+  BackendBuffer cpu_v = *BackendBuffer::Allocate(*cpu_, pool_bytes);
+  BackendBuffer gpu_k = *BackendBuffer::Allocate(*gpu_, pool_bytes);
+  BackendBuffer gpu_v = *BackendBuffer::Allocate(*gpu_, pool_bytes);
+  auto view = [&](BackendBuffer& kb, BackendBuffer& vb, int32_t window) {
+    return KvLayerView{.k_base = kb.as<uint16_t>(), .v_base = vb.as<uint16_t>(),
+                       .block_stride = stride, .block_table = table.data(),
+                       .n_tokens = kTokens, .block_size = kBlockSize,
+                       .n_kv_head = c.n_kv_head, .head_dim = c.head_dim, .window = window};
+  };
+  std::vector<int32_t> all(kTokens);
+  std::iota(all.begin(), all.end(), 0);
+  const std::vector<float> k = RandomFloats(kTokens * kv_dim, 50);
+  const std::vector<float> v = RandomFloats(kTokens * kv_dim, 51);
+  cpu_->WriteKv(view(cpu_k, cpu_v, 0), all.data(), kTokens, k.data(), v.data());
+  Guarded dk = UploadGuarded(k), dv = UploadGuarded(v);
+  gpu_->WriteKv(view(gpu_k, gpu_v, 0), all.data(), kTokens, dk.data(), dv.data());
+
+  constexpr int32_t kQueries = kTokens - kFirstQuery;
+  const std::vector<int32_t> positions(all.begin() + kFirstQuery, all.end());
+  const std::vector<float> q = RandomFloats(int64_t{kQueries} * c.n_head * c.head_dim, 52);
+  Guarded dq = UploadGuarded(q);
+  const std::vector<float> sinks = RandomFloats(c.n_head, 53, 3.0f);
+  Guarded device_sinks = UploadGuarded(sinks);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  for (const int32_t window : {0, 37}) {
+    for (const bool with_sinks : {false, true}) {
+      std::vector<float> want(q.size(), 0.0f);
+      cpu_->Attention(q.data(), positions.data(), kQueries, c.n_head, view(cpu_k, cpu_v, window),
+                      scale, with_sinks ? sinks.data() : nullptr, want.data());
+      Guarded out = UploadGuarded(std::vector<float>(q.size(), 0.0f));
+      gpu_->Attention(dq.data(), positions.data(), kQueries, c.n_head,
+                      view(gpu_k, gpu_v, window), scale,
+                      with_sinks ? device_sinks.data() : nullptr, out.data());
+      const std::vector<float> got = DownloadChecked(out);
+      EXPECT_LT(MaxErrorOverRms(got.data(), want.data(), static_cast<int64_t>(got.size())), 5e-3)
+          << "window " << window << ", sinks " << with_sinks;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaKvTest,
                          ::testing::Values(KvCase{4, 2, 16}, KvCase{9, 3, 64}, KvCase{32, 8, 128},
                                            KvCase{4, 4, 80}, KvCase{8, 1, 256}),
