@@ -27,45 +27,13 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 #include "kernels/cuda/attention_batch.h"
-#include "kernels/half.h"
+#include "kernels/cuda/lane_primitives.h"
 #include "kernels/host_device.h"
 #include "kernels/kv_block_layout.h"
 
-#if defined(__CUDACC__)
-#include <cuda_fp16.h>
-#endif
-
 namespace baton::kernels::cuda {
-
-// Two f32 as f16 (round to nearest even) in one register, a in the low half.
-BATON_HOST_DEVICE inline uint32_t PackHalves(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return static_cast<uint32_t>(__half_as_ushort(__float2half_rn(a))) |
-         (static_cast<uint32_t>(__half_as_ushort(__float2half_rn(b))) << 16);
-#else
-  return static_cast<uint32_t>(F32ToF16(a)) | (static_cast<uint32_t>(F32ToF16(b)) << 16);
-#endif
-}
-
-// The f16 at p (raw bits).
-BATON_HOST_DEVICE inline uint16_t LoadHalfBits(const uint16_t* p) {
-#if defined(__CUDA_ARCH__)
-  return __ldg(reinterpret_cast<const unsigned short*>(p));
-#else
-  return *p;
-#endif
-}
-
-BATON_HOST_DEVICE inline float ExpOf(float x) {
-#if defined(__CUDA_ARCH__)
-  return __expf(x);
-#else
-  return std::exp(x);
-#endif
-}
 
 // What every warp of a launch shares: one sequence's cache and queries.
 struct FlashProblem {

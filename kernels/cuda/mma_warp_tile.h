@@ -25,39 +25,12 @@
 #define BATON_KERNELS_CUDA_MMA_WARP_TILE_H_
 
 #include <cstdint>
-#include <cstring>
 
-#include "kernels/host_device.h"
+#include "kernels/cuda/lane_primitives.h"
 #include "kernels/dtype.h"
-#include "kernels/half.h"
-
-#if defined(__CUDACC__)
-#include <cuda_fp16.h>
-#endif
+#include "kernels/host_device.h"
 
 namespace baton::kernels::cuda {
-
-// Four bytes at p (4-byte aligned) as one word, lowest address lowest.
-BATON_HOST_DEVICE inline uint32_t LoadWord(const void* p) {
-#if defined(__CUDA_ARCH__)
-  return __ldg(static_cast<const unsigned int*>(p));
-#else
-  uint32_t word;
-  std::memcpy(&word, p, sizeof word);
-  return word;
-#endif
-}
-
-// The f16 at p as f32.
-BATON_HOST_DEVICE inline float LoadHalf(const void* p) {
-#if defined(__CUDA_ARCH__)
-  return __half2float(__ushort_as_half(__ldg(static_cast<const unsigned short*>(p))));
-#else
-  uint16_t bits;
-  std::memcpy(&bits, p, sizeof bits);
-  return F16ToF32(bits);
-#endif
-}
 
 // w_j = scale * q_j + offset over one 32-value group.
 struct GroupAffine {
@@ -111,15 +84,8 @@ struct MmaGroupsQ4_K {
     return (LoadWord(bits + 32 * (group / 2) + 4 * quad) >> (4 * (group % 2))) & 0x0f0f0f0fu;
   }
   BATON_HOST_DEVICE static GroupAffine Affine(const uint8_t* header, int group) {
-    const uint8_t* s = header + 4;
     int scale, min;
-    if (group < 4) {
-      scale = s[group] & 63;
-      min = s[group + 4] & 63;
-    } else {
-      scale = (s[group + 4] & 0x0f) | ((s[group - 4] >> 6) << 4);
-      min = (s[group + 4] >> 4) | ((s[group] >> 6) << 4);
-    }
+    ScaleMinK4(header + 4, group, &scale, &min);
     return {LoadHalf(header) * static_cast<float>(scale),
             -LoadHalf(header + 2) * static_cast<float>(min)};
   }

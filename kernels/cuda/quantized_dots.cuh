@@ -116,7 +116,7 @@ struct DotQ8_0 {
   }
 };
 
-// ScaleMinK4 (weight_chunks.cuh) on a Q4_K header held in registers (scale byte k is byte
+// ScaleMinK4 (lane_primitives.h) on a Q4_K header held in registers (scale byte k is byte
 // k % 4 of word 1 + k / 4).
 __device__ __forceinline__ int ScaleByte(const int4& h, int k) {
   const int word = k < 4 ? h.y : (k < 8 ? h.z : h.w);

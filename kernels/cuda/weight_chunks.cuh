@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "kernels/cuda/lane_primitives.h"
 #include "kernels/dtype.h"
 
 namespace baton::kernels::cuda {
@@ -209,17 +210,6 @@ struct ChunkQ3_K : QuantizedChunk {
     }
   }
 };
-
-// The 6-bit scale and min of sub-block j of a Q4_K / Q5_K super-block (12 packed bytes).
-__device__ __forceinline__ void ScaleMinK4(const uint8_t* packed, int j, int* scale, int* min) {
-  if (j < 4) {
-    *scale = packed[j] & 63;
-    *min = packed[j + 4] & 63;
-  } else {
-    *scale = (packed[j + 4] & 0x0f) | ((packed[j - 4] >> 6) << 4);
-    *min = (packed[j + 4] >> 4) | ((packed[j] >> 6) << 4);
-  }
-}
 
 // Q4_K (144 bytes / 256): f16 d, dmin; u8 scales[12]; u8 qs[128]. Sub-block j takes the low
 // (j even) or high (j odd) nibbles of qs[32 (j / 2) + l]; (d * scale) * q - dmin * min.
